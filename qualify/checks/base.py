@@ -1,0 +1,114 @@
+"""The contract every check kind fulfils: declared parameters, `measure`, then a pure `judge`.
+
+`measure(ctx)` runs the check for each role and saves raw data under the check's folder.
+`judge(saved)` decides from that saved data and the plan's limits alone, so a run can be
+re-judged with new limits without measuring again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from qualify.runstore import read_json
+from qualify.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from qualify.checkspec import CheckSpec
+    from qualify.context import CheckContext
+
+ParamType = Literal["string", "number", "integer", "boolean", "strings", "table"]
+
+ROLES = ("pinned", "candidate", "reference")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter a check kind accepts in the plan."""
+
+    name: str
+    type: ParamType
+    default: Any = None
+    required: bool = False
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a reviewer should read: a newly failing test, a limit crossed."""
+
+    verdict: Verdict
+    message: str
+    role: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "message": self.message, "role": self.role}
+
+
+@dataclass(frozen=True)
+class TableData:
+    """A table for the report; cells are plain values, escaped when rendered."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A check's verdict, why, and the evidence behind it."""
+
+    verdict: Verdict
+    reason: str
+    findings: tuple[Finding, ...] = ()
+    tables: tuple[TableData, ...] = ()
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "findings": [f.as_json() for f in self.findings],
+            "tables": [t.as_json() for t in self.tables],
+            "facts": self.facts,
+        }
+
+
+@dataclass(frozen=True)
+class SavedCheck:
+    """What `judge` may look at: the check's folder and its resolved plan entry."""
+
+    folder: Path
+    spec: CheckSpec
+    roles: tuple[str, ...]
+
+    def role_dir(self, role: str) -> Path:
+        return self.folder / role
+
+    def measurement(self, role: str) -> dict[str, Any] | None:
+        path = self.role_dir(role) / "measurement.json"
+        return read_json(path) if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """A kind of check, registered in `qualify.checks.KINDS`."""
+
+    name: str
+    summary: str
+    params: tuple[Param, ...]
+    measure: Callable[[CheckContext], None]
+    judge: Callable[[SavedCheck], Judgement]
+    #: How findings map onto the verdict; shown in the report next to the check.
+    verdict_rules: str
+    default_roles: tuple[str, ...] = ("pinned", "candidate")
+    #: Limit names this kind understands; None means any `max_*`/`min_*`/`*_margin`.
+    limits: tuple[str, ...] | None = None
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)

@@ -1,0 +1,176 @@
+"""`command`: run a command per role; optionally judge the metrics it reports.
+
+Measures: the command's exit status for each role and, when `metrics = true` or limits are
+set, the metrics JSON (DESIGN.md schema) the command writes to `{out_file}`.
+
+Verdict:
+- ERROR: a role could not be run (missing tool, unknown placeholder), or the pinned or
+  reference role failed (no baseline), or a metric named by a margin is missing in pinned.
+- FAIL: the candidate exited non-zero, was killed or timed out; its metrics file is missing or
+  invalid, holds no metrics, or lacks a metric a limit names; a `max_*`/`min_*` limit is crossed
+  by the candidate's median; or a `<metric>_margin` non-inferiority test fails.
+- INCONCLUSIVE: for a `<metric>_margin`, the candidate's samples straddle the boundary (pinned
+  median worsened by the margin): the noise is larger than the margin.
+- PASS otherwise.
+
+What it cannot prove: it compares medians and sample ranges, no statistics; noisy timings
+belong in a `bench` check, which interleaves repetitions and tests significance.
+"""
+
+from __future__ import annotations
+
+from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
+from qualify.checks.roleruns import measure_command, run_findings, worst
+from qualify.context import CheckContext
+from qualify.metrics import Metric, MetricsInvalid, read_metrics
+from qualify.verdicts import Verdict
+
+
+def measure(ctx: CheckContext) -> None:
+    for role in ctx.roles:
+        measure_command(ctx, role, ctx.spec.params["run"])
+
+
+def judge(saved: SavedCheck) -> Judgement:
+    findings = run_findings(saved)
+    wants_metrics = bool(saved.spec.param("metrics")) or bool(saved.spec.limits)
+    # run_findings holds only failures: with any of them there is nothing sound to compare.
+    if not wants_metrics or findings:
+        verdict = worst(findings)
+        return Judgement(verdict, _reason(verdict, findings, "every role exited 0"), tuple(findings))
+
+    metrics: dict[str, dict[str, Metric]] = {}
+    for role in saved.roles:
+        try:
+            metrics[role] = read_metrics(saved.role_dir(role) / "output")
+        except MetricsInvalid as exc:
+            findings.append(Finding(Verdict.FAIL if role == "candidate" else Verdict.ERROR, str(exc), role))
+            continue
+        if not metrics[role]:
+            findings.append(
+                Finding(
+                    Verdict.FAIL if role == "candidate" else Verdict.ERROR,
+                    "the metrics file lists no metrics: nothing was measured",
+                    role,
+                )
+            )
+    if "candidate" in metrics and "pinned" in metrics:
+        findings.extend(_judge_limits(saved.spec.limits, metrics["pinned"], metrics["candidate"]))
+    verdict = worst(findings)
+    tables = (_table(metrics),) if metrics else ()
+    return Judgement(
+        verdict,
+        _reason(verdict, findings, f"{len(metrics.get('candidate', {}))} metrics within limits"),
+        tuple(findings),
+        tables,
+    )
+
+
+def _judge_limits(
+    limits: dict[str, float], pinned: dict[str, Metric], candidate: dict[str, Metric]
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for key, limit in sorted(limits.items()):
+        if key.endswith("_margin"):
+            findings.append(_margin(key.removesuffix("_margin"), limit, pinned, candidate))
+            continue
+        bound, name = key.split("_", 1)
+        metric = candidate.get(name)
+        if metric is None:
+            findings.append(
+                Finding(Verdict.FAIL, f"limit {key}: the candidate reported no metric {name!r}", "candidate")
+            )
+            continue
+        crossed = metric.median > limit if bound == "max" else metric.median < limit
+        sign = "≤" if bound == "max" else "≥"
+        findings.append(
+            Finding(
+                Verdict.FAIL if crossed else Verdict.PASS,
+                f"{name}: candidate median {metric.median:.6g} {metric.unit}, "
+                f"limit {key} = {limit:g} ({sign}){' — crossed' if crossed else ''}",
+                "candidate",
+            )
+        )
+    return findings
+
+
+def _margin(name: str, margin: float, pinned: dict[str, Metric], candidate: dict[str, Metric]) -> Finding:
+    base, cand = pinned.get(name), candidate.get(name)
+    if cand is None:
+        return Finding(Verdict.FAIL, f"{name}_margin: the candidate reported no {name!r}", "candidate")
+    if base is None:
+        return Finding(Verdict.ERROR, f"{name}_margin: the pinned role reported no {name!r}", "pinned")
+    # The boundary is the pinned median made worse by the margin (a fraction).
+    if cand.higher_is_better:
+        boundary = base.median * (1 - margin)
+        good = [s >= boundary for s in cand.samples]
+    else:
+        boundary = base.median * (1 + margin)
+        good = [s <= boundary for s in cand.samples]
+    text = (
+        f"{name}: candidate median {cand.median:.6g} vs pinned {base.median:.6g} {cand.unit}; "
+        f"no worse than {boundary:.6g} ({margin:.1%} margin)"
+    )
+    if all(good):
+        return Finding(Verdict.PASS, text, "candidate")
+    if not any(good):
+        return Finding(Verdict.FAIL, text + " — worse beyond the margin", "candidate")
+    return Finding(
+        Verdict.INCONCLUSIVE,
+        text + f" — {good.count(False)} of {len(good)} samples beyond it: noise exceeds the margin",
+        "candidate",
+    )
+
+
+def _table(metrics: dict[str, dict[str, Metric]]) -> TableData:
+    names = sorted({name for per_role in metrics.values() for name in per_role})
+    rows = []
+    for name in names:
+        base = metrics.get("pinned", {}).get(name)
+        cand = metrics.get("candidate", {}).get(name)
+        delta = f"{(cand.median / base.median - 1):+.2%}" if base and cand and base.median else "—"
+        shown = cand or base
+        unit = shown.unit if shown else ""
+        rows.append(
+            (
+                name,
+                unit,
+                f"{base.median:.6g}" if base else "—",
+                f"{cand.median:.6g}" if cand else "—",
+                delta,
+                f"{min(cand.samples):.6g}–{max(cand.samples):.6g}" if cand else "—",
+                len(cand.samples) if cand else 0,
+            )
+        )
+    return TableData(
+        "Metrics (medians)",
+        ("metric", "unit", "pinned", "candidate", "Δ", "candidate range", "samples"),
+        tuple(rows),
+    )
+
+
+def _reason(verdict: Verdict, findings: list[Finding], ok: str) -> str:
+    bad = [f for f in findings if f.verdict is verdict and verdict is not Verdict.PASS]
+    if not bad:
+        return ok
+    first = bad[0]
+    line = first.message.splitlines()[0]
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    return f"{first.role}: {line}{more}" if first.role else line + more
+
+
+KIND = CheckKind(
+    name="command",
+    summary="run a command per role; PASS on exit 0; optional metrics judged against limits",
+    params=(
+        Param("run", "string", required=True, help="the command template"),
+        Param("metrics", "boolean", False, help="read the metrics JSON written to {out_file}"),
+    ),
+    measure=measure,
+    judge=judge,
+    verdict_rules=(
+        "FAIL if the candidate fails, crosses a max_/min_ limit, or is worse than pinned beyond "
+        "a *_margin; INCONCLUSIVE if its samples straddle a margin; ERROR if the baseline or "
+        "the harness failed; PASS otherwise"
+    ),
+)

@@ -1,0 +1,75 @@
+"""Running one command template per role and judging how the runs themselves went.
+
+Shared by the kinds whose measurement is "run the user's command in each role".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qualify.checks.base import Finding, SavedCheck
+from qualify.context import CheckContext
+from qualify.errors import QualifyError
+from qualify.verdicts import Verdict
+
+
+def measure_command(
+    ctx: CheckContext,
+    role: str,
+    template: str,
+    *,
+    cwd: Path | None = None,
+    after: Callable[[dict[str, Any]], None] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Run `template` for `role` and save what happened as the role's measurement."""
+    measurement: dict[str, Any] = {"role": role, "arm": ctx.arms[role].arm.name, **(extra or {})}
+    try:
+        argv = ctx.argv(template, role)
+        done = ctx.run(role, argv, cwd=cwd)
+    except QualifyError as exc:
+        # A missing tool or placeholder is the harness's or the machine's failure, not the
+        # candidate's: the judge turns it into ERROR.
+        measurement["error"] = {"message": exc.message, "hint": exc.hint}
+    else:
+        measurement["command"] = done.as_json()
+        measurement["output_tail"] = list(done.output_tail[-20:])
+        measurement["outcome"] = done.describe()
+        measurement["ok"] = done.ok
+    if after is not None:
+        after(measurement)
+    ctx.save(role, measurement)
+
+
+def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Finding]:
+    """Findings about the runs themselves, before any data is looked at.
+
+    No measurement or a harness error is ERROR. A candidate that exits non-zero, is killed or
+    times out is FAIL (when `failed_run_fails`); a pinned or reference run that does so is
+    ERROR: without a working baseline the candidate cannot be judged.
+    """
+    findings: list[Finding] = []
+    for role in saved.roles:
+        m = saved.measurement(role)
+        if m is None:
+            findings.append(Finding(Verdict.ERROR, "not measured (the run stopped first)", role))
+            continue
+        if "error" in m:
+            message = m["error"]["message"]
+            hint = m["error"].get("hint")
+            text = message if not hint else f"{message} ({hint})"
+            findings.append(Finding(Verdict.ERROR, text, role))
+            continue
+        if failed_run_fails and not m.get("ok"):
+            verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
+            tail = "\n".join(m.get("output_tail", [])[-8:])
+            findings.append(Finding(verdict, f"command {m.get('outcome')}\n{tail}".rstrip(), role))
+    return findings
+
+
+def worst(findings: list[Finding], default: Verdict = Verdict.PASS) -> Verdict:
+    order = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.WARN, Verdict.PASS)
+    verdicts = [f.verdict for f in findings if f.verdict in order]
+    return min(verdicts, key=order.index) if verdicts else default

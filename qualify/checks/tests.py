@@ -1,0 +1,222 @@
+"""`tests`: run a test command per role that writes JUnit XML; compare the results.
+
+Measures: per role, the JUnit XML the command writes (ctest `--output-junit`, pytest
+`--junitxml`), copied into the role's folder. With `copy`, the command runs on a writable copy
+of that directory made in the role's folder, because test drivers write next to their files
+(ctest creates `Testing/`) and the nix store is read-only.
+
+Verdict:
+- ERROR: a role could not be run, or the pinned role produced no readable JUnit (no baseline).
+- FAIL: the candidate produced no readable JUnit; zero tests were executed in either role
+  (a test run that ran nothing proves nothing); or a test the pinned role passes does not pass
+  in the candidate (newly failing, listed by name).
+- WARN: tests failing in both roles, tests present in one role only, or a non-zero exit while
+  the JUnit shows no failure.
+- PASS otherwise.
+
+What it cannot prove: only the tests the command runs are compared; a test skipped in both
+roles says nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
+from qualify.checks.roleruns import measure_command, run_findings, worst
+from qualify.context import CheckContext
+from qualify.errors import QualifyError
+from qualify.junit import FAILED, MISSING, PASSED, SKIPPED, JUnitInvalid, executed, read_junit
+from qualify.placeholders import expand
+from qualify.verdicts import Verdict
+
+JUNIT_COPY = "junit.xml"
+
+
+def measure(ctx: CheckContext) -> None:
+    for role in ctx.roles:
+        cwd: Path | None = None
+        extra: dict[str, Any] = {}
+        try:
+            if ctx.spec.params.get("copy"):
+                source = _single_path(ctx, ctx.spec.params["copy"], role)
+                cwd = _writable_copy(source, ctx.role_dir(role) / "work")
+                extra["copied_from"] = str(source)
+            junit = _single_path(ctx, ctx.spec.params["junit"], role)
+        except QualifyError as exc:
+            ctx.save(role, {"role": role, "error": {"message": exc.message, "hint": exc.hint}})
+            continue
+
+        def keep_junit(measurement: dict[str, Any], junit: Path = junit, role: str = role) -> None:
+            measurement["junit"] = str(junit)
+            if junit.is_file():
+                shutil.copyfile(junit, ctx.role_dir(role) / JUNIT_COPY)
+
+        measure_command(ctx, role, ctx.spec.params["run"], cwd=cwd, after=keep_junit, extra=extra)
+
+
+def _single_path(ctx: CheckContext, template: str, role: str) -> Path:
+    argv = expand([template], ctx.values(role))
+    if len(argv) != 1:
+        raise QualifyError(f"{template!r} must name exactly one path, got {argv}")
+    return Path(argv[0])
+
+
+def _writable_copy(source: Path, target: Path) -> Path:
+    if not source.is_dir():
+        raise QualifyError(f"copy: {source} is not a directory", "check the `copy` path")
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, symlinks=True)
+    # Store files are read-only; the test driver must be able to write beside them.
+    for root, dirs, files in os.walk(target):
+        for name in dirs + files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    target.chmod(target.stat().st_mode | stat.S_IWUSR)
+    return target
+
+
+def judge(saved: SavedCheck) -> Judgement:
+    # A non-zero exit is how test drivers report failing tests: the JUnit decides, not the code.
+    findings = run_findings(saved, failed_run_fails=False)
+    results: dict[str, dict[str, str]] = {}
+    for role in saved.roles:
+        m = saved.measurement(role)
+        if m is None or "error" in m:
+            continue
+        try:
+            results[role] = read_junit(saved.role_dir(role) / JUNIT_COPY)
+        except JUnitInvalid as exc:
+            tail = "\n".join(m.get("output_tail", [])[-6:])
+            message = f"{exc} (command {m.get('outcome')})\n{tail}".rstrip()
+            findings.append(Finding(Verdict.FAIL if role == "candidate" else Verdict.ERROR, message, role))
+            continue
+        if executed(results[role]) == 0:
+            findings.append(
+                Finding(
+                    Verdict.FAIL,
+                    f"no tests executed ({len(results[role])} listed, all skipped "
+                    "or none): nothing was measured",
+                    role,
+                )
+            )
+        if m.get("command", {}).get("timed_out"):
+            findings.append(
+                Finding(
+                    Verdict.FAIL if role == "candidate" else Verdict.ERROR,
+                    f"the test command {m.get('outcome')}",
+                    role,
+                )
+            )
+    table: tuple[TableData, ...] = ()
+    if "pinned" in results and "candidate" in results:
+        findings.extend(_compare(results["pinned"], results["candidate"]))
+        for role in ("pinned", "candidate"):
+            m = saved.measurement(role) or {}
+            if (
+                not m.get("ok")
+                and not m.get("command", {}).get("timed_out")
+                and not any(s in (FAILED, "error") for s in results[role].values())
+            ):
+                findings.append(
+                    Finding(
+                        Verdict.WARN, f"command {m.get('outcome')} though its JUnit reports no failure", role
+                    )
+                )
+        table = (_table(results["pinned"], results["candidate"]),)
+    verdict = worst(findings)
+    counts = {
+        role: f"{sum(s == PASSED for s in r.values())}/{executed(r)} passed" for role, r in results.items()
+    }
+    summary = "; ".join(f"{role} {text}" for role, text in counts.items())
+    bad = [f for f in findings if f.verdict is verdict and verdict is not Verdict.PASS]
+    reason = summary
+    if bad:
+        head = bad[0].message.splitlines()[0]
+        reason = f"{bad[0].role}: {head}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+        reason += f" — {summary}" if summary else ""
+    return Judgement(
+        verdict,
+        reason,
+        tuple(findings),
+        table,
+        facts={"counts": {role: _count(r) for role, r in results.items()}},
+    )
+
+
+def _compare(pinned: dict[str, str], candidate: dict[str, str]) -> list[Finding]:
+    findings: list[Finding] = []
+    newly_failing = [t for t, s in pinned.items() if s == PASSED and candidate.get(t, MISSING) != PASSED]
+    for test in newly_failing:
+        findings.append(
+            Finding(Verdict.FAIL, f"newly failing: {test} ({candidate.get(test, MISSING)})", "candidate")
+        )
+    both = [t for t, s in pinned.items() if s in (FAILED, "error") and candidate.get(t) in (FAILED, "error")]
+    if both:
+        findings.append(
+            Finding(
+                Verdict.WARN,
+                f"failing in both roles: {', '.join(both[:20])}"
+                + (f" (+{len(both) - 20})" if len(both) > 20 else ""),
+                None,
+            )
+        )
+    only = sorted(set(pinned) ^ set(candidate))
+    only = [t for t in only if t not in newly_failing]
+    if only:
+        findings.append(
+            Finding(
+                Verdict.WARN,
+                f"in one role only: {', '.join(only[:20])}"
+                + (f" (+{len(only) - 20})" if len(only) > 20 else ""),
+                None,
+            )
+        )
+    return findings
+
+
+def _table(pinned: dict[str, str], candidate: dict[str, str]) -> TableData:
+    def change(test: str) -> str:
+        before, after = pinned.get(test, MISSING), candidate.get(test, MISSING)
+        if before == PASSED and after != PASSED:
+            return "newly failing"
+        if before != PASSED and after == PASSED and before != MISSING:
+            return "newly passing"
+        return "" if before == after else f"{before} → {after}"
+
+    order = {"newly failing": 0, "": 3}
+    tests = sorted(set(pinned) | set(candidate), key=lambda t: (order.get(change(t), 1), t))
+    rows = tuple((t, pinned.get(t, MISSING), candidate.get(t, MISSING), change(t)) for t in tests)
+    return TableData("Tests (changes first)", ("test", "pinned", "candidate", "change"), rows)
+
+
+def _count(results: dict[str, str]) -> dict[str, int]:
+    out = {PASSED: 0, FAILED: 0, "error": 0, SKIPPED: 0}
+    for status in results.values():
+        out[status] = out.get(status, 0) + 1
+    return out
+
+
+KIND = CheckKind(
+    name="tests",
+    summary="run a test command per role writing JUnit XML; no test the pinned role passes may fail",
+    params=(
+        Param("run", "string", required=True, help="the test command template"),
+        Param("junit", "string", "{out_file}", help="where the command writes JUnit XML"),
+        Param("copy", "string", None, help="a directory to run the command in, copied first"),
+    ),
+    measure=measure,
+    judge=judge,
+    verdict_rules=(
+        "FAIL if a test passing in pinned does not pass in the candidate, if either role executed "
+        "zero tests, or the candidate wrote no JUnit; WARN for tests failing in both roles; "
+        "ERROR if the baseline or the harness failed; PASS otherwise"
+    ),
+    limits=(),
+)

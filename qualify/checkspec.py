@@ -1,0 +1,52 @@
+"""A check as the plan (and the selected profile) resolve it: the unit saved with each result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One check of a stage, as the plan (and the selected profile) resolve it."""
+
+    name: str
+    kind: str
+    params: dict[str, Any]
+    limits: dict[str, float]
+    roles: tuple[str, ...]
+    timeout_s: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    #: Check variables: over the project's [vars], under an arm's own vars.
+    vars: dict[str, Any] = field(default_factory=dict)
+
+    def param(self, name: str) -> Any:
+        return self.params.get(name)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "params": self.params,
+            "limits": self.limits,
+            "roles": list(self.roles),
+            "timeout_s": self.timeout_s,
+            "env": self.env,
+            "description": self.description,
+            "vars": {k: list(v) if isinstance(v, tuple) else v for k, v in self.vars.items()},
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> CheckSpec:
+        return CheckSpec(
+            name=data["name"],
+            kind=data["kind"],
+            params=dict(data.get("params", {})),
+            limits={k: float(v) for k, v in data.get("limits", {}).items()},
+            roles=tuple(data.get("roles", ("pinned", "candidate"))),
+            timeout_s=data.get("timeout_s"),
+            env=dict(data.get("env", {})),
+            description=data.get("description", ""),
+            vars={k: tuple(v) if isinstance(v, list) else v for k, v in data.get("vars", {}).items()},
+        )

@@ -1,0 +1,251 @@
+"""The `qualify` command line: thin commands, each calling one function.
+
+This is the one place where errors become exit codes (DESIGN.md): QualifyError is caught once,
+rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from typer.core import TyperGroup
+
+from qualify import __version__
+from qualify.config import load_config
+from qualify.console import ConsoleEvents, badge, plan_table
+from qualify.doctor import probes
+from qualify.errors import ExitCode, QualifyError
+from qualify.pipeline import RunRequest, execute, runs_dir_for
+from qualify.plan import load_plan
+from qualify.report_model import build_model
+from qualify.report_render import render
+from qualify.runstore import RunDir, list_runs, open_run
+from qualify.scaffold import init_project
+
+_state = {"debug": False}
+
+
+class QualifyGroup(TyperGroup):
+    """Runs click in non-standalone mode so that every exit code is ours."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        err = Console(stderr=True)
+        try:
+            code = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            sys.exit(ExitCode.USAGE_ERROR)
+        except click.UsageError as exc:
+            exc.show()
+            sys.exit(ExitCode.USAGE_ERROR)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(ExitCode.USAGE_ERROR)
+        except (click.Abort, KeyboardInterrupt):
+            err.print("[yellow]interrupted[/]")
+            sys.exit(ExitCode.INTERRUPTED)
+        except QualifyError as exc:
+            if _state["debug"]:
+                err.print(escape(traceback.format_exc()))
+            err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+            if exc.hint:
+                err.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False)
+            sys.exit(exc.exit_code)
+        except Exception as exc:
+            if _state["debug"]:
+                err.print(escape(traceback.format_exc()))
+            err.print(f"[bold red]internal error:[/] {escape(repr(exc))}", highlight=False)
+            err.print("[dim]hint:[/] rerun with --debug for the traceback")
+            sys.exit(ExitCode.HARNESS_ERROR)
+        sys.exit(int(code or 0))
+
+
+app = typer.Typer(
+    cls=QualifyGroup,
+    help="Qualify a toolchain move of a GPU inference engine packaged as a Nix flake.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory holding qualify.toml.")]
+RunsDirOpt = Annotated[
+    Path | None,
+    typer.Option("--runs-dir", help="Where runs live (default: runs/ in the project, or $QUALIFY_RUNS_DIR)."),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"qualify {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+@app.command()
+def run(
+    candidate: Annotated[str | None, typer.Option(help="The arm to qualify.")] = None,
+    pinned: Annotated[
+        str | None, typer.Option(help="The arm it is compared with (default: the config's).")
+    ] = None,
+    project: ProjectOpt = Path(),
+    profile: Annotated[str | None, typer.Option(help="A plan profile (e.g. quick, full).")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Resume or rerun this saved run.")] = None,
+    only: Annotated[str | None, typer.Option(help="Rerun only this stage of a saved run.")] = None,
+    from_stage: Annotated[
+        str | None, typer.Option("--from", help="Rerun this stage and the later ones.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Rerun stages that passed with unchanged inputs.")] = False,
+    no_gate: Annotated[
+        bool, typer.Option("--no-gate", help="Run later stages past a failed gate (marked ungated).")
+    ] = False,
+    runs_dir: RunsDirOpt = None,
+) -> None:
+    """Build the arms and run the plan's stages in order, each gating the next."""
+    console = Console()
+    outcome = execute(
+        RunRequest(project, candidate, pinned, profile, run_id, only, from_stage, force, no_gate, runs_dir),
+        ConsoleEvents(console),
+    )
+    files = render(outcome.run)
+    verdict = outcome.verdict.value if outcome.verdict else "INTERRUPTED"
+    console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
+    console.print(f"report: {escape(str(files.html))}\nsummary: {escape(str(files.markdown))}")
+    if outcome.verdict is None:
+        console.print(f"resume with: qualify run --run {outcome.run.run_id}")
+    raise typer.Exit(int(outcome.exit_code))
+
+
+@app.command()
+def plan(
+    project: ProjectOpt = Path(),
+    profile: Annotated[str | None, typer.Option(help="Show the plan as this profile resolves it.")] = None,
+) -> None:
+    """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
+    console = Console()
+    try:
+        plan_dir = load_config(project).plan_dir
+    except QualifyError:
+        if (project / "qualify.toml").exists():
+            raise
+        console.print("[dim]no qualify.toml here: showing the built-in default plan[/]")
+        plan_dir = None
+    console.print(plan_table(load_plan(plan_dir, profile)))
+
+
+@app.command()
+def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None) -> None:
+    """List the saved runs, oldest first."""
+    console = Console()
+    directory = runs_dir_for(load_config(project), runs_dir)
+    table = Table(title=f"runs in {directory}", title_justify="left")
+    for column in ("run", "candidate", "profile", "status", "verdict", "created"):
+        table.add_column(column)
+    for entry in list_runs(directory):
+        saved = entry.read()
+        table.add_row(
+            entry.run_id,
+            saved.get("roles", {}).get("candidate", {}).get("arm", "?"),
+            saved.get("profile") or "",
+            saved.get("status", "?"),
+            badge(saved.get("verdict") or "—"),
+            saved.get("created_at", ""),
+        )
+    console.print(table)
+
+
+@app.command()
+def show(
+    run_id: Annotated[str | None, typer.Argument(help="Run id or path (default: the latest).")] = None,
+    project: ProjectOpt = Path(),
+    runs_dir: RunsDirOpt = None,
+) -> None:
+    """Print a run's stage chain and its checks."""
+    console = Console()
+    model = build_model(_open(project, runs_dir, run_id))
+    console.print(f"run {model.run_id}: {badge(model.verdict)}  ({model.status})")
+    console.print(
+        " → ".join(
+            f"{s.name} {badge(s.outcome)}" + (" [yellow](ungated)[/]" if s.ungated else "")
+            for s in model.stages
+        )
+    )
+    table = Table(title_justify="left")
+    for column in ("stage", "check", "verdict", "why"):
+        table.add_column(column)
+    for stage in model.stages:
+        if not stage.checks:
+            table.add_row(stage.name, "", badge(stage.outcome), escape(stage.reason))
+        for check in stage.checks:
+            table.add_row(stage.name, check.name, badge(check.verdict), escape(check.reason))
+    console.print(table)
+
+
+@app.command()
+def report(
+    run_id: Annotated[str | None, typer.Argument(help="Run id or path (default: the latest).")] = None,
+    project: ProjectOpt = Path(),
+    runs_dir: RunsDirOpt = None,
+) -> None:
+    """Write report.html, summary.md and report.json from a saved run."""
+    files = render(_open(project, runs_dir, run_id))
+    Console().print(f"{escape(str(files.html))}\n{escape(str(files.markdown))}\n{escape(str(files.json))}")
+
+
+@app.command()
+def doctor() -> None:
+    """What this machine offers a qualification run (nix, compilers, GPUs, permissions)."""
+    table = Table(title="qualify doctor", title_justify="left")
+    for column in ("", "what", "found", "needed for"):
+        table.add_column(column)
+    for probe in probes():
+        mark = "[green]ok[/]" if probe.ok else "[yellow]--[/]"
+        table.add_row(mark, probe.what, escape(probe.detail), probe.needed_for)
+    Console().print(table)
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="The project directory.")] = Path(),
+    force: Annotated[bool, typer.Option(help="Overwrite an existing qualify.toml and stages/.")] = False,
+) -> None:
+    """Write a starting qualify.toml and copy the default plan into stages/."""
+    for path in init_project(directory, force=force):
+        Console().print(f"wrote {escape(str(path))}")
+
+
+def _open(project: Path, runs_dir: Path | None, run_id: str | None) -> RunDir:
+    if run_id is not None and (Path(run_id) / "run.json").is_file():
+        return open_run(Path(run_id).parent, run_id)  # a run given by its path
+    return open_run(runs_dir_for(load_config(project), runs_dir), run_id)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Console-script entry point: SIGTERM stops a run as cleanly as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, _terminate)
+    app()

@@ -1,0 +1,76 @@
+"""Rich output: the live stage log of a run, stage chains and plan tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from qualify.checks.base import Judgement
+from qualify.pipeline import Events
+from qualify.plan import Plan, StageSpec
+
+STYLE = {
+    "PASS": "green",
+    "WARN": "yellow",
+    "INCONCLUSIVE": "dark_orange",
+    "FAIL": "bold red",
+    "ERROR": "magenta",
+    "SKIPPED": "grey50",
+    "BLOCKED": "grey50",
+    "NOT CONFIGURED": "grey50",
+    "NOT RUN": "grey50",
+    "INTERRUPTED": "magenta",
+    "QUALIFIED": "bold green",
+    "NOT QUALIFIED": "bold red",
+    "INCOMPLETE": "bold yellow",
+}
+
+
+def badge(value: str) -> str:
+    return f"[{STYLE.get(value, 'white')}]{escape(value)}[/]"
+
+
+class ConsoleEvents(Events):
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def echo(self, line: str) -> None:
+        self.console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+
+    def stage_start(self, stage: StageSpec, note: str) -> None:
+        extra = f"  [yellow]{escape(note)}[/]" if note else ""
+        self.console.rule(f"[bold]{escape(stage.folder)}[/]{extra}", align="left")
+
+    def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None:
+        self.console.print(
+            f"[bold]{escape(stage.name)}[/]: {badge(outcome)}  {escape(reason)}", highlight=False
+        )
+
+    def check_end(self, stage: str, check: str, judgement: Judgement) -> None:
+        self.console.print(
+            f"  {escape(check)}: {badge(judgement.verdict.value)}  {escape(judgement.reason)}",
+            highlight=False,
+        )
+
+
+def plan_table(plan: Plan) -> Table:
+    title = f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")
+    table = Table(title=title, title_justify="left")
+    for column in ("stage", "check", "kind", "roles", "limits / parameters"):
+        table.add_column(column)
+    for stage in plan.stages:
+        gate = " (inconclusive → warn)" if stage.inconclusive_as_warn else ""
+        for index, check in enumerate(stage.checks):
+            params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
+            shown = ", ".join(f"{k}={v}" for k, v in {**check.limits, **params}.items())
+            table.add_row(
+                escape(f"{stage.folder}{gate}") if index == 0 else "",
+                escape(check.name),
+                check.kind,
+                ", ".join(check.roles),
+                escape(shown),
+            )
+    for name in plan.not_configured():
+        table.add_row(f"[grey50]{name}[/]", "", "", "", badge("NOT CONFIGURED"))
+    return table
