@@ -13,7 +13,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -40,19 +39,18 @@ class QualifyGroup(TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)  # paths and commands stay copyable
         try:
             code = super().main(*args, **kwargs)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        except typer.TyperException as exc:
+            # Usage errors (click's exit code 2), bad parameters, no arguments (help shown).
+            show = getattr(exc, "show", None)
+            if callable(show):
+                show()
+            else:
+                err.print(escape(exc.format_message()))
             sys.exit(ExitCode.USAGE_ERROR)
-        except click.UsageError as exc:
-            exc.show()
-            sys.exit(ExitCode.USAGE_ERROR)
-        except click.ClickException as exc:
-            exc.show()
-            sys.exit(ExitCode.USAGE_ERROR)
-        except (click.Abort, KeyboardInterrupt):
+        except (typer.Abort, KeyboardInterrupt):
             err.print("[yellow]interrupted[/]")
             sys.exit(ExitCode.INTERRUPTED)
         except QualifyError as exc:

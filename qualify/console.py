@@ -36,7 +36,7 @@ class ConsoleEvents(Events):
         self.console = console
 
     def echo(self, line: str) -> None:
-        self.console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+        self.console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
 
     def stage_start(self, stage: StageSpec, note: str) -> None:
         extra = f"  [yellow]{escape(note)}[/]" if note else ""

@@ -1,0 +1,43 @@
+# Set-up and entry points for a fresh Debian 12 machine (run as root, or with sudo for apt).
+# Every target is idempotent: packages, the venv and nix store contents are reused.
+
+PYTHON ?= python3
+VENV   := .venv
+APT_PACKAGES := nix-bin cmake git
+# Nix from Debian's nix-bin, single-user, never asking a binary cache (builds are local).
+define NIX_CONFIG
+experimental-features = nix-command flakes
+build-users-group =
+substituters =
+endef
+export NIX_CONFIG
+
+.PHONY: setup demo test lint
+
+$(VENV)/.apt-done:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "apt: installing $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@mkdir -p $(VENV) && touch $@
+
+$(VENV)/bin/qualify: pyproject.toml $(VENV)/.apt-done
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	@touch $@
+
+setup: $(VENV)/bin/qualify
+
+demo: setup
+	@$(VENV)/bin/qualify run -C examples/quickstart --candidate level9; code=$$?; \
+	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check qualify tests examples
+	$(VENV)/bin/ruff format --check qualify tests examples
+	$(VENV)/bin/mypy

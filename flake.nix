@@ -1,0 +1,71 @@
+# qualify: the toolchain qualification harness as a package, an app and a dev shell.
+{
+  description = "qualify: toolchain qualification harness for GPU inference engines packaged as Nix flakes";
+
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixpkgs-unstable";
+
+  outputs =
+    { self, nixpkgs }:
+    let
+      systems = [
+        "x86_64-linux"
+        "aarch64-linux"
+      ];
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f system nixpkgs.legacyPackages.${system});
+      # Hatch reads the version from qualify/__init__.py; keep this in step with it.
+      version = "0.1.0";
+      runtimeDeps =
+        ps: with ps; [
+          typer
+          rich
+          pandas
+          pyarrow
+          scipy
+          jinja2
+        ];
+    in
+    {
+      packages = forAllSystems (system: pkgs: rec {
+        qualify = pkgs.python3Packages.buildPythonApplication {
+          pname = "qualify";
+          inherit version;
+          pyproject = true;
+          src = pkgs.lib.cleanSource ./.;
+          build-system = [ pkgs.python3Packages.hatchling ];
+          dependencies = runtimeDeps pkgs.python3Packages;
+          # The test suite runs real nix builds and compilers, which the build sandbox lacks.
+          doCheck = false;
+          pythonImportsCheck = [ "qualify" ];
+          meta.mainProgram = "qualify";
+        };
+        default = qualify;
+      });
+
+      apps = forAllSystems (system: pkgs: {
+        default = {
+          type = "app";
+          program = "${self.packages.${system}.default}/bin/qualify";
+        };
+      });
+
+      devShells = forAllSystems (system: pkgs: {
+        default = pkgs.mkShell {
+          packages = [
+            (pkgs.python3.withPackages (
+              ps:
+              runtimeDeps ps
+              ++ (with ps; [
+                hatchling
+                pytest
+                mypy
+                pandas-stubs
+              ])
+            ))
+            pkgs.ruff
+            pkgs.nix
+            pkgs.git
+          ];
+        };
+      });
+    };
+}

@@ -1,0 +1,95 @@
+"""Shared fixtures: small real projects on disk, and qualify run as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PY = sys.executable
+REPO = Path(__file__).resolve().parent.parent
+
+DEFAULT_CONFIG = """
+[arms.pinned]
+installable = ".#default"
+vars = { level = 6 }
+
+[arms.cand]
+installable = ".#cand"
+vars = { level = 9 }
+"""
+
+
+@dataclass
+class Project:
+    root: Path
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    def stage(self, filename: str, body: str) -> Path:
+        path = self.root / "stages" / filename
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(textwrap.dedent(body).replace("{py}", PY))
+        return path
+
+    def script(self, name: str, body: str) -> Path:
+        path = self.root / name
+        path.write_text(textwrap.dedent(body))
+        return path
+
+    def run_dirs(self) -> list[Path]:
+        return sorted(p for p in self.runs.iterdir() if (p / "run.json").exists())
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Callable[..., Project]:
+    """A project directory with qualify.toml and a plan written by the test."""
+
+    made: list[Path] = []
+
+    def make(config: str = DEFAULT_CONFIG, plan: bool = True) -> Project:
+        root = tmp_path / ("proj" if not made else f"proj{len(made) + 1}")
+        root.mkdir()
+        made.append(root)
+        header = 'plan = "stages"\n' if plan else ""
+        (root / "qualify.toml").write_text(header + textwrap.dedent(config))
+        (root / "stages").mkdir()
+        return Project(root)
+
+    return make
+
+
+def qualify_proc(*args: str, cwd: Path | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run qualify as a real process (the console script's code path)."""
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [PY, "-m", "qualify", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def command_stage(name: str, run: str, **extra: str) -> str:
+    """A stage file body holding one `command` check."""
+    lines = [f'name = "{name}"']
+    for key, value in extra.items():
+        if key == "inconclusive":
+            lines.append(f'inconclusive = "{value}"')
+    lines += ["[[check]]", 'kind = "command"', f'name = "{name}-check"', f"run = '''{run}'''"]
+    for key, value in extra.items():
+        if key != "inconclusive":
+            lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"

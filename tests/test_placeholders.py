@@ -1,0 +1,55 @@
+"""Command templates: shlex split first, then placeholders filled token by token."""
+
+from __future__ import annotations
+
+import pytest
+
+from qualify.errors import PlaceholderError
+from qualify.placeholders import expand
+
+
+def test_list_value_alone_becomes_several_arguments() -> None:
+    argv = expand(
+        "{bin}/llama-perplexity -m {model} {engine_args} -c 512",
+        {"bin": "/nix/store/x/bin", "model": "m.gguf", "engine_args": ("-ctk", "q4_0")},
+    )
+    assert argv == ["/nix/store/x/bin/llama-perplexity", "-m", "m.gguf", "-ctk", "q4_0", "-c", "512"]
+
+
+def test_empty_list_disappears() -> None:
+    assert expand("run {engine_args} end", {"engine_args": ()}) == ["run", "end"]
+
+
+def test_string_value_with_spaces_is_never_split() -> None:
+    assert expand("cat {file}", {"file": "my model.gguf"}) == ["cat", "my model.gguf"]
+
+
+def test_quoted_template_token_stays_one_argument() -> None:
+    assert expand("sh -c 'echo {x} done'", {"x": "hi"}) == ["sh", "-c", "echo hi done"]
+
+
+def test_literal_braces() -> None:
+    assert expand("printf {{}} {n}", {"n": 3}) == ["printf", "{}", "3"]
+
+
+def test_unknown_placeholder_suggests() -> None:
+    with pytest.raises(PlaceholderError) as err:
+        expand("run {modle}", {"model": "m"})
+    assert "unknown placeholder {modle}" in err.value.message
+    assert 'did you mean "model"' in err.value.message
+
+
+def test_list_inside_a_token_is_an_error() -> None:
+    with pytest.raises(PlaceholderError, match="can only stand alone"):
+        expand("--args={engine_args}", {"engine_args": ("a", "b")})
+
+
+def test_missing_out_path_explains_the_build_stage() -> None:
+    with pytest.raises(PlaceholderError) as err:
+        expand("{bin}/tool", {"bin": None})
+    assert err.value.hint and "build stage" in err.value.hint
+
+
+def test_unbalanced_brace() -> None:
+    with pytest.raises(PlaceholderError, match="unbalanced brace"):
+        expand("echo {oops", {})

@@ -1,0 +1,72 @@
+"""The built wheel, installed in a fresh virtual environment, finds stages/ and reports/."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(dist.glob("qualify-*.whl"))
+    # System site-packages give the venv qualify's dependencies without a download; the
+    # venv's own site-packages come first, so `qualify` is the wheel's, not the checkout's.
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    probe = (
+        "import json, qualify, qualify.resources as r;"
+        "print(json.dumps({'pkg': qualify.__file__, 'stages': str(r.data_dir('stages')),"
+        " 'reports': str(r.data_dir('reports'))}))"
+    )
+    out = subprocess.run([str(python), "-c", probe], cwd=tmp_path, check=True, capture_output=True, text=True)
+    where = json.loads(out.stdout)
+    site = str(env_dir)
+    assert where["pkg"].startswith(site), where
+    assert where["stages"].startswith(site) and where["reports"].startswith(site)
+    assert (Path(where["stages"]) / "20-compile.toml").is_file()
+    assert (Path(where["reports"]) / "report.html.j2").is_file()
+    plan = subprocess.run(
+        [str(env_dir / "bin" / "qualify"), "plan"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert "operator-tests" in plan.stdout and "NOT CONFIGURED" in plan.stdout
+    # The installed qualify runs a plan and renders the report with its own templates.
+    project = tmp_path / "proj"
+    init = subprocess.run(
+        [str(env_dir / "bin" / "qualify"), "init", str(project)], capture_output=True, text=True
+    )
+    assert init.returncode == 0, init.stderr
+    (project / "stages" / "20-compile.toml").write_text(
+        '[[check]]\nkind = "command"\nname = "hello"\nrun = "echo hello"\n'
+    )
+    run = subprocess.run(
+        [str(env_dir / "bin" / "qualify"), "run", "--candidate", "candidate", "-C", str(project)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 3, run.stdout + run.stderr
+    reports = list((project / "runs").glob("*/report.html"))
+    assert len(reports) == 1 and "hello" in reports[0].read_text()
