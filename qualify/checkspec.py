@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qualify.environment import redact_env
+
 
 @dataclass(frozen=True)
 class CheckSpec:
@@ -32,7 +34,7 @@ class CheckSpec:
             "limits": self.limits,
             "roles": list(self.roles),
             "timeout_s": self.timeout_s,
-            "env": self.env,
+            "env": redact_env(self.env),  # saved in run.json, stage.json and result.json
             "description": self.description,
             "vars": {k: list(v) if isinstance(v, tuple) else v for k, v in self.vars.items()},
         }

@@ -362,3 +362,31 @@ installable = ".#reference"
     assert (check / "reference" / "arm.txt").read_text().strip() == "reference"
     assert (check / "candidate" / "arm.txt").read_text().strip() == "cand"
     assert DEFAULT
+
+
+def test_secrets_never_reach_the_run_directory(project: Callable[..., Project]) -> None:
+    p = project("""
+inherit_env = ["PATH"]
+[arms.pinned]
+installable = ".#default"
+env = { HF_TOKEN = "hf_arm_secret_1234" }
+[arms.cand]
+installable = ".#cand"
+env = { HF_TOKEN = "hf_arm_secret_1234" }
+""")
+    p.stage("20-compile.toml", """
+        [[check]]
+        kind = "command"
+        name = "c"
+        env = { DB_PASSWORD = "pw_check_secret_99" }
+        run = "sh -c 'test ${#HF_TOKEN} = 18 && test ${#DB_PASSWORD} = 18'"
+    """)
+    code, out = cli(p, "run", "--candidate", "cand")
+    assert code == 3, out  # the child did get both secrets
+    run = p.run_dirs()[0]
+    for path in run.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert "hf_arm_secret_1234" not in text, path
+            assert "pw_check_secret_99" not in text, path
+    assert "<redacted>" in (run / "run.json").read_text()

@@ -21,13 +21,13 @@ def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> No
         capture_output=True,
     )
     wheel = next(dist.glob("qualify-*.whl"))
-    # System site-packages give the venv qualify's dependencies without a download; the
-    # venv's own site-packages come first, so `qualify` is the wheel's, not the checkout's.
+    # A fresh venv with the wheel and its dependencies (from pip's cache after set-up): the
+    # checkout is not importable from there, so every file found comes from the wheel.
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(wheel)],
         check=True,
         capture_output=True,
     )
