@@ -24,7 +24,7 @@ from qualify.config import load_config
 from qualify.console import ConsoleEvents, badge, plan_table
 from qualify.doctor import probes
 from qualify.errors import ExitCode, QualifyError
-from qualify.pipeline import RunRequest, execute, runs_dir_for
+from qualify.pipeline import RunRequest, execute, parse_overrides, runs_dir_for
 from qualify.plan import load_plan
 from qualify.report_model import build_model
 from qualify.report_render import render
@@ -119,13 +119,31 @@ def run(
         bool, typer.Option("--no-gate", help="Run later stages past a failed gate (marked ungated).")
     ] = False,
     runs_dir: RunsDirOpt = None,
+    allow_dirty: Annotated[
+        bool, typer.Option("--allow-dirty", help="Build from a tree with uncommitted changes (reported).")
+    ] = False,
+    override_input: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=FLAKEREF: replace a flake input for the candidate only (repeatable)."),
+    ] = None,
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
     console = Console()
-    outcome = execute(
-        RunRequest(project, candidate, pinned, profile, run_id, only, from_stage, force, no_gate, runs_dir),
-        ConsoleEvents(console),
+    request = RunRequest(
+        project,
+        candidate,
+        pinned,
+        profile,
+        run_id,
+        only,
+        from_stage,
+        force,
+        no_gate,
+        runs_dir,
+        allow_dirty,
+        parse_overrides(override_input or []),
     )
+    outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)
     verdict = outcome.verdict.value if outcome.verdict else "INTERRUPTED"
     console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")

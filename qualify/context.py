@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from qualify.checkspec import CheckSpec
 from qualify.config import ArmSpec, ProjectConfig
 from qualify.environment import child_env
 from qualify.placeholders import Value, expand
-from qualify.runstore import write_json
+from qualify.runstore import RunDir, write_json
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,20 @@ class CheckContext:
     config: ProjectConfig
     arms: Mapping[str, RoleArm]  # by role
     echo: Callable[[str], None]
+    #: Run-wide options from the command line (allow_dirty, override_inputs), as saved.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    roles_override: tuple[str, ...] | None = None
 
     @property
     def roles(self) -> tuple[str, ...]:
-        return self.spec.roles
+        return self.roles_override or self.spec.roles
+
+    def record_arm(self, role: str, *, drv: str | None, out: str | None) -> None:
+        """Save what the build learned about a role's arm, for the later stages."""
+        run = RunDir(self.run_dir)
+        roles = run.read()["roles"]
+        roles[role].update(drv=drv, out=out)
+        run.update(roles=roles)
 
     def role_dir(self, role: str) -> Path:
         path = self.folder / role
@@ -131,6 +141,3 @@ class CheckContext:
     def save(self, role: str, measurement: dict[str, Any]) -> None:
         """Save a role's raw measurement for `judge` (atomically)."""
         write_json(self.role_dir(role) / "measurement.json", measurement)
-
-    def roles_in_order(self) -> Iterator[str]:
-        yield from self.roles

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify import __version__, provenance
+from qualify.checks import kind_named
 from qualify.checks.base import Judgement
 from qualify.config import ProjectConfig, load_config
 from qualify.context import RoleArm
@@ -52,6 +53,8 @@ class RunRequest:
     force: bool = False
     no_gate: bool = False
     runs_dir: Path | None = None
+    allow_dirty: bool = False
+    override_inputs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,20 @@ class Events:
     def stage_start(self, stage: StageSpec, note: str) -> None: ...
     def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None: ...
     def check_end(self, stage: str, check: str, judgement: Judgement) -> None: ...
+
+
+def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """`NAME=FLAKEREF` pairs from `--override-input`."""
+    pairs = []
+    for value in values:
+        name, sep, ref = value.partition("=")
+        if not sep or not name or not ref:
+            raise UsageError(
+                f"--override-input {value!r}: expected NAME=FLAKEREF",
+                "for example --override-input nixpkgs-rocm10=github:me/nixpkgs/rocm-10.1",
+            )
+        pairs.append((name, ref))
+    return tuple(pairs)
 
 
 def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
@@ -195,12 +212,22 @@ def _run_stages(
     request: RunRequest,
     events: Events,
 ) -> None:
-    runner = StageRunner(run, config, arms, events.echo, events.check_end, plan.profile)
+    saved = run.read()
+    options = saved.get("options", {})
+    provenance_ = saved.get("provenance", {})
+    source = {
+        "git": provenance_.get("git"),
+        "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
+        "options": options,
+    }
+    runner = StageRunner(run, config, arms, events.echo, events.check_end, plan.profile, options, source)
     timings: dict[str, float] = dict(run.read().get("timings", {}))
     blocked_by: tuple[str, str] | None = None
     for stage in plan.stages:
         outcome = stage_outcome(run, stage)
-        stage_hash = inputs_hash(stage.as_json(), {r: arms[r] for r in _stage_roles(stage)}, config)
+        builds = any(kind_named(c.kind, c.name).builds_arms for c in stage.checks)
+        stage_arms = dict(runner.arms) if builds else {r: runner.arms[r] for r in _stage_roles(stage)}
+        stage_hash = inputs_hash(stage.as_json(), stage_arms, config, source=source if builds else None)
         wanted = selected is None or stage.name in selected
         keep = _keep(run, stage, outcome, stage_hash, wanted, selected is None, request.force)
         if keep is not None:
@@ -218,6 +245,8 @@ def _run_stages(
             outcome = runner.execute(stage, stage_hash=stage_hash, ungated=ungated, gate_note=note)
             timings[stage.name] = round(time.monotonic() - t0, 3)
             run.update(timings=timings)
+            # A build stage records store paths; later stages fill {out} and {bin} from them.
+            runner.arms = _with_build_facts(dict(runner.arms), run.read())
             events.stage_end(stage, outcome.value, _saved_reason(run, stage))
         # FAIL, ERROR and INCONCLUSIVE gate; so does a stage that has no result (not run,
         # interrupted, itself blocked): nothing downstream may count on it.
@@ -277,6 +306,8 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
         "from": request.from_stage,
         "force": request.force,
         "no_gate": request.no_gate,
+        "allow_dirty": request.allow_dirty,
+        "override_inputs": [list(o) for o in request.override_inputs],
     }
 
 
@@ -308,6 +339,10 @@ def _new_run_document(
         "config": config.snapshot(),
         "provenance": provenance.collect(config.root),
         "timings": {},
+        "options": {
+            "allow_dirty": request.allow_dirty,
+            "override_inputs": [list(o) for o in request.override_inputs],
+        },
         "invocations": [_invocation(request)],
     }
 

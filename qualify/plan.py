@@ -187,6 +187,8 @@ def _params(table: Table, kind: CheckKind) -> dict[str, Any]:
 
 
 def _param_value(table: Table, name: str, kind: str, default: Any) -> Any:
+    if name not in table.data:
+        return copy.deepcopy(default)  # None stays None: "not given" differs from "empty"
     if kind == "string":
         return table.string(name, default)
     if kind == "number":

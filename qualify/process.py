@@ -42,6 +42,7 @@ class Completed:
     log: Path | None
     timed_out: bool
     output_tail: tuple[str, ...]
+    stdout: str | None = None  # only with `separate_stdout`; the log then holds stderr
 
     @property
     def ok(self) -> bool:
@@ -70,7 +71,12 @@ def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> s
 
 
 def _spawn(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None, stdin: int | IO[bytes] | None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None,
+    stdin: int | IO[bytes] | None,
+    separate_stdout: bool = False,
 ) -> subprocess.Popen[bytes]:
     if not argv:
         raise QualifyError("empty command line", "the check's `run` template produced nothing")
@@ -81,7 +87,7 @@ def _spawn(
             cwd=cwd,
             stdin=stdin if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
             start_new_session=True,  # own session and process group
         )
     except FileNotFoundError:
@@ -164,11 +170,14 @@ def run(
     on_line: Sequence[LineCallback] = (),
     stdin: IO[bytes] | None = None,
     tail: int = 40,
+    separate_stdout: bool = False,
 ) -> Completed:
     """Run `argv` to completion in its own process group.
 
     Output (stdout and stderr merged) is appended to `log`, headed by the command line and the
-    child's environment (secrets redacted). On timeout the group is killed and the result says
+    child's environment (secrets redacted). With `separate_stdout` (a tool whose stdout is
+    data, such as `nix build --json`), stdout is returned whole in `Completed.stdout` and only
+    stderr goes to the log and callbacks. On timeout the group is killed and the result says
     `timed_out`; on KeyboardInterrupt the group is killed and the interrupt propagates.
     """
     shown = command_line(argv, env)
@@ -185,9 +194,18 @@ def run(
     start = time.monotonic()
     timed_out = False
     try:
-        proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin)
+        proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
         assert proc.stdout is not None
-        pump = _Pump(proc.stdout, log_file, on_line, tail)
+        data: list[bytes] = []
+        reader: threading.Thread | None = None
+        if separate_stdout:
+            assert proc.stderr is not None
+            pump = _Pump(proc.stderr, log_file, on_line, tail)
+            stdout = proc.stdout
+            reader = threading.Thread(target=lambda: data.append(stdout.read()), daemon=True)
+            reader.start()
+        else:
+            pump = _Pump(proc.stdout, log_file, on_line, tail)
         pump.start()
         try:
             proc.wait(timeout=timeout_s)
@@ -202,6 +220,8 @@ def run(
             if group_alive(proc.pid):
                 kill_group(proc, grace_s=1.0)
             pump.join(timeout=5)
+            if reader is not None:
+                reader.join(timeout=5)
         duration = time.monotonic() - start
         result = Completed(
             argv=tuple(argv),
@@ -211,6 +231,7 @@ def run(
             log=log,
             timed_out=timed_out,
             output_tail=tuple(pump.tail),
+            stdout=b"".join(data).decode("utf-8", errors="replace") if separate_stdout else None,
         )
         if log_file:
             log_file.write(f"# {result.describe()} after {duration:.3f} s\n")
@@ -226,27 +247,30 @@ def capture(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout_s: float = 60.0,
+    log: Path | None = None,
 ) -> tuple[int, str]:
-    """Run a short query (a version, a git rev) and return (exit code, output).
+    """Run a query (a version, a git rev, a store path list); return (exit code, stdout).
 
-    A missing tool is returned as exit code 127 with the reason, never raised: queries feed
-    provenance and `doctor`, where "not installed" is an answer.
+    Stdout is returned without stderr (warnings must not corrupt data). On failure the text is
+    stderr's tail instead. A missing tool is exit code 127 with the reason, never raised:
+    queries feed provenance and `doctor`, where "not installed" is an answer.
     """
-    lines: list[str] = []
     try:
         done = run(
             argv,
-            log=None,
+            log=log,
             env=env if env is not None else dict(os.environ),
             cwd=cwd,
             timeout_s=timeout_s,
-            on_line=[lines.append],
-            tail=1,
+            tail=20,
+            separate_stdout=True,
         )
     except ToolMissing as exc:
         return 127, exc.message
     code = 124 if done.timed_out else done.returncode
-    return code, "\n".join(lines)
+    if code != 0:
+        return code, "\n".join(done.output_tail)
+    return code, (done.stdout or "").strip()
 
 
 @dataclass

@@ -27,16 +27,28 @@ RESULT = "result.json"
 STAGE = "stage.json"
 
 
-def inputs_hash(spec: Any, arms: Mapping[str, RoleArm], config: ProjectConfig) -> str:
-    """What a stage's or check's result depends on: the arms' builds and the resolved config."""
+def inputs_hash(
+    spec: Any,
+    arms: Mapping[str, RoleArm],
+    config: ProjectConfig,
+    *,
+    source: Mapping[str, Any] | None = None,
+) -> str:
+    """What a stage's or check's result depends on: the arms' builds and the resolved config.
+
+    A stage that builds the arms passes `source` (revision, lock hash, build options) instead:
+    its inputs are what it builds from, not the store paths it produces.
+    """
     document = {
         "spec": spec,
+        "source": source,
         "arms": {
             role: {
                 "arm": bound.arm.name,
                 "installable": bound.arm.installable,
-                "out": bound.out,
-                "drv": bound.drv,
+                "nix_args": list(bound.arm.nix_args),
+                "out": None if source is not None else bound.out,
+                "drv": None if source is not None else bound.drv,
                 "env": redact_env(bound.arm.env),
                 "vars": {
                     k: list(v) if isinstance(v, tuple) else v for k, v in config.vars_for(bound.arm).items()
@@ -72,8 +84,12 @@ class StageRunner:
     echo: Callable[[str], None]
     report: Callable[[str, str, Judgement], None]  # (stage, check, judgement) for the console
     profile: str | None
+    options: Mapping[str, Any]
+    source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
 
     def roles_for(self, check: CheckSpec) -> dict[str, RoleArm]:
+        if kind_named(check.kind, check.name).builds_arms:
+            return dict(self.arms)
         return {role: self.arms[role] for role in check.roles}
 
     def blocked(self, stage: StageSpec, blocked_by: str, why: str) -> None:
@@ -148,7 +164,9 @@ class StageRunner:
     ) -> Judgement:
         check_dir = folder / spec.name
         arms = self.roles_for(spec)
-        check_hash = inputs_hash(spec.as_json(), arms, self.config)
+        kind = kind_named(spec.kind, str(stage.file))
+        source = self.source if kind.builds_arms else None
+        check_hash = inputs_hash(spec.as_json(), arms, self.config, source=source)
         reused = _reusable(previous, spec.name, check_hash)
         if reused is not None:
             shutil.copytree(reused, check_dir, symlinks=True)
@@ -157,13 +175,13 @@ class StageRunner:
             self.report(stage.name, spec.name, judgement)
             return judgement
         check_dir.mkdir(parents=True, exist_ok=True)
-        kind = kind_named(spec.kind, str(stage.file))
-        ctx = CheckContext(spec, check_dir, self.run.path, self.config, arms, self.echo)
+        roles = tuple(arms)
+        ctx = CheckContext(spec, check_dir, self.run.path, self.config, arms, self.echo, self.options, roles)
         started = now_iso()
         t0 = time.monotonic()
         try:
             kind.measure(ctx)
-            judgement = kind.judge(SavedCheck(check_dir, spec, spec.roles))
+            judgement = kind.judge(SavedCheck(check_dir, spec, roles))
         except QualifyError as exc:
             judgement = Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
         except Exception as exc:  # a harness bug must not lose the run: record it as ERROR

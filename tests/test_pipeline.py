@@ -374,13 +374,16 @@ env = { HF_TOKEN = "hf_arm_secret_1234" }
 installable = ".#cand"
 env = { HF_TOKEN = "hf_arm_secret_1234" }
 """)
-    p.stage("20-compile.toml", """
+    p.stage(
+        "20-compile.toml",
+        """
         [[check]]
         kind = "command"
         name = "c"
         env = { DB_PASSWORD = "pw_check_secret_99" }
         run = "sh -c 'test ${#HF_TOKEN} = 18 && test ${#DB_PASSWORD} = 18'"
-    """)
+    """,
+    )
     code, out = cli(p, "run", "--candidate", "cand")
     assert code == 3, out  # the child did get both secrets
     run = p.run_dirs()[0]

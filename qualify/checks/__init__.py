@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from qualify.checks import command, tests
+from qualify.checks import command, nixbuild, tests
 from qualify.checks.base import CheckKind
 from qualify.errors import ConfigError
 from qualify.tomlfile import suggest
 
 KINDS: tuple[CheckKind, ...] = (
+    nixbuild.KIND,
     command.KIND,
     tests.KIND,
 )

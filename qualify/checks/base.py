@@ -109,6 +109,9 @@ class CheckKind:
     default_roles: tuple[str, ...] = ("pinned", "candidate")
     #: Limit names this kind understands; None means any `max_*`/`min_*`/`*_margin`.
     limits: tuple[str, ...] | None = None
+    #: Builds the arms: measures every role the run binds, and its own inputs are the
+    #: source and installables, not the store paths it produces.
+    builds_arms: bool = False
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
