@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -189,17 +190,15 @@ def _params(table: Table, kind: CheckKind) -> dict[str, Any]:
 def _param_value(table: Table, name: str, kind: str, default: Any) -> Any:
     if name not in table.data:
         return copy.deepcopy(default)  # None stays None: "not given" differs from "empty"
-    if kind == "string":
-        return table.string(name, default)
-    if kind == "number":
-        return table.number(name, default)
-    if kind == "integer":
-        return _integer(table, name, default)
-    if kind == "boolean":
-        return table.boolean(name, bool(default))
-    if kind == "strings":
-        return list(table.strings(name, tuple(default or ())))
-    return dict(table.table(name).data) or default
+    readers: dict[str, Callable[[], Any]] = {
+        "string": lambda: table.string(name),
+        "number": lambda: table.number(name),
+        "integer": lambda: _integer(table, name, None),
+        "boolean": lambda: table.boolean(name, False),
+        "strings": lambda: list(table.strings(name)),
+        "table": lambda: dict(table.table(name).data),
+    }
+    return readers[kind]()
 
 
 def _integer(table: Table, name: str, default: Any) -> int | None:
