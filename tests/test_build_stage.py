@@ -138,7 +138,12 @@ def test_toolchain_versions_and_inputs(rocm_run: tuple[Path, Path, int, str]) ->
 def test_report_has_the_build_tables(rocm_run: tuple[Path, Path, int, str]) -> None:
     _, run_dir, _, _ = rocm_run
     html = (run_dir / "report.html").read_text()
-    for text in ("Toolchain (build-time closure)", "Build-time closure: pinned → candidate", "Flake inputs"):
+    for text in (
+        "Toolchain (build-time closure)",
+        "Build-time closure: pinned → candidate",
+        "Flake inputs",
+        "Build plan (dry run before building)",
+    ):
         assert text in html
 
 

@@ -128,3 +128,27 @@ def inputs_table(saved: SavedCheck) -> TableData:
             a, b = left.get(name), right.get(name)
             rows.append((name, "—" if a is None else a, "—" if b is None else b, "differs" if a != b else ""))
     return TableData("Flake inputs", ("field", "pinned", "candidate", ""), tuple(rows))
+
+
+def plan_table(plan: dict[str, Any]) -> TableData:
+    """The dry run's cost estimate: what each role builds alone, shares, and fetches."""
+    rows: list[tuple[Any, ...]] = []
+    for role, entry in plan.get("roles", {}).items():
+        if "error" in entry:
+            rows.append((role, "evaluation failed", "", "", entry["error"]))
+            continue
+        rows.append(
+            (
+                role,
+                len(entry.get("will_build", [])),
+                len(entry.get("exclusive", [])),
+                len(entry.get("shared", [])),
+                f"{len(entry.get('will_fetch', []))}"
+                + (f" ({entry['fetch_summary']})" if entry.get("fetch_summary") else ""),
+            )
+        )
+    return TableData(
+        "Build plan (dry run before building)",
+        ("role", "derivations to build", "its own", "shared with another role", "paths to fetch"),
+        tuple(rows),
+    )

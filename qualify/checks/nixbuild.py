@@ -35,6 +35,7 @@ from qualify.checks.buildtables import (
     column,
     diff_table,
     inputs_table,
+    plan_table,
     toolchain_table,
     write_diff,
 )
@@ -299,6 +300,8 @@ def judge(saved: SavedCheck) -> Judgement:
         if not found[role]:
             findings.append(Finding(Verdict.WARN, "no toolchain component found in the build closure", role))
     tables = [arms_table(builds, saved)]
+    if (saved.folder / PLAN).is_file():
+        tables.append(plan_table(read_json(saved.folder / PLAN)))
     if found:
         tables.append(toolchain_table(found))
     facts: dict[str, Any] = {
