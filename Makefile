@@ -3,7 +3,7 @@
 
 PYTHON ?= python3
 VENV   := .venv
-APT_PACKAGES := nix-bin cmake git
+APT_PACKAGES := nix-bin cmake ninja-build git clang-19 lld-19 llvm-19 libomp-19-dev
 # Nix from Debian's nix-bin, single-user, never asking a binary cache (builds are local).
 define NIX_CONFIG
 experimental-features = nix-command flakes
@@ -12,7 +12,7 @@ substituters =
 endef
 export NIX_CONFIG
 
-.PHONY: setup demo test lint
+.PHONY: setup example demo test lint
 
 $(VENV)/.apt-done:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -30,11 +30,17 @@ $(VENV)/bin/qualify: pyproject.toml $(VENV)/.apt-done
 
 setup: $(VENV)/bin/qualify
 
-demo: setup
-	@$(VENV)/bin/qualify run -C examples/quickstart --candidate level9; code=$$?; \
+# The example's source in the nix store, its model and corpus (downloads once).
+example: setup
+	PYTHON=$(VENV)/bin/python examples/llama-cpp/setup.sh
+
+# llama.cpp built by gcc 12 and by clang 19 through nix, qualified stage by stage.
+# The first run builds three arms (about 20-40 minutes on 2 cores); later runs reuse them.
+demo: example
+	@$(VENV)/bin/qualify run -C examples/llama-cpp --candidate clang19 --profile full; code=$$?; \
 	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
 
-test: setup
+test: example
 	$(VENV)/bin/python -m pytest -q
 
 lint: setup

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 from rich.table import Table
 
 from qualify.checks.base import Judgement
@@ -34,6 +37,24 @@ def badge(value: str) -> str:
 class ConsoleEvents(Events):
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._status: Status | None = None
+        self._shown = 0.0
+
+    def progress(self, text: str | None) -> None:
+        if text is None:
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
+            return
+        if not self.console.is_terminal:
+            return  # a log file gets the echoed lines, not a spinner
+        now = time.monotonic()
+        if self._status is None:
+            self._status = self.console.status(escape(text))
+            self._status.start()
+        elif now - self._shown > 0.2:  # a compiler's output can be thousands of lines a second
+            self._status.update(escape(text))
+        self._shown = now
 
     def echo(self, line: str) -> None:
         self.console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)

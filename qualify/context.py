@@ -27,6 +27,15 @@ class RoleArm:
     drv: str | None = None
 
 
+def _with_builtins(value: Value, builtins: Mapping[str, Value]) -> Value:
+    """A variable's value with built-in placeholders filled (never other variables)."""
+    if isinstance(value, str) and "{" in value:
+        return expand([value], builtins)[0]  # built-ins are scalars: one argument in, one out
+    if isinstance(value, (list, tuple)):
+        return tuple(item for v in value for item in expand([v], builtins))
+    return value
+
+
 def abba_order(roles: Sequence[str], pairs: int) -> list[tuple[str, ...]]:
     """Interleave two roles in ABBA order: (A, B), (B, A), (A, B), ...
 
@@ -59,6 +68,8 @@ class CheckContext:
     #: Run-wide options from the command line (allow_dirty, override_inputs), as saved.
     options: Mapping[str, Any] = field(default_factory=dict)
     roles_override: tuple[str, ...] | None = None
+    #: A transient status line for long steps (a build's newest log line); None clears it.
+    progress: Callable[[str | None], None] = lambda _text: None
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -80,11 +91,11 @@ class CheckContext:
         return self.folder / "logs" / f"{role}-{name}.log"
 
     def values(self, role: str, **extra: Value) -> dict[str, Value]:
-        """Placeholder values for `role`: built-ins, then variables (arm's over project's)."""
+        """Placeholder values for `role`: built-ins, then variables (arm's over check's over
+        project's). A variable's text may use built-ins (`"{project}/models/m.gguf"`)."""
         bound = self.arms[role]
         out_dir = self.role_dir(role)
-        values: dict[str, Value] = {**self.config.vars, **self.spec.vars, **bound.arm.vars}
-        values.update(
+        builtins: dict[str, Value] = dict(
             out=bound.out,
             bin=f"{bound.out}/bin" if bound.out else None,
             arm=bound.arm.name,
@@ -97,7 +108,12 @@ class CheckContext:
             devshell=bound.arm.devshell,
             project=str(self.config.root),
         )
-        values.update(extra)
+        builtins.update(extra)
+        variables = {**self.config.vars, **self.spec.vars, **bound.arm.vars}
+        values: dict[str, Value] = {
+            name: _with_builtins(value, builtins) for name, value in variables.items()
+        }
+        values.update(builtins)
         return values
 
     def argv(self, template: str | Sequence[str], role: str, **extra: Value) -> list[str]:

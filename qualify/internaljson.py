@@ -63,6 +63,7 @@ class BuildLog:
     substituted: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     progress: tuple[int, int, int, int] | None = None  # done, expected, running, failed
+    last_line: tuple[str, str] | None = None  # (drv, text) of the newest build log line
     _activity_type: dict[int, int] = field(default_factory=dict)
 
     def feed(self, at: float, line: str) -> DerivationBuild | None:
@@ -97,7 +98,9 @@ class BuildLog:
     def _result(self, event: dict[str, Any]) -> None:
         ident, kind, fields = event.get("id"), event.get("type"), event.get("fields") or []
         if kind == RES_BUILD_LOG_LINE and ident in self.builds and fields:
-            self.builds[ident].tail.append(strip_ansi(str(fields[0])))
+            text = strip_ansi(str(fields[0]))
+            self.builds[ident].tail.append(text)
+            self.last_line = (self.builds[ident].drv, text)
         elif kind == RES_SET_PHASE and ident in self.builds and fields:
             self.builds[ident].phase = str(fields[0])
         elif (

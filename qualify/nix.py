@@ -160,6 +160,7 @@ def build(
     log: Path,
     on_event: Callable[[BuildLog, str], None] | None = None,
     timeout_s: float | None = None,
+    on_log: Callable[[str, str], None] | None = None,
 ) -> Built:
     """`nix build --json --out-link`: each stderr line is time-stamped here as it arrives.
 
@@ -169,9 +170,12 @@ def build(
     events = BuildLog()
 
     def take(line: str) -> None:
+        before = events.last_line
         changed = events.feed(time.monotonic(), line)
         if on_event is not None and changed is not None:
             on_event(events, changed.drv)
+        if on_log is not None and events.last_line is not before and events.last_line:
+            on_log(*events.last_line)
 
     out_link.parent.mkdir(parents=True, exist_ok=True)
     done = process.run(

@@ -71,6 +71,8 @@ class Events:
     def stage_start(self, stage: StageSpec, note: str) -> None: ...
     def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None: ...
     def check_end(self, stage: str, check: str, judgement: Judgement) -> None: ...
+    def progress(self, text: str | None) -> None:
+        """A transient status line (the newest build log line); None clears it."""
 
 
 def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
@@ -220,7 +222,9 @@ def _run_stages(
         "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
         "options": options,
     }
-    runner = StageRunner(run, config, arms, events.echo, events.check_end, plan.profile, options, source)
+    runner = StageRunner(
+        run, config, arms, events.echo, events.check_end, plan.profile, options, source, events.progress
+    )
     timings: dict[str, float] = dict(run.read().get("timings", {}))
     blocked_by: tuple[str, str] | None = None
     for stage in plan.stages:

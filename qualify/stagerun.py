@@ -86,6 +86,7 @@ class StageRunner:
     profile: str | None
     options: Mapping[str, Any]
     source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
+    progress: Callable[[str | None], None] = lambda _text: None
 
     def roles_for(self, check: CheckSpec) -> dict[str, RoleArm]:
         if kind_named(check.kind, check.name).builds_arms:
@@ -176,7 +177,9 @@ class StageRunner:
             return judgement
         check_dir.mkdir(parents=True, exist_ok=True)
         roles = tuple(arms)
-        ctx = CheckContext(spec, check_dir, self.run.path, self.config, arms, self.echo, self.options, roles)
+        ctx = CheckContext(
+            spec, check_dir, self.run.path, self.config, arms, self.echo, self.options, roles, self.progress
+        )
         started = now_iso()
         t0 = time.monotonic()
         try:
@@ -191,6 +194,8 @@ class StageRunner:
             judgement = Judgement(
                 Verdict.ERROR, f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
             )
+        finally:
+            self.progress(None)
         write_json(
             check_dir / RESULT,
             {

@@ -93,3 +93,27 @@ def command_stage(name: str, run: str, **extra: str) -> str:
         if key != "inconclusive":
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def example_outs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The example's arms (pinned, clang19, reference) built through nix, once per test run."""
+    from example_arms import build_arms
+
+    return build_arms(tmp_path_factory.mktemp("example-gcroots"))
+
+
+@pytest.fixture(scope="session")
+def example_runs(example_outs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, Path, str]]:
+    """Two runs of the example's quick profile: gcc vs clang (--no-gate) and A/A.
+
+    `--allow-dirty` lets the suite run in a working copy with local changes; on a clean
+    checkout (CI) it changes nothing.
+    """
+    from example_arms import qualify_run
+
+    runs = tmp_path_factory.mktemp("example-runs")
+    return {
+        "clang19": qualify_run(runs, "--candidate", "clang19", "--no-gate", "--allow-dirty"),
+        "aa": qualify_run(runs, "--candidate", "pinned", "--allow-dirty"),
+    }

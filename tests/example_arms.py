@@ -1,0 +1,56 @@
+"""The bundled example's arms, built once per test run, and the runs made on them.
+
+Building llama.cpp takes minutes per compiler, so one session-scoped fixture builds the three
+arms (the nix store caches them across runs) and two runs of the quick profile are made once:
+gcc vs clang with --no-gate, and A/A. Stage tests assert on these saved run directories
+instead of running the engine again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from nixflakes import NIX_CONFIG
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "llama-cpp"
+ATTRS = {"pinned": "default", "clang19": "clang19", "reference": "reference"}
+
+
+def example_env() -> dict[str, str]:
+    return {**os.environ, "NIX_CONFIG": os.environ.get("NIX_CONFIG", NIX_CONFIG), "COLUMNS": "160"}
+
+
+def ensure_setup() -> None:
+    if not (EXAMPLE / "data" / "corpus.txt").is_file() or not (EXAMPLE / "data" / "gemma-3-270m-q4_k_m.gguf").is_file():
+        subprocess.run([str(EXAMPLE / "setup.sh")], env={**example_env(), "PYTHON": sys.executable}, check=True)
+
+
+def build_arms(gcroots: Path) -> dict[str, Path]:
+    """nix build of every arm, with GC roots in `gcroots`; returns arm -> store path."""
+    ensure_setup()
+    outs: dict[str, Path] = {}
+    for arm, attr in ATTRS.items():
+        done = subprocess.run(
+            ["nix", "build", f"{EXAMPLE}#{attr}", "--json", "--out-link", str(gcroots / arm)],
+            env=example_env(), capture_output=True, text=True, check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"building the example's {arm} arm failed:\n{done.stderr[-3000:]}")
+        outs[arm] = Path(json.loads(done.stdout)[0]["outputs"]["out"])
+    return outs
+
+
+def qualify_run(runs_dir: Path, *args: str) -> tuple[int, Path, str]:
+    before = set(runs_dir.glob("*")) if runs_dir.exists() else set()
+    done = subprocess.run(
+        [sys.executable, "-m", "qualify", "run", "-C", str(EXAMPLE), "--runs-dir", str(runs_dir),
+         "--profile", "quick", *args],
+        env=example_env(), capture_output=True, text=True, check=False,
+    )
+    [run_dir] = set(runs_dir.glob("*")) - before
+    return done.returncode, run_dir, done.stdout + done.stderr

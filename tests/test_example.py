@@ -1,0 +1,70 @@
+"""End to end on the bundled example: llama.cpp built by gcc 12 and clang 19 through real nix,
+qualified with the quick profile (the runs are made once per session, see example_arms.py)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.nix,
+    pytest.mark.example,
+    pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed"),
+]
+
+
+def stage(run_dir: Path, folder: str) -> dict:
+    return json.loads((run_dir / folder / "stage.json").read_text())
+
+
+def test_arms_hold_real_llama_cpp_binaries(example_outs: dict[str, Path]) -> None:
+    for arm in ("pinned", "clang19"):
+        out = example_outs[arm]
+        for tool in ("llama-bench", "llama-perplexity", "llama-server"):
+            assert (out / "bin" / tool).stat().st_size > 100_000, (arm, tool)
+        assert (out / "share" / "tests" / "CTestTestfile.cmake").read_text().count("add_test(") >= 3
+        assert any((out / "share" / "stack-usage").rglob("*.su"))
+    assert "clang version 19.1.7" in (example_outs["clang19"] / "share" / "compiler-version").read_text()
+    assert "12.2.0" in (example_outs["pinned"] / "share" / "compiler-version").read_text()
+    reference = example_outs["reference"]
+    assert (reference / "bin" / "llama-perplexity").is_file() and not (reference / "bin" / "llama-server").exists()
+
+
+def test_gcc_vs_clang_run_is_made_of_real_measurements(example_runs: dict, example_outs: dict[str, Path]) -> None:
+    code, run_dir, out = example_runs["clang19"]
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["status"] == "complete", out
+    # Every configured stage reached a verdict of its own (none blocked: --no-gate).
+    for spec in saved["plan"]["stages"]:
+        verdict = stage(run_dir, spec["folder"])["verdict"]
+        assert verdict in ("PASS", "WARN", "FAIL", "INCONCLUSIVE"), (spec["name"], verdict, out)
+    # Build: the store paths exist and are the ones built here.
+    for role, arm in (("pinned", "pinned"), ("candidate", "clang19")):
+        assert saved["roles"][role]["out"] == str(example_outs[arm])
+        assert Path(saved["roles"][role]["out"]).is_dir()
+    with (run_dir / "10-build" / "arms" / "build-closure-diff.csv").open() as handle:
+        rows = {r["pname"]: r for r in csv.DictReader(handle)}
+    assert rows["gcc"]["change"] == "removed" and rows["gcc"]["left_versions"] == "12.2.0"
+    assert rows["clang"]["change"] == "added" and rows["clang"]["right_versions"] == "19.1.7"
+    # Compile: operator tests really ran in both roles.
+    tests = json.loads((run_dir / "20-compile" / "operator-tests" / "result.json").read_text())
+    counts = tests["facts"]["counts"]
+    for role in ("pinned", "candidate"):
+        assert counts[role]["passed"] + counts[role]["failed"] + counts[role]["error"] > 0, tests
+    for name in ("report.html", "summary.md", "report.json"):
+        assert (run_dir / name).is_file()
+    assert code in (1, 3)
+
+
+def test_a_a_run_passes_every_configured_stage(example_runs: dict) -> None:
+    code, run_dir, out = example_runs["aa"]
+    saved = json.loads((run_dir / "run.json").read_text())
+    for spec in saved["plan"]["stages"]:
+        assert stage(run_dir, spec["folder"])["verdict"] in ("PASS", "WARN"), (spec["name"], out)
+    assert saved["verdict"] == "INCOMPLETE" and code == 3  # stages still NOT CONFIGURED
+    assert (run_dir / "20-compile" / "operator-tests" / "pinned").is_dir()
+    assert (run_dir / "20-compile" / "operator-tests" / "candidate").is_dir()
