@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
+from qualify.checks import kind_named
 from qualify.checks.base import Judgement
 from qualify.pipeline import Events
 from qualify.plan import Plan, StageSpec
@@ -84,12 +85,15 @@ def plan_table(plan: Plan) -> Table:
         gate = " (inconclusive → warn)" if stage.inconclusive_as_warn else ""
         for index, check in enumerate(stage.checks):
             params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
-            shown = ", ".join(f"{k}={v}" for k, v in {**check.limits, **params}.items())
+            variables = {f"vars.{k}": v for k, v in check.vars.items()}
+            builds = kind_named(check.kind, check.name).builds_arms
+            roles = "every role of the run" if builds else ", ".join(check.roles)
+            shown = ", ".join(f"{k}={v}" for k, v in {**check.limits, **params, **variables}.items())
             table.add_row(
                 escape(f"{stage.folder}{gate}") if index == 0 else "",
                 escape(check.name),
                 check.kind,
-                ", ".join(check.roles),
+                roles,
                 escape(shown),
             )
     for name in plan.not_configured():

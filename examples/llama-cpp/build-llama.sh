@@ -23,11 +23,16 @@ for t in $targets; do
   esac
 done
 # ctest runs these from a copy of share/tests; the file names them by store path.
+# test-backend-ops -b CPU checks the CPU backend's optimised kernels against its reference
+# implementation, one ctest entry per operator family (FLASH_ATTN_EXT alone takes > 5 min).
 {
   echo "# operator tests of $out"
   for t in $tests; do
     case "$t" in
-      test-backend-ops) echo "add_test($t \"$out/libexec/llama-tests/$t\" \"-b\" \"CPU\")" ;;
+      test-backend-ops)
+        for op in MUL_MAT ROPE SOFT_MAX RMS_NORM GET_ROWS CPY ADD; do
+          echo "add_test($t-$op \"$out/libexec/llama-tests/$t\" \"-b\" \"CPU\" \"-o\" \"$op\")"
+        done ;;
       *) echo "add_test($t \"$out/libexec/llama-tests/$t\")" ;;
     esac
   done
