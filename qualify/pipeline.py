@@ -8,6 +8,7 @@ under `attempts/`.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from qualify.checks import kind_named
 from qualify.checks.base import Judgement
 from qualify.config import ProjectConfig, load_config
 from qualify.context import RoleArm
-from qualify.errors import ConfigError, ExitCode, UsageError
+from qualify.errors import ConfigError, ExitCode, QualifyError, UsageError
 from qualify.plan import DEFAULT_ORDER, Plan, StageSpec, load_plan
 from qualify.runstore import (
     RunDir,
@@ -122,6 +123,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         run = None
     plan = load_plan(config.plan_dir, profile)
     arms = bind_roles(config, plan, candidate, request.pinned)
+    _require_nix(plan)
     if run is None:
         run = create_run(runs_dir, new_run_id(runs_dir, candidate))
         with run.locked():
@@ -170,6 +172,18 @@ def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | 
             )
         arms["reference"] = RoleArm("reference", config.arm(config.reference, role="reference"))
     return arms
+
+
+def _require_nix(plan: Plan) -> None:
+    """A plan that builds arms cannot start without nix: say so before any stage runs."""
+    builders = [
+        f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if kind_named(c.kind, c.name).builds_arms
+    ]
+    if builders and shutil.which("nix") is None:
+        raise QualifyError(
+            f"nix is not installed, and the plan's {', '.join(builders)} builds the arms with it",
+            "install nix (Debian: apt-get install nix-bin; elsewhere: https://nixos.org/download)",
+        )
 
 
 def _with_build_facts(arms: dict[str, RoleArm], saved: dict[str, Any]) -> dict[str, RoleArm]:

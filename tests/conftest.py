@@ -67,9 +67,11 @@ def project(tmp_path: Path) -> Callable[..., Project]:
     return make
 
 
-def qualify_proc(*args: str, cwd: Path | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def qualify_proc(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
     """Run qualify as a real process (the console script's code path)."""
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**(env if env is not None else os.environ), "COLUMNS": "200"}
     return subprocess.run(
         [PY, "-m", "qualify", *args],
         cwd=cwd,
@@ -104,7 +106,9 @@ def example_outs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def example_runs(example_outs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, Path, str]]:
+def example_runs(
+    example_outs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[int, Path, str]]:
     """Two runs of the example's quick profile: gcc vs clang (--no-gate) and A/A.
 
     `--allow-dirty` lets the suite run in a working copy with local changes; on a clean

@@ -26,8 +26,13 @@ def example_env() -> dict[str, str]:
 
 
 def ensure_setup() -> None:
-    if not (EXAMPLE / "data" / "corpus.txt").is_file() or not (EXAMPLE / "data" / "gemma-3-270m-q4_k_m.gguf").is_file():
-        subprocess.run([str(EXAMPLE / "setup.sh")], env={**example_env(), "PYTHON": sys.executable}, check=True)
+    if (
+        not (EXAMPLE / "data" / "corpus.txt").is_file()
+        or not (EXAMPLE / "data" / "gemma-3-270m-q4_k_m.gguf").is_file()
+    ):
+        subprocess.run(
+            [str(EXAMPLE / "setup.sh")], env={**example_env(), "PYTHON": sys.executable}, check=True
+        )
 
 
 def build_arms(gcroots: Path) -> dict[str, Path]:
@@ -37,7 +42,10 @@ def build_arms(gcroots: Path) -> dict[str, Path]:
     for arm, attr in ATTRS.items():
         done = subprocess.run(
             ["nix", "build", f"{EXAMPLE}#{attr}", "--json", "--out-link", str(gcroots / arm)],
-            env=example_env(), capture_output=True, text=True, check=False,
+            env=example_env(),
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0:
             raise RuntimeError(f"building the example's {arm} arm failed:\n{done.stderr[-3000:]}")
@@ -48,9 +56,23 @@ def build_arms(gcroots: Path) -> dict[str, Path]:
 def qualify_run(runs_dir: Path, *args: str) -> tuple[int, Path, str]:
     before = set(runs_dir.glob("*")) if runs_dir.exists() else set()
     done = subprocess.run(
-        [sys.executable, "-m", "qualify", "run", "-C", str(EXAMPLE), "--runs-dir", str(runs_dir),
-         "--profile", "quick", *args],
-        env=example_env(), capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "qualify",
+            "run",
+            "-C",
+            str(EXAMPLE),
+            "--runs-dir",
+            str(runs_dir),
+            "--profile",
+            "quick",
+            *args,
+        ],
+        env=example_env(),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     [run_dir] = set(runs_dir.glob("*")) - before
     return done.returncode, run_dir, done.stdout + done.stderr

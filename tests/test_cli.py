@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import REPO, Project, command_stage, qualify_proc
 from typer.testing import CliRunner
 
@@ -180,3 +181,25 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert match, "README lacks the marked test command block"
     command = match.group(1).strip()
     assert command in ci
+
+
+def test_nix_missing_before_any_stage_is_exit_2(project: Callable[..., Project]) -> None:
+    import os
+    import sys
+
+    python_dir = Path(sys.executable).parent
+    if (python_dir / "nix").exists():
+        pytest.skip("nix shares a directory with this python")
+    p = project()
+    p.stage("10-build.toml", '[[check]]\nkind = "nix-build"\nname = "arms"\n')
+    proc = qualify_proc(
+        "run",
+        "--candidate",
+        "cand",
+        "--project",
+        str(p.root),
+        env={**os.environ, "PATH": f"{python_dir}:/nonexistent"},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "nix is not installed" in proc.stderr and "build/arms" in proc.stderr
+    assert not p.runs.exists() or not list(p.runs.iterdir())  # refused before making a run

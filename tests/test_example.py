@@ -31,10 +31,14 @@ def test_arms_hold_real_llama_cpp_binaries(example_outs: dict[str, Path]) -> Non
     assert "clang version 19.1.7" in (example_outs["clang19"] / "share" / "compiler-version").read_text()
     assert "12.2.0" in (example_outs["pinned"] / "share" / "compiler-version").read_text()
     reference = example_outs["reference"]
-    assert (reference / "bin" / "llama-perplexity").is_file() and not (reference / "bin" / "llama-server").exists()
+    assert (reference / "bin" / "llama-perplexity").is_file() and not (
+        reference / "bin" / "llama-server"
+    ).exists()
 
 
-def test_gcc_vs_clang_run_is_made_of_real_measurements(example_runs: dict, example_outs: dict[str, Path]) -> None:
+def test_gcc_vs_clang_run_is_made_of_real_measurements(
+    example_runs: dict, example_outs: dict[str, Path]
+) -> None:
     code, run_dir, out = example_runs["clang19"]
     saved = json.loads((run_dir / "run.json").read_text())
     assert saved["status"] == "complete", out

@@ -56,19 +56,31 @@ def test_unbalanced_brace() -> None:
 
 
 def test_variables_may_use_builtins_but_not_other_variables(tmp_path) -> None:
-    from qualify.config import ArmSpec, ProjectConfig
     from qualify.checkspec import CheckSpec
+    from qualify.config import ArmSpec, ProjectConfig
     from qualify.context import CheckContext, RoleArm
 
     config = ProjectConfig(
-        path=tmp_path / "qualify.toml", root=tmp_path, flake=".", plan_dir=None, pinned="pinned",
-        reference=None, runs_dir=tmp_path / "runs", arms={},
+        path=tmp_path / "qualify.toml",
+        root=tmp_path,
+        flake=".",
+        plan_dir=None,
+        pinned="pinned",
+        reference=None,
+        runs_dir=tmp_path / "runs",
+        arms={},
         vars={"model": "{project}/data/m.gguf", "args": ("-m", "{project}/x"), "other": "{model}"},
         inherit_env=(),
     )
     arm = RoleArm("pinned", ArmSpec("pinned", ".#default"), out="/nix/store/abc-x")
-    ctx = CheckContext(CheckSpec("c", "command", {}, {}, ("pinned",)), tmp_path / "c", tmp_path, config,
-                       {"pinned": arm}, echo=lambda _: None)
+    ctx = CheckContext(
+        CheckSpec("c", "command", {}, {}, ("pinned",)),
+        tmp_path / "c",
+        tmp_path,
+        config,
+        {"pinned": arm},
+        echo=lambda _: None,
+    )
     with pytest.raises(PlaceholderError, match="unknown placeholder {model}"):
         ctx.values("pinned")
     config.vars.pop("other")
