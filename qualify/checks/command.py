@@ -20,7 +20,8 @@ belong in a `bench` check, which interleaves repetitions and tests significance.
 from __future__ import annotations
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
-from qualify.checks.roleruns import measure_command, run_findings, worst
+from qualify.checks.findings import headline, worst
+from qualify.checks.roleruns import measure_command, run_findings
 from qualify.context import CheckContext
 from qualify.metrics import Metric, MetricsInvalid, read_metrics
 from qualify.verdicts import Verdict
@@ -37,7 +38,7 @@ def judge(saved: SavedCheck) -> Judgement:
     # run_findings holds only failures: with any of them there is nothing sound to compare.
     if not wants_metrics or findings:
         verdict = worst(findings)
-        return Judgement(verdict, _reason(verdict, findings, "every role exited 0"), tuple(findings))
+        return Judgement(verdict, headline(verdict, findings, "every role exited 0"), tuple(findings))
 
     metrics: dict[str, dict[str, Metric]] = {}
     for role in saved.roles:
@@ -60,7 +61,7 @@ def judge(saved: SavedCheck) -> Judgement:
     tables = (_table(metrics),) if metrics else ()
     return Judgement(
         verdict,
-        _reason(verdict, findings, f"{len(metrics.get('candidate', {}))} metrics within limits"),
+        headline(verdict, findings, f"{len(metrics.get('candidate', {}))} metrics within limits"),
         tuple(findings),
         tables,
     )
@@ -147,16 +148,6 @@ def _table(metrics: dict[str, dict[str, Metric]]) -> TableData:
         ("metric", "unit", "pinned", "candidate", "Δ", "candidate range", "samples"),
         tuple(rows),
     )
-
-
-def _reason(verdict: Verdict, findings: list[Finding], ok: str) -> str:
-    bad = [f for f in findings if f.verdict is verdict and verdict is not Verdict.PASS]
-    if not bad:
-        return ok
-    first = bad[0]
-    line = first.message.splitlines()[0]
-    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-    return f"{first.role}: {line}{more}" if first.role else line + more
 
 
 KIND = CheckKind(

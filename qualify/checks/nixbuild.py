@@ -39,7 +39,7 @@ from qualify.checks.buildtables import (
     toolchain_table,
     write_diff,
 )
-from qualify.checks.roleruns import worst
+from qualify.checks.findings import headline, worst
 from qualify.closure import diff_summary, store_name
 from qualify.context import CheckContext
 from qualify.environment import child_env
@@ -331,7 +331,9 @@ def judge(saved: SavedCheck) -> Judgement:
             tables.append(diff_table(diff, label))
         tables.append(inputs_table(saved))
     verdict = worst(findings)
-    return Judgement(verdict, _reason(verdict, findings, builds), tuple(findings), tuple(tables), facts)
+    built = sum(len(m.get("built", [])) for m in builds.values() if m)
+    ok = f"{len(builds)} roles built from one revision ({built} derivations built)"
+    return Judgement(verdict, headline(verdict, findings, ok), tuple(findings), tuple(tables), facts)
 
 
 def _build_failure(role: str, m: dict[str, Any]) -> Finding:
@@ -346,16 +348,6 @@ def _build_failure(role: str, m: dict[str, Any]) -> Finding:
         return Finding(verdict, f"{text}\n{tail}".rstrip(), role)
     messages = "\n".join(m.get("messages", [])[-5:])
     return Finding(verdict, f"nix build failed (exit {m.get('returncode')})\n{messages}".rstrip(), role)
-
-
-def _reason(verdict: Verdict, findings: list[Finding], builds: dict[str, dict[str, Any] | None]) -> str:
-    bad = [f for f in findings if f.verdict is verdict and verdict is not Verdict.PASS]
-    if bad:
-        head = bad[0].message.splitlines()[0]
-        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-        return (f"{bad[0].role}: {head}" if bad[0].role else head) + more
-    built = sum(len(m.get("built", [])) for m in builds.values() if m)
-    return f"{len(builds)} roles built from one revision ({built} derivations built)"
 
 
 KIND = CheckKind(

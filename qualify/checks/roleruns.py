@@ -67,9 +67,3 @@ def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Fi
             tail = "\n".join(m.get("output_tail", [])[-8:])
             findings.append(Finding(verdict, f"command {m.get('outcome')}\n{tail}".rstrip(), role))
     return findings
-
-
-def worst(findings: list[Finding], default: Verdict = Verdict.PASS) -> Verdict:
-    order = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.WARN, Verdict.PASS)
-    verdicts = [f.verdict for f in findings if f.verdict in order]
-    return min(verdicts, key=order.index) if verdicts else default

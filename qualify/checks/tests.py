@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
-from qualify.checks.roleruns import measure_command, run_findings, worst
+from qualify.checks.findings import headline, worst
+from qualify.checks.roleruns import measure_command, run_findings
 from qualify.context import CheckContext
 from qualify.errors import QualifyError
 from qualify.junit import FAILED, MISSING, PASSED, SKIPPED, JUnitInvalid, executed, read_junit
@@ -135,12 +136,9 @@ def judge(saved: SavedCheck) -> Judgement:
         role: f"{sum(s == PASSED for s in r.values())}/{executed(r)} passed" for role, r in results.items()
     }
     summary = "; ".join(f"{role} {text}" for role, text in counts.items())
-    bad = [f for f in findings if f.verdict is verdict and verdict is not Verdict.PASS]
-    reason = summary
-    if bad:
-        head = bad[0].message.splitlines()[0]
-        reason = f"{bad[0].role}: {head}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
-        reason += f" — {summary}" if summary else ""
+    reason = headline(verdict, findings, summary)
+    if reason != summary and summary:
+        reason += f" — {summary}"
     return Judgement(
         verdict,
         reason,
