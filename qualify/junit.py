@@ -18,6 +18,11 @@ def read_junit(path: Path) -> dict[str, str]:
     The id is `classname::name` (just `name` when the class repeats it, as ctest writes);
     repeated ids get `#2`, `#3` so no result is silently merged.
     """
+    return {test: status for test, (status, _) in read_junit_cases(path).items()}
+
+
+def read_junit_cases(path: Path) -> dict[str, tuple[str, float | None]]:
+    """Each test case's status and its `time` attribute in seconds (None when absent)."""
     try:
         root = ET.parse(path).getroot()
     except FileNotFoundError:
@@ -26,7 +31,7 @@ def read_junit(path: Path) -> dict[str, str]:
         raise JUnitInvalid(f"{path}: not valid JUnit XML: {exc}") from None
     if root.tag not in ("testsuites", "testsuite"):
         raise JUnitInvalid(f"{path}: root element is <{root.tag}>, not <testsuites>/<testsuite>")
-    results: dict[str, str] = {}
+    results: dict[str, tuple[str, float | None]] = {}
     for case in root.iter("testcase"):
         name = case.get("name", "")
         classname = case.get("classname", "")
@@ -35,8 +40,15 @@ def read_junit(path: Path) -> dict[str, str]:
         while unique in results:
             counter += 1
             unique = f"{test_id}#{counter}"
-        results[unique] = _status(case)
+        results[unique] = (_status(case), _seconds(case.get("time")))
     return results
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _status(case: ET.Element) -> str:

@@ -54,6 +54,7 @@ def test_gcc_vs_clang_run_is_made_of_real_measurements(
         rows = {r["pname"]: r for r in csv.DictReader(handle)}
     assert rows["gcc"]["change"] == "removed" and rows["gcc"]["left_versions"] == "12.2.0"
     assert rows["clang"]["change"] == "added" and rows["clang"]["right_versions"] == "19.1.7"
+    assert rows["llama-cpp"]["change"] == "rebuilt"  # same source and version, other toolchain
     # Compile: operator tests really ran in both roles.
     tests = json.loads((run_dir / "20-compile" / "operator-tests" / "result.json").read_text())
     counts = tests["facts"]["counts"]

@@ -110,7 +110,7 @@
       packages.${system} = {
         # pinned: gcc 12, native SIMD
         default = llama {
-          name = "llama-cpp-0.3.36-gcc";
+          name = "llama-cpp-0.3.36";
           toolchain = gcc12;
           native = true;
           targets = tools;
@@ -118,7 +118,7 @@
         };
         # candidate: clang 19, native SIMD
         clang19 = llama {
-          name = "llama-cpp-0.3.36-clang";
+          name = "llama-cpp-0.3.36";
           toolchain = clang19;
           native = true;
           targets = tools;
@@ -126,7 +126,7 @@
         };
         # reference for numerics: portable (no native SIMD), only llama-perplexity
         reference = llama {
-          name = "llama-cpp-0.3.36-reference";
+          name = "llama-cpp-portable-0.3.36";
           toolchain = gcc12;
           native = false;
           targets = [ "llama-perplexity" ];

@@ -76,6 +76,8 @@ def arms_table(builds: dict[str, dict[str, Any] | None], saved: SavedCheck) -> T
         built: object = len(m.get("built", []))
         if m.get("shared_build_with"):
             built = f"{built} (shares {m['shared_build_with']}'s build)"
+        elif m.get("ok") and built == 0:
+            built = "0 (already in the store)"
         rows.append(
             (
                 role,
@@ -114,11 +116,17 @@ def inputs_table(saved: SavedCheck) -> TableData:
     for role in ("pinned", "candidate"):
         path = saved.role_dir(role) / "inputs.json"
         used[role] = read_json(path) if path.is_file() else {"method": "unknown", "inputs": {}}
+    left_inputs: dict[str, Any] = used["pinned"]["inputs"]
+    right_inputs: dict[str, Any] = used["candidate"]["inputs"]
+    if not left_inputs and not right_inputs and not used["pinned"].get("flake_inputs"):
+        return TableData(
+            "Flake inputs",
+            ("field", "pinned", "candidate", ""),
+            (("inputs", "the flake has no inputs", "the flake has no inputs", ""),),
+        )
     rows: list[tuple[Any, ...]] = [
         ("attributed by", used["pinned"]["method"], used["candidate"]["method"], "")
     ]
-    left_inputs: dict[str, Any] = used["pinned"]["inputs"]
-    right_inputs: dict[str, Any] = used["candidate"]["inputs"]
     left_names, right_names = sorted(left_inputs) or [""], sorted(right_inputs) or [""]
     for left_name, right_name in zip(left_names, right_names, strict=False):
         left, right = left_inputs.get(left_name, {}), right_inputs.get(right_name, {})

@@ -254,7 +254,10 @@ def _inputs(ctx: CheckContext, source: dict[str, Any], env: dict[str, str]) -> N
             if role == "candidate" and name in overridden:
                 entry = {"original": dict(source["override_inputs"]).get(name), "override": True}
             used[name] = entry
-        write_json(ctx.role_dir(role) / "inputs.json", {"method": method, "inputs": used})
+        write_json(
+            ctx.role_dir(role) / "inputs.json",
+            {"method": method, "inputs": used, "flake_inputs": sorted(direct)},
+        )
 
 
 def judge(saved: SavedCheck) -> Judgement:

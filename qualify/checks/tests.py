@@ -31,7 +31,16 @@ from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import measure_command, run_findings
 from qualify.context import CheckContext
 from qualify.errors import QualifyError
-from qualify.junit import FAILED, MISSING, PASSED, SKIPPED, JUnitInvalid, executed, read_junit
+from qualify.junit import (
+    FAILED,
+    MISSING,
+    PASSED,
+    SKIPPED,
+    JUnitInvalid,
+    executed,
+    read_junit,
+    read_junit_cases,
+)
 from qualify.placeholders import expand
 from qualify.verdicts import Verdict
 
@@ -130,7 +139,8 @@ def judge(saved: SavedCheck) -> Judgement:
                         Verdict.WARN, f"command {m.get('outcome')} though its JUnit reports no failure", role
                     )
                 )
-        table = (_table(results["pinned"], results["candidate"]),)
+        times = {role: _times(saved.role_dir(role) / JUNIT_COPY) for role in ("pinned", "candidate")}
+        table = (_table(results["pinned"], results["candidate"], times),)
     verdict = worst(findings)
     counts = {
         role: f"{sum(s == PASSED for s in r.values())}/{executed(r)} passed" for role, r in results.items()
@@ -179,7 +189,13 @@ def _compare(pinned: dict[str, str], candidate: dict[str, str]) -> list[Finding]
     return findings
 
 
-def _table(pinned: dict[str, str], candidate: dict[str, str]) -> TableData:
+def _times(path: Path) -> dict[str, float | None]:
+    return {test: seconds for test, (_, seconds) in read_junit_cases(path).items()}
+
+
+def _table(
+    pinned: dict[str, str], candidate: dict[str, str], times: dict[str, dict[str, float | None]]
+) -> TableData:
     def change(test: str) -> str:
         before, after = pinned.get(test, MISSING), candidate.get(test, MISSING)
         if before == PASSED and after != PASSED:
@@ -190,8 +206,28 @@ def _table(pinned: dict[str, str], candidate: dict[str, str]) -> TableData:
 
     order = {"newly failing": 0, "": 3}
     tests = sorted(set(pinned) | set(candidate), key=lambda t: (order.get(change(t), 1), t))
-    rows = tuple((t, pinned.get(t, MISSING), candidate.get(t, MISSING), change(t)) for t in tests)
-    return TableData("Tests (changes first)", ("test", "pinned", "candidate", "change"), rows)
+
+    def seconds(role: str, test: str) -> str:
+        value = times[role].get(test)
+        return "" if value is None else f"{value:.2f}"
+
+    rows = tuple(
+        (
+            t,
+            pinned.get(t, MISSING),
+            candidate.get(t, MISSING),
+            change(t),
+            seconds("pinned", t),
+            seconds("candidate", t),
+        )
+        for t in tests
+    )
+    # Durations are single runs, shown for orientation; the bench stage decides speed.
+    return TableData(
+        "Tests (changes first)",
+        ("test", "pinned", "candidate", "change", "pinned s", "candidate s"),
+        rows,
+    )
 
 
 def _count(results: dict[str, str]) -> dict[str, int]:
