@@ -30,6 +30,15 @@ SCHEMA_VERSION = 1
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -46,6 +55,8 @@ def write_atomic(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            # mkstemp makes the file private; a report is meant to be read like any file.
+            os.fchmod(handle.fileno(), 0o666 & ~_UMASK)
             os.fsync(handle.fileno())
         Path(tmp).replace(path)
     except BaseException:

@@ -98,3 +98,14 @@ def test_attempts_are_numbered_and_never_overwritten(tmp_path: Path) -> None:
         assert moved == stage / "attempts" / str(n)
     assert (stage / "attempts" / "1" / "stage.json").read_text() == "1"
     assert (stage / "attempts" / "2" / "stage.json").read_text() == "2"
+
+
+def test_written_files_follow_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    path = tmp_path / "report.json"
+    write_json(path, {"a": 1})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
