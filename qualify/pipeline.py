@@ -134,10 +134,17 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             saved = run.read()
             arms = _with_build_facts(arms, saved)
             _check_same_roles(run, saved, arms)
+            # Build options given again on a rerun replace the saved ones; otherwise they stay.
+            options = dict(saved.get("options", {}))
+            if request.allow_dirty:
+                options["allow_dirty"] = True
+            if request.override_inputs:
+                options["override_inputs"] = [list(o) for o in request.override_inputs]
             run.update(
                 status="running",
                 profile=plan.profile,
                 plan=plan.as_json(),
+                options=options,
                 invocations=[*saved.get("invocations", []), _invocation(request)],
             )
         try:

@@ -393,3 +393,16 @@ env = { HF_TOKEN = "hf_arm_secret_1234" }
             assert "hf_arm_secret_1234" not in text, path
             assert "pw_check_secret_99" not in text, path
     assert "<redacted>" in (run / "run.json").read_text()
+
+
+def test_rerun_records_new_build_options(project: Callable[..., Project]) -> None:
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "true"))
+    cli(p, "run", "--candidate", "cand")
+    run = p.run_dirs()[0]
+    assert run_json(run)["options"] == {"allow_dirty": False, "override_inputs": []}
+    cli(p, "run", "--only", "compile", "--force", "--allow-dirty", "--override-input", "nixpkgs=path:/x")
+    options = run_json(run)["options"]
+    assert options["allow_dirty"] is True and options["override_inputs"] == [["nixpkgs", "path:/x"]]
+    code, out = cli(p, "run", "--only", "compile", "--override-input", "broken")
+    assert code == 4 and "expected NAME=FLAKEREF" in out
