@@ -22,6 +22,9 @@
           pyarrow
           scipy
           jinja2
+          msgpack
+          pyelftools
+          zstandard
         ];
     in
     {
