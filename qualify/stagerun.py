@@ -104,7 +104,7 @@ class StageRunner:
                 "status": "complete",
                 "verdict": StageState.BLOCKED.value,
                 "blocked_by": blocked_by,
-                "reason": f"blocked by stage {blocked_by} ({why})",
+                "reason": f"blocked by stage {blocked_by} ({why}); --no-gate runs it anyway",
                 "checks": [],
                 "finished_at": now_iso(),
             },
