@@ -38,17 +38,3 @@ class CheckSpec:
             "description": self.description,
             "vars": {k: list(v) if isinstance(v, tuple) else v for k, v in self.vars.items()},
         }
-
-    @staticmethod
-    def from_json(data: dict[str, Any]) -> CheckSpec:
-        return CheckSpec(
-            name=data["name"],
-            kind=data["kind"],
-            params=dict(data.get("params", {})),
-            limits={k: float(v) for k, v in data.get("limits", {}).items()},
-            roles=tuple(data.get("roles", ("pinned", "candidate"))),
-            timeout_s=data.get("timeout_s"),
-            env=dict(data.get("env", {})),
-            description=data.get("description", ""),
-            vars={k: tuple(v) if isinstance(v, list) else v for k, v in data.get("vars", {}).items()},
-        )

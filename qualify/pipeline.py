@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -370,13 +369,3 @@ def _new_run_document(
         },
         "invocations": [_invocation(request)],
     }
-
-
-def rendered_events(echo: Callable[[str], None]) -> Events:
-    """A minimal Events that only echoes (for tests and non-interactive callers)."""
-
-    class _Echo(Events):
-        def echo(self, line: str) -> None:
-            echo(line)
-
-    return _Echo()

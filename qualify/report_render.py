@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from qualify.report_model import ReportModel, build_model
+from qualify.report_model import build_model
 from qualify.resources import data_dir
 from qualify.runstore import RunDir, write_atomic
 
@@ -72,7 +72,3 @@ def render(run: RunDir) -> ReportFiles:
     write_atomic(files.markdown, markdown.encode("utf-8"))
     write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
     return files
-
-
-def model_of(run: RunDir) -> ReportModel:
-    return build_model(run)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.checks import kind_named
-from qualify.checks.base import Judgement, SavedCheck
+from qualify.checks.base import CheckKind, Judgement, SavedCheck
 from qualify.checkspec import CheckSpec
 from qualify.config import ProjectConfig
 from qualify.context import CheckContext, RoleArm
@@ -88,8 +88,8 @@ class StageRunner:
     source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
     progress: Callable[[str | None], None] = lambda _text: None
 
-    def roles_for(self, check: CheckSpec) -> dict[str, RoleArm]:
-        if kind_named(check.kind, check.name).builds_arms:
+    def roles_for(self, check: CheckSpec, kind: CheckKind) -> dict[str, RoleArm]:
+        if kind.builds_arms:
             return dict(self.arms)
         return {role: self.arms[role] for role in check.roles}
 
@@ -164,8 +164,8 @@ class StageRunner:
         self, stage: StageSpec, spec: CheckSpec, folder: Path, previous: Path | None, ungated: bool
     ) -> Judgement:
         check_dir = folder / spec.name
-        arms = self.roles_for(spec)
         kind = kind_named(spec.kind, str(stage.file))
+        arms = self.roles_for(spec, kind)
         source = self.source if kind.builds_arms else None
         check_hash = inputs_hash(spec.as_json(), arms, self.config, source=source)
         reused = _reusable(previous, spec.name, check_hash)

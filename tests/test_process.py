@@ -181,3 +181,16 @@ def test_stdin_is_not_inherited(tmp_path: Path) -> None:
     )
     assert done.ok and done.output_tail[-1] == "''"
     assert subprocess.DEVNULL  # the runner gives children /dev/null, never the terminal
+
+
+def test_abba_order_alternates_which_role_goes_first() -> None:
+    from qualify.context import abba_order
+
+    assert abba_order(("pinned", "candidate"), 4) == [
+        ("pinned", "candidate"),
+        ("candidate", "pinned"),
+        ("pinned", "candidate"),
+        ("candidate", "pinned"),
+    ]
+    with pytest.raises(ValueError):
+        abba_order(("a", "b", "c"), 2)

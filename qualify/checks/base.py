@@ -112,6 +112,3 @@ class CheckKind:
     #: Builds the arms: measures every role the run binds, and its own inputs are the
     #: source and installables, not the store paths it produces.
     builds_arms: bool = False
-
-    def param(self, name: str) -> Param | None:
-        return next((p for p in self.params if p.name == name), None)
