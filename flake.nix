@@ -25,6 +25,7 @@
           msgpack
           pyelftools
           zstandard
+          lz4
         ];
     in
     {

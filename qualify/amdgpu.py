@@ -62,6 +62,9 @@ class AmdKernel:
     uses_dynamic_stack: bool | None
     kernarg_segment_size: int
     code_object_version: int
+    # V5+ on GFX10 and later: 1 = WGP mode (two CUs' LDS shared); absent on earlier targets.
+    workgroup_processor_mode: bool | None
+    reqd_workgroup_size: tuple[int, ...] | None
     descriptor_vgpr_granules: int
     descriptor_wave32: bool
     descriptor_dynamic_stack: bool
@@ -226,7 +229,9 @@ def _kernel(
     symbols: dict[str, tuple[int, int]],
     where: str,
 ) -> AmdKernel:
-    def value(key: str, kind: type[int] | type[bool] | type[str], required: bool = True) -> Any:
+    def value(
+        key: str, kind: type[int] | type[bool] | type[str] | type[list[Any]], required: bool = True
+    ) -> Any:
         item = entry.get(key)
         if item is None:
             if required:
@@ -260,9 +265,23 @@ def _kernel(
         uses_dynamic_stack=value(".uses_dynamic_stack", bool, required=False),
         kernarg_segment_size=value(".kernarg_segment_size", int),
         code_object_version=cov,
+        workgroup_processor_mode=_flag(value(".workgroup_processor_mode", int, required=False)),
+        reqd_workgroup_size=_dims(value(".reqd_workgroup_size", list, required=False), where),
         descriptor_vgpr_granules=(rsrc1 & 0x3F) + 1,
         descriptor_wave32=bool(properties & (1 << 10)),
         descriptor_dynamic_stack=bool(properties & (1 << 11)),
         descriptor_private_segment_size=private,
         descriptor_group_segment_size=group,
     )
+
+
+def _flag(value: int | None) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _dims(value: list[Any] | None, where: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise CodeObjectError(f"{where}: metadata key .reqd_workgroup_size is {value!r}, not integers")
+    return tuple(value)

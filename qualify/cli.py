@@ -24,6 +24,8 @@ from qualify.config import load_config
 from qualify.console import ConsoleEvents, badge, plan_table
 from qualify.doctor import probes
 from qualify.errors import ExitCode, QualifyError
+from qualify.hostkernels import DEFAULT_PATTERNS
+from qualify.kernellisting import show_kernels
 from qualify.pipeline import RunRequest, execute, parse_overrides, runs_dir_for
 from qualify.plan import load_plan
 from qualify.report_model import build_model
@@ -227,6 +229,27 @@ def report(
     """Write report.html, summary.md and report.json from a saved run."""
     files = render(_open(project, runs_dir, run_id))
     Console().print(f"{escape(str(files.html))}\n{escape(str(files.markdown))}\n{escape(str(files.json))}")
+
+
+@app.command()
+def kernels(
+    paths: Annotated[
+        list[Path], typer.Argument(help="A build's out path or binary; a second one to compare.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="JSON Lines: one object per kernel.")] = False,
+    host_pattern: Annotated[
+        list[str] | None,
+        typer.Option(help="Host function glob (repeatable; default: ggml's kernels).", show_default=False),
+    ] = None,
+    no_host: Annotated[bool, typer.Option("--no-host", help="GPU kernels only.")] = False,
+    ptxas_log: Annotated[
+        list[Path] | None, typer.Option(help="A saved `ptxas -v` output (CUDA spill bytes; repeatable).")
+    ] = None,
+) -> None:
+    """List the kernels of a build, or compare two builds' kernels (exit 1 on a regression)."""
+    patterns = () if no_host else tuple(host_pattern or DEFAULT_PATTERNS)
+    code = show_kernels(paths, as_json=as_json, host_patterns=patterns, ptxas_logs=ptxas_log or ())
+    raise typer.Exit(int(code))
 
 
 @app.command()

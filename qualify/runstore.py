@@ -12,6 +12,7 @@ runs/<run-id>/report.html  summary.md  report.json
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import re
@@ -22,9 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qualify.errors import RunStoreError, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = 1
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -69,6 +73,13 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     document = {"schema_version": SCHEMA_VERSION, **payload}
     text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
     write_atomic(path, text.encode("utf-8"))
+
+
+def write_parquet(path: Path, table: pd.DataFrame) -> None:
+    """Atomically write a table as Parquet (the run's tabular format), without its index."""
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    write_atomic(path, buffer.getvalue())
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -147,15 +147,23 @@ def readelf_metadata(path: Path) -> tuple[int, str, list[dict[str, str]]]:
     abiversion = int(re.search(r"ABI Version:\s+(\d+)", out).group(1))
     target = re.search(r"^amdhsa\.target:\s+(\S+)", out, re.M).group(1).strip("'")
     kernels: list[dict[str, str]] = []
+    listed: str | None = None  # a kernel-level key whose value is a YAML list on the next lines
     for line in out.splitlines():
         # Kernel-level keys sit at indent 4 ("  - .key" opens the next kernel); .args are deeper.
         match = re.match(r"^  (- |  )(\.[a-z0-9_]+):\s*(.*)$", line)
+        item = re.match(r"^      - (\d+)$", line)
+        if listed and item:
+            kernels[-1][listed] = f"{kernels[-1].get(listed, '')} {item.group(1)}".strip()
+            continue
+        listed = None
         if match is None:
             continue
         if match.group(1) == "- ":
             kernels.append({})
         if match.group(3):
             kernels[-1][match.group(2)] = match.group(3).strip().strip("'")
+        else:
+            listed = match.group(2)
     return abiversion, target, kernels
 
 
@@ -180,7 +188,13 @@ def assert_matches_readelf(kernels: list[AmdKernel], path: Path) -> None:
             if mine is None:
                 assert key not in tool, f"{kernel.name}: readelf shows {key} but the reader has None"
             else:
-                shown = str(mine).lower() if isinstance(mine, bool) else str(mine)
+                # readelf prints .workgroup_processor_mode as 0/1 and other flags as false/true.
+                if name == "workgroup_processor_mode":
+                    shown = str(int(mine))
+                elif isinstance(mine, tuple):
+                    shown = " ".join(map(str, mine))
+                else:
+                    shown = str(mine).lower() if isinstance(mine, bool) else str(mine)
                 assert shown == tool[key], f"{kernel.name} {key}: reader {shown}, readelf {tool[key]}"
         assert kernel.descriptor_consistent, kernel.descriptor_mismatches()
 

@@ -96,7 +96,7 @@ def test_unknown_check_kind_lists_known_kinds(tmp_path: Path) -> None:
         load_plan(tmp_path / "stages")
     assert "20-compile.toml:2: check[0].kind: unknown check kind 'test'" in err.value.message
     assert 'did you mean "tests"' in err.value.message
-    assert err.value.hint == "known kinds: nix-build, command, tests"
+    assert err.value.hint == "known kinds: nix-build, command, tests, kernel-resources"
 
 
 def test_unknown_check_parameter_in_second_check(tmp_path: Path) -> None:

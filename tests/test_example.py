@@ -60,6 +60,17 @@ def test_gcc_vs_clang_run_is_made_of_real_measurements(
     counts = tests["facts"]["counts"]
     for role in ("pinned", "candidate"):
         assert counts[role]["passed"] + counts[role]["failed"] + counts[role]["error"] > 0, tests
+    # Compile: ggml's host kernels read from both builds' programs, compared at most as WARN.
+    kernels = json.loads((run_dir / "20-compile" / "kernel-resources" / "result.json").read_text())
+    assert kernels["verdict"] in ("PASS", "WARN"), kernels["reason"]
+    for role in ("pinned", "candidate"):
+        found = kernels["facts"]["counts"][role]
+        assert found["host"] > 100 and found["amdgpu"] == found["cuda"] == 0, found
+        assert (run_dir / "20-compile" / "kernel-resources" / role / "host.parquet").is_file()
+    by_severity = kernels["facts"]["kernels_by_severity"]
+    assert by_severity["FAIL"] == by_severity["ERROR"] == 0
+    # gcc and clang inline and lay out frames differently: some host kernels must differ.
+    assert by_severity["WARN"] + by_severity["INFO"] > 0, by_severity
     for name in ("report.html", "summary.md", "report.json"):
         assert (run_dir / name).is_file()
     assert code in (1, 3)
@@ -71,5 +82,9 @@ def test_a_a_run_passes_every_configured_stage(example_runs: dict) -> None:
     for spec in saved["plan"]["stages"]:
         assert stage(run_dir, spec["folder"])["verdict"] in ("PASS", "WARN"), (spec["name"], out)
     assert saved["verdict"] == "INCOMPLETE" and code == 3  # stages still NOT CONFIGURED
+    kernels = json.loads((run_dir / "20-compile" / "kernel-resources" / "result.json").read_text())
+    assert kernels["verdict"] == "PASS", kernels["reason"]
+    by_severity = kernels["facts"]["kernels_by_severity"]
+    assert by_severity["same"] > 100 and by_severity["same"] == sum(by_severity.values()), by_severity
     assert (run_dir / "20-compile" / "operator-tests" / "pinned").is_dir()
     assert (run_dir / "20-compile" / "operator-tests" / "candidate").is_dir()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qualify.checks import command, nixbuild, tests
+from qualify.checks import command, kernelresources, nixbuild, tests
 from qualify.checks.base import CheckKind
 from qualify.errors import ConfigError
 from qualify.tomlfile import suggest
@@ -11,6 +11,7 @@ KINDS: tuple[CheckKind, ...] = (
     nixbuild.KIND,
     command.KIND,
     tests.KIND,
+    kernelresources.KIND,
 )
 
 

@@ -54,9 +54,16 @@ class TableData:
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+    #: Shown closed in the report (the rest behind a click): unchanged rows, long listings.
+    collapsed: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+        return {
+            "title": self.title,
+            "columns": list(self.columns),
+            "rows": [list(r) for r in self.rows],
+            "collapsed": self.collapsed,
+        }
 
 
 @dataclass(frozen=True)

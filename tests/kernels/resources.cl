@@ -29,8 +29,15 @@ void lds_reduce(__global const float *in, __global float *out) {
 // Keeps N values live across a loop. Every index is a constant after full unrolling, so the
 // array is promoted to registers and the allocator must spill beyond the VGPR budget
 // (on gfx11; gfx90a spills into AGPRs instead).
+// -DACC_WAVES=W asks for W waves per SIMD, which caps the VGPR budget (more spills, higher
+// occupancy): how a test makes two builds of one source differ in a known direction.
 #define N 320
-__kernel void acc_spill(__global const float *in, __global float *out, int n) {
+#ifdef ACC_WAVES
+#define ACC_ATTR __attribute__((amdgpu_waves_per_eu(ACC_WAVES, ACC_WAVES)))
+#else
+#define ACC_ATTR
+#endif
+__kernel ACC_ATTR void acc_spill(__global const float *in, __global float *out, int n) {
     float acc[N];
     unsigned g = GID();
 #pragma unroll
