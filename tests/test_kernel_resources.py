@@ -12,6 +12,7 @@ Nothing stands in: the judge reads real compiler output.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -284,3 +285,73 @@ def test_kernels_command_names_a_missing_path(tmp_path) -> None:
     proc = qualify_proc("kernels", str(tmp_path / "nope"))
     assert proc.returncode == 4
     assert "nope" in proc.stderr and "no such file" in proc.stderr
+
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) on PATH")
+
+
+def build_cuda(root: Path, *flags: str) -> Path:
+    """lib/resources.cubin for sm_90 by nvcc, with ptxas's -v report in share/ptxas.log."""
+    (root / "lib").mkdir(parents=True)
+    (root / "share").mkdir()
+    source = KERNELS / "cuda" / "resources.cu"
+    proc = subprocess.run(
+        [
+            NVCC or "nvcc",
+            "-cubin",
+            "-arch=sm_90",
+            "-O3",
+            "-Xptxas",
+            "-v",
+            *flags,
+            str(source),
+            "-o",
+            str(root / "lib" / "resources.cubin"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (root / "share" / "ptxas.log").write_text(proc.stderr)
+    return root
+
+
+def ptxas_spills(log: Path, name: str) -> tuple[int, int]:
+    """(spill store, spill load) bytes ptxas printed for `name`."""
+    text = log.read_text()
+    block = text[text.index(f"Function properties for {name}") :]
+    m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", block)
+    assert m is not None
+    return int(m.group(1)), int(m.group(2))
+
+
+CUDA_PLAN = 'ptxas_logs = ["{tree}/share/ptxas.log"]\nhost_patterns = []\nrequire = ["cuda"]'
+
+
+@needs_nvcc
+def test_cuda_spill_bytes_from_ptxas_logs_fail_when_they_grow(project, tmp_path) -> None:
+    pinned = build_cuda(tmp_path / "o3")
+    cand = build_cuda(tmp_path / "ptxas-o0", "-Xptxas", "-O0")  # ptxas without optimisation
+    name = "_Z9acc_spillPKfPfi"
+    before, after = (
+        ptxas_spills(pinned / "share" / "ptxas.log", name),
+        ptxas_spills(cand / "share" / "ptxas.log", name),
+    )
+    assert after[0] > before[0] > 0  # what the flag does, as ptxas reports it
+    result, check = run_kernels(project, pinned, cand, CUDA_PLAN)
+    assert result["verdict"] == "FAIL"
+    fail = next(t for t in finding_texts(result, "FAIL") if name in t)
+    assert f"spill stores {before[0]} → {after[0]} B" in fail and "cuda sm_90" in fail
+    same, _ = run_kernels(project, pinned, build_cuda(tmp_path / "o3-again"), CUDA_PLAN)
+    assert same["verdict"] == "PASS", same["reason"]
+    assert same["facts"]["counts"]["pinned"]["cuda"] >= 4
+
+
+@needs_nvcc
+def test_a_missing_ptxas_log_is_an_error_naming_it(project, tmp_path) -> None:
+    tree = build_cuda(tmp_path / "o3")
+    (tree / "share" / "ptxas.log").unlink()
+    result, _ = run_kernels(project, tree, tree, CUDA_PLAN)
+    assert result["verdict"] == "ERROR"
+    assert any("ptxas.log" in t and "does not exist" in t for t in finding_texts(result, "ERROR"))
