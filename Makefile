@@ -3,7 +3,7 @@
 
 PYTHON ?= python3
 VENV   := .venv
-APT_PACKAGES := nix-bin cmake ninja-build git clang-19 lld-19 llvm-19 clang-tools-19 libomp-19-dev
+APT_PACKAGES := nix-bin cmake ninja-build git clang-19 lld-19 llvm-19 clang-tools-19 libomp-19-dev hipcc clang-15 lld-15 llvm-15 rocm-device-libs
 # Nix from Debian's nix-bin, single-user, never asking a binary cache (builds are local).
 define NIX_CONFIG
 experimental-features = nix-command flakes

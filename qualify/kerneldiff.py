@@ -34,6 +34,18 @@ import pandas as pd
 from qualify.occupancy import amd_occupancy, cuda_occupancy
 
 SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
+# The processors each code object V6 generic target runs on (llvm.org AMDGPUUsage, "Generic
+# Processor Versioning"): a generic build is compared against each of these the other has.
+GENERIC_MEMBERS: dict[str, frozenset[str]] = {
+    "gfx9-generic": frozenset({"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}),
+    "gfx9-4-generic": frozenset({"gfx940", "gfx941", "gfx942", "gfx950"}),
+    "gfx10-1-generic": frozenset({"gfx1010", "gfx1011", "gfx1012", "gfx1013"}),
+    "gfx10-3-generic": frozenset(f"gfx103{n}" for n in range(7)),
+    "gfx11-generic": frozenset(
+        {"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}
+    ),
+    "gfx12-generic": frozenset({"gfx1200", "gfx1201"}),
+}
 LDS_LIMIT = 64 * 1024  # the most one workgroup can address on every AMDGPU target
 
 
@@ -94,15 +106,49 @@ def diff(
 ) -> list[KernelDiff]:
     """Every kernel of either side, most severe first, then by family, target and name."""
     results: list[KernelDiff] = []
+    amd = {
+        "pinned": concretize(pinned["amdgpu"], candidate["amdgpu"]),
+        "candidate": concretize(candidate["amdgpu"], pinned["amdgpu"]),
+    }
     for family, compare in (("amdgpu", _compare_amd), ("cuda", _compare_cuda), ("host", _compare_host)):
-        before = aggregate(family, pinned[family], limits)
-        after = aggregate(family, candidate[family], limits)
+        before = aggregate(family, amd["pinned"] if family == "amdgpu" else pinned[family], limits)
+        after = aggregate(family, amd["candidate"] if family == "amdgpu" else candidate[family], limits)
         for target, key in sorted(set(before) | set(after)):
             p, c = before.get((target, key)), after.get((target, key))
             severity, reasons = compare(p, c, limits)
             results.append(KernelDiff(family, target, key, severity, tuple(reasons), p, c))
     results.sort(key=lambda d: (d.rank, d.family, d.target, d.key))
     return results
+
+
+def concretize(table: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """`table` with each generic-target kernel restated for every chip its generic target
+    covers on which `other` has that kernel and `table` has not, so the two builds' kernels
+    match and occupancy is computed for the real chip. `target` keeps the generic target id.
+    A generic kernel matched to no chip stays as it is."""
+    if table.empty or other.empty:
+        return table
+    own = set(zip(table["processor"], table["key"], strict=True))
+    theirs = set(zip(other["processor"], other["key"], strict=True))
+    their_processors = {processor for processor, _ in theirs}
+    parts: list[pd.DataFrame] = []
+    restated = pd.Series(False, index=table.index)
+    for generic, members in GENERIC_MEMBERS.items():
+        if generic in their_processors:
+            continue  # both builds have the generic target: compare it as it is
+        rows = table[table["processor"] == generic]
+        for chip in sorted(members & their_processors):
+            wanted = pd.Series(
+                [(chip, key) in theirs and (chip, key) not in own for key in rows["key"]],
+                index=rows.index,
+                dtype=bool,
+            )
+            if wanted.any():
+                parts.append(rows[wanted].assign(processor=chip))
+                restated |= table.index.isin(rows[wanted].index)
+    if not parts:
+        return table
+    return pd.concat([table[~restated], *parts], ignore_index=True)
 
 
 def aggregate(family: str, table: pd.DataFrame, limits: Limits) -> dict[tuple[str, str], dict[str, Any]]:

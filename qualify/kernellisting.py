@@ -36,8 +36,7 @@ def _scan(path: Path, host_patterns: Sequence[str], ptxas_logs: Sequence[Path]) 
     for log in ptxas_logs:
         if not log.is_file():
             raise UsageError(f"--ptxas-log {log}: no such file", "save `ptxas -v` output there first")
-    su = path / "share" / "stack-usage" if path.is_dir() else None
-    return scan(path, host_patterns=host_patterns, stack_usage=su, ptxas_logs=ptxas_logs)
+    return scan(path, host_patterns=host_patterns, ptxas_logs=ptxas_logs)
 
 
 def show_kernels(

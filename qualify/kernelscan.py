@@ -86,14 +86,17 @@ def scan(
 
     `globs` are fnmatch patterns on the path relative to `root` (``*`` also crosses ``/``);
     `host_patterns` select host functions (empty: no host kernels); `stack_usage` is a
-    directory of ``-fstack-usage`` files (``.su``); `ptxas_logs` are saved ``ptxas -v``
-    outputs whose spill bytes are attached to the CUDA kernels they name.
+    directory of ``-fstack-usage`` files (``.su``; default ``root/share/stack-usage``);
+    `ptxas_logs` are saved ``ptxas -v`` outputs whose spill bytes are attached to the CUDA
+    kernels they name.
     """
     files = _files(root, globs)
     amd_rows: list[dict[str, Any]] = []
     cuda_kernels: list[tuple[str, CudaKernel]] = []
     host_rows: list[dict[str, Any]] = []
     found = KernelScan(str(root), {})
+    if stack_usage is None and root.is_dir():
+        stack_usage = root / "share" / "stack-usage"
     stack = (
         read_stack_usage(sorted(stack_usage.rglob("*.su"))) if stack_usage and stack_usage.is_dir() else {}
     )

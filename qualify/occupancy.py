@@ -205,10 +205,14 @@ _CUDA: dict[int, _CudaTable] = {
     80: _CudaTable(64, 32, 164 * 1024, 1024),
     86: _CudaTable(48, 16, 100 * 1024, 1024),
     87: _CudaTable(48, 16, 164 * 1024, 1024),
+    88: _CudaTable(48, 16, 100 * 1024, 1024),
     89: _CudaTable(48, 24, 100 * 1024, 1024),
     90: _CudaTable(64, 32, 228 * 1024, 1024),
     100: _CudaTable(64, 32, 228 * 1024, 1024),
+    103: _CudaTable(64, 32, 228 * 1024, 1024),
+    110: _CudaTable(48, 24, 228 * 1024, 1024),
     120: _CudaTable(48, 24, 100 * 1024, 1024),
+    121: _CudaTable(48, 24, 100 * 1024, 1024),
 }
 CUDA_ARCHES: tuple[int, ...] = tuple(sorted(_CUDA))
 _WARP = 32

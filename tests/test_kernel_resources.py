@@ -82,6 +82,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         "wave64": lambda p: build(p, cl_flags=("-mwavefrontsize64",)),
         "one_unit": lambda p: build(p, hip_units=("tu_one",)),
         "clang_host": lambda p: build(p, host_cc="clang-19"),
+        "generic": lambda p: build(p, cl_flags=("-mcpu=gfx11-generic", "-mcode-object-version=6")),
     }
     made: dict[str, Path] = {}
 
@@ -207,6 +208,15 @@ def test_kernels_missing_from_the_candidate_fail(project, builds) -> None:
     missing = [t for t in finding_texts(result, "FAIL") if "missing from the candidate" in t]
     # tu_two's kernels, on both targets.
     assert len(missing) >= 2 and all(("gfx1100" in t or "gfx1151" in t) for t in missing)
+
+
+def test_a_generic_target_build_is_matched_to_the_concrete_chip(project, builds) -> None:
+    result, _ = run_kernels(project, builds("generic"), builds("base"))
+    assert not [t for t in finding_texts(result, "FAIL") if "missing" in t], result["reason"]
+    rows = [r for t in result["tables"] if t["title"].startswith("AMDGPU") for r in t["rows"]]
+    matched = {r[2]: r for r in rows if r[1] == "gfx1100" and r[2] in ("vadd", "lds_reduce", "acc_spill")}
+    assert set(matched) == {"vadd", "lds_reduce", "acc_spill"}
+    assert all("gfx11-generic → amdgcn-amd-amdhsa--gfx1100" in r[-1] for r in matched.values())
 
 
 def test_host_kernels_from_another_compiler_warn_at_most(project, builds) -> None:
@@ -355,3 +365,56 @@ def test_a_missing_ptxas_log_is_an_error_naming_it(project, tmp_path) -> None:
     result, _ = run_kernels(project, tree, tree, CUDA_PLAN)
     assert result["verdict"] == "ERROR"
     assert any("ptxas.log" in t and "does not exist" in t for t in finding_texts(result, "ERROR"))
+
+
+# --- the rules, on real scanned tables with one figure changed -----------------------------
+
+
+def _edited(tables: dict, family: str, name: str, **changes: object) -> dict:
+    edited = {f: t.copy() for f, t in tables.items()}
+    rows = edited[family]["key"] == name
+    assert rows.any(), name
+    for column, value in changes.items():
+        edited[family].loc[rows, column] = value
+    return edited
+
+
+@pytest.mark.parametrize(
+    ("family", "name", "changes", "severity", "reason"),
+    [
+        ("amdgpu", "vadd", {"uses_dynamic_stack": True}, "FAIL", "dynamic stack newly on"),
+        ("amdgpu", "vadd", {"group_segment_fixed_size": 70_000}, "FAIL", "exceeds 64 KiB"),
+        ("amdgpu", "vadd", {"private_segment_fixed_size": 16}, "FAIL", "scratch 0 → 16 B (new)"),
+        (
+            "amdgpu",
+            "vadd",
+            {"descriptor_problems": "descriptor allocates 8 VGPRs < vgpr_count 9"},
+            "ERROR",
+            "descriptor",
+        ),
+        ("amdgpu", "vadd", {"sgpr_count": 40}, "INFO", "SGPRs"),
+        ("amdgpu", "vadd", {"sgpr_spill_count": 4}, "WARN", "SGPR spills 0 → 4"),
+        ("amdgpu", "vadd", {"vgpr_count": 8, "allocated_vgprs": 8}, "WARN", "keeps occupancy"),
+        ("host", "quantize_row_q8_0", {"stack_bytes": 4096}, "WARN", "stack frame"),
+    ],
+)
+def test_each_rule_on_one_changed_figure(builds, family, name, changes, severity, reason) -> None:
+    from qualify.kerneldiff import Limits, diff
+    from qualify.kernelscan import scan
+
+    base = scan(builds("base")).tables
+    results = diff(base, _edited(base, family, name, **changes), Limits())
+    (changed,) = [r for r in results if r.severity != "same"]
+    assert (changed.family, changed.key, changed.severity) == (family, name, severity)
+    assert any(reason in text for text in changed.reasons), changed.reasons
+
+
+def test_a_host_kernel_gone_from_the_candidate_is_a_warning_not_a_failure(builds) -> None:
+    from qualify.kerneldiff import Limits, diff
+    from qualify.kernelscan import scan
+
+    base = scan(builds("base")).tables
+    cand = {f: t.copy() for f, t in base.items()}
+    cand["host"] = cand["host"][cand["host"]["key"] != "quantize_row_q8_0"]
+    (gone,) = [r for r in diff(base, cand, Limits()) if r.severity != "same"]
+    assert gone.severity == "WARN" and "inlined or removed" in gone.reasons[0]
