@@ -18,8 +18,9 @@ from qualify.bootstrap import (
     judged_bounds,
     noninferiority_bound,
 )
-from qualify.llamalogits import DenseChunk, log_softmax
-from qualify.tokenstats import summarize, token_stats
+from qualify.kldsummary import summarize
+from qualify.logprobstream import DenseChunk, log_softmax
+from qualify.tokenstats import token_stats
 
 
 def _chunks(seed: int, n_chunks: int, mean: float = 0.01) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:

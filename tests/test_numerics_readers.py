@@ -14,25 +14,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qualify.kldsummary import DP_PERCENTILES, KLD_PERCENTILES, summarize
 from qualify.llamalogits import (
     LLAMA_MAGIC,
-    DenseChunk,
     LlamaLogitsFile,
-    LogprobDir,
-    LogprobFileError,
-    TopKChunk,
-    TopKFile,
     encode_llama_rows,
     llama_file_size,
     llama_row_width,
-    log_softmax,
+    write_llama_logits,
+)
+from qualify.logprobformats import (
+    LogprobDir,
+    TopKFile,
     open_stream,
     topk_rows,
-    write_llama_logits,
     write_logprob_dir,
     write_topk,
 )
-from qualify.tokenstats import DP_PERCENTILES, KLD_PERCENTILES, summarize, token_stats
+from qualify.logprobstream import DenseChunk, LogprobFileError, TopKChunk, log_softmax
+from qualify.tokenstats import token_stats
 
 RNG_SEED = 20260528
 

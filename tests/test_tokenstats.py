@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qualify.llamalogits import DenseChunk, TopKFile, log_softmax, topk_rows, write_llama_logits, write_topk
+from qualify.kldsummary import llama_percentile, mean_and_uncertainty, summarize
+from qualify.llamalogits import write_llama_logits
+from qualify.logprobformats import TopKFile, topk_rows, write_topk
+from qualify.logprobstream import DenseChunk, log_softmax
 from qualify.tokenstats import (
     StreamMismatch,
     TokenStats,
     default_pairs,
-    llama_percentile,
-    mean_and_uncertainty,
-    summarize,
     token_stats,
 )
 
