@@ -280,15 +280,20 @@ def judged_bounds(
 ) -> dict[str, BootstrapBound]:
     """Bounds on ``role`` against the reference, named like the limits they are judged by:
     mean_kld, p99_kld, abs_dppl_pct, confident_flips (per 100 000 tokens): upper;
-    top1_agreement: lower."""
+    top1_agreement: lower. abs_dppl_pct is over the tokens whose target is above a llama.cpp
+    file's floor in both roles (all tokens for other formats)."""
     ref = stats.reference
     kld = stats.kld(ref, role)
-    dnll = stats.role[role].nll - stats.role[ref].nll
+    # A target stored at a llama.cpp file's floor has only a lower bound for its NLL: such tokens
+    # (in either role) are left out of |ΔPPL| rather than let a clamp decide the difference.
+    kept = ~(stats.role[role].target_at_floor | stats.role[ref].target_at_floor)
+    dnll = np.where(kept, stats.role[role].nll - stats.role[ref].nll, 0.0)
+    dppl = RatioOfSums(stats.chunk_sums(dnll), stats.chunk_sums(kept))
     statistics: dict[str, tuple[CountsStatistic, Side]] = {
         "mean_kld": (_ratio(stats, kld), "upper"),
         "p99_kld": (PooledPercentile(kld, stats.unit(), 0.99), "upper"),
         "top1_agreement": (_ratio(stats, stats.top1_agreement(role)), "lower"),
-        "abs_dppl_pct": (Transformed(_ratio(stats, dnll), lambda t: np.abs(100 * np.expm1(t))), "upper"),
+        "abs_dppl_pct": (Transformed(dppl, lambda t: np.abs(100 * np.expm1(t))), "upper"),
         "confident_flips": (_ratio(stats, stats.confident_flips(role, margin), 1e5), "upper"),
     }
     return {

@@ -76,3 +76,16 @@ def qualify_run(runs_dir: Path, *args: str) -> tuple[int, Path, str]:
     )
     [run_dir] = set(runs_dir.glob("*")) - before
     return done.returncode, run_dir, done.stdout + done.stderr
+
+
+def numerics_project(root: Path) -> Path:
+    """The example's project with a plan of two stages, build and numerics: a numerics run
+    without the compile stage's minutes (the negative control needs nothing else)."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = (EXAMPLE / "qualify.toml").read_text()
+    config = config.replace('flake = "."', f'flake = "{EXAMPLE}"').replace("{project}", str(EXAMPLE))
+    (root / "qualify.toml").write_text(config)
+    (root / "stages").mkdir(exist_ok=True)
+    for name in ("10-build.toml", "30-numerics.toml"):
+        (root / "stages" / name).write_text((EXAMPLE / "stages" / name).read_text())
+    return root

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qualify.checks import command, kernelresources, nixbuild, tests
+from qualify.checks import bench, command, kernelresources, kld, nixbuild, tests
 from qualify.checks.base import CheckKind
 from qualify.errors import ConfigError
 from qualify.tomlfile import suggest
@@ -12,6 +12,8 @@ KINDS: tuple[CheckKind, ...] = (
     command.KIND,
     tests.KIND,
     kernelresources.KIND,
+    kld.KIND,
+    bench.KIND,
 )
 
 
