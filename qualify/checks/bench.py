@@ -1,0 +1,392 @@
+"""`bench`: throughput of the candidate against pinned, interleaved, with paired statistics.
+
+Measures: the check's command run as units, one per role at a time: one warm-up unit per role
+(thrown away), then pairs in ABBA order (AB, BA, AB, ...). The output is llama-bench `-o jsonl`
+on stdout (`format = "llama-bench"`: one test per line, e.g. `pp512`, `tg128`,
+`pp2048 @ d4096`, throughput recomputed from `samples_ns`) or the metrics JSON schema written to
+`{out_file}` (`format = "metrics"`). The number of pairs is computed, not guessed: enough for the
+exact signed-rank test to reach the smallest level it is held to (α split evenly across the
+planned `looks`, then Holm's first step across the tests). More pairs are added at the planned
+looks, up to `max_pairs` or `budget_s`, while a test is INCONCLUSIVE; `schedule.json` records
+every unit, the machine's state before and after it, and why the schedule stopped.
+
+Per test, on R = candidate/pinned (throughput; inverted for lower-is-better metrics), from the
+log of each unit's median: an exact Wilcoxon signed-rank test and Hodges–Lehmann interval over
+the pairs (Mann–Whitney U when a pair is incomplete), at the test's Holm- and look-adjusted
+level. Findings, with δ = `speed_margin`:
+- FASTER: the interval lies above 1.
+- SLOWER: the interval lies below 1; a regression when the estimate is also below 1 − δ.
+- NO CHANGE: the interval lies inside [1 − δ, 1 + δ].
+- INCONCLUSIVE: otherwise (the interval holds 1 and reaches past ±δ), and always when the pairs
+  cannot reach the level at all.
+- INVALID: a unit crashed, the test's configuration differs between roles (llama-bench fields
+  other than build and device descriptions; `allow_config_diff` names exceptions), more than a
+  quarter of its units vary more than `max_unit_cv` across repetitions, or the environment
+  changed during a unit (a GPU co-tenant came or went, the CPU governor switched).
+
+Verdict: a regression is FAIL; a candidate unit that crashed is FAIL; no pair completed is FAIL
+(nothing was measured); other INVALID is ERROR; any INCONCLUSIVE is INCONCLUSIVE; a SLOWER that
+is not a regression is WARN; else PASS. The geometric mean of R across tests is context, never
+gated.
+
+What it cannot prove: a result holds for this machine, these commands and this model only;
+load from other processes on the CPU is recorded but not controlled; a slowdown smaller than
+the noise (see the pair noise column, the noise floor in an A/A run) is not detected, and a
+finding made at an early look is not revisited with later pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Any
+
+import pandas as pd
+
+from qualify import stats
+from qualify.benchdata import FORMATS, config_differences
+from qualify.benchjudge import (
+    INCONCLUSIVE,
+    INVALID,
+    SLOWER,
+    Outcome,
+    Series,
+    evaluate,
+    pair_ratios,
+    series_from,
+)
+from qualify.benchschedule import DEFAULT_MARGIN, run_schedule
+from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
+from qualify.checks.findings import headline, worst
+from qualify.context import CheckContext
+from qualify.errors import QualifyError
+from qualify.runstore import read_json
+from qualify.verdicts import Verdict
+
+
+def measure(ctx: CheckContext) -> None:
+    if ctx.spec.params["format"] not in FORMATS:
+        raise QualifyError(
+            f"bench: unknown format {ctx.spec.params['format']!r}", "use " + " or ".join(FORMATS)
+        )
+    run_schedule(ctx)
+
+
+def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], dict[str, tuple[str, bool]]]:
+    values: dict[int, dict[str, tuple[float, ...]]] = defaultdict(dict)
+    kinds: dict[str, tuple[str, bool]] = {}
+    for role in ("pinned", "candidate"):
+        path = saved.role_dir(role) / "samples.parquet"
+        if not path.is_file():
+            continue
+        frame = pd.read_parquet(path)
+        for (unit, test), group in frame.groupby(["unit", "test"], sort=False):
+            values[int(str(unit))][str(test)] = tuple(float(v) for v in group.sort_values("rep")["value"])
+            kinds.setdefault(
+                str(test), (str(group["unit_name"].iloc[0]), bool(group["higher_is_better"].iloc[0]))
+            )
+    return dict(values), kinds
+
+
+def judge(saved: SavedCheck) -> Judgement:
+    path = saved.folder / "schedule.json"
+    if not path.is_file():
+        return Judgement(Verdict.ERROR, "not measured (the run stopped first)")
+    schedule = read_json(path)
+    units: list[dict[str, Any]] = schedule["units"]
+    plan: dict[str, Any] | None = schedule.get("plan")
+    findings: list[Finding] = []
+    for unit in units:
+        where = _where(unit)
+        if "error" in unit:
+            hint = unit["error"].get("hint")
+            findings.append(
+                Finding(
+                    Verdict.ERROR,
+                    f"{where}: {unit['error']['message']}" + (f" ({hint})" if hint else ""),
+                    unit["role"],
+                )
+            )
+        elif not unit.get("ok"):
+            verdict = Verdict.FAIL if unit["role"] == "candidate" else Verdict.ERROR
+            tail = "\n".join(unit.get("output_tail", [])[-6:])
+            findings.append(
+                Finding(verdict, f"INVALID: {where} {unit.get('outcome')}\n{tail}".rstrip(), unit["role"])
+            )
+        for note in unit.get("env_notes", []):
+            findings.append(
+                Finding(Verdict.ERROR, f"INVALID: environment changed during {where}: {note}", unit["role"])
+            )
+    holders = schedule.get("baseline_env", {}).get("gpu_processes", [])
+    if holders:
+        findings.append(
+            Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
+        )
+
+    values, kinds = _load(saved)
+    series = series_from(units, values, kinds)
+    margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
+    outcomes = evaluate(series, plan["looks"], plan["alpha"], margin) if plan else []
+    invalid = _invalid_tests(saved, units, values, kinds)
+    pairs = schedule.get("pairs", 0)
+    if pairs == 0 and not any(f.verdict is Verdict.FAIL for f in findings):
+        findings.append(Finding(Verdict.FAIL, "no pair completed: nothing was measured", "candidate"))
+    for outcome in outcomes:
+        findings.append(_finding(outcome, invalid.get(outcome.label), margin))
+    verdict = worst(findings)
+    counted: dict[str, int] = defaultdict(int)
+    for outcome in outcomes:
+        counted[INVALID if outcome.label in invalid else outcome.finding] += 1
+    summary = ", ".join(f"{n} {name}" for name, n in counted.items()) or "no tests"
+    summary += f" — {pairs} pairs ({schedule.get('stop_reason') or 'stopped'})"
+    reason = headline(verdict, findings, summary)
+    if reason != summary:
+        reason += f" — {summary}"
+    by_label = {s.label: s for s in series}
+    ratios = [o.shift.ratio for o in outcomes if o.shift is not None]
+    aa = _arms(saved)
+    return Judgement(
+        verdict,
+        reason,
+        tuple(findings),
+        (
+            _results_table(outcomes, by_label, invalid, ratios, margin),
+            _ratios_table(outcomes, by_label),
+            _schedule_table(units),
+        ),
+        facts={
+            "pairs": pairs,
+            "stop_reason": schedule.get("stop_reason"),
+            "plan": plan,
+            "margin": margin,
+            "a_a": aa,
+            "geometric_mean_ratio": stats.geometric_mean(ratios) if ratios else None,
+            "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
+        },
+    )
+
+
+def _where(unit: dict[str, Any]) -> str:
+    if unit.get("phase") == "pair":
+        return f"unit {unit['index']} (pair {unit['pair']}, {unit['role']})"
+    return f"unit {unit['index']} ({unit.get('phase')}, {unit['role']})"
+
+
+def _arms(saved: SavedCheck) -> bool:
+    arms = {role: (saved.measurement(role) or {}).get("arm") for role in ("pinned", "candidate")}
+    return arms["pinned"] is not None and arms["pinned"] == arms["candidate"]
+
+
+def _invalid_tests(
+    saved: SavedCheck,
+    units: list[dict[str, Any]],
+    values: dict[int, dict[str, tuple[float, ...]]],
+    kinds: dict[str, tuple[str, bool]],
+) -> dict[str, str]:
+    """Why a test is INVALID (configuration differs between roles, units too noisy)."""
+    reasons: dict[str, str] = {}
+    configs = {role: (saved.measurement(role) or {}).get("configs", {}) for role in ("pinned", "candidate")}
+    allowed = set(saved.spec.params.get("allow_config_diff") or ())
+    for label in kinds:
+        if label in configs["pinned"] and label in configs["candidate"]:
+            differences = config_differences(configs["pinned"][label], configs["candidate"][label], allowed)
+            if differences:
+                reasons[label] = "configuration differs between roles: " + "; ".join(differences)
+    limit = saved.spec.limits.get("max_unit_cv")
+    if limit is not None:
+        for label in kinds:
+            cvs = [stats.cv(v[label]) for u, v in values.items() if label in v]
+            noisy = [c for c in cvs if c > limit]
+            if cvs and len(noisy) * 4 > len(cvs):
+                reasons.setdefault(
+                    label,
+                    f"{len(noisy)} of {len(cvs)} units vary more than max_unit_cv = {limit:g} "
+                    f"(worst {max(noisy):.1%})",
+                )
+    return reasons
+
+
+def _finding(outcome: Outcome, invalid: str | None, margin: float) -> Finding:
+    text = f"{outcome.label}: {_describe(outcome)}"
+    if invalid:
+        return Finding(Verdict.ERROR, f"{outcome.label}: INVALID — {invalid}", "candidate")
+    if outcome.finding == SLOWER:
+        if outcome.regression:
+            return Finding(Verdict.FAIL, f"{text} — a regression beyond {margin:.1%}", "candidate")
+        return Finding(Verdict.WARN, f"{text} — slower, within {margin:.1%}", "candidate")
+    if outcome.finding == INCONCLUSIVE:
+        return Finding(
+            Verdict.INCONCLUSIVE, f"{text}" + (f" — {outcome.note}" if outcome.note else ""), "candidate"
+        )
+    return Finding(Verdict.PASS, text, "candidate")
+
+
+def _describe(outcome: Outcome) -> str:
+    shift = outcome.shift
+    if shift is None:
+        return f"{outcome.finding} ({outcome.note})"
+    return (
+        f"{outcome.finding}, R = {shift.ratio:.4f} [{_interval(shift)}], p = {shift.p_value:.3g} "
+        f"at level {shift.level:.3g}, {outcome.pairs} pairs (look {outcome.look})"
+    )
+
+
+def _interval(shift: stats.ShiftTest) -> str:
+    high = "∞" if math.isinf(shift.ratio_high) else f"{shift.ratio_high:.4f}"
+    return f"{shift.ratio_low:.4f}, {high}"
+
+
+def _median_value(series: Series, index: int) -> float | None:
+    logs = [v for v in (pair[index] for pair in series.pairs) if v is not None]
+    return math.exp(statistics.median(logs)) if logs else None
+
+
+def _noise(series: Series) -> float:
+    diffs = [b - a for a, b in series.pairs if a is not None and b is not None]
+    return stats.robust_sd(diffs)
+
+
+def _fact(outcome: Outcome, series: Series, invalid: str | None) -> dict[str, Any]:
+    shift = outcome.shift
+    return {
+        "finding": INVALID if invalid else outcome.finding,
+        "regression": outcome.regression,
+        "invalid": invalid,
+        "ratio": shift.ratio if shift else None,
+        "low": shift.ratio_low if shift else None,
+        "high": None if shift is None or math.isinf(shift.ratio_high) else shift.ratio_high,
+        "p_value": shift.p_value if shift else None,
+        "level": shift.level if shift else None,
+        "method": shift.method if shift else None,
+        "pairs": outcome.pairs,
+        "look": outcome.look,
+        "pinned": _median_value(series, 0),
+        "candidate": _median_value(series, 1),
+        "unit": series.unit,
+        "pair_noise": _noise(series),
+    }
+
+
+def _results_table(
+    outcomes: list[Outcome],
+    by_label: dict[str, Series],
+    invalid: dict[str, str],
+    ratios: list[float],
+    margin: float,
+) -> TableData:
+    rows: list[tuple[Any, ...]] = []
+    for outcome in outcomes:
+        series, shift = by_label[outcome.label], outcome.shift
+        pinned, candidate = _median_value(series, 0), _median_value(series, 1)
+        finding = INVALID if outcome.label in invalid else outcome.finding
+        if finding == SLOWER and outcome.regression:
+            finding = "SLOWER (regression)"
+        rows.append(
+            (
+                outcome.label,
+                f"{pinned:.2f}" if pinned else "—",
+                f"{candidate:.2f}" if candidate else "—",
+                f"{shift.ratio - 1:+.2%}" if shift else "—",
+                _interval(shift) if shift else "—",
+                f"{shift.p_value:.3g}" if shift else "—",
+                f"{shift.level:.3g}" if shift else "—",
+                finding,
+                f"{outcome.pairs} (look {outcome.look})" + ("" if outcome.paired else ", unpaired U"),
+                f"±{_noise(series):.2%}",
+            )
+        )
+    if ratios:
+        geo = stats.geometric_mean(ratios)
+        rows.append(
+            ("geometric mean (context, not gated)", "", "", f"{geo - 1:+.2%}", "", "", "", "", "", "")
+        )
+    unit = next(iter(by_label.values())).unit if by_label else ""
+    return TableData(
+        f"Throughput, candidate vs pinned (δ = {margin:.1%})",
+        (
+            "test",
+            f"pinned {unit}",
+            f"candidate {unit}",
+            "Δ",
+            "interval on R",
+            "p",
+            "level",
+            "finding",
+            "pairs",
+            "pair noise",
+        ),
+        tuple(rows),
+    )
+
+
+def _ratios_table(outcomes: list[Outcome], by_label: dict[str, Series]) -> TableData:
+    rows = tuple(
+        (o.label, " ".join(f"{r - 1:+.1%}" for r in pair_ratios(by_label[o.label]))) for o in outcomes
+    )
+    return TableData(
+        "Paired ratios, candidate/pinned − 1, in pair order", ("test", "pairs"), rows, collapsed=True
+    )
+
+
+def _schedule_table(units: list[dict[str, Any]]) -> TableData:
+    rows = []
+    for unit in units:
+        before, after = unit.get("env_before", {}), unit.get("env_after", {})
+        rows.append(
+            (
+                unit["index"],
+                unit.get("phase"),
+                unit.get("pair") or "",
+                unit["role"],
+                unit.get("started_at", ""),
+                unit.get("duration_s", ""),
+                f"{before.get('load', '?')} → {after.get('load', '?')}",
+                unit.get("outcome", unit.get("error", {}).get("message", "")),
+                "; ".join(unit.get("env_notes", [])),
+            )
+        )
+    return TableData(
+        "Schedule (warm-up thrown away; pairs in ABBA order)",
+        ("#", "phase", "pair", "role", "started", "s", "load", "outcome", "environment"),
+        tuple(rows),
+        collapsed=True,
+    )
+
+
+KIND = CheckKind(
+    name="bench",
+    summary="interleaved A/B throughput with exact paired tests; FAIL on a significant regression beyond δ",
+    params=(
+        Param(
+            "run",
+            "string",
+            required=True,
+            help="one unit: llama-bench -o jsonl, or a command writing {out_file}",
+        ),
+        Param(
+            "format",
+            "string",
+            "llama-bench",
+            help='"llama-bench" (JSONL on stdout) or "metrics" ({out_file})',
+        ),
+        Param("alpha", "number", 0.05, help="family-wise false-alarm rate across tests and looks"),
+        Param("looks", "integer", 2, help="planned looks at which pairs may be added (α split evenly)"),
+        Param("max_pairs", "integer", 16, help="the most pairs run when tests stay inconclusive"),
+        Param("min_pairs", "integer", None, help="a floor above the computed minimum number of pairs"),
+        Param(
+            "budget_s", "number", None, help="stop adding pairs when the next would pass this many seconds"
+        ),
+        Param("warmup", "boolean", True, help="one thrown-away unit per role first"),
+        Param("allow_config_diff", "strings", [], help="llama-bench fields allowed to differ between roles"),
+    ),
+    measure=measure,
+    judge=judge,
+    verdict_rules=(
+        "per test FASTER / SLOWER / NO CHANGE / INCONCLUSIVE / INVALID on the candidate/pinned ratio; "
+        "FAIL on a significant slowdown beyond speed_margin, a candidate crash, or no pairs; ERROR on "
+        "other INVALID (config mismatch, units over max_unit_cv, environment change, baseline crash); "
+        "INCONCLUSIVE if any test is; WARN on a slowdown within the margin; PASS otherwise"
+    ),
+    limits=("speed_margin", "max_unit_cv"),
+)
