@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from qualify.checks import KINDS
 from qualify.config import load_config
 from qualify.errors import ConfigError, ExitCode, UsageError
 from qualify.plan import DEFAULT_ORDER, load_plan
@@ -96,7 +97,8 @@ def test_unknown_check_kind_lists_known_kinds(tmp_path: Path) -> None:
         load_plan(tmp_path / "stages")
     assert "20-compile.toml:2: check[0].kind: unknown check kind 'test'" in err.value.message
     assert 'did you mean "tests"' in err.value.message
-    assert err.value.hint == "known kinds: nix-build, command, tests, kernel-resources"
+    assert err.value.hint == "known kinds: " + ", ".join(kind.name for kind in KINDS)
+    assert err.value.hint.startswith("known kinds: nix-build, command, tests, kernel-resources")
 
 
 def test_unknown_check_parameter_in_second_check(tmp_path: Path) -> None:

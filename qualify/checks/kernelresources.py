@@ -184,11 +184,18 @@ def _findings(results: list[KernelDiff]) -> list[Finding]:
     for family in FAMILIES:
         warned = [r for r in results if r.family == family and r.severity == "WARN"]
         if warned:
-            examples = "; ".join(f"{r.key}: {r.reasons[0]}" for r in warned[:3])
-            more = f" (+{len(warned) - 3} more)" if len(warned) > 3 else ""
+            # One line per family: how many for each kind of change, and the first example.
+            kinds: dict[str, int] = {}
+            for r in warned:
+                kind = r.reasons[0].split(" → ")[0].split(" (")[0].rstrip("0123456789 ")
+                kinds[kind] = kinds.get(kind, 0) + 1
+            counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda k: -k[1]))
+            first = warned[0]
             findings.append(
                 Finding(
-                    Verdict.WARN, f"{len(warned)} {family} kernels changed: {examples}{more}", "candidate"
+                    Verdict.WARN,
+                    f"{len(warned)} {family} kernels changed ({counted}); first: {first.key}: {first.reasons[0]}",
+                    "candidate",
                 )
             )
     return findings
