@@ -190,11 +190,11 @@ def _findings(results: list[KernelDiff]) -> list[Finding]:
                 kind = r.reasons[0].split(" → ")[0].split(" (")[0].rstrip("0123456789 ")
                 kinds[kind] = kinds.get(kind, 0) + 1
             counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda k: -k[1]))
-            first = warned[0]
+            first = f"{warned[0].key}: {warned[0].reasons[0]}"
             findings.append(
                 Finding(
                     Verdict.WARN,
-                    f"{len(warned)} {family} kernels changed ({counted}); first: {first.key}: {first.reasons[0]}",
+                    f"{len(warned)} {family} kernels changed ({counted}); first: {first}",
                     "candidate",
                 )
             )
