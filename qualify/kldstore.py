@@ -91,11 +91,10 @@ def remove_artifact(path: Path) -> None:
 
 
 def settings_of(stream: LogprobStream, output: Sequence[str], argv: Sequence[str]) -> dict[str, Any]:
-    """The settings that change numerics, as this role ran: the artifact's header (format,
-    context, scored window, vocabulary, chunks), llama-perplexity's batch line, the ubatch flag,
-    and the artifact's own recorded settings (qualify's formats)."""
+    """The settings that change numerics, as this role ran: the artifact's header (context,
+    scored window, vocabulary, chunks; not its format: a reference may be more precise),
+    llama-perplexity's batch line, the ubatch flag, and the artifact's own recorded settings."""
     settings: dict[str, Any] = {
-        "format": stream.format,
         "n_ctx": stream.n_ctx,
         "first": stream.first,
         "n_vocab": stream.n_vocab,
@@ -119,7 +118,7 @@ def settings_mismatch(settings: Mapping[str, Mapping[str, Any]]) -> str | None:
         return None
     first = roles[0]
     for role in roles[1:]:
-        for key in sorted(set(settings[first]) | set(settings[role])):
+        for key in [*settings[first], *(k for k in settings[role] if k not in settings[first])]:
             a, b = settings[first].get(key, "(not recorded)"), settings[role].get(key, "(not recorded)")
             if a != b:
                 return f"{key} differs: {first} {a}, {role} {b}"

@@ -187,7 +187,7 @@ class _Measuring:
             return
         self.artifacts[role], self.streams[role] = artifact, stream
         m["settings"] = self.settings[role] = settings_of(stream, lines, argv)
-        m["artifact_bytes"] = artifact_bytes(artifact)
+        m["format"], m["artifact_bytes"] = stream.format, artifact_bytes(artifact)
         self.size = self.size or m["artifact_bytes"]
 
     def reduce(self, roles: list[str], pairs: list[tuple[str, str]]) -> TokenStats | None:
