@@ -81,6 +81,8 @@ def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], d
         if not path.is_file():
             continue
         frame = pd.read_parquet(path)
+        if frame.empty:
+            continue
         for (unit, test), group in frame.groupby(["unit", "test"], sort=False):
             values[int(str(unit))][str(test)] = tuple(float(v) for v in group.sort_values("rep")["value"])
             kinds.setdefault(
