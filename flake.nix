@@ -26,6 +26,9 @@
           pyelftools
           zstandard
           lz4
+          matplotlib
+          httpx
+          jsonschema
         ];
     in
     {

@@ -28,6 +28,7 @@ from qualify.hostkernels import DEFAULT_PATTERNS
 from qualify.kernellisting import show_kernels
 from qualify.pipeline import RunRequest, execute, parse_overrides, runs_dir_for
 from qualify.plan import load_plan
+from qualify.rejudge import rejudge_with_project_plan
 from qualify.report_model import build_model
 from qualify.report_render import render
 from qualify.runstore import RunDir, list_runs, open_run
@@ -225,9 +226,19 @@ def report(
     run_id: Annotated[str | None, typer.Argument(help="Run id or path (default: the latest).")] = None,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
+    rejudge: Annotated[
+        bool, typer.Option("--rejudge", help="Re-decide every check with the plan's current limits first.")
+    ] = False,
 ) -> None:
     """Write report.html, summary.md and report.json from a saved run."""
-    files = render(_open(project, runs_dir, run_id))
+    run = _open(project, runs_dir, run_id)
+    if rejudge:
+        changes = rejudge_with_project_plan(run)
+        for change in changes:
+            where = escape(f"{change.stage}/{change.check}")
+            Console().print(f"{where}: {badge(change.before)} → {badge(change.after)}")
+        Console().print(f"re-decided; {len(changes)} check(s) changed")
+    files = render(run)
     Console().print(f"{escape(str(files.html))}\n{escape(str(files.markdown))}\n{escape(str(files.json))}")
 
 

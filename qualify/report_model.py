@@ -23,6 +23,10 @@ class CheckView:
     duration_s: float | None
     findings: list[dict[str, Any]]
     tables: list[dict[str, Any]]
+    charts: list[dict[str, Any]] = field(default_factory=list)
+    #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
+    limits_of_evidence: list[str] = field(default_factory=list)
+    rejudged_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,12 @@ class ReportModel:
     gpu_processes: list[dict[str, Any]]
     stages: list[StageView]
     not_proven: list[str]
+    #: Each `qualify report --rejudge`: when, with which plan, which checks changed.
+    rejudged: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ungated(self) -> list[StageView]:
+        return [s for s in self.stages if s.ungated]
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,6 +116,7 @@ def build_model(run: RunDir) -> ReportModel:
         gpu_processes=prov.get("gpu_processes", []),
         stages=stages,
         not_proven=[],
+        rejudged=saved.get("rejudged", []),
     )
     return _with_limits_of_evidence(model)
 
@@ -159,6 +170,9 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
                 duration_s=result.get("duration_s"),
                 findings=result.get("findings", []),
                 tables=result.get("tables", []),
+                charts=result.get("charts", []),
+                limits_of_evidence=list(result.get("facts", {}).get("limits_of_evidence", [])),
+                rejudged_at=result.get("rejudged_at"),
             )
         )
     return StageView(
@@ -195,6 +209,7 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
                 "ungated and do not count toward qualification."
             )
         for check in stage.checks:
+            notes += [f"{stage.name}/{check.name}: {note}" for note in check.limits_of_evidence]
             if check.verdict == "INCONCLUSIVE":
                 notes.append(
                     f"{stage.name}/{check.name} was inconclusive: the data could not "
@@ -219,4 +234,10 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
         )
     if not model.gpus:
         notes.append("No GPU was visible on this machine: nothing here exercised GPU code.")
+    if model.rejudged:
+        last = model.rejudged[-1]
+        notes.append(
+            f"Verdicts were re-decided on {last.get('at')} with the limits of {last.get('plan')}, "
+            "from the data measured before; nothing was measured again."
+        )
     return replace(model, not_proven=notes)

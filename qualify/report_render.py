@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
+from qualify.charts import render_svg
 from qualify.report_model import build_model
 from qualify.resources import data_dir
 from qualify.runstore import RunDir, write_atomic
@@ -58,6 +62,15 @@ def _environment() -> Environment:
     )
     env.filters["md"] = md_cell
     env.filters["vclass"] = lambda v: VERDICT_CLASS.get(str(v), "notrun")
+    drawn = itertools.count()  # one number per chart in the page keeps SVG ids unique
+
+    def chart(data: dict[str, Any]) -> Markup:
+        try:
+            return Markup(render_svg(data, next(drawn)))  # matplotlib escapes its text
+        except (ValueError, KeyError, TypeError) as exc:
+            return Markup("<p class='muted'>chart not drawn: {}</p>").format(exc)
+
+    env.filters["chart"] = chart
     return env
 
 

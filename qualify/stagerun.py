@@ -63,7 +63,12 @@ def inputs_hash(
 
 def stage_outcome(run: RunDir, stage: StageSpec) -> Verdict | StageState:
     """A stage's outcome as saved: its verdict, BLOCKED, INTERRUPTED or NOT RUN."""
-    path = run.stage_dir(stage.folder) / STAGE
+    return stage_outcome_at(run, stage.folder)
+
+
+def stage_outcome_at(run: RunDir, folder: str) -> Verdict | StageState:
+    """The outcome saved in `<run>/<folder>/stage.json` (see `stage_outcome`)."""
+    path = run.stage_dir(folder) / STAGE
     if not path.is_file():
         return StageState.NOT_RUN
     saved = read_json(path)
@@ -153,7 +158,7 @@ class StageRunner:
         record.update(
             status="complete",
             verdict=verdict.value,
-            reason=_stage_reason(record["checks"], verdict),
+            reason=stage_reason(record["checks"], verdict),
             finished_at=now_iso(),
             duration_s=round(time.monotonic() - start, 3),
         )
@@ -232,7 +237,7 @@ def _judgement_from(result: dict[str, Any]) -> Judgement:
     return Judgement(Verdict(result["verdict"]), result.get("reason", ""))
 
 
-def _stage_reason(checks: list[dict[str, Any]], verdict: Verdict) -> str:
+def stage_reason(checks: list[dict[str, Any]], verdict: Verdict) -> str:
     if verdict in (Verdict.PASS, Verdict.SKIPPED) and checks:
         return f"{len(checks)} check(s): " + ", ".join(f"{c['name']} {c['verdict']}" for c in checks)
     worst = [c for c in checks if c["verdict"] == verdict.value] or [

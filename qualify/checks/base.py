@@ -66,6 +66,43 @@ class TableData:
         }
 
 
+ChartKind = Literal["dots", "histogram", "lines"]
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """A chart for the report, as data; `qualify.charts` draws it as inline SVG.
+
+    `data` by kind:
+    - "dots": {category: {role: [values]}} — every sample shown (bench units, repeats);
+    - "histogram": {role: {"edges": [...], "counts": [...]}} — a distribution already binned;
+    - "lines": {role: {"x": [...], "y": [...]}} — a time series, downsampled when drawn.
+    `marks` are vertical lines ({"x", "label"}): limits, compaction events. `alt` is the text
+    alternative a screen reader gets, written by the check from the same numbers.
+    """
+
+    title: str
+    kind: ChartKind
+    alt: str
+    data: dict[str, Any]
+    x_label: str = ""
+    y_label: str = ""
+    log_x: bool = False
+    marks: tuple[dict[str, Any], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "kind": self.kind,
+            "alt": self.alt,
+            "data": self.data,
+            "x_label": self.x_label,
+            "y_label": self.y_label,
+            "log_x": self.log_x,
+            "marks": list(self.marks),
+        }
+
+
 @dataclass(frozen=True)
 class Judgement:
     """A check's verdict, why, and the evidence behind it."""
@@ -75,6 +112,7 @@ class Judgement:
     findings: tuple[Finding, ...] = ()
     tables: tuple[TableData, ...] = ()
     facts: dict[str, Any] = field(default_factory=dict)
+    charts: tuple[ChartData, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +121,7 @@ class Judgement:
             "findings": [f.as_json() for f in self.findings],
             "tables": [t.as_json() for t in self.tables],
             "facts": self.facts,
+            "charts": [c.as_json() for c in self.charts],
         }
 
 

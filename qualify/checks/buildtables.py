@@ -60,6 +60,7 @@ def diff_table(diff: pd.DataFrame, label: str) -> TableData:
         f"{label}: pinned → candidate ({counts or 'empty'})",
         ("package", "output", "change", "pinned", "candidate", "Δ bytes", "note"),
         tuple(rows),
+        collapsed=True,  # long lists; the summary line and the toolchain table say what moved
     )
 
 

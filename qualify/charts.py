@@ -1,0 +1,187 @@
+"""Charts for the report: a check's `ChartData` drawn by matplotlib as inline SVG.
+
+Contract of `render_svg(chart, index)`: `chart` is a saved chart (`ChartData.as_json()`);
+the result is one `<svg>` element (no XML prolog) that:
+- draws text and axes in `currentColor`, so it follows the page's light or dark scheme;
+- has a transparent background, `role="img"` and the chart's text alternative as its label;
+- uses ids unique to `index`, so several charts inline in one page never share a clip path;
+- keeps text as `<text>` (no embedded glyph outlines), which keeps the file small;
+- draws a time series of more than `MAX_POINTS` points as per-bucket min and max, so peaks
+  survive downsampling.
+A chart whose data cannot be drawn raises `ValueError` naming the chart.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: draw to files only
+import matplotlib.pyplot as plt  # the backend must be chosen first
+
+# A colour no chart uses on purpose, replaced by currentColor in the SVG text.
+_INK = "#010203"
+# Role colours distinguishable in light and dark schemes and by most colour-blind readers.
+ROLE_COLOURS = {"pinned": "#4e79a7", "candidate": "#e15759", "reference": "#59a14f"}
+_OTHER_COLOURS = ("#f28e2b", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
+MAX_POINTS = 2000
+
+
+def _colour(role: str, index: int) -> str:
+    return ROLE_COLOURS.get(role, _OTHER_COLOURS[index % len(_OTHER_COLOURS)])
+
+
+def render_svg(chart: Mapping[str, Any], index: int) -> str:
+    """The chart as one inline `<svg>` element (see the module docstring)."""
+    kind = chart.get("kind")
+    draw = {"dots": _dots, "histogram": _histogram, "lines": _lines}.get(str(kind))
+    if draw is None:
+        raise ValueError(f"chart {chart.get('title')!r}: unknown kind {kind!r}")
+    style: dict[str, Any] = {
+        "svg.fonttype": "none",
+        "svg.hashsalt": "qualify",  # stable output: the same data draws the same bytes
+        "text.color": _INK,
+        "axes.labelcolor": _INK,
+        "axes.edgecolor": _INK,
+        "xtick.color": _INK,
+        "ytick.color": _INK,
+        "font.size": 9,
+        "font.family": "sans-serif",
+        "figure.dpi": 96,
+    }
+    with plt.rc_context(style):  # type: ignore[arg-type]  # the stub wants literal keys
+        fig, ax = plt.subplots(figsize=(7.2, 3.0))
+        try:
+            draw(ax, chart)
+            for mark in chart.get("marks") or ():
+                ax.axvline(float(mark["x"]), color=_INK, linestyle="--", linewidth=0.8, alpha=0.6)
+                if mark.get("label"):
+                    ax.annotate(
+                        str(mark["label"]),
+                        (float(mark["x"]), 1.0),
+                        xycoords=("data", "axes fraction"),
+                        fontsize=7,
+                        rotation=90,
+                        va="top",
+                        ha="right",
+                    )
+            ax.set_title(str(chart.get("title", "")), loc="left", fontsize=10)
+            ax.set_xlabel(str(chart.get("x_label", "")))
+            ax.set_ylabel(str(chart.get("y_label", "")))
+            if chart.get("log_x"):
+                ax.set_xscale("symlog", linthresh=_linthresh(chart))
+            ax.spines[["top", "right"]].set_visible(False)
+            ax.grid(axis="y", alpha=0.25, color=_INK)
+            fig.tight_layout()
+            buffer = io.StringIO()
+            fig.savefig(buffer, format="svg", transparent=True)
+        finally:
+            plt.close(fig)
+    return _inline(buffer.getvalue(), str(chart.get("alt", "")), f"c{index}-")
+
+
+def _inline(svg: str, alt: str, prefix: str) -> str:
+    start = svg.index("<svg")
+    body = svg[start:].replace(_INK, "currentColor")
+    # matplotlib numbers its groups from 1 in every figure ("figure_1", "line2d_1"): prefix every
+    # id and every reference to one, so two charts in one page never share an id.
+    body = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}\1"', body)
+    body = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}\1)", body)
+    body = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}\1"', body)
+    body = re.sub(r"<metadata>.*?</metadata>\s*", "", body, count=1, flags=re.S)  # creator, date
+    # Fixed pixel sizes would overflow a phone screen; the viewBox keeps the proportions.
+    body = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", body, count=1)
+    label = alt.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+    return body.replace("<svg", f'<svg role="img" aria-label="{label}" class="chart"', 1)
+
+
+def _linthresh(chart: Mapping[str, Any]) -> float:
+    values = [abs(v) for v in _all_values(chart) if v]
+    return min(values) if values else 1.0
+
+
+def _all_values(chart: Mapping[str, Any]) -> list[float]:
+    data = chart.get("data", {})
+    if chart.get("kind") == "histogram":
+        return [float(e) for series in data.values() for e in series.get("edges", [])]
+    if chart.get("kind") == "lines":
+        return [float(x) for series in data.values() for x in series.get("x", [])]
+    return []
+
+
+def _dots(ax: Any, chart: Mapping[str, Any]) -> None:
+    """Every sample per category and role, side by side, with the role's median as a bar."""
+    data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
+    categories = list(data)
+    roles = sorted({role for per_role in data.values() for role in per_role}, key=_role_order)
+    width = 0.8 / max(len(roles), 1)
+    for r, role in enumerate(roles):
+        xs: list[float] = []
+        ys: list[float] = []
+        for c, category in enumerate(categories):
+            values = [float(v) for v in data[category].get(role, [])]
+            centre = c - 0.4 + width * (r + 0.5)
+            # A deterministic spread keeps equal values visible without random jitter.
+            xs += [centre + width * 0.6 * ((i % 7) / 6 - 0.5) for i in range(len(values))]
+            ys += values
+            if values:
+                median = sorted(values)[len(values) // 2]
+                ax.hlines(median, centre - width * 0.45, centre + width * 0.45, colors=_colour(role, r))
+        ax.scatter(xs, ys, s=16, alpha=0.75, color=_colour(role, r), label=role, linewidths=0)
+    ax.set_xticks(range(len(categories)), categories, rotation=20 if len(categories) > 4 else 0)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def _histogram(ax: Any, chart: Mapping[str, Any]) -> None:
+    data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
+    for r, (role, series) in enumerate(sorted(data.items(), key=lambda item: _role_order(item[0]))):
+        edges, counts = [float(e) for e in series["edges"]], [float(c) for c in series["counts"]]
+        if len(edges) != len(counts) + 1:
+            raise ValueError(
+                f"chart {chart.get('title')!r}: {role} has {len(edges)} edges for {len(counts)} counts"
+            )
+        ax.stairs(counts, edges, label=role, color=_colour(role, r), linewidth=1.4)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def _lines(ax: Any, chart: Mapping[str, Any]) -> None:
+    data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
+    for r, (role, series) in enumerate(sorted(data.items(), key=lambda item: _role_order(item[0]))):
+        xs, ys = downsample([float(x) for x in series["x"]], [float(y) for y in series["y"]], MAX_POINTS)
+        ax.plot(xs, ys, label=role, color=_colour(role, r), linewidth=1.0)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def downsample(xs: Sequence[float], ys: Sequence[float], limit: int) -> tuple[list[float], list[float]]:
+    """At most `limit` points: per bucket of consecutive points, its minimum and maximum in
+    time order, so a spike or a dip is never averaged away. NaNs are kept as gaps."""
+    if len(xs) != len(ys):
+        raise ValueError(f"a series has {len(xs)} x values and {len(ys)} y values")
+    if len(xs) <= limit:
+        return list(xs), list(ys)
+    buckets = max(limit // 2, 1)
+    size = math.ceil(len(xs) / buckets)
+    out_x: list[float] = []
+    out_y: list[float] = []
+    for start in range(0, len(xs), size):
+        chunk = [(x, y) for x, y in zip(xs[start : start + size], ys[start : start + size], strict=True)]
+        finite = [p for p in chunk if not math.isnan(p[1])]
+        if not finite:
+            out_x.append(chunk[0][0])
+            out_y.append(math.nan)
+            continue
+        low, high = min(finite, key=lambda p: p[1]), max(finite, key=lambda p: p[1])
+        for x, y in sorted({low, high}):
+            out_x.append(x)
+            out_y.append(y)
+    return out_x, out_y
+
+
+def _role_order(role: str) -> tuple[int, str]:
+    order = ("reference", "pinned", "candidate")
+    return (order.index(role) if role in order else len(order), role)
