@@ -98,7 +98,13 @@ def test_a_candidate_crash_fails_and_a_pinned_crash_is_an_error(tmp_path: Path) 
 def test_no_pair_completed_measured_nothing(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"pp64": steady(1, 100, 100, 0.01)}, looks=[9], crash=("pinned", 1))
     judgement = bench.judge(saved)
-    # DESIGN: a check that measured nothing is FAIL, never PASS, whoever crashed first.
+    assert judgement.verdict is Verdict.ERROR  # the baseline crashed: not the candidate's failure
+    assert judgement.facts["pairs"] == 0
+
+
+def test_no_pair_and_no_crash_is_fail(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": []}, looks=[9])
+    judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.FAIL
     assert any("nothing was measured" in f.message for f in judgement.findings)
 

@@ -25,9 +25,9 @@ level. Findings, with δ = `speed_margin`:
   changed during a unit (a GPU co-tenant came or went, the CPU governor switched).
 
 Verdict: a regression is FAIL; a candidate unit that crashed is FAIL; no pair completed is FAIL
-(nothing was measured); other INVALID is ERROR; any INCONCLUSIVE is INCONCLUSIVE; a SLOWER that
-is not a regression is WARN; else PASS. The geometric mean of R across tests is context, never
-gated.
+(nothing was measured) unless a pinned or harness failure explains it; other INVALID is ERROR;
+any INCONCLUSIVE is INCONCLUSIVE; a SLOWER that is not a regression is WARN; else PASS. The
+geometric mean of R across tests is context, never gated.
 
 What it cannot prove: a result holds for this machine, these commands and this model only;
 load from other processes on the CPU is recorded but not controlled; a slowdown smaller than
@@ -132,7 +132,8 @@ def judge(saved: SavedCheck) -> Judgement:
     outcomes = evaluate(series, plan["looks"], plan["alpha"], margin) if plan else []
     invalid = _invalid_tests(saved, units, values, kinds)
     pairs = schedule.get("pairs", 0)
-    if pairs == 0 and not any(f.verdict is Verdict.FAIL for f in findings):
+    # Nothing measured is FAIL, unless a baseline or harness failure already explains it.
+    if pairs == 0 and not any(f.verdict in (Verdict.FAIL, Verdict.ERROR) for f in findings):
         findings.append(Finding(Verdict.FAIL, "no pair completed: nothing was measured", "candidate"))
     for outcome in outcomes:
         findings.append(_finding(outcome, invalid.get(outcome.label), margin))
