@@ -123,7 +123,14 @@ def saved_check(
         if crash and crash[1] == p:
             break
     pairs = sum(1 for p in range(1, n_pairs + 1) if sum(u["pair"] == p and u["ok"] for u in units) == 2)
-    plan = {"alpha": 0.05, "looks": list(looks), "tests": len(tests), "margin": 0.03}
+    plan = {
+        "alpha": 0.05,
+        "looks": list(looks),
+        "tests": len(tests),
+        "margin": 0.03,
+        "computed_min_pairs": looks[0],
+        "first_level": 0.025 / max(len(tests), 1),
+    }
     write_json(
         folder / "schedule.json", {"plan": plan, "pairs": pairs, "stop_reason": "test", "units": units}
     )

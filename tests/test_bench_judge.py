@@ -192,3 +192,18 @@ def test_a_regression_of_twice_the_margin_at_one_percent_cv_is_found() -> None:
         [outcome] = evaluate([series], PLANNED, 0.05, 0.03)
         found += outcome.finding == SLOWER and outcome.regression
     assert found / runs >= 0.95, found
+
+
+def test_the_report_gets_a_dot_plot_of_paired_ratios_and_the_limits_of_evidence(tmp_path: Path) -> None:
+    from qualify.charts import render_svg
+
+    saved = saved_check(
+        tmp_path, {"pp64": steady(5, 100, 100, 0.05)}, looks=[9, 16], arms=("pinned", "pinned")
+    )
+    judgement = bench.judge(saved)
+    [chart] = judgement.charts
+    assert chart.kind == "dots" and len(chart.data["pp64"]["candidate"]) == 5
+    assert "<svg" in render_svg(chart.as_json(), 0)
+    notes = judgement.facts["limits_of_evidence"]
+    assert any("fewer pairs ran than the" in n for n in notes)  # 5 pairs, 9 planned at least
+    assert any(n.startswith("A/A run: the pair noise is the noise floor") for n in notes)

@@ -38,13 +38,12 @@ finding made at an early look is not revisited with later pairs.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from typing import Any
 
 import pandas as pd
 
-from qualify import stats
+from qualify import benchtables, stats
 from qualify.benchdata import FORMATS, config_differences
 from qualify.benchjudge import (
     INCONCLUSIVE,
@@ -53,11 +52,10 @@ from qualify.benchjudge import (
     Outcome,
     Series,
     evaluate,
-    pair_ratios,
     series_from,
 )
 from qualify.benchschedule import DEFAULT_MARGIN, run_schedule
-from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
+from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.context import CheckContext
 from qualify.errors import QualifyError
@@ -154,11 +152,13 @@ def judge(saved: SavedCheck) -> Judgement:
         reason,
         tuple(findings),
         (
-            _results_table(outcomes, by_label, invalid, ratios, margin),
-            _ratios_table(outcomes, by_label),
-            _schedule_table(units),
+            benchtables.results_table(outcomes, by_label, invalid, ratios, margin),
+            benchtables.ratios_table(outcomes, by_label),
+            benchtables.schedule_table(units),
         ),
+        charts=(benchtables.ratios_chart(outcomes, by_label, margin),) if outcomes else (),
         facts={
+            "limits_of_evidence": benchtables.limits_of_evidence(schedule, outcomes, by_label, margin, aa),
             "pairs": pairs,
             "stop_reason": schedule.get("stop_reason"),
             "plan": plan,
@@ -230,24 +230,9 @@ def _describe(outcome: Outcome) -> str:
     if shift is None:
         return f"{outcome.finding} ({outcome.note})"
     return (
-        f"{outcome.finding}, R = {shift.ratio:.4f} [{_interval(shift)}], p = {shift.p_value:.3g} "
+        f"{outcome.finding}, R = {shift.ratio:.4f} [{benchtables.interval(shift)}], p = {shift.p_value:.3g} "
         f"at level {shift.level:.3g}, {outcome.pairs} pairs (look {outcome.look})"
     )
-
-
-def _interval(shift: stats.ShiftTest) -> str:
-    high = "∞" if math.isinf(shift.ratio_high) else f"{shift.ratio_high:.4f}"
-    return f"{shift.ratio_low:.4f}, {high}"
-
-
-def _median_value(series: Series, index: int) -> float | None:
-    logs = [v for v in (pair[index] for pair in series.pairs) if v is not None]
-    return math.exp(statistics.median(logs)) if logs else None
-
-
-def _noise(series: Series) -> float:
-    diffs = [b - a for a, b in series.pairs if a is not None and b is not None]
-    return stats.robust_sd(diffs)
 
 
 def _fact(outcome: Outcome, series: Series, invalid: str | None) -> dict[str, Any]:
@@ -264,97 +249,11 @@ def _fact(outcome: Outcome, series: Series, invalid: str | None) -> dict[str, An
         "method": shift.method if shift else None,
         "pairs": outcome.pairs,
         "look": outcome.look,
-        "pinned": _median_value(series, 0),
-        "candidate": _median_value(series, 1),
+        "pinned": benchtables.median_value(series, 0),
+        "candidate": benchtables.median_value(series, 1),
         "unit": series.unit,
-        "pair_noise": _noise(series),
+        "pair_noise": benchtables.noise(series),
     }
-
-
-def _results_table(
-    outcomes: list[Outcome],
-    by_label: dict[str, Series],
-    invalid: dict[str, str],
-    ratios: list[float],
-    margin: float,
-) -> TableData:
-    rows: list[tuple[Any, ...]] = []
-    for outcome in outcomes:
-        series, shift = by_label[outcome.label], outcome.shift
-        pinned, candidate = _median_value(series, 0), _median_value(series, 1)
-        finding = INVALID if outcome.label in invalid else outcome.finding
-        if finding == SLOWER and outcome.regression:
-            finding = "SLOWER (regression)"
-        rows.append(
-            (
-                outcome.label,
-                f"{pinned:.2f}" if pinned else "—",
-                f"{candidate:.2f}" if candidate else "—",
-                f"{shift.ratio - 1:+.2%}" if shift else "—",
-                _interval(shift) if shift else "—",
-                f"{shift.p_value:.3g}" if shift else "—",
-                f"{shift.level:.3g}" if shift else "—",
-                finding,
-                f"{outcome.pairs} (look {outcome.look})" + ("" if outcome.paired else ", unpaired U"),
-                f"±{_noise(series):.2%}",
-            )
-        )
-    if ratios:
-        geo = stats.geometric_mean(ratios)
-        rows.append(
-            ("geometric mean (context, not gated)", "", "", f"{geo - 1:+.2%}", "", "", "", "", "", "")
-        )
-    unit = next(iter(by_label.values())).unit if by_label else ""
-    return TableData(
-        f"Throughput, candidate vs pinned (δ = {margin:.1%})",
-        (
-            "test",
-            f"pinned {unit}",
-            f"candidate {unit}",
-            "Δ",
-            "interval on R",
-            "p",
-            "level",
-            "finding",
-            "pairs",
-            "pair noise",
-        ),
-        tuple(rows),
-    )
-
-
-def _ratios_table(outcomes: list[Outcome], by_label: dict[str, Series]) -> TableData:
-    rows = tuple(
-        (o.label, " ".join(f"{r - 1:+.1%}" for r in pair_ratios(by_label[o.label]))) for o in outcomes
-    )
-    return TableData(
-        "Paired ratios, candidate/pinned − 1, in pair order", ("test", "pairs"), rows, collapsed=True
-    )
-
-
-def _schedule_table(units: list[dict[str, Any]]) -> TableData:
-    rows = []
-    for unit in units:
-        before, after = unit.get("env_before", {}), unit.get("env_after", {})
-        rows.append(
-            (
-                unit["index"],
-                unit.get("phase"),
-                unit.get("pair") or "",
-                unit["role"],
-                unit.get("started_at", ""),
-                unit.get("duration_s", ""),
-                f"{before.get('load', '?')} → {after.get('load', '?')}",
-                unit.get("outcome", unit.get("error", {}).get("message", "")),
-                "; ".join(unit.get("env_notes", [])),
-            )
-        )
-    return TableData(
-        "Schedule (warm-up thrown away; pairs in ABBA order)",
-        ("#", "phase", "pair", "role", "started", "s", "load", "outcome", "environment"),
-        tuple(rows),
-        collapsed=True,
-    )
 
 
 KIND = CheckKind(
