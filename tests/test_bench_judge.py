@@ -3,6 +3,7 @@ adaptive schedule (false alarms on A/A data, power against a regression twice th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +208,15 @@ def test_the_report_gets_a_dot_plot_of_paired_ratios_and_the_limits_of_evidence(
     notes = judgement.facts["limits_of_evidence"]
     assert any("fewer pairs ran than the" in n for n in notes)  # 5 pairs, 9 planned at least
     assert any(n.startswith("A/A run: the pair noise is the noise floor") for n in notes)
+
+
+def test_different_devices_or_builds_between_roles_are_shown(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 110, 0.002)}, looks=[9])
+    for role, backend in (("pinned", "ROCm"), ("candidate", "CPU")):
+        path = tmp_path / role / "measurement.json"
+        document = json.loads(path.read_text())
+        document["engine"] = {"backends": backend, "build_commit": "0c1e570"}
+        path.write_text(json.dumps(document))
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.WARN
+    assert "backends: 'ROCm' → 'CPU'" in judgement.reason

@@ -23,6 +23,8 @@ level. Findings, with δ = `speed_margin`:
   other than build and device descriptions; `allow_config_diff` names exceptions), more than a
   quarter of its units vary more than `max_unit_cv` across repetitions, or the environment
   changed during a unit (a GPU co-tenant came or went, the CPU governor switched).
+Build and device facts that differ between roles (llama-bench's build_commit, backends,
+gpu_info) and GPU processes present from the start are WARN: a reviewer should read them.
 
 Verdict: a regression is FAIL; a candidate unit that crashed is FAIL; no pair completed is FAIL
 (nothing was measured) unless a pinned or harness failure explains it; other INVALID is ERROR;
@@ -124,6 +126,7 @@ def judge(saved: SavedCheck) -> Judgement:
             Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
         )
 
+    findings += _engine_differences(saved)
     values, kinds = _load(saved)
     series = series_from(units, values, kinds)
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
@@ -168,6 +171,20 @@ def judge(saved: SavedCheck) -> Judgement:
             "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
         },
     )
+
+
+def _engine_differences(saved: SavedCheck) -> list[Finding]:
+    """Build and device facts (llama-bench's build_commit, backends, gpu_info) that differ
+    between roles: legitimate across toolchains at times, always worth a reviewer's look."""
+    engines = [(saved.measurement(role) or {}).get("engine", {}) for role in ("pinned", "candidate")]
+    changed = [
+        f"{key}: {engines[0][key]!r} → {engines[1][key]!r}"
+        for key in sorted(set(engines[0]) & set(engines[1]))
+        if engines[0][key] != engines[1][key]
+    ]
+    if not changed:
+        return []
+    return [Finding(Verdict.WARN, "the roles report different builds or devices: " + "; ".join(changed))]
 
 
 def _where(unit: dict[str, Any]) -> str:
