@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qualify.checks import bench, command, kernelresources, kld, nixbuild, tests
+from qualify.checks import bench, command, kernelresources, kld, nixbuild, openaisuite, tests
 from qualify.checks.base import CheckKind
 from qualify.errors import ConfigError
 from qualify.tomlfile import suggest
@@ -13,6 +13,7 @@ KINDS: tuple[CheckKind, ...] = (
     tests.KIND,
     kernelresources.KIND,
     kld.KIND,
+    openaisuite.KIND,
     bench.KIND,
 )
 
