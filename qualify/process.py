@@ -273,6 +273,10 @@ def capture(
     return code, (done.stdout or "").strip()
 
 
+class ServerExited(QualifyError):
+    """A server exited before it was ready (e.g. it could not bind its port)."""
+
+
 @dataclass
 class Server:
     """A running long-lived child (an inference server)."""
@@ -321,7 +325,7 @@ def serve(
         deadline = time.monotonic() + ready_timeout_s
         while True:
             if not server.alive():
-                raise QualifyError(
+                raise ServerExited(
                     f"server exited with {proc.returncode} before it was ready; log {log}",
                     "\n".join(server.tail()[-15:]) or None,
                 )

@@ -21,7 +21,7 @@ import httpx
 from qualify.context import CheckContext, free_port
 from qualify.errors import QualifyError, ToolMissing
 from qualify.openaiclient import Client, ServerGone
-from qualify.process import Server
+from qualify.process import Server, ServerExited
 
 #: Attempts when the chosen port turns out to be taken by the time the server binds it.
 PORT_ATTEMPTS = 3
@@ -80,6 +80,8 @@ def health_ok(base_url: str) -> bool:
 
 def _port_taken(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Connections of the server just stopped linger in TIME_WAIT: only a listener counts.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -108,7 +110,8 @@ def role_server(
             raise ServerStartFailed(exc.message, [], missing=True) from None
         except QualifyError as exc:
             tail = (exc.hint or "").splitlines()
-            if attempt + 1 < PORT_ATTEMPTS and _port_taken(port):
+            exited = isinstance(exc, ServerExited)
+            if exited and attempt + 1 < PORT_ATTEMPTS and _port_taken(port):
                 ctx.echo(f"{role}: port {port} was taken before the server bound it; trying another")
                 continue
             raise ServerStartFailed(exc.message, tail) from None

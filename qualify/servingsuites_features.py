@@ -101,7 +101,7 @@ def tools(run: SuiteRun) -> list[Case]:
         **GREEDY,
         "messages": ASK_WEATHER,
         "tools": [WEATHER_TOOL],
-        "max_tokens": 2 * run.settings.n_predict + 16,
+        "max_tokens": max(run.settings.n_predict, 24),
     }
     for choice in ("required", "none", "auto"):
         run.progress(f"tools: tool_choice={choice}")

@@ -37,11 +37,11 @@ from typing import Any
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
+from qualify.checks.servingcompare import compare_cases
 from qualify.context import CheckContext
 from qualify.errors import QualifyError
 from qualify.runstore import read_json, write_json
 from qualify.servingcases import Settings, SuiteRun
-from qualify.servingcompare import compare_cases
 from qualify.servinglife import RoleServer, ServerStartFailed, role_server
 from qualify.servingsuites import SUITES, run_suites
 from qualify.servingtiming import REQUEST_TYPES, judge_timing, plan_timing, run_timing
