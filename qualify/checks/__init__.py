@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qualify.checks import bench, command, kernelresources, kld, nixbuild, openaisuite, tests
+from qualify.checks import bench, command, kernelresources, kld, nixbuild, openaisuite, soak, tests
 from qualify.checks.base import CheckKind
 from qualify.errors import ConfigError
 from qualify.tomlfile import suggest
@@ -14,6 +14,7 @@ KINDS: tuple[CheckKind, ...] = (
     kernelresources.KIND,
     kld.KIND,
     openaisuite.KIND,
+    soak.KIND,
     bench.KIND,
 )
 
