@@ -45,7 +45,7 @@ class SoakSettings:
     ready_timeout_s: float = 300.0
     endpoint: str = "/v1/chat/completions"
     health: str = "/health"
-    grace_s: float = 30.0  # after the last arrival, for requests in flight to finish
+    grace_s: float = 30.0  # after the soak's time, for requests in flight to finish
     body: dict[str, Any] | None = None
     compact_path: str = str(COMPACT_MEMORY)
 

@@ -2,7 +2,7 @@
 
 Columns (present when the machine has them; a missing source leaves its columns out):
 - `t_s`: seconds after the role's load started;
-- `rss_bytes`, `pss_bytes`: the server's process group, from `/proc/<pid>/smaps_rollup`
+- `rss_bytes`, `pss_bytes`, `anon_bytes`: the server's process group, from `/proc/<pid>/smaps_rollup`
   (kernel Documentation/ABI/testing/procfs-smaps_rollup), summed over the group;
 - `psi_some_avg10`, `psi_some_total_us`, `psi_full_total_us`: `/proc/pressure/memory`
   (kernel Documentation/accounting/psi);
@@ -49,7 +49,9 @@ def group_pids(pgid: int) -> list[int]:
 
 
 def smaps_rollup(pid: int) -> dict[str, int]:
-    """Rss and Pss of one process in bytes ({} when it is gone)."""
+    """Rss, Pss and Anonymous (heap, stacks, anonymous mappings) of one process in bytes ({} when
+    it is gone). A model file mapped with mmap grows Rss as its pages are read, which is not a
+    leak; Anonymous is where a leak shows."""
     try:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:
@@ -57,7 +59,7 @@ def smaps_rollup(pid: int) -> dict[str, int]:
     values: dict[str, int] = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")
-        if name in ("Rss", "Pss"):
+        if name in ("Rss", "Pss", "Anonymous"):
             values[name] = int(rest.split()[0]) * 1024
     return values
 
@@ -177,6 +179,7 @@ class Sampler:
         rollups = [smaps_rollup(pid) for pid in pids]
         row["rss_bytes"] = sum(r.get("Rss", 0) for r in rollups)
         row["pss_bytes"] = sum(r.get("Pss", 0) for r in rollups)
+        row["anon_bytes"] = sum(r.get("Anonymous", 0) for r in rollups)
         row.update(memory_psi())
         row.update(compaction_counters())
         row.update(amdgpu_memory())

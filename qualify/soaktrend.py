@@ -9,7 +9,8 @@ The leak rule (reference/serving.md §6): a candidate's series is a leak, or a l
 when all three hold:
 1. its Mann–Kendall test is significant (p ≤ alpha) and upward;
 2. the Theil–Sen lower bound × the horizon exceeds the plan's budget for that series;
-3. its slope exceeds the pinned role's slope by more than the margin.
+3. its slope exceeds the pinned role's slope by more than the margin — read strictly: the
+   lower bound of the candidate's slope lies above the upper bound of pinned's by the margin.
 A series too short for Mann–Kendall to reach alpha in either role cannot decide anything:
 the soak is then too short, which is INCONCLUSIVE, never PASS.
 """
@@ -46,7 +47,10 @@ class SeriesRule:
 
 
 MEMORY_RULES = (
-    SeriesRule("rss_mib", "server RSS", "MiB", "max_rss_growth_mib", "leak_margin", "memory"),
+    # The leak budget applies to anonymous memory: a memory-mapped model file grows RSS while
+    # its pages are first read, which is not a leak (RSS and PSS are shown, not judged).
+    SeriesRule("anon_mib", "server anonymous memory", "MiB", "max_rss_growth_mib", "leak_margin", "memory"),
+    SeriesRule("rss_mib", "server RSS", "MiB", None, "leak_margin", "memory"),
     SeriesRule("pss_mib", "server PSS", "MiB", None, "leak_margin", "memory"),
     SeriesRule("gpu_vram_mib", "GPU VRAM used", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
     SeriesRule("gpu_gtt_mib", "GPU GTT used", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
@@ -199,8 +203,12 @@ def judge_series(
     rising = test.significant and test.s > 0
     over = budget is not None and low > budget
     pinned_slope = pinned.sen.slope if pinned is not None and pinned.sen is not None else math.nan
-    excess = sen.slope - pinned_slope
-    steeper = math.isnan(pinned_slope) or excess > margin
+    pinned_high = pinned.sen.high if pinned is not None and pinned.sen is not None else math.nan
+    # Steeper than pinned beyond doubt: the candidate's lower bound clears pinned's upper bound
+    # by the margin. Point estimates alone would call a shared growth (a prompt cache filling
+    # in both builds) a leak about half the time.
+    excess = sen.low - pinned_high
+    steeper = math.isnan(pinned_high) or excess > margin
     hours = horizon_s / HOUR
     text = (
         f"{rule.label}: p = {test.p_value:.3g}, slope {sen.slope:+.3g} {unit}/h "
@@ -209,8 +217,8 @@ def judge_series(
     if rising and over and steeper:
         return verdict(
             LEAK,
-            f"{text} > budget {budget:g} {unit}; pinned {pinned_slope:+.3g} {unit}/h, "
-            f"excess {excess:+.3g} > margin {margin:g}",
+            f"{text} > budget {budget:g} {unit}; pinned {pinned_slope:+.3g} {unit}/h, candidate's "
+            f"lower bound above pinned's upper by {excess:+.3g} > margin {margin:g}",
         )
     if rising and over:
         return verdict(

@@ -52,8 +52,8 @@ def test_a_leaking_server_fails_the_leak_rule(tmp_path: Path) -> None:
     )
     assert judgement.verdict is Verdict.FAIL, judgement.reason
     [leak] = [f for f in judgement.findings if f.verdict is Verdict.FAIL]
-    assert leak.role == "candidate" and leak.message.startswith("leak: server RSS")
-    rss = {t["role"]: t for t in judgement.facts["trends"] if t["series"] == "rss_mib"}
+    assert leak.role == "candidate" and leak.message.startswith("leak: server anonymous memory")
+    rss = {t["role"]: t for t in judgement.facts["trends"] if t["series"] == "anon_mib"}
     assert rss["candidate"]["p_value"] < 0.01 and rss["candidate"]["growth_low"] > 16
     assert rss["candidate"]["slope_per_h"] > rss["pinned"]["slope_per_h"]
     assert rss["candidate"]["finding"] == "leak"
@@ -62,7 +62,7 @@ def test_a_leaking_server_fails_the_leak_rule(tmp_path: Path) -> None:
         summary = judgement.facts["requests"][role]
         assert summary["sent"] == summary["ok"] > 20
         telemetry = pd.read_parquet(saved.role_dir(role) / "telemetry.parquet")
-        assert {"t_s", "rss_bytes", "pss_bytes"} <= set(telemetry.columns)
+        assert {"t_s", "rss_bytes", "pss_bytes", "anon_bytes"} <= set(telemetry.columns)
         assert len(telemetry) >= 40
     compaction = judgement.facts["compaction"]
     assert compaction["pinned"]["planned"] == compaction["candidate"]["planned"] == [2.0, 5.0, 8.0, 11.0]

@@ -92,6 +92,7 @@ def measure(ctx: CheckContext) -> None:
         health=str(p["health"]),
         body=dict(p.get("body") or {}),
         compact_path=str(p["compact_path"]),
+        grace_s=float(p["grace_s"]),
     )
     for role in ctx.roles:
         soak_role(ctx, role, requests, settings)
@@ -366,6 +367,7 @@ KIND = CheckKind(
         Param("reply_words", "integer", 16, help="words per generated assistant message in the history"),
         Param("max_tokens", "integer", 64, help="tokens generated per request"),
         Param("max_requests", "integer", 100000, help="the most requests per role"),
+        Param("grace_s", "number", 30, help="seconds after the soak for requests in flight to finish"),
         Param("stall_s", "number", 60, help="seconds without stream progress that count as a stall"),
         Param(
             "compact_every_s", "number", 600, help="seconds between compactions after the warm-up; 0: none"
