@@ -28,17 +28,11 @@ from typing import Any
 import pandas as pd
 
 from qualify.amdgpu import AmdKernel, base_name, iter_kernels
+from qualify.binarycontainers import ARCHIVE_MAGIC, ELF_MAGIC
 from qualify.cubin import CudaKernel, iter_cuda_kernels
 from qualify.hostkernels import DEFAULT_PATTERNS, HostKernelError, identifier, read_stack_usage, read_symbols
 from qualify.nvfatbin import CubinError
-from qualify.offloadbundle import (
-    ARCHIVE_MAGIC,
-    BUNDLE_MAGIC,
-    CCOB_MAGIC,
-    ELF_MAGIC,
-    OFFLOAD_BINARY_MAGIC,
-    CodeObjectError,
-)
+from qualify.offloadbundle import BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_BINARY_MAGIC, CodeObjectError
 from qualify.ptxaslog import attach_spills, read_ptxas_log
 from qualify.runstore import write_parquet
 

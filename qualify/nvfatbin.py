@@ -34,7 +34,15 @@ import lz4.block  # type: ignore[import-untyped]  # lz4 ships no type informatio
 import zstandard
 from elftools.elf.elffile import ELFFile
 
-from qualify.offloadbundle import ARCHIVE_MAGIC, ELF_ERRORS, ELF_MAGIC
+from qualify.binarycontainers import (
+    ARCHIVE_MAGIC,
+    ELF_MAGIC,
+    ArchiveError,
+    archive_members,
+    elf_machine,
+    join_origin,
+)
+from qualify.offloadbundle import ELF_ERRORS
 
 __all__ = ["EM_CUDA", "FATBIN_MAGIC", "CubinBlob", "CubinError", "is_cubin", "iter_cubins"]
 
@@ -51,7 +59,6 @@ MAX_UNCOMPRESSED = 1 << 31
 # a larger claim is corrupt and is refused before lz4 allocates the output buffer.
 _LZ4_MAX_RATIO = 255
 MAX_DEPTH = 4  # archive > host ELF > fatbin > cubin is as deep as real files nest
-_ARCHIVE_INDEXES = ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED")
 _NONZERO = re.compile(rb"[^\0]")
 
 
@@ -76,14 +83,7 @@ def iter_cubins(data: bytes, origin: str = "") -> Iterator[CubinBlob]:
 
 def is_cubin(data: bytes) -> bool:
     """True when `data` starts like an ELF file for EM_CUDA (either byte order)."""
-    if len(data) < 20 or not data.startswith(ELF_MAGIC):
-        return False
-    order = "<" if data[5] == 1 else ">"
-    return bool(struct.unpack_from(order + "H", data, 18)[0] == EM_CUDA)
-
-
-def _join(origin: str, part: str) -> str:
-    return f"{origin} {part}" if origin else part
+    return elf_machine(data) == EM_CUDA
 
 
 def _walk(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
@@ -94,8 +94,11 @@ def _walk(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
     elif data.startswith(ELF_MAGIC):
         yield from _walk_host_elf(data, origin, depth)
     elif data.startswith(ARCHIVE_MAGIC):
-        for name, body in _archive_members(data, origin or "input"):
-            yield from _walk(body, _join(origin, f"member {name}"), depth + 1)
+        try:
+            for name, body in archive_members(data):
+                yield from _walk(body, join_origin(origin, f"member {name}"), depth + 1)
+        except ArchiveError as exc:
+            raise CubinError(f"{origin or 'input'}: {exc}") from exc
     elif data.startswith(_FATBIN_MAGIC_BYTES):
         yield from _walk_fatbin(data, origin or "fatbin")
 
@@ -114,7 +117,7 @@ def _walk_host_elf(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
     except ELF_ERRORS as exc:
         raise CubinError(f"{origin or 'input'}: malformed ELF file: {exc!r}") from exc
     for name, contents in sections:
-        yield from _walk_fatbin(contents, _join(origin, f"section {name}"))
+        yield from _walk_fatbin(contents, join_origin(origin, f"section {name}"))
 
 
 def _walk_fatbin(data: bytes, where: str) -> Iterator[CubinBlob]:
@@ -196,37 +199,3 @@ def _decompress(payload: bytes, method: int, compressed: int, size: int, where: 
     if len(raw) != size:
         raise CubinError(f"{where}: decompressed to {len(raw)} bytes, entry header says {size}")
     return raw
-
-
-def _archive_members(data: bytes, where: str) -> Iterator[tuple[str, bytes]]:
-    """GNU/BSD `ar` members as (name, body); symbol tables and the long-name table skipped.
-
-    The same framing as `qualify.offloadbundle`'s archive walk, with this module's error.
-    """
-    pos, long_names = len(ARCHIVE_MAGIC), b""
-    while pos + 60 <= len(data):
-        header = data[pos : pos + 60]
-        try:
-            if header[58:60] != b"`\n":
-                raise ValueError("bad terminator")
-            name, size = header[:16].decode("latin-1").rstrip(), int(header[48:58].decode().strip() or 0)
-            if size < 0:
-                raise ValueError("negative size")
-        except ValueError as exc:
-            raise CubinError(f"{where}: archive member header at offset 0x{pos:x} is corrupt") from exc
-        body = data[pos + 60 : pos + 60 + size]
-        if len(body) < size:
-            raise CubinError(f"{where}: archive member at offset 0x{pos:x} runs past the end")
-        pos += 60 + size + (size & 1)  # members are 2-byte aligned
-        if name in _ARCHIVE_INDEXES:
-            continue
-        if name == "//":  # GNU table of long member names, "name/\n" each
-            long_names = body
-            continue
-        if name.startswith("#1/") and name[3:].isdigit():  # BSD: the name precedes the body
-            length = int(name[3:])
-            name, body = body[:length].rstrip(b"\0").decode("utf-8", "replace"), body[length:]
-        elif name.startswith("/") and name[1:].isdigit():
-            first = int(name[1:])
-            name = long_names[first : long_names.find(b"\n", first)].decode("utf-8", "replace")
-        yield name.rstrip("/"), body

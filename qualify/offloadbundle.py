@@ -27,12 +27,19 @@ import zstandard
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from qualify.binarycontainers import (
+    ARCHIVE_MAGIC,
+    ELF_MAGIC,
+    ArchiveError,
+    archive_members,
+    elf_machine,
+    join_origin,
+)
+
 EM_AMDGPU = 224
-ELF_MAGIC = b"\x7fELF"
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 CCOB_MAGIC = b"CCOB"
 OFFLOAD_BINARY_MAGIC = b"\x10\xff\x10\xad"
-ARCHIVE_MAGIC = b"!<arch>\n"
 # Raw bitcode and the bitcode wrapper (0x0B17C0DE, little-endian).
 BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 FATBIN_ALIGN = 4096  # the HIP driver places one blob per translation unit on this boundary
@@ -66,14 +73,7 @@ def iter_code_objects(data: bytes, origin: str = "") -> Iterator[CodeObjectBlob]
 
 def is_amdgpu_elf(data: bytes) -> bool:
     """True when `data` starts like an ELF file for EM_AMDGPU (either byte order)."""
-    if len(data) < 20 or not data.startswith(ELF_MAGIC):
-        return False
-    order = "<" if data[5] == 1 else ">"
-    return bool(struct.unpack_from(order + "H", data, 18)[0] == EM_AMDGPU)
-
-
-def _join(origin: str, part: str) -> str:
-    return f"{origin} {part}" if origin else part
+    return elf_machine(data) == EM_AMDGPU
 
 
 def _unpack(fmt: str, data: bytes, offset: int, where: str) -> tuple[int, ...]:
@@ -107,12 +107,12 @@ def _walk_fatbin(section: bytes, origin: str, starts: list[int] | None) -> Itera
     """
     if starts is not None:
         for start in starts:
-            yield from _read_blob(section, start, _join(origin, f"@0x{start:x}"))[1]
+            yield from _read_blob(section, start, join_origin(origin, f"@0x{start:x}"))[1]
         return
     pos, found = 0, 0
     while pos < len(section):
         if section.startswith((BUNDLE_MAGIC, CCOB_MAGIC), pos):
-            end, blobs = _read_blob(section, pos, _join(origin, f"@0x{pos:x}"))
+            end, blobs = _read_blob(section, pos, join_origin(origin, f"@0x{pos:x}"))
             found += 1
             yield from blobs
             pos = -(-max(end, pos + 1) // FATBIN_ALIGN) * FATBIN_ALIGN
@@ -235,13 +235,13 @@ def _walk_host_elf(data: bytes, origin: str, depth: int) -> Iterator[CodeObjectB
         if name == ".hip_fatbin":
             segment = next((c for n, _, c in sections if n == ".hipFatBinSegment"), b"")
             starts = _wrapper_starts(segment, order, address, contents)
-            yield from _walk_fatbin(contents, _join(origin, "section .hip_fatbin"), starts)
+            yield from _walk_fatbin(contents, join_origin(origin, "section .hip_fatbin"), starts)
         elif name == ".llvm.offloading":
-            where = _join(origin, "section .llvm.offloading")
+            where = join_origin(origin, "section .llvm.offloading")
             yield from _walk_offload_binaries(contents, where, depth + 1)
         elif name.startswith(BUNDLE_MAGIC.decode()) and is_amdgpu_elf(contents):
             # The old driver's -fgpu-rdc objects: one section per entry, normally bitcode.
-            yield CodeObjectBlob(name[len(BUNDLE_MAGIC) :], _join(origin, f"section {name}"), contents)
+            yield CodeObjectBlob(name[len(BUNDLE_MAGIC) :], join_origin(origin, f"section {name}"), contents)
 
 
 def _wrapper_starts(segment: bytes, order: str, base: int, fatbin: bytes) -> list[int] | None:
@@ -268,35 +268,11 @@ def _wrapper_starts(segment: bytes, order: str, base: int, fatbin: bytes) -> lis
 
 def _walk_archive(data: bytes, origin: str, depth: int) -> Iterator[CodeObjectBlob]:
     """GNU/BSD `ar` members, each walked as a file; symbol tables are skipped."""
-    pos, long_names = len(ARCHIVE_MAGIC), b""
-    while pos + 60 <= len(data):
-        header = data[pos : pos + 60]
-        try:
-            if header[58:60] != b"`\n":
-                raise ValueError("bad terminator")
-            name, size = header[:16].decode("latin-1").rstrip(), int(header[48:58].decode().strip() or 0)
-        except ValueError as exc:
-            raise CodeObjectError(
-                f"{origin or 'input'}: archive member header at offset 0x{pos:x} is corrupt"
-            ) from exc
-        body = data[pos + 60 : pos + 60 + size]
-        if len(body) < size:
-            raise CodeObjectError(
-                f"{origin or 'input'}: archive member at offset 0x{pos:x} runs past the end"
-            )
-        pos += 60 + size + (size & 1)  # members are 2-byte aligned
-        if name in ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED"):
-            continue
-        if name == "//":  # GNU table of long member names, "name/\n" each
-            long_names = body
-            continue
-        if name.startswith("#1/") and name[3:].isdigit():  # BSD: the name precedes the body
-            length = int(name[3:])
-            name, body = body[:length].rstrip(b"\0").decode("utf-8", "replace"), body[length:]
-        elif name.startswith("/") and name[1:].isdigit():
-            first = int(name[1:])
-            name = long_names[first : long_names.find(b"\n", first)].decode("utf-8", "replace")
-        yield from _walk(body, _join(origin, f"member {name.rstrip('/')}"), depth + 1)
+    try:
+        for name, body in archive_members(data):
+            yield from _walk(body, join_origin(origin, f"member {name}"), depth + 1)
+    except ArchiveError as exc:
+        raise CodeObjectError(f"{origin or 'input'}: {exc}") from exc
 
 
 def _walk_offload_binaries(data: bytes, origin: str, depth: int) -> Iterator[CodeObjectBlob]:
@@ -331,7 +307,7 @@ def _walk_offload_binaries(data: bytes, origin: str, depth: int) -> Iterator[Cod
                     f"{origin or 'input'}: OffloadBinary image at 0x{pos:x} runs past its record"
                 )
             label = f"@0x{pos:x} image {strings.get('triple', '?')} {strings.get('arch', '?')}"
-            yield from _walk(record[img_off : img_off + img_size], _join(origin, label), depth + 1)
+            yield from _walk(record[img_off : img_off + img_size], join_origin(origin, label), depth + 1)
         pos += size
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
+from qualify.checks.roleruns import run_findings
 from qualify.context import CheckContext
 from qualify.errors import QualifyError
 from qualify.hostkernels import DEFAULT_PATTERNS
@@ -108,19 +109,14 @@ def _one_path(ctx: CheckContext, template: str, role: str, param: str) -> Path:
 
 
 def judge(saved: SavedCheck) -> Judgement:
-    findings: list[Finding] = []
     tables: dict[str, dict[str, Any]] = {}
     counts: dict[str, dict[str, int]] = {}
     required = tuple(saved.spec.params.get("require") or ())
+    # No command runs here: a role's only failure is not being scanned (ERROR).
+    findings = run_findings(saved, failed_run_fails=False)
     for role in saved.roles:
         m = saved.measurement(role)
-        if m is None:
-            findings.append(Finding(Verdict.ERROR, "not measured (the run stopped first)", role))
-            continue
-        if "error" in m:
-            hint = m["error"].get("hint")
-            text = m["error"]["message"] + (f" ({hint})" if hint else "")
-            findings.append(Finding(Verdict.ERROR, text, role))
+        if m is None or "error" in m:
             continue
         counts[role] = m["counts"]
         for item in m.get("unreadable", [])[:_LISTED]:
