@@ -121,3 +121,18 @@ def example_runs(
         "clang19": qualify_run(runs, "--candidate", "clang19", "--no-gate", "--allow-dirty"),
         "aa": qualify_run(runs, "--candidate", "pinned", "--allow-dirty"),
     }
+
+
+@pytest.fixture(scope="session")
+def example_kvq4_run(
+    example_runs: dict[str, tuple[int, Path, str]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, Path, str]:
+    """The negative control: the kvq4 arm (pinned's build, q4_0 KV cache) as the candidate, in
+    a plan of the example's build and numerics stages only (the compile stage would add minutes
+    and says nothing about a run-time flag). It shares the runs directory of `example_runs`, so
+    the reference's artifact comes from the numerics cache."""
+    from example_arms import numerics_project, qualify_run
+
+    runs = example_runs["aa"][1].parent
+    project = numerics_project(tmp_path_factory.mktemp("example-numerics"))
+    return qualify_run(runs, "--candidate", "kvq4", "--allow-dirty", project=project)

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = [
@@ -88,3 +89,84 @@ def test_a_a_run_passes_every_configured_stage(example_runs: dict) -> None:
     assert by_severity["same"] > 100 and by_severity["same"] == sum(by_severity.values()), by_severity
     assert (run_dir / "20-compile" / "operator-tests" / "pinned").is_dir()
     assert (run_dir / "20-compile" / "operator-tests" / "candidate").is_dir()
+
+
+NUMERICS = Path("30-numerics") / "matched-token-kld"
+
+
+def numerics(run_dir: Path) -> dict:
+    return json.loads((run_dir / NUMERICS / "result.json").read_text())
+
+
+def saved_vectors(run_dir: Path, role: str) -> dict:
+    with np.load(run_dir / NUMERICS / role / "pertoken.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def check_numerics_saved(run_dir: Path) -> dict:
+    """What every numerics result must hold: real llama-perplexity runs of one text with one
+    set of settings, reduced to per-token vectors whose means are the figures judged."""
+    result = numerics(run_dir)
+    facts = result["facts"]
+    settings = facts["settings"]
+    assert set(settings) == {"reference", "pinned", "pinned.2", "candidate"}, settings
+    assert len({json.dumps(s, sort_keys=True) for s in settings.values()}) == 1, settings
+    one = settings["reference"]
+    assert one["n_vocab"] == 262144 and one["n_chunk"] >= 30 and one["batch_size"] > 0
+    assert facts["n_chunks"] == one["n_chunk"] >= 30 and facts["kl_floor"] == -16.0
+    assert facts["n_tokens"] == one["n_chunk"] * (one["n_ctx"] - 1 - one["n_ctx"] // 2)
+    for role in ("pinned", "candidate"):
+        kld = saved_vectors(run_dir, role)[f"pair:reference:{role}:kld"]
+        assert kld.size == facts["n_tokens"] and np.isfinite(kld).all()
+        assert facts["summaries"][f"reference|{role}"]["kld_mean"] == pytest.approx(float(kld.mean()))
+        m = json.loads((run_dir / NUMERICS / role / "measurement.json").read_text())
+        assert (
+            m["ok"] and m["format"] == "llama.cpp _logits_" and "llama-perplexity" in m["command"]["argv"][0]
+        )
+        assert not Path(m["artifact"]).exists()  # reduced to per-token vectors, then deleted
+    reference = json.loads((run_dir / NUMERICS / "reference" / "measurement.json").read_text())
+    assert Path(reference["artifact"]).is_file() and ".cache" in reference["artifact"]
+    titles = [t["title"] for t in result["tables"]]
+    assert any(t.startswith("Against the reference") for t in titles)
+    assert "Non-inferiority against pinned" in titles
+    return result
+
+
+def test_numerics_gcc_vs_clang_reaches_a_verdict_from_real_scores(example_runs: dict) -> None:
+    code, run_dir, out = example_runs["clang19"]
+    result = check_numerics_saved(run_dir)
+    assert result["verdict"] in ("PASS", "WARN", "FAIL", "INCONCLUSIVE"), (result["reason"], out)
+    assert not [f for f in result["findings"] if f["verdict"] == "ERROR"], result["findings"]
+    ni = result["facts"]["noninferiority"]
+    assert ni["method"] == "BCa" and ni["bound"] >= ni["theta"]  # two builds: scores differ
+    # Head to head, the two builds differ too: pinned -> candidate is no zero vector.
+    kld_pc = saved_vectors(run_dir, "candidate")["pair:pinned:candidate:kld"]
+    assert np.abs(kld_pc).max() > 0
+
+
+def test_numerics_a_a_passes(example_runs: dict) -> None:
+    code, run_dir, out = example_runs["aa"]
+    result = check_numerics_saved(run_dir)
+    assert result["verdict"] == "PASS", (result["reason"], out)
+    ni = result["facts"]["noninferiority"]
+    pinned = saved_vectors(run_dir, "pinned")["pair:reference:pinned:kld"]
+    candidate = saved_vectors(run_dir, "candidate")["pair:reference:candidate:kld"]
+    assert ni["theta"] == pytest.approx(float((candidate - pinned).mean()), abs=1e-12)
+    floor = saved_vectors(run_dir, "pinned.2")["pair:pinned:pinned.2:kld"]
+    assert ni["floor"] == pytest.approx(float(np.abs(floor).mean()))
+    assert ni["bound"] <= ni["delta"]
+
+
+def test_numerics_negative_control_kvq4_fails_on_its_limits(example_kvq4_run: tuple) -> None:
+    code, run_dir, out = example_kvq4_run
+    assert code == 1, out  # NOT QUALIFIED
+    result = check_numerics_saved(run_dir)
+    assert result["verdict"] == "FAIL", (result["reason"], out)
+    failed = [f for f in result["findings"] if f["verdict"] == "FAIL"]
+    assert failed and all(f["role"] == "candidate" for f in failed), failed
+    # On the limits and non-inferiority, not a crash: no ERROR and no run failure.
+    assert not [f for f in result["findings"] if f["verdict"] == "ERROR"], result["findings"]
+    assert any("not non-inferior" in f["message"] for f in failed), failed
+    # The reference came from the numerics cache filled by the earlier runs of the session.
+    reference = json.loads((run_dir / NUMERICS / "reference" / "measurement.json").read_text())
+    assert reference["cached"]
