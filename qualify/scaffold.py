@@ -22,7 +22,12 @@ devshell = ".#default"
 installable = ".#candidate"
 devshell = ".#candidate"
 
+[arms.reference]         # what numerics are scored against (a portable or higher-precision build)
+installable = ".#reference"
+
 [vars]                   # placeholders for the plan's command templates
+model = "models/model.gguf"     # the model every stage runs
+corpus = "data/corpus.txt"      # the text the numerics stage scores
 engine_args = []
 """
 

@@ -167,6 +167,17 @@ def test_init_scaffolds_and_refuses_to_overwrite(tmp_path: Path) -> None:
     assert plan.exit_code == 0 and "operator-tests" in plan.output
     again = runner.invoke(app, ["init", str(tmp_path)])
     assert again.exit_code == 4 and "already exists" in again.output
+    # Every role and placeholder the default plan uses has a value in the scaffolded project.
+    from qualify.config import load_config
+    from qualify.pipeline import bind_roles
+    from qualify.plan import load_plan
+
+    config = load_config(tmp_path)
+    default_plan = load_plan(config.plan_dir)
+    assert set(bind_roles(config, default_plan, "candidate", None)) == set(default_plan.roles_needed())
+    used = {n for f in (tmp_path / "stages").glob("*.toml") for n in re.findall(r"{(\w+)}", f.read_text())}
+    builtins = {"out", "bin", "arm", "role", "dir", "out_file", "run_dir", "port", "installable", "devshell"}
+    assert used - builtins - {"project"} <= set(config.vars), used - builtins - set(config.vars)
 
 
 def test_version() -> None:
