@@ -74,7 +74,11 @@ def render_svg(chart: Mapping[str, Any], index: int) -> str:
             ax.set_xlabel(str(chart.get("x_label", "")))
             ax.set_ylabel(str(chart.get("y_label", "")))
             if chart.get("log_x"):
-                ax.set_xscale("symlog", linthresh=_linthresh(chart))
+                values = _all_values(chart)
+                if values and min(values) > 0:
+                    ax.set_xscale("log")
+                else:  # zero or negative values: linear near zero, logarithmic beyond
+                    ax.set_xscale("symlog", linthresh=_linthresh(chart))
             ax.spines[["top", "right"]].set_visible(False)
             ax.grid(axis="y", alpha=0.25, color=_INK)
             fig.tight_layout()

@@ -313,6 +313,7 @@ def judge(saved: SavedCheck) -> Judgement:
         findings.append(Finding(verdict, record["artifact_error"]["message"], role))
     stats = load_stats(saved.folder)
     tables: tuple[Any, ...] = ()
+    charts: tuple[Any, ...] = ()
     facts: dict[str, Any] = {"settings": record.get("settings", {})}
     if stats is not None:
         settings = Settings(
@@ -325,6 +326,7 @@ def judge(saved: SavedCheck) -> Judgement:
         outcome = judge_stats(stats, saved.spec.limits, settings)
         findings.extend(outcome.findings)
         tables, facts = tuple(outcome.tables), {**facts, **outcome.facts}
+        charts = tuple(outcome.charts)
     elif not findings:
         findings.append(
             Finding(Verdict.FAIL, "no per-token vectors saved: nothing was compared", "candidate")
@@ -334,7 +336,7 @@ def judge(saved: SavedCheck) -> Judgement:
     reason = headline(verdict, findings, summary)
     if reason != summary and summary:
         reason += f" — {summary}"
-    return Judgement(verdict, reason, tuple(findings), tables, facts)
+    return Judgement(verdict, reason, tuple(findings), tables, facts, charts)
 
 
 def _summary(facts: dict[str, Any]) -> str:
