@@ -1,0 +1,88 @@
+"""How fast the numerics stage reads llama.cpp logits files and computes per-token statistics.
+
+    python benchmarks/numerics_throughput.py [--chunks 6] [--ctx 128] [--vocab 262144]
+
+Writes three `--kl-divergence-base` files (reference, pinned, candidate) for a vocabulary of
+Gemma 3's size with the exact llama.cpp encoding, from seeded random logits whose candidate and
+pinned differ from the reference by small noise. Then prints, best of --repeat:
+- a plain numpy read of the three files (np.fromfile, summed so nothing is skipped): this
+  machine's streaming bandwidth from the page cache, the ceiling for any reader;
+- `token_stats` over the three streams (every role's NLL, top-1, margins; KL for the reference
+  against each role and pinned against candidate), in tokens/s and bytes/s.
+Random logits put nearly every entry above llama-perplexity's −16-nat floor, the worst case
+for the KL (a real model leaves most of the vocabulary below it, so real files go faster).
+The figures are printed, never judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from qualify.llamalogits import LlamaLogitsFile, write_llama_logits
+from qualify.tokenstats import token_stats
+
+
+def _write(folder: Path, chunks: int, ctx: int, vocab: int, seed: int) -> dict[str, Path]:
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, vocab, size=(chunks, ctx), dtype=np.int32)
+    rows = ctx - 1 - ctx // 2
+    base = [rng.standard_normal((rows, vocab), dtype=np.float32) * 3 for _ in range(chunks)]
+    paths = {}
+    for role, noise in (("reference", 0.0), ("pinned", 0.02), ("candidate", 0.03)):
+        noisy = (b + noise * rng.standard_normal(b.shape, dtype=np.float32) for b in base)
+        paths[role] = write_llama_logits(folder / f"{role}.bin", tokens, noisy)
+    return paths
+
+
+def _best(repeat: int, work: object) -> float:
+    assert callable(work)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=6, help="chunks per file (default 6)")
+    parser.add_argument("--ctx", type=int, default=128, help="context per chunk, as -c (default 128)")
+    parser.add_argument("--vocab", type=int, default=262_144, help="vocabulary (default: Gemma 3's)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes (default 3)")
+    parser.add_argument("--workdir", type=Path, help="where the files go (default: a temporary dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.workdir or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = _write(folder, args.chunks, args.ctx, args.vocab, seed=0)
+        total = sum(p.stat().st_size for p in paths.values())
+        tokens = args.chunks * (args.ctx - 1 - args.ctx // 2)
+
+        def plain() -> None:
+            for path in paths.values():
+                float(np.fromfile(path, dtype=np.uint16).sum(dtype=np.uint64))
+
+        def qualify_stats() -> None:
+            token_stats({role: LlamaLogitsFile(path) for role, path in paths.items()})
+
+        plain()  # warm the page cache so both sides read from memory
+        t_plain = _best(args.repeat, plain)
+        t_stats = _best(args.repeat, qualify_stats)
+        print(f"3 files, {total / 2**20:.0f} MiB, vocab {args.vocab}, {tokens} scored tokens per role")
+        print(f"  plain numpy read   {t_plain:7.3f} s  {total / t_plain / 2**20:8.1f} MiB/s")
+        print(
+            f"  token_stats        {t_stats:7.3f} s  {total / t_stats / 2**20:8.1f} MiB/s"
+            f"  {tokens / t_stats:8.1f} tokens/s (per role, 3 roles, 3 pairs)"
+        )
+
+
+if __name__ == "__main__":
+    main()
