@@ -22,9 +22,15 @@ def median_value(series: Series, index: int) -> float | None:
     return math.exp(statistics.median(logs)) if logs else None
 
 
-def noise(series: Series) -> float:
+def noise(series: Series) -> float | None:
+    """The robust SD of the paired log ratios; None below 3 pairs, where it means nothing."""
     diffs = [b - a for a, b in series.pairs if a is not None and b is not None]
-    return stats.robust_sd(diffs)
+    return stats.robust_sd(diffs) if len(diffs) >= 3 else None
+
+
+def shown_noise(series: Series) -> str:
+    value = noise(series)
+    return "—" if value is None else f"±{value:.2%}"
 
 
 def results_table(
@@ -52,7 +58,7 @@ def results_table(
                 f"{shift.level:.3g}" if shift else "—",
                 finding,
                 f"{outcome.pairs} (look {outcome.look})" + ("" if outcome.paired else ", unpaired U"),
-                f"±{noise(series):.2%}",
+                shown_noise(series),
             )
         )
     if ratios:
@@ -127,7 +133,7 @@ def limits_of_evidence(
             "(other processes share the CPU unless the load stays near 0)."
         )
     if aa and by_label:
-        floor = ", ".join(f"{label} ±{noise(s):.2%}" for label, s in by_label.items())
+        floor = ", ".join(f"{label} {shown_noise(s)}" for label, s in by_label.items())
         notes.append(f"A/A run: the pair noise is the noise floor, next to δ = {margin:.1%}: {floor}.")
     return notes
 
