@@ -117,7 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     simulations(args.runs, args.seed)
     if args.bin and args.model:
-        overhead(args.bin, args.model, args.pairs, args.rounds)
+        overhead(args.bin.resolve(), args.model.resolve(), args.pairs, args.rounds)
 
 
 if __name__ == "__main__":
