@@ -74,7 +74,8 @@ def test_gcc_vs_clang_run_is_made_of_real_measurements(
     assert by_severity["WARN"] + by_severity["INFO"] > 0, by_severity
     for name in ("report.html", "summary.md", "report.json"):
         assert (run_dir / name).is_file()
-    assert code in (1, 3)
+    # Every stage is configured: the verdict (and its exit code) is whatever the stages decided.
+    assert (saved["verdict"], code) in (("QUALIFIED", 0), ("NOT QUALIFIED", 1)), out[-3000:]
 
 
 def test_a_a_run_passes_every_configured_stage(example_runs: dict) -> None:
@@ -82,7 +83,7 @@ def test_a_a_run_passes_every_configured_stage(example_runs: dict) -> None:
     saved = json.loads((run_dir / "run.json").read_text())
     for spec in saved["plan"]["stages"]:
         assert stage(run_dir, spec["folder"])["verdict"] in ("PASS", "WARN"), (spec["name"], out)
-    assert saved["verdict"] == "INCOMPLETE" and code == 3  # stages still NOT CONFIGURED
+    assert saved["verdict"] == "QUALIFIED" and code == 0, out[-3000:]  # a build against itself
     kernels = json.loads((run_dir / "20-compile" / "kernel-resources" / "result.json").read_text())
     assert kernels["verdict"] == "PASS", kernels["reason"]
     by_severity = kernels["facts"]["kernels_by_severity"]

@@ -26,8 +26,9 @@ def result(run_dir: Path) -> dict:
 def test_a_a_serving_passes_with_identical_greedy_tokens(example_runs: dict) -> None:
     code, run_dir, out = example_runs["aa"]
     saved = result(run_dir)
-    assert saved["verdict"] in ("PASS", "WARN"), (saved["reason"], saved["findings"])
-    assert not [f for f in saved["findings"] if f["verdict"] == "FAIL"]
+    # Timing on a shared machine may stay undecided (INCONCLUSIVE); it must never fail.
+    assert saved["verdict"] in ("PASS", "WARN", "INCONCLUSIVE"), (saved["reason"], saved["findings"])
+    assert not [f for f in saved["findings"] if f["verdict"] in ("FAIL", "ERROR")]
     cases = saved["facts"]["cases"]
     assert cases["pinned"] == cases["candidate"] >= 20
     # One build against itself: greedy decoding agrees token for token.
