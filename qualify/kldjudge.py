@@ -19,6 +19,7 @@ import numpy as np
 
 from qualify.bootstrap import BootstrapBound, judged_bounds, noninferiority_bound
 from qualify.checks.base import ChartData, Finding, TableData
+from qualify.kldcharts import distribution_chart
 from qualify.kldsummary import KldSummary, summarize
 from qualify.tokenstats import TokenStats
 from qualify.verdicts import Verdict
@@ -140,39 +141,12 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
     out.tables.append(_llama_table(summaries))
     out.tables.append(_distribution_table(stats, judged))
     out.tables.append(_confidence_table(stats, judged))
-    out.charts.append(_distribution_chart(stats, judged, limits))
+    out.charts.append(distribution_chart(stats, judged, limits))
     out.facts["limits_of_evidence"] = [
         f"numerics were scored on one model and one text ({stats.n_tokens} tokens in "
         f"{stats.n_chunks} chunks); other models or prompts may move differently"
     ]
     return out
-
-
-def _distribution_chart(stats: TokenStats, roles: list[str], limits: Mapping[str, float]) -> ChartData:
-    """Per-token KLD against the reference on log-spaced bins, per role."""
-    values = {r: stats.kld(stats.reference, r) for r in roles}
-    top = max((float(np.max(v)) for v in values.values() if v.size), default=1.0)
-    # Log-spaced bins from 1e-7; everything at or below it (exact zeros, the small negatives of
-    # a truncated KL) is counted in the first bin, so no token drops out of the picture.
-    edges = np.logspace(-7, math.log10(max(top, 1e-5)) + 1e-9, 36)
-    data = {
-        r: {"edges": edges.tolist(), "counts": np.histogram(np.clip(v, edges[0], None), edges)[0].tolist()}
-        for r, v in values.items()
-    }
-    medians = ", ".join(
-        f"{r} median {g(float(np.median(v)))}, max {g(float(np.max(v)))}" for r, v in values.items()
-    )
-    marks = tuple({"x": limits[k], "label": k} for k in ("max_p99_kld",) if k in limits)
-    return ChartData(
-        title="Per-token KLD against the reference",
-        kind="histogram",
-        alt=f"Per-token KL divergence from the reference over {stats.n_tokens} tokens: {medians}.",
-        data=data,
-        x_label="KLD (nats, log scale; values ≤ 1e-7 in the first bin)",
-        y_label="tokens",
-        log_x=True,
-        marks=marks,
-    )
 
 
 def _finite(stats: TokenStats, role: str) -> bool:
