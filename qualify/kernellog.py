@@ -123,8 +123,11 @@ class KernelLogWatcher:
     still runs, and the report says the kernel log was not watched.
     """
 
-    def __init__(self, path: Path, *, dmesg_log: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, path: Path, *, dmesg_log: Path, env: dict[str, str], kmsg: Path = Path("/dev/kmsg")
+    ) -> None:
         self.path = path
+        self.kmsg = kmsg
         self.dmesg_log = dmesg_log
         self.env = env
         self.source: str | None = None
@@ -140,12 +143,12 @@ class KernelLogWatcher:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._out = self._stack.enter_context(self.path.open("a", encoding="utf-8"))
         try:
-            fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(self.kmsg, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
-            reason = f"/dev/kmsg: {exc.strerror}"
+            reason = f"{self.kmsg}: {exc.strerror}"
         else:
             os.lseek(fd, 0, os.SEEK_END)  # only what is written from now on
-            self.source = "/dev/kmsg"
+            self.source = str(self.kmsg)
             self._thread = threading.Thread(target=self._read_kmsg, args=(fd,), daemon=True)
             self._thread.start()
             return self

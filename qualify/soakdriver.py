@@ -155,7 +155,8 @@ async def _stream(
 async def _drive(
     requests: Sequence[Request], settings: DriverSettings, t0: float, alive: Callable[[], bool]
 ) -> DriverResult:
-    outcomes = [Outcome(r.index, r.conversation, r.turn, r.at_s) for r in requests]
+    # Keyed by the request's index: a block of an interleaved soak replays a slice of the schedule.
+    outcomes = {r.index: Outcome(r.index, r.conversation, r.turn, r.at_s) for r in requests}
     watchdog = Watchdog(settings.stall_s)
     slots = asyncio.Semaphore(settings.concurrency)
     tasks: dict[int, asyncio.Task[None]] = {}
@@ -215,7 +216,7 @@ async def _drive(
         stop.set()
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-    sent = [o for o in outcomes if o.sent_s is not None or o.status != CUT]
+    sent = [o for o in outcomes.values() if o.sent_s is not None or o.status != CUT]
     return DriverResult(sent, reason[0], stalls)
 
 

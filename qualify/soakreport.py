@@ -162,6 +162,27 @@ def requests_table(summaries: Mapping[str, Mapping[str, Any]]) -> TableData:
     )  # fmt: skip
 
 
+def blocks_table(measurements: Mapping[str, Mapping[str, Any] | None]) -> TableData | None:
+    """The order the roles' blocks ran in, when the soak was interleaved (None otherwise)."""
+    rows = sorted(
+        (float(b["wall_start_s"]), float(b["wall_end_s"]), role, b)
+        for role, m in measurements.items()
+        if m and m.get("schedule") == "interleaved"
+        for b in m.get("blocks", ())
+    )
+    if not rows:
+        return None
+    return TableData(
+        "Order of the soak (ABBA blocks)",
+        ("#", "role", "block", "role's time", "since the soak began", "requests", "load stopped"),
+        tuple(
+            (i + 1, role, int(b["block"]) + 1, f"{b['start_s']:g}–{b['end_s']:g} s",
+             f"{start:.1f}–{end:.1f} s", b["requests"], b["stop_reason"])
+            for i, (start, end, role, b) in enumerate(rows)
+        ),
+    )  # fmt: skip
+
+
 def _ms(seconds: float | None) -> str:
     return "—" if seconds is None or math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
 
@@ -172,3 +193,50 @@ def kernel_table(matches: Sequence[Mapping[str, Any]]) -> TableData:
         ("role", "pattern", "line", "source"),
         tuple((m["role"], m["pattern"], m["line"], m["source"]) for m in matches),
     )
+
+
+def limits_of_evidence(
+    p: dict[str, Any],
+    measurements: dict[str, dict[str, Any] | None],
+    telemetry: dict[str, pd.DataFrame],
+    horizon: float,
+) -> list[str]:
+    duration = float(p["duration_s"])
+    block = float(p.get("block_s") or 0)
+    if 0 < block < duration:
+        order = (
+            f"one soak of {duration / 60:.3g} min per role in ABBA blocks of {block / 60:.3g} min: drift "
+            f"too slow to show in that time and faults that take hours are not covered; both servers were "
+            f"up for the whole soak, so device-wide figures (GPU VRAM/GTT, PSI) include the idle one"
+        )
+    else:
+        order = (
+            f"one soak of {duration / 60:.3g} min per role, pinned then candidate: drift too slow to show "
+            f"in that time, faults that take hours, and a change of the machine between the roles are not "
+            f"told apart"
+        )
+    notes = [
+        order,
+        "the workload is synthetic (generated multi-turn history, one seed, one model): other traffic "
+        "may behave differently",
+    ]
+    if horizon > duration:
+        notes.append(
+            f"growth budgets are judged over {horizon / 3600:.3g} h by extrapolating the slope measured "
+            f"over {max(duration - float(p['warmup_s']), 0) / 60:.3g} min"
+        )
+    if float(p["compact_every_s"]) <= 0:
+        notes.append("no memory pressure was applied (compact_every_s = 0)")
+    elif any(((m or {}).get("compaction") or {}).get("permitted") is False for m in measurements.values()):
+        notes.append("memory pressure was not applied: /proc/sys/vm/compact_memory was not writable")
+    if any(((m or {}).get("kernel_log") or {}).get("source") is None for m in measurements.values() if m):
+        notes.append("the kernel log was not watched: GPU driver faults would not be seen")
+    gpu = any(
+        any(c.startswith(("gpu_", "proc_vram", "proc_gtt", "nvidia_")) for c in frame.columns)
+        for frame in telemetry.values()
+    )
+    if not gpu:
+        notes.append(
+            "no GPU memory telemetry here (no amdgpu sysfs, DRM fdinfo or nvidia-smi): host memory only"
+        )
+    return notes

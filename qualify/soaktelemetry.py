@@ -107,27 +107,38 @@ def amdgpu_memory(root: Path = Path("/sys/class/drm")) -> dict[str, int]:
     return {"gpu_vram_bytes": vram, "gpu_gtt_bytes": gtt, "gpu_total_bytes": vram + gtt}
 
 
-def fdinfo_memory(pids: list[int]) -> dict[str, int]:
-    """The processes' GPU memory from DRM fdinfo, each buffer object counted once per client."""
+def fdinfo_memory(pids: list[int], proc: Path = Path("/proc")) -> dict[str, int]:
+    """The processes' GPU memory from DRM fdinfo, each client counted once (a client's file can be
+    open on several descriptors and shared with children).
+
+    Kernels since 6.11 print the standard `drm-resident-<region>` and, for amdgpu, the old
+    `drm-memory-<region>` key as an alias of it; counting both would double the figure, so the
+    resident key wins and the old one is read only when it is alone (older kernels).
+    """
     totals: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
     for pid in pids:
-        seen: set[str] = set()
-        for fd in Path(f"/proc/{pid}/fdinfo").glob("*"):
+        for fd in (proc / str(pid) / "fdinfo").glob("*"):
             try:
                 text = fd.read_text()
             except OSError:
                 continue
             client = re.search(r"^drm-client-id:\s*(\d+)", text, re.M)
-            if client is None or client.group(1) in seen:
+            pdev = re.search(r"^drm-pdev:\s*(\S+)", text, re.M)
+            key = (pdev.group(1) if pdev else "", client.group(1)) if client else None
+            if key is None or key in seen:
                 continue
-            seen.add(client.group(1))
+            seen.add(key)
+            found: dict[tuple[str, str], int] = {}
             for match in _DRM_KEY.finditer(text):
-                region = match.group(2)
-                if region == "system":
-                    continue
-                amount = int(match.group(3)) * _UNITS[match.group(4)]
-                key = f"proc_{region}_bytes"
-                totals[key] = totals.get(key, 0) + amount
+                kind, region = match.group(1), match.group(2)
+                if region != "system":
+                    found[(kind, region)] = int(match.group(3)) * _UNITS[match.group(4)]
+            for region in ("vram", "gtt"):
+                amount = found.get(("resident", region), found.get(("memory", region)))
+                if amount is not None:
+                    name = f"proc_{region}_bytes"
+                    totals[name] = totals.get(name, 0) + amount
     return totals
 
 
@@ -156,11 +167,23 @@ def nvidia_memory(pids: list[int], env: dict[str, str]) -> dict[str, int]:
 class Sampler:
     """Samples the server's group every `interval_s` on a thread; `rows` and `save()` give them.
 
-    The table is also written every `flush_s` seconds, so a soak cut short keeps its data.
+    The table is also written every `flush_s` seconds, so a soak cut short keeps its data. A
+    soak in blocks hands every block's sampler the same `rows` (each row tagged with `block`)
+    and stops sampling at the block's end (`until_s`), so the role's time axis never runs back.
     """
 
     def __init__(
-        self, pgid: int, t0: float, interval_s: float, path: Path, env: dict[str, str], flush_s: float = 60.0
+        self,
+        pgid: int,
+        t0: float,
+        interval_s: float,
+        path: Path,
+        env: dict[str, str],
+        flush_s: float = 60.0,
+        *,
+        rows: list[dict[str, Any]] | None = None,
+        block: int = 0,
+        until_s: float | None = None,
     ) -> None:
         self.pgid = pgid
         self.t0 = t0
@@ -168,14 +191,16 @@ class Sampler:
         self.path = path
         self.env = env
         self.flush_s = flush_s
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = [] if rows is None else rows
+        self.block = block
+        self.until_s = until_s
         self.nvidia = shutil.which("nvidia-smi", path=env.get("PATH")) is not None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> dict[str, Any]:
         pids = group_pids(self.pgid)
-        row: dict[str, Any] = {"t_s": round(time.monotonic() - self.t0, 3)}
+        row: dict[str, Any] = {"t_s": round(time.monotonic() - self.t0, 3), "block": self.block}
         rollups = [smaps_rollup(pid) for pid in pids]
         row["rss_bytes"] = sum(r.get("Rss", 0) for r in rollups)
         row["pss_bytes"] = sum(r.get("Pss", 0) for r in rollups)
@@ -192,6 +217,8 @@ class Sampler:
         next_at = time.monotonic()
         last_flush = next_at
         while not self._stop.is_set():
+            if self.until_s is not None and time.monotonic() - self.t0 >= self.until_s:
+                break
             self.rows.append(self.sample())
             if time.monotonic() - last_flush > self.flush_s:
                 self.save()

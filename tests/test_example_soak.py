@@ -59,6 +59,23 @@ def test_example_runs_soak_stage(example_runs: dict[str, tuple[int, Path, str]])
             done = requests[requests["status"] == "ok"]
             assert len(done) and (done["ttft_s"] > 0).all() and (done["tokens"] > 0).all()
         assert {"anon_mib", "ttft_p50_ms", "tpot_p50_ms"} <= {t["series"] for t in result["facts"]["trends"]}
+        # The quick profile interleaves the roles in 15 s blocks, P C C P P C, each server up
+        # for the whole soak (started and stopped once).
+        order = []
+        for role in ("pinned", "candidate"):
+            m = json.loads((folder / role / "measurement.json").read_text())
+            assert m["schedule"] == "interleaved"
+            assert [(b["start_s"], b["end_s"]) for b in m["blocks"]] == [(0, 15), (15, 30), (30, 45)]
+            order += [(b["wall_start_s"], role) for b in m["blocks"]]
+            assert (folder / "logs" / f"{role}-server.log").read_text().count("# server stopped") == 1
+        assert [role for _t, role in sorted(order)] == [
+            "pinned",
+            "candidate",
+            "candidate",
+            "pinned",
+            "pinned",
+            "candidate",
+        ]
         compaction = result["facts"]["compaction"]
         assert compaction["pinned"]["planned"] == compaction["candidate"]["planned"]
         report = (run_dir / "report.html").read_text()

@@ -1,14 +1,16 @@
 """`soak`: long concurrent load under memory pressure, with telemetry, the kernel log and drift.
 
-Measures: per role, one after the other (pinned first), the plan's `server` template started on
-a free loopback port, then for `duration_s` seconds an agent-like workload generated from `seed`
+Measures: per role, the plan's `server` template started on a free loopback port, then for
+`duration_s` seconds of the role's clock an agent-like workload generated from `seed`
 (shared-prefix multi-turn conversations, Poisson arrivals at `rate`, at most `concurrency` in
 flight, capped at the server's slots) streamed through its OpenAI-compatible chat endpoint
 (`qualify.soakdriver`). Meanwhile: telemetry every `sample_s` seconds (`qualify.soaktelemetry`:
 RSS/PSS, GPU memory where present, memory PSI, compaction counters), `1` written to
 `/proc/sys/vm/compact_memory` every `compact_every_s` seconds after the warm-up on the same
 schedule for both roles (`qualify.soakcompaction`), the kernel log saved (`qualify.kernellog`),
-and an application watchdog on every in-flight stream (`stall_s`).
+and an application watchdog on every in-flight stream (`stall_s`). The roles run one after
+the other (pinned first), or, with `block_s`, interleaved in ABBA blocks with both servers up
+(`qualify.soakblocks`).
 
 Verdict (`qualify.soaktrend` for the rule on series):
 - FAIL: a candidate request failed or stalled; its server never became ready, or exited; no
@@ -27,8 +29,9 @@ Verdict (`qualify.soaktrend` for the rule on series):
 
 What it cannot prove: one soak per role of the planned length on this machine and this
 workload; drift slower than the interval can see over that length, faults that need more
-hours, other models or other traffic are not covered; the roles run at different times, so a
-change in the machine between them shows as a difference between roles.
+hours, other models or other traffic are not covered; run one after the other, the roles run at
+different times, so a change in the machine between them shows as a difference between roles
+(blocks spread such a change over both).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from qualify.checks.findings import headline, worst
 from qualify.context import CheckContext
 from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, match_lines
 from qualify.runstore import write_json
-from qualify.soakrole import SoakSettings, soak_role
+from qualify.soakblocks import soak_roles
+from qualify.soakrole import SoakSettings
 from qualify.soaktrend import (
     GROWS_LIKE_PINNED,
     LEAK,
@@ -93,9 +97,9 @@ def measure(ctx: CheckContext) -> None:
         body=dict(p.get("body") or {}),
         compact_path=str(p["compact_path"]),
         grace_s=float(p["grace_s"]),
+        block_s=float(p["block_s"]),
     )
-    for role in ctx.roles:
-        soak_role(ctx, role, requests, settings)
+    soak_roles(ctx, requests, settings)
 
 
 def _frame(saved: SavedCheck, role: str, name: str) -> pd.DataFrame:
@@ -268,6 +272,9 @@ def judge(saved: SavedCheck) -> Judgement:
     reason = headline(verdict, findings, ok_text)
     compaction = _compaction(measurements)
     tables = [soakreport.requests_table(summaries)]
+    order = soakreport.blocks_table(measurements)
+    if order is not None:
+        tables.append(order)
     if verdicts:
         tables.append(soakreport.trend_table(verdicts, horizon))
     if matches:
@@ -279,7 +286,7 @@ def judge(saved: SavedCheck) -> Judgement:
         tuple(tables),
         charts=soakreport.charts(telemetry, windows, compaction, warmup),
         facts={
-            "limits_of_evidence": _limits_of_evidence(p, measurements, telemetry, horizon),
+            "limits_of_evidence": soakreport.limits_of_evidence(p, measurements, telemetry, horizon),
             "requests": summaries,
             "horizon_s": horizon,
             "trends": [
@@ -312,42 +319,6 @@ def _same_arm(measurements: dict[str, dict[str, Any] | None]) -> bool:
     return len(arms) == 2 and arms[0] is not None and arms[0] == arms[1]
 
 
-def _limits_of_evidence(
-    p: dict[str, Any],
-    measurements: dict[str, dict[str, Any] | None],
-    telemetry: dict[str, pd.DataFrame],
-    horizon: float,
-) -> list[str]:
-    duration = float(p["duration_s"])
-    notes = [
-        f"one soak of {duration / 60:.3g} min per role, pinned then candidate: drift too slow to show "
-        f"in that time, faults that take hours, and a change of the machine between the roles are not "
-        f"told apart",
-        "the workload is synthetic (generated multi-turn history, one seed, one model): other traffic "
-        "may behave differently",
-    ]
-    if horizon > duration:
-        notes.append(
-            f"growth budgets are judged over {horizon / 3600:.3g} h by extrapolating the slope measured "
-            f"over {max(duration - float(p['warmup_s']), 0) / 60:.3g} min"
-        )
-    if float(p["compact_every_s"]) <= 0:
-        notes.append("no memory pressure was applied (compact_every_s = 0)")
-    elif any(((m or {}).get("compaction") or {}).get("permitted") is False for m in measurements.values()):
-        notes.append("memory pressure was not applied: /proc/sys/vm/compact_memory was not writable")
-    if any(((m or {}).get("kernel_log") or {}).get("source") is None for m in measurements.values() if m):
-        notes.append("the kernel log was not watched: GPU driver faults would not be seen")
-    gpu = any(
-        any(c.startswith(("gpu_", "proc_vram", "proc_gtt", "nvidia_")) for c in frame.columns)
-        for frame in telemetry.values()
-    )
-    if not gpu:
-        notes.append(
-            "no GPU memory telemetry here (no amdgpu sysfs, DRM fdinfo or nvidia-smi): host memory only"
-        )
-    return notes
-
-
 KIND = CheckKind(
     name="soak",
     summary="long concurrent load under memory pressure; FAIL on failed or stalled requests, GPU driver "
@@ -373,6 +344,13 @@ KIND = CheckKind(
             "compact_every_s", "number", 600, help="seconds between compactions after the warm-up; 0: none"
         ),
         Param("compact_path", "string", "/proc/sys/vm/compact_memory", help="where compaction is asked for"),
+        Param(
+            "block_s",
+            "number",
+            0,
+            help="interleave the roles in ABBA blocks of this many seconds of each role's soak "
+            "(both servers stay up); 0: one role after the other",
+        ),
         Param("alpha", "number", 0.01, help="level of the Mann–Kendall tests"),
         Param("horizon_s", "number", None, help="budgets apply over this many seconds (default: the soak)"),
         Param("ready_timeout_s", "number", 300, help="seconds for the server to answer its health check"),

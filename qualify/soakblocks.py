@@ -1,0 +1,75 @@
+"""The order of a soak: the roles one after the other, or interleaved in blocks.
+
+One after the other (`block_s = 0`), pinned soaks for the whole duration, its server stops,
+then the candidate does the same: at most one server is up, but anything that changes on the
+machine between the two (another tenant, heat, the page cache) shows as a difference between
+the roles. Interleaved (`block_s > 0`), each role's duration is cut into blocks of `block_s`
+seconds run in ABBA order — P C, C P, P C, … — so a change that drifts linearly over the soak
+falls on both roles alike, as in the bench stage. Both servers are up for the whole soak (each
+keeps its memory, and any leak, across its blocks; the machine needs room for two), and only
+the role whose block it is gets load, telemetry, compaction and the kernel-log watch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from qualify.context import CheckContext, abba_order
+from qualify.soakrole import RoleSoak, SoakSettings
+from qualify.soakworkload import Request
+
+
+@dataclass(frozen=True)
+class Block:
+    """A span [start_s, end_s) of one role's clock, the role's `index`-th of `count`."""
+
+    role: str
+    index: int
+    count: int
+    start_s: float
+    end_s: float
+
+    def contains(self, t_s: float) -> bool:
+        return self.start_s <= t_s < self.end_s
+
+
+def plan_blocks(roles: tuple[str, ...], duration_s: float, block_s: float) -> list[Block]:
+    """The blocks in the order they run. One block per role, in `roles` order, when `block_s` is
+    0 or covers the whole duration; ABBA pairs otherwise (the last block may be shorter)."""
+    if block_s <= 0 or block_s >= duration_s or len(roles) != 2:
+        return [Block(role, 0, 1, 0.0, duration_s) for role in roles]
+    count = math.ceil(duration_s / block_s)
+    spans = [(k * block_s, min((k + 1) * block_s, duration_s)) for k in range(count)]
+    return [
+        Block(role, k, count, *spans[k]) for k, pair in enumerate(abba_order(roles, count)) for role in pair
+    ]
+
+
+def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSettings) -> None:
+    """Run every role's soak in the planned order and save each role's files."""
+    roles = tuple(ctx.roles)
+    blocks = plan_blocks(roles, settings.duration_s, settings.block_s)
+    t_start = time.monotonic()
+    soaks = {role: RoleSoak(ctx, role, requests, settings, t_start) for role in roles}
+    if blocks[0].count == 1:
+        for role in roles:  # one server at a time
+            with ExitStack() as stack:
+                soaks[role].start(stack)
+                if soaks[role].running:
+                    soaks[role].run_block(blocks[roles.index(role)])
+                soaks[role].finish()
+            soaks[role].save()
+        return
+    with ExitStack() as stack:
+        for role in roles:
+            soaks[role].start(stack)
+        for block in blocks:
+            if soaks[block.role].running:
+                soaks[block.role].run_block(block)
+        for soak in soaks.values():
+            soak.finish()
+    for soak in soaks.values():
+        soak.save()
