@@ -14,8 +14,10 @@ the other (pinned first), or, with `block_s`, interleaved in ABBA blocks with bo
 
 Verdict (`qualify.soaktrend` for the rule on series):
 - FAIL: a candidate request failed or stalled; its server never became ready, or exited; no
-  candidate request completed (nothing measured); a kernel-log or server-log line matched a GPU
-  driver pattern during the candidate's soak; a candidate series leaks or drifts: Mann–Kendall
+  candidate request completed (nothing measured); a kernel-log line written during the
+  candidate's soak (its blocks, when interleaved: the kernel log does not say which of the two
+  servers a fault came from, so it goes to the one under load) or a line of the candidate
+  server's log matched a GPU driver pattern; a candidate series leaks or drifts: Mann–Kendall
   (Hamed–Rao) significant at `alpha` AND the Theil–Sen lower bound × horizon over the plan's
   budget AND the candidate's slope above pinned's by more than the margin.
 - ERROR: the same failures of the pinned role (no baseline), or the harness could not run the
