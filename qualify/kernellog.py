@@ -96,6 +96,19 @@ class Match:
         return {"pattern": self.pattern, "line": self.line, "source": self.source}
 
 
+# The process a driver line names: amdgpu's "for process NAME pid TGID thread NAME pid TID"
+# (the first pid is the process) and NVIDIA's "Xid (...): 13, pid='1234', name=...".
+_LINE_PID = re.compile(r"for process \S+ pid (\d+)|\bpid='?(\d+)'?")
+
+
+def line_pid(line: str) -> int | None:
+    """The process id a driver line names, when it names one."""
+    match = _LINE_PID.search(line)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
+
+
 def match_lines(lines: Iterable[str], patterns: Iterable[Pattern] = KERNEL_PATTERNS) -> list[Match]:
     """Every line that matches a pattern, with the first pattern it matched."""
     compiled = tuple(patterns)

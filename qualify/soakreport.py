@@ -191,8 +191,14 @@ def kernel_table(matches: Sequence[Mapping[str, Any]]) -> TableData:
     return TableData(
         "Kernel-log and server-log matches",
         ("role", "pattern", "line", "source"),
-        tuple((m["role"], m["pattern"], m["line"], m["source"]) for m in matches),
+        tuple((_owner(m), m["pattern"], m["line"], m["source"]) for m in matches),
     )
+
+
+def _owner(match: Mapping[str, Any]) -> str:
+    if match.get("moved_from"):
+        return f"{match['role']} (names its process; written during {match['moved_from']}'s block)"
+    return str(match["role"])
 
 
 def limits_of_evidence(

@@ -114,6 +114,7 @@ class RoleSoak:
         self.compactions: list[dict[str, Any]] = []
         self.watchers: list[KernelLogWatcher] = []
         self.stop_reason = ""
+        self.pids: set[int] = set()
 
     @property
     def running(self) -> bool:
@@ -193,6 +194,7 @@ class RoleSoak:
                 time.sleep(max(0.0, t0 + block.end_s - time.monotonic()))
         self.outcomes += [(block.index, o) for o in result.outcomes]
         self.stalls += result.stalls
+        self.pids |= sampler.pids
         self.compactions.append(compactor.as_json())
         self.watchers.append(watcher)
         self.stop_reason = result.stop_reason
@@ -212,6 +214,7 @@ class RoleSoak:
         """Record the server's state; call before the server is stopped."""
         if self.server is None:
             return
+        self.measurement["server"]["pids"] = sorted(self.pids | {self.server.process.pid})
         self.measurement["server"]["alive_at_end"] = self.server.alive()
         self.measurement["server"]["returncode"] = self.server.process.poll()
 

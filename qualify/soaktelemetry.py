@@ -194,12 +194,14 @@ class Sampler:
         self.rows: list[dict[str, Any]] = [] if rows is None else rows
         self.block = block
         self.until_s = until_s
+        self.pids: set[int] = set()  # every process seen in the group (a fault may name any)
         self.nvidia = shutil.which("nvidia-smi", path=env.get("PATH")) is not None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> dict[str, Any]:
         pids = group_pids(self.pgid)
+        self.pids.update(pids)
         row: dict[str, Any] = {"t_s": round(time.monotonic() - self.t0, 3), "block": self.block}
         rollups = [smaps_rollup(pid) for pid in pids]
         row["rss_bytes"] = sum(r.get("Rss", 0) for r in rollups)

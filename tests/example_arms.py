@@ -11,15 +11,33 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from nixflakes import NIX_CONFIG
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "llama-cpp"
 ATTRS = {"pinned": "default", "clang19": "clang19", "reference": "reference"}
+
+#: Marks of a test that needs the example's arms built through nix (as `pytestmark`).
+EXAMPLE_MARKS = [
+    pytest.mark.nix,
+    pytest.mark.example,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed"),
+]
+
+
+def example_marks(test: Callable[..., None]) -> Callable[..., None]:
+    """The same marks on one test of a module that also has tests without nix."""
+    for mark in EXAMPLE_MARKS:
+        test = mark(test)
+    return test
 
 
 def example_env() -> dict[str, str]:

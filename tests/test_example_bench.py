@@ -4,7 +4,6 @@ example runs (gcc vs clang, and A/A), and a stand-in engine that proves the gate
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import Project
+from example_arms import example_marks
 from typer.testing import CliRunner
 
 from qualify.benchdata import read_llama_bench
@@ -20,18 +20,6 @@ from qualify.cli import app
 MODEL = (
     Path(__file__).resolve().parent.parent / "examples" / "llama-cpp" / "data" / "gemma-3-270m-q4_k_m.gguf"
 )
-
-
-def example_marks(test: Callable[..., None]) -> Callable[..., None]:
-    """Marks of a test that needs the example's arms built through nix."""
-    for mark in (
-        pytest.mark.nix,
-        pytest.mark.example,
-        pytest.mark.slow,
-        pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed"),
-    ):
-        test = mark(test)
-    return test
 
 
 def llama_bench(out: Path, *args: str) -> str:

@@ -4,17 +4,11 @@ builds) on Gemma 3 270M, asserted on the saved quick-profile runs (see example_a
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
+from example_arms import EXAMPLE_MARKS
 
-pytestmark = [
-    pytest.mark.nix,
-    pytest.mark.example,
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed"),
-]
+pytestmark = EXAMPLE_MARKS
 
 CHECK = Path("40-serving") / "llama-server"
 

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from soakrig import run_soak
 
+from qualify.checks import soak
 from qualify.soakblocks import plan_blocks
 from qualify.verdicts import Verdict
 
@@ -106,3 +107,26 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
     assert any("ABBA blocks of" in note for note in judgement.facts["limits_of_evidence"])
     [order] = [t for t in judgement.tables if t.title.startswith("Order of the soak")]
     assert [(row[1], row[2]) for row in order.rows] == [(r, b + 1) for _s, _e, r, b in walls]
+
+    # A driver line goes to the role whose block was running, unless it names the other
+    # server's process (both are up): planted lines in the form of amdgpu's page-fault report.
+    def fault(pid: int) -> str:
+        return (f"amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 "
+                f"pasid:32785, for process llama-server pid {pid} thread llama-server pid {pid + 5})")  # fmt: skip
+
+    pinned_pid = measured["pinned"]["server"]["pids"][0]
+    candidate_pid = measured["candidate"]["server"]["pids"][0]
+    with (saved.role_dir("candidate") / "kernel.log").open("a") as log:
+        log.write(fault(pinned_pid) + "\n")  # written during a candidate block, names pinned
+    with (saved.role_dir("pinned") / "kernel.log").open("a") as log:
+        log.write(fault(4_000_000) + "\n")  # names no process of this soak: stays with pinned
+    again = soak.judge(saved)
+    faults = {(f.role, f.verdict) for f in again.findings if "page fault" in f.message}
+    assert faults == {("pinned", Verdict.ERROR)}
+    assert sum("page fault" in f.message for f in again.findings) == 2
+    [table] = [t for t in again.tables if t.title.startswith("Kernel-log")]
+    assert table.rows[0][0] == "pinned (names its process; written during candidate's block)"
+    with (saved.role_dir("pinned") / "kernel.log").open("a") as log:
+        log.write(fault(candidate_pid) + "\n")
+    moved = [f for f in soak.judge(saved).findings if str(candidate_pid) in f.message]
+    assert [(f.role, f.verdict) for f in moved] == [("candidate", Verdict.FAIL)]

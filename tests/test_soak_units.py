@@ -10,7 +10,7 @@ import pymannkendall
 import pytest
 from scipy.stats import theilslopes
 
-from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, kmsg_text, match_lines
+from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, kmsg_text, line_pid, match_lines
 from qualify.soakwatchdog import Watchdog
 from qualify.soakworkload import WorkloadSpec, digest, generate
 from qualify.trendstats import mann_kendall, min_points, mk_min_p, theil_sen
@@ -148,6 +148,19 @@ def test_server_patterns_catch_the_hsa_runtime_fault() -> None:
     # ROCm/legacy-rocm-build#6139: the HSA runtime writes this to the process's stderr.
     line = "Memory access fault by GPU node-1 (Agent handle: 0x5581d0c3a0e0) on address 0x7f0d. Reason: Page not present"
     assert [m.pattern for m in match_lines([line], SERVER_PATTERNS)] == ["HSA memory access fault"]
+
+
+def test_the_process_a_driver_line_names() -> None:
+    """amdgpu names the process first and the thread second; Xid quotes the pid or says unknown."""
+    lines = {line for _name, line in FAILING_LINES}
+    fault = next(line for line in lines if "for process ollama" in line)
+    assert line_pid(fault) == 933444
+    assert line_pid("NVRM: Xid (PCI:0000:3b:00): 31, pid=2416, name=python3, Ch 00000010") == 2416
+    assert line_pid("NVRM: Xid (PCI:0000:3b:00): 43, pid='71201', name=llama-server, Ch 00000008") == 71201
+    assert [line_pid(line) for line in lines if "pid" not in line] == [None] * sum(
+        "pid" not in x for x in lines
+    )
+    assert line_pid(next(line for line in lines if "pid='<unknown>'" in line)) is None
 
 
 def test_kmsg_records_are_reduced_to_their_message() -> None:

@@ -15,11 +15,12 @@ the other (pinned first), or, with `block_s`, interleaved in ABBA blocks with bo
 Verdict (`qualify.soaktrend` for the rule on series):
 - FAIL: a candidate request failed or stalled; its server never became ready, or exited; no
   candidate request completed (nothing measured); a kernel-log line written during the
-  candidate's soak (its blocks, when interleaved: the kernel log does not say which of the two
-  servers a fault came from, so it goes to the one under load) or a line of the candidate
-  server's log matched a GPU driver pattern; a candidate series leaks or drifts: Mann–Kendall
-  (Hamed–Rao) significant at `alpha` AND the Theil–Sen lower bound × horizon over the plan's
-  budget AND the candidate's slope above pinned's by more than the margin.
+  candidate's soak (its blocks, when interleaved, unless the line names a process of pinned's
+  server, which is up too; a line naming a candidate process during pinned's block counts for
+  the candidate) or a line of the candidate server's log matched a GPU driver pattern; a
+  candidate series leaks or drifts: Mann–Kendall (Hamed–Rao) significant at `alpha` AND the
+  Theil–Sen lower bound × horizon over the plan's budget AND the candidate's slope above
+  pinned's by more than the margin.
 - ERROR: the same failures of the pinned role (no baseline), or the harness could not run the
   server (a missing binary or placeholder).
 - INCONCLUSIVE: too few windows after the warm-up for Mann–Kendall to reach `alpha` in a role
@@ -47,7 +48,7 @@ from qualify import soakreport
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.context import CheckContext
-from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, match_lines
+from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, line_pid, match_lines
 from qualify.runstore import write_json
 from qualify.soakblocks import soak_roles
 from qualify.soakrole import SoakSettings
@@ -198,14 +199,30 @@ def _role_findings(
 def _matches(saved: SavedCheck, role: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     sources = (
-        (saved.role_dir(role) / "kernel.log", KERNEL_PATTERNS),
-        (saved.folder / "logs" / f"{role}-server.log", SERVER_PATTERNS),
+        ("kernel", saved.role_dir(role) / "kernel.log", KERNEL_PATTERNS),
+        ("server", saved.folder / "logs" / f"{role}-server.log", SERVER_PATTERNS),
     )
-    for path, patterns in sources:
+    for log, path, patterns in sources:
         if path.is_file():
             lines = path.read_text(errors="replace").splitlines()
-            found += [{"role": role, **m.as_json()} for m in match_lines(lines, patterns)]
+            found += [{"role": role, "log": log, **m.as_json()} for m in match_lines(lines, patterns)]
     return found
+
+
+def _attribute(
+    matches: list[dict[str, Any]], measurements: dict[str, dict[str, Any] | None]
+) -> list[dict[str, Any]]:
+    """A kernel-log line goes to the role whose block was running when it was written, unless it
+    names a process of the other role's server (both are up when the roles are interleaved)."""
+    pids = {role: set(((m or {}).get("server") or {}).get("pids") or ()) for role, m in measurements.items()}
+    out = []
+    for match in matches:
+        pid = line_pid(match["line"]) if match["log"] == "kernel" else None  # a server's log is its own
+        # One owner only: run one after the other, the second server may reuse a pid of the first.
+        owners = [r for r, group in pids.items() if pid is not None and pid in group]
+        moved = len(owners) == 1 and owners[0] != match["role"]
+        out.append({**match, "role": owners[0], "moved_from": match["role"]} if moved else match)
+    return out
 
 
 def judge(saved: SavedCheck) -> Judgement:
@@ -216,10 +233,9 @@ def judge(saved: SavedCheck) -> Judgement:
     requests = {role: _frame(saved, role, "requests.parquet") for role in roles}
     telemetry = {role: _frame(saved, role, "telemetry.parquet") for role in roles}
     findings: list[Finding] = []
-    matches: list[dict[str, Any]] = []
+    matches = _attribute([m for role in roles for m in _matches(saved, role)], measurements)
     for role in roles:
-        role_matches = _matches(saved, role)
-        matches += role_matches
+        role_matches = [m for m in matches if m["role"] == role]
         findings += _role_findings(saved, role, measurements[role], requests[role], role_matches)
 
     warmup = float(p["warmup_s"])
