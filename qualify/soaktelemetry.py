@@ -111,9 +111,10 @@ def fdinfo_memory(pids: list[int], proc: Path = Path("/proc")) -> dict[str, int]
     """The processes' GPU memory from DRM fdinfo, each client counted once (a client's file can be
     open on several descriptors and shared with children).
 
-    Kernels since 6.11 print the standard `drm-resident-<region>` and, for amdgpu, the old
-    `drm-memory-<region>` key as an alias of it; counting both would double the figure, so the
-    resident key wins and the old one is read only when it is alone (older kernels).
+    Newer kernels (amdgpu's fdinfo through `drm_print_memory_stats`) print the standard
+    `drm-resident-<region>` and the old `drm-memory-<region>` as an alias of it; counting both
+    would double the figure, so the resident key wins and the old one is read only when it is
+    alone (older kernels).
     """
     totals: dict[str, int] = {}
     seen: set[tuple[str, str]] = set()

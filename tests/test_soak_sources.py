@@ -2,7 +2,7 @@
 
 Stand-ins, because there is no GPU here: an amdgpu sysfs tree (`mem_info_*_used` files as the
 driver writes them), DRM fdinfo files in the formats amdgpu prints (kernel 6.6's
-`amdgpu_show_fdinfo`, and 6.11+'s standard `drm-resident-*` keys with the old `drm-memory-*`
+`amdgpu_show_fdinfo`, and newer kernels' standard `drm-resident-*` keys with the old `drm-memory-*`
 alias), and an `nvidia-smi` script answering the two queries the sampler makes in the CSV form
 the real tool prints. The kernel-log fallback is the real `dmesg --follow-new` on the real
 kernel log, reached by pointing the watcher at a kmsg path that does not exist.
@@ -41,9 +41,9 @@ amd-evicted-vram:\t0 KiB
 drm-engine-compute:\t5123456 ns
 """
 
-# Kernel 6.11+: drm_print_memory_stats per region (sizes in the largest whole unit), then the
+# Newer kernels: drm_print_memory_stats per region (sizes in the largest whole unit), then the
 # legacy keys as aliases of drm-resident-*.
-FDINFO_6_11 = """pos:\t0
+FDINFO_NEWER = """pos:\t0
 flags:\t02100002
 drm-driver:\tamdgpu
 drm-client-id:\t23
@@ -99,17 +99,17 @@ def test_fdinfo_reads_the_old_keys_alone(tmp_path: Path) -> None:
 
 
 def test_fdinfo_counts_the_resident_key_not_its_alias_too(tmp_path: Path) -> None:
-    """6.11+ prints drm-resident-vram and drm-memory-vram for the same memory: 1 GiB, not 2."""
-    _fdinfo(tmp_path, 100, {"7": FDINFO_6_11})
+    """Newer kernels print drm-resident-vram and drm-memory-vram for the same memory: 1 GiB, not 2."""
+    _fdinfo(tmp_path, 100, {"7": FDINFO_NEWER})
     assert fdinfo_memory([100], tmp_path) == {"proc_vram_bytes": GIB, "proc_gtt_bytes": 4 * MIB}
 
 
 def test_fdinfo_counts_each_client_once(tmp_path: Path) -> None:
     """The same client open on two descriptors and inherited by a child process counts once;
     the same client id on another device is another client."""
-    other_device = FDINFO_6_11.replace("0000:03:00.0", "0000:04:00.0")
-    _fdinfo(tmp_path, 100, {"7": FDINFO_6_11, "8": FDINFO_6_11})
-    _fdinfo(tmp_path, 101, {"3": FDINFO_6_11, "4": other_device})
+    other_device = FDINFO_NEWER.replace("0000:03:00.0", "0000:04:00.0")
+    _fdinfo(tmp_path, 100, {"7": FDINFO_NEWER, "8": FDINFO_NEWER})
+    _fdinfo(tmp_path, 101, {"3": FDINFO_NEWER, "4": other_device})
     assert fdinfo_memory([100, 101], tmp_path) == {"proc_vram_bytes": 2 * GIB, "proc_gtt_bytes": 8 * MIB}
     assert fdinfo_memory([999], tmp_path) == {}
 
