@@ -20,11 +20,11 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from qualify import process
 
@@ -107,6 +107,20 @@ def line_pid(line: str) -> int | None:
     if match is None:
         return None
     return int(match.group(1) or match.group(2))
+
+
+def attribute(matches: list[dict[str, Any]], pids: Mapping[str, set[int]]) -> list[dict[str, Any]]:
+    """Matched lines (`role`, `log`, `line`, …) with each kernel-log line moved to the role whose
+    server process it names, if another role's: the line was saved by the role under load, but
+    with interleaved roles both servers are up. A server's own log is its own."""
+    out = []
+    for match in matches:
+        pid = line_pid(match["line"]) if match["log"] == "kernel" else None
+        # One owner only: run one after the other, the second server may reuse a pid of the first.
+        owners = [r for r, group in pids.items() if pid in group]
+        moved = len(owners) == 1 and owners[0] != match["role"]
+        out.append({**match, "role": owners[0], "moved_from": match["role"]} if moved else match)
+    return out
 
 
 def match_lines(lines: Iterable[str], patterns: Iterable[Pattern] = KERNEL_PATTERNS) -> list[Match]:

@@ -53,8 +53,9 @@ def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSetting
     roles = tuple(ctx.roles)
     blocks = plan_blocks(roles, settings.duration_s, settings.block_s)
     t_start = time.monotonic()
-    soaks = {role: RoleSoak(ctx, role, requests, settings, t_start) for role in roles}
-    if blocks[0].count == 1:
+    interleaved = blocks[0].count > 1
+    soaks = {role: RoleSoak(ctx, role, requests, settings, t_start, interleaved) for role in roles}
+    if not interleaved:
         for role in roles:  # one server at a time
             with ExitStack() as stack:
                 soaks[role].start(stack)

@@ -90,7 +90,13 @@ class RoleSoak:
     """
 
     def __init__(
-        self, ctx: CheckContext, role: str, requests: list[Request], settings: SoakSettings, t_start: float
+        self,
+        ctx: CheckContext,
+        role: str,
+        requests: list[Request],
+        settings: SoakSettings,
+        t_start: float,
+        interleaved: bool,
     ) -> None:
         self.ctx = ctx
         self.role = role
@@ -102,7 +108,7 @@ class RoleSoak:
             "role": role,
             "arm": ctx.arms[role].arm.name,
             "settings": asdict(settings),
-            "schedule": "interleaved" if settings.block_s > 0 else "sequential",
+            "schedule": "interleaved" if interleaved else "sequential",
         }
         self.server: process.Server | None = None
         self.base_url = ""

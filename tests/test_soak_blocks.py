@@ -17,6 +17,7 @@ import pytest
 from soakrig import run_soak
 
 from qualify.checks import soak
+from qualify.errors import QualifyError
 from qualify.soakblocks import plan_blocks
 from qualify.verdicts import Verdict
 
@@ -133,3 +134,10 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
         log.write(fault(candidate_pid) + "\n")
     moved = [f for f in soak.judge(saved).findings if str(candidate_pid) in f.message]
     assert [(f.role, f.verdict) for f in moved] == [("candidate", Verdict.FAIL)]
+
+
+def test_a_negative_block_length_is_refused_before_any_server_starts(tmp_path: Path) -> None:
+    with pytest.raises(QualifyError, match="block_s = -5 is negative") as caught:
+        run_soak(tmp_path, {"pinned": (None, {"fault": []})}, {"server": SERVER, "block_s": -5}, {})
+    assert caught.value.hint is not None and "0 to run the roles one after the other" in caught.value.hint
+    assert not (tmp_path / "soak" / "logs").exists()

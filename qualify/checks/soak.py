@@ -48,7 +48,8 @@ from qualify import soakreport
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.context import CheckContext
-from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, line_pid, match_lines
+from qualify.errors import QualifyError
+from qualify.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, attribute, match_lines
 from qualify.runstore import write_json
 from qualify.soakblocks import soak_roles
 from qualify.soakrole import SoakSettings
@@ -83,6 +84,11 @@ def workload_spec(params: dict[str, Any]) -> WorkloadSpec:
 
 def measure(ctx: CheckContext) -> None:
     p = ctx.spec.params
+    if float(p["block_s"]) < 0:
+        raise QualifyError(
+            f"soak check {ctx.spec.name!r}: block_s = {p['block_s']} is negative",
+            "give the seconds of each role's soak per block, or 0 to run the roles one after the other",
+        )
     spec = workload_spec(p)
     requests = generate(spec)
     write_json(ctx.folder / "workload.json", describe(spec, requests))
@@ -209,22 +215,6 @@ def _matches(saved: SavedCheck, role: str) -> list[dict[str, Any]]:
     return found
 
 
-def _attribute(
-    matches: list[dict[str, Any]], measurements: dict[str, dict[str, Any] | None]
-) -> list[dict[str, Any]]:
-    """A kernel-log line goes to the role whose block was running when it was written, unless it
-    names a process of the other role's server (both are up when the roles are interleaved)."""
-    pids = {role: set(((m or {}).get("server") or {}).get("pids") or ()) for role, m in measurements.items()}
-    out = []
-    for match in matches:
-        pid = line_pid(match["line"]) if match["log"] == "kernel" else None  # a server's log is its own
-        # One owner only: run one after the other, the second server may reuse a pid of the first.
-        owners = [r for r, group in pids.items() if pid is not None and pid in group]
-        moved = len(owners) == 1 and owners[0] != match["role"]
-        out.append({**match, "role": owners[0], "moved_from": match["role"]} if moved else match)
-    return out
-
-
 def judge(saved: SavedCheck) -> Judgement:
     p = saved.spec.params
     limits = saved.spec.limits
@@ -233,7 +223,8 @@ def judge(saved: SavedCheck) -> Judgement:
     requests = {role: _frame(saved, role, "requests.parquet") for role in roles}
     telemetry = {role: _frame(saved, role, "telemetry.parquet") for role in roles}
     findings: list[Finding] = []
-    matches = _attribute([m for role in roles for m in _matches(saved, role)], measurements)
+    pids = {r: set(((m or {}).get("server") or {}).get("pids") or ()) for r, m in measurements.items()}
+    matches = attribute([m for role in roles for m in _matches(saved, role)], pids)
     for role in roles:
         role_matches = [m for m in matches if m["role"] == role]
         findings += _role_findings(saved, role, measurements[role], requests[role], role_matches)
