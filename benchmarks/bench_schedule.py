@@ -10,7 +10,7 @@ penalty on the second unit of each pair. It prints
   fixed design's power and false-alarm rate.
 
 Overhead (`--bin DIR`, e.g. an arm's `{bin}`, and `--model FILE`): the same llama-bench
-command run N times by `qualify.benchschedule` (warm-up, ABBA, environment snapshots,
+command run N times by `qualify.bench.schedule` (warm-up, ABBA, environment snapshots,
 Parquet) and by a plain shell loop, as a wall-time ratio. The figures are this machine's,
 printed, never judged.
 
@@ -32,15 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from benchsim import simulate  # the tests' simulator, found through sys.path
 
-from qualify import stats
-from qualify.benchjudge import FASTER, SLOWER, evaluate
+from qualify.bench.judge import FASTER, SLOWER, evaluate
+from qualify.stats import abtests
 
 ALPHA, MARGIN, MAX_PAIRS = 0.05, 0.03, 16
 
 
 def simulations(runs: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    planned = stats.planned_looks(stats.min_pairs(stats.first_holm_level(ALPHA, 1, 2)), MAX_PAIRS, 2)
+    planned = abtests.planned_looks(abtests.min_pairs(abtests.first_holm_level(ALPHA, 1, 2)), MAX_PAIRS, 2)
     print(f"planned looks at {planned} pairs, alpha {ALPHA} split evenly, δ = {MARGIN:.0%}")
     for name, effect in (("A/A", 0.0), ("6 % regression", -0.06)):
         claims = regressions = fixed_rejects = 0
@@ -54,7 +54,7 @@ def simulations(runs: int, seed: int) -> None:
             # The fixed design: 9 units per role (the first 9 pairs), unpaired U test.
             pinned = [a for a, _ in series.pairs[:9] if a is not None]
             candidate = [b for _, b in series.pairs[:9] if b is not None]
-            fixed_rejects += stats.mann_whitney(pinned, candidate, ALPHA).p_value <= ALPHA
+            fixed_rejects += abtests.mann_whitney(pinned, candidate, ALPHA).p_value <= ALPHA
         print(
             f"{name:>15}: adaptive claims a change in {claims / runs:.3f}"
             f" (regression {regressions / runs:.3f}),"

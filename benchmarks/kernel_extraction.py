@@ -1,4 +1,4 @@
-"""How fast `qualify.amdgpu.iter_kernels` reads a large HIP fat binary, next to LLVM's tools.
+"""How fast `qualify.compile.amdgpu.iter_kernels` reads a large HIP fat binary, next to LLVM's tools.
 
 Builds, with clang-19 in a temporary (or given) directory, two shared libraries that hold the
 same device code: one with plain offload bundles, one with compressed bundles (CCOB,
@@ -122,7 +122,7 @@ def build(work: Path, units: int, kernels: int, copies: int, archs: list[str], j
 
 def time_qualify(path: Path, repeat: int) -> tuple[float, int, int]:
     """(best seconds, code objects, kernels) of iter_kernels over the file."""
-    from qualify.amdgpu import iter_kernels
+    from qualify.compile.amdgpu import iter_kernels
 
     best, blobs, count = float("inf"), 0, 0
     for _ in range(repeat):

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qualify.llamalogits import LlamaLogitsFile, write_llama_logits
-from qualify.tokenstats import token_stats
+from qualify.numerics.llamalogits import LlamaLogitsFile, write_llama_logits
+from qualify.numerics.tokenstats import token_stats
 
 
 def _write(folder: Path, chunks: int, ctx: int, vocab: int, seed: int) -> dict[str, Path]:

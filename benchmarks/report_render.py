@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from qualify.report_render import render
-from qualify.runstore import RunDir
+from qualify.core.runstore import RunDir
+from qualify.report.render import render
 
 
 def main() -> None:

@@ -19,20 +19,23 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from qualify import __version__
-from qualify.config import load_config
+from qualify import __version__, kinds
+from qualify.compile.hostkernels import DEFAULT_PATTERNS
+from qualify.compile.listing import show_kernels
 from qualify.console import ConsoleEvents, badge, plan_table
+from qualify.core.config import load_config
+from qualify.core.errors import ExitCode, QualifyError
+from qualify.core.runstore import RunDir, list_runs, open_run
 from qualify.doctor import probes
-from qualify.errors import ExitCode, QualifyError
-from qualify.hostkernels import DEFAULT_PATTERNS
-from qualify.kernellisting import show_kernels
-from qualify.pipeline import RunRequest, execute, parse_overrides, runs_dir_for
-from qualify.plan import load_plan
-from qualify.rejudge import rejudge_with_project_plan
-from qualify.report_model import build_model
-from qualify.report_render import render
-from qualify.runstore import RunDir, list_runs, open_run
+from qualify.pipeline.plan import load_plan
+from qualify.pipeline.rejudge import rejudge_with_project_plan
+from qualify.pipeline.runner import RunRequest, execute, parse_overrides, runs_dir_for
+from qualify.report.model import build_model
+from qualify.report.render import render
 from qualify.scaffold import init_project
+
+# The CLI is an entry point: it hands the one list of kinds to the spine's registry.
+kinds.install()
 
 _state = {"debug": False}
 

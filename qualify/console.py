@@ -9,10 +9,10 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
-from qualify.checks import kind_named
 from qualify.checks.base import Judgement
-from qualify.pipeline import Events
-from qualify.plan import Plan, StageSpec
+from qualify.checks.registry import kind_named
+from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.runner import Events
 
 STYLE = {
     "PASS": "green",

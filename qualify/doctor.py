@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from qualify import provenance
+from qualify.core import provenance
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from qualify.config import CONFIG_NAME
-from qualify.errors import UsageError
-from qualify.plan import default_plan_dir
+from qualify.core.config import CONFIG_NAME
+from qualify.core.errors import UsageError
+from qualify.pipeline.plan import default_plan_dir
 
 TEMPLATE = """\
 # qualify.toml: what `qualify run --candidate ARM` compares.

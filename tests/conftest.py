@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from qualify import kinds
+
+# Tests call the spine directly (plans, stage runs) as well as through the CLI.
+kinds.install()
+
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
 

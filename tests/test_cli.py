@@ -168,9 +168,9 @@ def test_init_scaffolds_and_refuses_to_overwrite(tmp_path: Path) -> None:
     again = runner.invoke(app, ["init", str(tmp_path)])
     assert again.exit_code == 4 and "already exists" in again.output
     # Every role and placeholder the default plan uses has a value in the scaffolded project.
-    from qualify.config import load_config
-    from qualify.pipeline import bind_roles
-    from qualify.plan import load_plan
+    from qualify.core.config import load_config
+    from qualify.pipeline.plan import load_plan
+    from qualify.pipeline.runner import bind_roles
 
     config = load_config(tmp_path)
     default_plan = load_plan(config.plan_dir)

@@ -32,7 +32,7 @@ def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> No
         capture_output=True,
     )
     probe = (
-        "import json, qualify, qualify.resources as r;"
+        "import json, qualify, qualify.core.resources as r;"
         "print(json.dumps({'pkg': qualify.__file__, 'stages': str(r.data_dir('stages')),"
         " 'reports': str(r.data_dir('reports'))}))"
     )

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from qualify.runstore import read_json
-from qualify.verdicts import Verdict
+from qualify.core.runstore import read_json
+from qualify.core.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from qualify.checkspec import CheckSpec
-    from qualify.context import CheckContext
+    from qualify.core.checkspec import CheckSpec
+    from qualify.core.context import CheckContext
 
 ParamType = Literal["string", "number", "integer", "boolean", "strings", "table"]
 
@@ -71,7 +71,7 @@ ChartKind = Literal["dots", "histogram", "lines"]
 
 @dataclass(frozen=True)
 class ChartData:
-    """A chart for the report, as data; `qualify.charts` draws it as inline SVG.
+    """A chart for the report, as data; `qualify.report.charts` draws it as inline SVG.
 
     `data` by kind:
     - "dots": {category: {role: [values]}} — every sample shown (bench units, repeats);
@@ -143,7 +143,7 @@ class SavedCheck:
 
 @dataclass(frozen=True)
 class CheckKind:
-    """A kind of check, registered in `qualify.checks.KINDS`."""
+    """A kind of check, listed in `qualify.kinds.KINDS`."""
 
     name: str
     summary: str

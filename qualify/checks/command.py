@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
+from qualify.checks.metrics import Metric, MetricsInvalid, read_metrics
 from qualify.checks.roleruns import measure_command, run_findings
-from qualify.context import CheckContext
-from qualify.metrics import Metric, MetricsInvalid, read_metrics
-from qualify.verdicts import Verdict
+from qualify.core.context import CheckContext
+from qualify.core.verdicts import Verdict
 
 
 def measure(ctx: CheckContext) -> None:

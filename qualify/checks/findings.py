@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qualify.checks.base import Finding
-from qualify.verdicts import Verdict
+from qualify.core.verdicts import Verdict
 
 _ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.WARN, Verdict.PASS)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from qualify.checks.base import Finding, SavedCheck
-from qualify.context import CheckContext
-from qualify.errors import QualifyError
-from qualify.verdicts import Verdict
+from qualify.core.context import CheckContext
+from qualify.core.errors import QualifyError
+from qualify.core.verdicts import Verdict
 
 
 def measure_command(

@@ -28,10 +28,7 @@ from typing import Any
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
-from qualify.checks.roleruns import measure_command, run_findings
-from qualify.context import CheckContext
-from qualify.errors import QualifyError
-from qualify.junit import (
+from qualify.checks.junit import (
     FAILED,
     MISSING,
     PASSED,
@@ -41,8 +38,11 @@ from qualify.junit import (
     read_junit,
     read_junit_cases,
 )
-from qualify.placeholders import expand
-from qualify.verdicts import Verdict
+from qualify.checks.roleruns import measure_command, run_findings
+from qualify.core.context import CheckContext
+from qualify.core.errors import QualifyError
+from qualify.core.placeholders import expand
+from qualify.core.verdicts import Verdict
 
 JUNIT_COPY = "junit.xml"
 

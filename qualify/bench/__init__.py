@@ -1,0 +1,1 @@
+"""Stage 60, bench: interleaved repetitions judged with rank statistics, the bench kind."""

@@ -1,0 +1,149 @@
+"""Per-test findings of a bench check, replayed look by look from the saved units.
+
+Used twice with the same code: by `measure` at each planned look to decide whether more pairs
+are needed, and by `judge` on the saved data, so a re-judged run decides exactly as the run did
+(and differently only when the limits change).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from qualify.stats import abtests
+
+FASTER = "FASTER"
+SLOWER = "SLOWER"
+NO_CHANGE = "NO CHANGE"
+INCONCLUSIVE = "INCONCLUSIVE"
+INVALID = "INVALID"
+
+
+@dataclass(frozen=True)
+class Series:
+    """One test's unit values (log of the unit median) by pair: (pinned, candidate), None when
+    that unit did not report the test."""
+
+    label: str
+    unit: str
+    higher_is_better: bool
+    pairs: tuple[tuple[float | None, float | None], ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: str
+    finding: str
+    regression: bool
+    shift: abtests.ShiftTest | None
+    look: int  # the look (1-based) at which the finding was reached, or the last one
+    pairs: int  # pairs looked at
+    paired: bool
+    note: str = ""
+
+
+def classify(shift: abtests.ShiftTest | None, margin: float) -> tuple[str, bool, str]:
+    """(finding, regression, note) from the interval on the candidate/pinned ratio R.
+
+    FASTER: interval above 1. SLOWER: interval below 1 (a regression when R̂ < 1 − δ too).
+    NO CHANGE: interval inside [1 − δ, 1 + δ]. INCONCLUSIVE otherwise, and always when the
+    samples cannot reach the level the test is held to.
+    """
+    if shift is None:
+        return INCONCLUSIVE, False, "no complete data on both sides"
+    if not shift.reachable:
+        return (
+            INCONCLUSIVE,
+            False,
+            f"{shift.n} pairs cannot reach p ≤ {shift.level:.3g} (best possible {shift.min_p:.3g})",
+        )
+    if shift.ratio_high < 1:
+        return SLOWER, shift.ratio < 1 - margin, ""
+    if shift.ratio_low > 1:
+        return FASTER, False, ""
+    if shift.ratio_low >= 1 - margin and shift.ratio_high <= 1 + margin:
+        return NO_CHANGE, False, ""
+    return INCONCLUSIVE, False, f"the interval holds 1 and reaches past ±{margin:.1%}"
+
+
+def _shift(test: Series, n: int, level: float) -> tuple[abtests.ShiftTest | None, bool]:
+    """The test on the first `n` pairs: paired when all are complete, else Mann–Whitney U."""
+    sign = 1.0 if test.higher_is_better else -1.0
+    pairs = test.pairs[:n]
+    if pairs and all(a is not None and b is not None for a, b in pairs):
+        diffs = [sign * (b - a) for a, b in pairs if a is not None and b is not None]
+        return abtests.wilcoxon_signed_rank(diffs, level), True
+    before = [sign * a for a, _ in pairs if a is not None]
+    after = [sign * b for _, b in pairs if b is not None]
+    if not before or not after:
+        return None, False
+    return abtests.mann_whitney(before, after, level), False
+
+
+def look_points(planned: Sequence[int], completed: int) -> list[int]:
+    """The looks that happened: the planned ones reached, plus a last look at `completed` when
+    the schedule stopped early (time budget, crash); that look spends the next look's α."""
+    points = [n for n in planned if n <= completed]
+    if completed > 0 and completed not in points and len(points) < len(planned):
+        points.append(completed)
+    return points
+
+
+def evaluate(tests: Sequence[Series], planned: Sequence[int], alpha: float, margin: float) -> list[Outcome]:
+    """Findings at each look, Holm across tests within a look, α split evenly over the planned
+    looks. A test keeps the first decisive finding it reaches (FASTER, SLOWER, NO CHANGE); a test
+    never decided is INCONCLUSIVE at the last look."""
+    completed = max((len(t.pairs) for t in tests), default=0)
+    points = look_points(planned, completed)
+    alphas = abtests.look_alphas(alpha, max(len(planned), 1))
+    final: dict[str, Outcome] = {}
+    decided: set[str] = set()
+    for look, n in enumerate(points):
+        preliminary = [_shift(t, n, alphas[look])[0] for t in tests]
+        steps = abtests.holm([s.p_value if s else 1.0 for s in preliminary], alphas[look])
+        for test, step in zip(tests, steps, strict=True):
+            if test.label in decided:
+                continue
+            shift, paired = _shift(test, n, step.level)
+            finding, regression, note = classify(shift, margin)
+            pairs = min(n, len(test.pairs))
+            final[test.label] = Outcome(test.label, finding, regression, shift, look + 1, pairs, paired, note)
+            if finding != INCONCLUSIVE:
+                decided.add(test.label)
+    return [final[t.label] for t in tests if t.label in final]
+
+
+def series_from(
+    schedule: Sequence[Mapping[str, Any]],
+    values: Mapping[int, Mapping[str, Sequence[float]]],
+    kinds: Mapping[str, tuple[str, bool]],
+) -> list[Series]:
+    """Per-test pairs from the schedule (units in run order) and each unit's values by test.
+
+    Only completed pairs count: a pair's two units both ran (`ok`). `kinds` gives each test's
+    unit and direction.
+    """
+    pairs: dict[int, dict[str, int]] = {}
+    for unit in schedule:
+        if unit.get("phase") == "pair" and unit.get("ok"):
+            pairs.setdefault(int(unit["pair"]), {})[str(unit["role"])] = int(unit["index"])
+    complete = [p for p in sorted(pairs) if {"pinned", "candidate"} <= set(pairs[p])]
+    out: list[Series] = []
+    for label, (unit_name, higher) in kinds.items():
+        rows: list[tuple[float | None, float | None]] = []
+        for p in complete:
+            got: list[float | None] = []
+            for role in ("pinned", "candidate"):
+                samples = [v for v in values.get(pairs[p][role], {}).get(label, ()) if v > 0]
+                got.append(abtests.log_median(samples) if samples else None)
+            rows.append((got[0], got[1]))
+        out.append(Series(label, unit_name, higher, tuple(rows)))
+    return out
+
+
+def pair_ratios(test: Series) -> list[float]:
+    """The candidate/pinned ratio of every complete pair (direction-adjusted), for the report."""
+    sign = 1.0 if test.higher_is_better else -1.0
+    return [math.exp(sign * (b - a)) for a, b in test.pairs if a is not None and b is not None]

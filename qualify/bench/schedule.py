@@ -1,0 +1,239 @@
+"""Running a bench check's units: warm-up, ABBA pairs, planned looks, a time budget.
+
+Every unit is one run of the check's command for one role. Its output is kept under
+`<role>/units/`, its values go to `<role>/samples.parquet`, and the schedule (units in run
+order with timestamps, outcome and the machine's state before and after) to `schedule.json`,
+rewritten after every unit so an interrupted run still shows what ran.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pandas as pd
+
+from qualify.bench import machine
+from qualify.bench.data import UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
+from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from
+from qualify.core import process
+from qualify.core.context import CheckContext, abba_order
+from qualify.core.errors import QualifyError
+from qualify.core.runstore import now_iso, write_json, write_parquet
+from qualify.stats import abtests
+
+ROLES = ("pinned", "candidate")
+DEFAULT_MARGIN = 0.03
+
+
+class Schedule:
+    """The state of one bench check's measurement while it runs."""
+
+    def __init__(self, ctx: CheckContext) -> None:
+        self.ctx = ctx
+        self.params = ctx.spec.params
+        self.units: list[dict[str, Any]] = []
+        self.values: dict[int, dict[str, tuple[float, ...]]] = {}
+        self.kinds: dict[str, tuple[str, bool]] = {}
+        self.rows: dict[str, list[dict[str, Any]]] = {role: [] for role in ROLES}
+        self.configs: dict[str, dict[str, dict[str, Any]]] = {role: {} for role in ROLES}
+        self.engine: dict[str, dict[str, Any]] = {role: {} for role in ROLES}
+        self.baseline = machine.snapshot()
+        self.plan: dict[str, Any] | None = None
+        self.stop_reason = ""
+        self.started_at = now_iso()
+
+    def run_unit(self, role: str, phase: str, pair: int | None) -> bool:
+        """Run one unit; False when it crashed, timed out, or its output was unreadable."""
+        ctx, index = self.ctx, len(self.units)
+        units_dir = ctx.role_dir(role) / "units"
+        units_dir.mkdir(exist_ok=True)
+        out_file = units_dir / f"{index:03d}.out"
+        entry: dict[str, Any] = {"index": index, "role": role, "phase": phase, "pair": pair}
+        entry["output"] = str(out_file.relative_to(ctx.folder))
+        before = machine.snapshot()
+        tests: list[UnitTest] = []
+        try:
+            argv = ctx.argv(self.params["run"], role, out_file=str(out_file))
+            llama = self.params["format"] == "llama-bench"
+            done = process.run(
+                argv,
+                log=ctx.log(role, "units"),
+                env=ctx.env(role),
+                cwd=ctx.role_dir(role),
+                timeout_s=ctx.spec.timeout_s,
+                echo=ctx.echo,
+                separate_stdout=llama,
+            )
+            if llama:
+                out_file.write_text(done.stdout or "", encoding="utf-8")
+            entry.update(
+                started_at=done.started_at,
+                duration_s=round(done.duration_s, 3),
+                outcome=done.describe(),
+                ok=done.ok,
+                output_tail=list(done.output_tail[-8:]),
+            )
+            if done.ok:
+                if llama:
+                    tests = read_llama_bench(out_file.read_text(encoding="utf-8"), str(out_file))
+                else:
+                    tests = read_metrics_unit(out_file)
+                if not tests:
+                    entry.update(ok=False, outcome="exit code 0 but no test results in its output")
+        except UnitOutputInvalid as exc:
+            entry.update(ok=False, outcome=f"unreadable output: {exc}")
+        except QualifyError as exc:
+            entry.update(ok=False, error={"message": exc.message, "hint": exc.hint})
+        after = machine.snapshot()
+        entry.update(
+            env_before=before, env_after=after, env_notes=machine.changes(before, after, self.baseline)
+        )
+        entry["tests"] = [t.label for t in tests]
+        self.units.append(entry)
+        if entry["ok"]:
+            self._keep(index, role, phase, pair, tests)
+        self.save()
+        return bool(entry["ok"])
+
+    def _keep(self, index: int, role: str, phase: str, pair: int | None, tests: list[UnitTest]) -> None:
+        for test in tests:
+            self.kinds.setdefault(test.label, (test.unit, test.higher_is_better))
+            self.configs[role].setdefault(test.label, test.config)
+            self.engine[role].update(test.engine)
+            if phase != "pair":
+                continue  # warm-up values are thrown away (kept only in the unit's output file)
+            self.values.setdefault(index, {})[test.label] = test.values
+            for rep, value in enumerate(test.values):
+                self.rows[role].append(
+                    {
+                        "unit": index,
+                        "pair": pair,
+                        "test": test.label,
+                        "rep": rep,
+                        "value": value,
+                        "ns": test.ns[rep] if rep < len(test.ns) else None,
+                        "unit_name": test.unit,
+                        "higher_is_better": test.higher_is_better,
+                    }
+                )
+
+    def make_plan(self) -> dict[str, Any]:
+        alpha, looks = float(self.params["alpha"]), int(self.params["looks"])
+        tests = len(self.kinds)
+        level = abtests.first_holm_level(alpha, tests, looks)
+        computed = abtests.min_pairs(level)
+        first = max(computed, int(self.params.get("min_pairs") or 0))
+        return {
+            "alpha": alpha,
+            "looks": list(abtests.planned_looks(first, int(self.params["max_pairs"]), looks)),
+            "tests": tests,
+            "first_level": level,
+            "computed_min_pairs": computed,
+            "max_pairs": int(self.params["max_pairs"]),
+            "budget_s": self.params.get("budget_s"),
+            "margin": self.ctx.spec.limits.get("speed_margin", DEFAULT_MARGIN),
+        }
+
+    def pairs_done(self) -> int:
+        done = {u["pair"] for u in self.units if u["phase"] == "pair" and u["ok"]}
+        return sum(
+            1
+            for p in done
+            if sum(u["pair"] == p and u["ok"] for u in self.units if u["phase"] == "pair") == 2
+        )
+
+    def save(self) -> None:
+        ctx = self.ctx
+        write_json(
+            ctx.folder / "schedule.json",
+            {
+                "started_at": self.started_at,
+                "plan": self.plan,
+                "stop_reason": self.stop_reason,
+                "pairs": self.pairs_done(),
+                "baseline_env": self.baseline,
+                "units": self.units,
+            },
+        )
+        for role in ROLES:
+            write_parquet(ctx.role_dir(role) / "samples.parquet", _frame(self.rows[role]))
+            ctx.save(
+                role,
+                {
+                    "role": role,
+                    "arm": ctx.arms[role].arm.name,
+                    "configs": self.configs[role],
+                    "engine": self.engine[role],
+                },
+            )
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    columns = ["unit", "pair", "test", "rep", "value", "ns", "unit_name", "higher_is_better"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def run_schedule(ctx: CheckContext) -> None:
+    """Warm-up, then ABBA pairs until every test is decided at a planned look, the planned
+    maximum is reached, the time budget would be exceeded, or a unit crashes."""
+    schedule = Schedule(ctx)
+    if set(ctx.roles) != set(ROLES):
+        schedule.stop_reason = f"a bench check compares pinned and candidate; roles {list(ctx.roles)}"
+        schedule.units.append(
+            {
+                "index": 0,
+                "role": "pinned",
+                "phase": "setup",
+                "pair": None,
+                "ok": False,
+                "error": {"message": schedule.stop_reason, "hint": 'use roles = ["pinned", "candidate"]'},
+            }
+        )
+        schedule.save()
+        return
+    if ctx.spec.params["warmup"]:
+        for role in ROLES:
+            if not schedule.run_unit(role, "warmup", None):
+                schedule.stop_reason = f"the {role} warm-up unit failed"
+                schedule.save()
+                return
+    budget = ctx.spec.params.get("budget_s")
+    started = time.monotonic()
+    pair, look = 0, 0
+    while True:
+        if schedule.plan is None and schedule.kinds:
+            schedule.plan = schedule.make_plan()
+        planned = schedule.plan["looks"] if schedule.plan else [1]
+        if schedule.plan is not None and pair >= planned[look]:
+            series = series_from(schedule.units, schedule.values, schedule.kinds)
+            outcomes = evaluate(series, planned, schedule.plan["alpha"], schedule.plan["margin"])
+            open_tests = [o.label for o in outcomes if o.finding == INCONCLUSIVE]
+            if not open_tests:
+                schedule.stop_reason = f"every test decided at look {look + 1} of {len(planned)}"
+                break
+            look += 1
+            if look >= len(planned):
+                schedule.stop_reason = (
+                    f"the planned maximum ran; {len(open_tests)} test(s) still inconclusive"
+                )
+                break
+            ctx.echo(
+                f"look {look}: {len(open_tests)} test(s) inconclusive, going on to {planned[look]} pairs"
+            )
+            continue
+        durations = [u.get("duration_s", 0.0) for u in schedule.units if u["phase"] == "pair"]
+        per_pair = 2 * sum(durations) / len(durations) if durations else 0.0
+        if budget is not None and pair and time.monotonic() - started + per_pair > float(budget):
+            schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
+            break
+        pair += 1
+        first, second = abba_order(ROLES, pair)[pair - 1]
+        crashed = next((r for r in (first, second) if not schedule.run_unit(r, "pair", pair)), None)
+        if crashed:
+            schedule.stop_reason = f"a {crashed} unit failed in pair {pair}"
+            break
+        if schedule.plan is None and not schedule.kinds:
+            schedule.stop_reason = "no unit reported any test"
+            break
+    schedule.save()

@@ -1,0 +1,45 @@
+"""The registry the spine looks check kinds up in.
+
+The list of kinds lives above the stage packages (`qualify.kinds`), which installs it here, so
+that the spine (`qualify.pipeline`) and this package never import a stage: a stage package
+depends on the contract, never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from qualify.checks.base import CheckKind
+from qualify.core.errors import ConfigError
+from qualify.core.tomlfile import suggest
+
+_installed: dict[str, CheckKind] = {}
+
+
+def install(kinds: Iterable[CheckKind]) -> None:
+    """Make `kinds` the known kinds; installing the same list twice is harmless."""
+    listed = list(kinds)
+    names = [k.name for k in listed]
+    if len(set(names)) != len(names):
+        raise ValueError(f"check kinds named twice: {sorted(n for n in names if names.count(n) > 1)}")
+    _installed.clear()
+    _installed.update((k.name, k) for k in listed)
+
+
+def installed() -> tuple[CheckKind, ...]:
+    if not _installed:
+        # A programming error, not a user's: the entry point forgot qualify.kinds.install().
+        raise RuntimeError("no check kinds are installed; call qualify.kinds.install() first")
+    return tuple(_installed.values())
+
+
+def kind_named(name: str, where: str) -> CheckKind:
+    kinds = installed()
+    for kind in kinds:
+        if kind.name == name:
+            return kind
+    known = [k.name for k in kinds]
+    raise ConfigError(
+        f"{where}: unknown check kind {name!r}{suggest(name, known)}",
+        "known kinds: " + ", ".join(known),
+    )

@@ -1,0 +1,379 @@
+"""Compare the kernels of two builds: which changed, how, and how much that matters.
+
+Contract of `diff(pinned, candidate, limits)`: both sides are the per-family tables of
+`qualify.compile.scan`. GPU kernels are matched by (target processor or sm, name with `.kd` and
+`.intern.<hash>` stripped), host kernels by their folded name. A kernel present several times
+on one side (template instances in several translation units, a kernel linked into two
+libraries) is compared by its worst copy per figure, and its copy count is kept. Occupancy
+comes from `qualify.compile.occupancy` for both sides alike, never from a compiler.
+
+Each result carries a severity and the reasons for it:
+
+- FAIL: a GPU kernel missing from the candidate; VGPR spills new or grown (CUDA: spill bytes);
+  scratch (CUDA: stack frame, local memory) new or grown; wave size changed; dynamic stack newly
+  on; occupancy dropped; LDS past 64 KiB.
+- ERROR: the candidate's kernel descriptor disagrees with its metadata (the figures cannot be
+  trusted).
+- WARN: VGPR/AGPR/register growth or LDS/shared growth that keeps occupancy; SGPR spills new or
+  grown (they go to VGPR lanes; a spill to memory shows as scratch); occupancy not modelled for
+  the target; every host-kernel change past the host limits (different compilers inline
+  differently, so host kernels never fail a build).
+- INFO: SGPR changes on GFX10 and later (not an occupancy limit there), improvements, kernels
+  new in the candidate, target feature changes (xnack, sramecc).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from qualify.compile.occupancy import amd_occupancy, cuda_occupancy
+
+SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
+# The processors each code object V6 generic target runs on (llvm.org AMDGPUUsage, "Generic
+# Processor Versioning"): a generic build is compared against each of these the other has.
+GENERIC_MEMBERS: dict[str, frozenset[str]] = {
+    "gfx9-generic": frozenset({"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}),
+    "gfx9-4-generic": frozenset({"gfx940", "gfx941", "gfx942", "gfx950"}),
+    "gfx10-1-generic": frozenset({"gfx1010", "gfx1011", "gfx1012", "gfx1013"}),
+    "gfx10-3-generic": frozenset(f"gfx103{n}" for n in range(7)),
+    "gfx11-generic": frozenset(
+        {"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}
+    ),
+    "gfx12-generic": frozenset({"gfx1200", "gfx1201"}),
+}
+LDS_LIMIT = 64 * 1024  # the most one workgroup can address on every AMDGPU target
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The plan's limits for this comparison (names as in the plan, without max_)."""
+
+    spill_growth: float = 0  # max_spill_growth: spill count (AMD) or bytes (CUDA) a kernel may gain
+    scratch_growth_pct: float = 0  # max_scratch_growth_pct
+    occupancy_drop: float = 0  # max_occupancy_drop: waves per SIMD (AMD), warps per SM (CUDA)
+    host_code_growth_pct: float = 50  # max_host_code_growth_pct: past it, a host kernel WARNs
+    host_stack_growth_pct: float = 25  # max_host_stack_growth_pct
+    cuda_block_size: int = 256  # threads per block when a CUDA kernel does not declare it
+
+    @classmethod
+    def from_plan(cls, limits: Mapping[str, float], cuda_block_size: int = 256) -> Limits:
+        def get(name: str, default: float) -> float:
+            return float(limits.get(f"max_{name}", default))
+
+        return cls(
+            spill_growth=get("spill_growth", cls.spill_growth),
+            scratch_growth_pct=get("scratch_growth_pct", cls.scratch_growth_pct),
+            occupancy_drop=get("occupancy_drop", cls.occupancy_drop),
+            host_code_growth_pct=get("host_code_growth_pct", cls.host_code_growth_pct),
+            host_stack_growth_pct=get("host_stack_growth_pct", cls.host_stack_growth_pct),
+            cuda_block_size=cuda_block_size,
+        )
+
+
+LIMIT_NAMES = (
+    "max_spill_growth",
+    "max_scratch_growth_pct",
+    "max_occupancy_drop",
+    "max_host_code_growth_pct",
+    "max_host_stack_growth_pct",
+)
+
+
+@dataclass(frozen=True)
+class KernelDiff:
+    """One kernel in both builds: the worst copy's figures per side (None when absent)."""
+
+    family: str
+    target: str
+    key: str
+    severity: str
+    reasons: tuple[str, ...]
+    pinned: dict[str, Any] | None
+    candidate: dict[str, Any] | None
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+def diff(
+    pinned: Mapping[str, pd.DataFrame], candidate: Mapping[str, pd.DataFrame], limits: Limits
+) -> list[KernelDiff]:
+    """Every kernel of either side, most severe first, then by family, target and name."""
+    results: list[KernelDiff] = []
+    amd = {
+        "pinned": concretize(pinned["amdgpu"], candidate["amdgpu"]),
+        "candidate": concretize(candidate["amdgpu"], pinned["amdgpu"]),
+    }
+    for family, compare in (("amdgpu", _compare_amd), ("cuda", _compare_cuda), ("host", _compare_host)):
+        before = aggregate(family, amd["pinned"] if family == "amdgpu" else pinned[family], limits)
+        after = aggregate(family, amd["candidate"] if family == "amdgpu" else candidate[family], limits)
+        for target, key in sorted(set(before) | set(after)):
+            p, c = before.get((target, key)), after.get((target, key))
+            severity, reasons = compare(p, c, limits)
+            results.append(KernelDiff(family, target, key, severity, tuple(reasons), p, c))
+    results.sort(key=lambda d: (d.rank, d.family, d.target, d.key))
+    return results
+
+
+def concretize(table: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """`table` with each generic-target kernel restated for every chip its generic target
+    covers on which `other` has that kernel and `table` has not, so the two builds' kernels
+    match and occupancy is computed for the real chip. `target` keeps the generic target id.
+    A generic kernel matched to no chip stays as it is."""
+    if table.empty or other.empty:
+        return table
+    own = set(zip(table["processor"], table["key"], strict=True))
+    theirs = set(zip(other["processor"], other["key"], strict=True))
+    their_processors = {processor for processor, _ in theirs}
+    parts: list[pd.DataFrame] = []
+    restated = pd.Series(False, index=table.index)
+    for generic, members in GENERIC_MEMBERS.items():
+        if generic in their_processors:
+            continue  # both builds have the generic target: compare it as it is
+        rows = table[table["processor"] == generic]
+        for chip in sorted(members & their_processors):
+            wanted = pd.Series(
+                [(chip, key) in theirs and (chip, key) not in own for key in rows["key"]],
+                index=rows.index,
+                dtype=bool,
+            )
+            if wanted.any():
+                parts.append(rows[wanted].assign(processor=chip))
+                restated |= table.index.isin(rows[wanted].index)
+    if not parts:
+        return table
+    return pd.concat([table[~restated], *parts], ignore_index=True)
+
+
+def aggregate(family: str, table: pd.DataFrame, limits: Limits) -> dict[tuple[str, str], dict[str, Any]]:
+    """(target, key) -> the worst figure of each field over that kernel's copies, with occupancy."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in _records(table):
+        if family == "host":
+            target = ""
+        elif family == "amdgpu":
+            target = row["processor"]
+            row["occupancy"], row["occupancy_limiter"] = _amd_waves(row)
+        else:
+            target = row["target"]
+            row["occupancy"], row["occupancy_limiter"] = _cuda_warps(row, limits.cuda_block_size)
+        groups.setdefault((target, row["key"]), []).append(row)
+    return {key: _worst(family, rows) for key, rows in groups.items()}
+
+
+def _records(table: pd.DataFrame) -> Iterable[dict[str, Any]]:
+    for row in table.to_dict("records"):
+        # Parquet's nullable columns come back as pd.NA; the rules below read None.
+        yield {
+            str(k): (None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v)
+            for k, v in row.items()
+        }
+
+
+_LOWEST = ("occupancy",)
+_ANY = ("uses_dynamic_stack",)
+_SET = ("wavefront_size", "target", "file", "descriptor_problems", "stack_qualifiers")
+
+
+def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"copies": len(rows)}
+    for field in rows[0]:
+        values = [r[field] for r in rows if r[field] is not None]
+        if field in _SET:
+            out[field] = ", ".join(sorted({str(v) for v in values})) or None
+        elif field in _ANY:
+            out[field] = any(values) if values else None
+        elif field in _LOWEST:
+            out[field] = min(values) if values else None
+            if values:
+                out["occupancy_limiter"] = next(
+                    r["occupancy_limiter"] for r in rows if r[field] == out[field]
+                )
+        elif field == "occupancy_limiter":
+            continue
+        elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[field] = max(values)
+        else:
+            out[field] = values[0] if values else None
+    if family == "amdgpu":
+        out["wavefront_sizes"] = sorted({r["wavefront_size"] for r in rows})
+    return out
+
+
+def _amd_waves(row: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    try:
+        occupancy = amd_occupancy(
+            processor=row["processor"],
+            wavefront_size=row["wavefront_size"],
+            vgpr_count=max(row["vgpr_count"], row["allocated_vgprs"] or 0),
+            sgpr_count=row["sgpr_count"],
+            lds_bytes=row["group_segment_fixed_size"],
+            max_flat_workgroup_size=row["max_flat_workgroup_size"],
+            wgp_mode=row["workgroup_processor_mode"],
+        )
+    except ValueError:
+        return None, None
+    return occupancy.waves, occupancy.limiter
+
+
+def _cuda_warps(row: Mapping[str, Any], default_block: int) -> tuple[int | None, str | None]:
+    block = _declared_block(row) or default_block
+    try:
+        sm = int(str(row["target"]).removeprefix("sm_").rstrip("af"))
+        occupancy = cuda_occupancy(sm, row["registers"], row["shared"] or 0, block)
+    except ValueError:
+        return None, None
+    return occupancy.waves, occupancy.limiter
+
+
+def _declared_block(row: Mapping[str, Any]) -> int | None:
+    """Threads per block the kernel declares ("x,y,z": reqntid, else max threads), or None."""
+    for field in ("reqntid", "max_threads"):
+        if row.get(field):
+            total = 1
+            for part in str(row[field]).split(","):
+                total *= int(part)
+            return total
+    return None
+
+
+def _grew(before: Any, after: Any) -> bool:
+    return before is not None and after is not None and after > before
+
+
+def _change(name: str, before: Any, after: Any) -> str:
+    return f"{name} {before} → {after}"
+
+
+def _missing_or_new(p: dict[str, Any] | None, c: dict[str, Any] | None, gpu: bool) -> tuple[str, list[str]]:
+    if c is None:
+        if gpu:
+            return "FAIL", ["missing from the candidate"]
+        return "WARN", ["not a function in the candidate (inlined or removed)"]
+    return "INFO", ["new in the candidate"]
+
+
+def _occupancy_rules(
+    p: dict[str, Any], c: dict[str, Any], limits: Limits, unit: str
+) -> tuple[bool, list[tuple[str, str]]]:
+    """(occupancy known on both sides, findings as (severity, reason))."""
+    found: list[tuple[str, str]] = []
+    po, co = p.get("occupancy"), c.get("occupancy")
+    if po is None or co is None:
+        return False, [("WARN", f"occupancy not modelled for {c.get('target') or p.get('target')}")]
+    if co < po - limits.occupancy_drop:
+        found.append(("FAIL", f"occupancy {po} → {co} {unit} (limited by {c.get('occupancy_limiter')})"))
+    elif co > po:
+        found.append(("INFO", f"occupancy {po} → {co} {unit}"))
+    return True, found
+
+
+def _decide(found: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    if not found:
+        return "same", []
+    severity = min((s for s, _ in found), key=SEVERITIES.index)
+    ordered = sorted(found, key=lambda f: SEVERITIES.index(f[0]))
+    return severity, [reason for _, reason in ordered]
+
+
+def _scratch_rule(name: str, before: Any, after: Any, limits: Limits) -> tuple[str, str] | None:
+    if before is None or after is None or after <= before:
+        return None
+    if before == 0:
+        return ("FAIL", f"{name} 0 → {after} B (new)")
+    if (after - before) * 100 > limits.scratch_growth_pct * before:
+        return ("FAIL", f"{name} {before} → {after} B (+{(after - before) * 100 / before:.0f} %)")
+    return ("WARN", f"{name} {before} → {after} B")
+
+
+def _compare_amd(p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Limits) -> tuple[str, list[str]]:
+    if p is None or c is None:
+        return _missing_or_new(p, c, gpu=True)
+    found: list[tuple[str, str]] = []
+    if p["wavefront_sizes"] != c["wavefront_sizes"]:
+        found.append(("FAIL", f"wave size {p['wavefront_size']} → {c['wavefront_size']}"))
+    if c["vgpr_spill_count"] > p["vgpr_spill_count"] + limits.spill_growth:
+        new = " (new)" if p["vgpr_spill_count"] == 0 else ""
+        found.append(("FAIL", _change("VGPR spills", p["vgpr_spill_count"], c["vgpr_spill_count"]) + new))
+    if c["sgpr_spill_count"] > p["sgpr_spill_count"]:
+        found.append(("WARN", _change("SGPR spills", p["sgpr_spill_count"], c["sgpr_spill_count"])))
+    rule = _scratch_rule("scratch", p["private_segment_fixed_size"], c["private_segment_fixed_size"], limits)
+    if rule:
+        found.append(rule)
+    if c.get("uses_dynamic_stack") and not p.get("uses_dynamic_stack"):
+        found.append(("FAIL", "dynamic stack newly on"))
+    if c["group_segment_fixed_size"] > LDS_LIMIT:
+        found.append(("FAIL", f"LDS {c['group_segment_fixed_size']} B exceeds 64 KiB"))
+    if c.get("descriptor_problems"):
+        found.append(("ERROR", f"kernel descriptor disagrees with metadata: {c['descriptor_problems']}"))
+    known, occupancy = _occupancy_rules(p, c, limits, "waves/SIMD")
+    found += occupancy
+    growth = "keeps occupancy" if known else "occupancy unknown"
+    for field, label in (("vgpr_count", "VGPRs"), ("agpr_count", "AGPRs")):
+        if _grew(p.get(field), c.get(field)):
+            found.append(("WARN", f"{_change(label, p[field], c[field])} ({growth})"))
+    if _grew(p["group_segment_fixed_size"], c["group_segment_fixed_size"]):
+        found.append(
+            ("WARN", f"{_change('LDS', p['group_segment_fixed_size'], c['group_segment_fixed_size'])} B")
+        )
+    if p["sgpr_count"] != c["sgpr_count"]:
+        # From GFX10 on, SGPRs are not an occupancy limit; before, occupancy covers them.
+        found.append(("INFO", _change("SGPRs", p["sgpr_count"], c["sgpr_count"])))
+    for field, label in (("vgpr_count", "VGPRs"), ("vgpr_spill_count", "VGPR spills")):
+        if _grew(c.get(field), p.get(field)):
+            found.append(("INFO", _change(label, p[field], c[field])))
+    if p["target"] != c["target"]:
+        found.append(("INFO", f"target {p['target']} → {c['target']}"))
+    return _decide(found)
+
+
+def _compare_cuda(
+    p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Limits
+) -> tuple[str, list[str]]:
+    if p is None or c is None:
+        return _missing_or_new(p, c, gpu=True)
+    found: list[tuple[str, str]] = []
+    for field, label in (("spill_store_bytes", "spill stores"), ("spill_load_bytes", "spill loads")):
+        before, after = p.get(field), c.get(field)
+        if before is not None and after is not None and after > before + limits.spill_growth:
+            new = " (new)" if before == 0 else ""
+            found.append(("FAIL", f"{_change(label, before, after)} B{new}"))
+    for field, label in (("stack", "stack frame"), ("local", "local memory")):
+        rule = _scratch_rule(label, p.get(field), c.get(field), limits)
+        if rule:
+            found.append(rule)
+    known, occupancy = _occupancy_rules(p, c, limits, "warps/SM")
+    found += occupancy
+    growth = "keeps occupancy" if known else "occupancy unknown"
+    for field, label in (("registers", "registers"), ("shared", "shared memory")):
+        if _grew(p.get(field), c.get(field)):
+            found.append(("WARN", f"{_change(label, p[field], c[field])} ({growth})"))
+        elif _grew(c.get(field), p.get(field)):
+            found.append(("INFO", _change(label, p[field], c[field])))
+    return _decide(found)
+
+
+def _compare_host(
+    p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Limits
+) -> tuple[str, list[str]]:
+    if p is None or c is None:
+        return _missing_or_new(p, c, gpu=False)
+    found: list[tuple[str, str]] = []
+    for field, label, pct in (
+        ("code_size", "code", limits.host_code_growth_pct),
+        ("stack_bytes", "stack frame", limits.host_stack_growth_pct),
+    ):
+        before, after = p.get(field), c.get(field)
+        if before is None or after is None or before == after:
+            continue
+        severity = "WARN" if after > before and (after - before) * 100 > pct * max(before, 1) else "INFO"
+        found.append((severity, f"{_change(label, before, after)} B"))
+    if "dynamic" in (c.get("stack_qualifiers") or "") and "dynamic" not in (p.get("stack_qualifiers") or ""):
+        found.append(("WARN", "stack frame newly dynamic"))
+    return _decide(found)

@@ -1,0 +1,1 @@
+"""The foundation every layer stands on: config, run store, processes, verdicts, errors."""

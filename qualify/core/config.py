@@ -1,0 +1,184 @@
+"""`qualify.toml`: the project, its arms and variables, loaded into frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qualify.core.environment import redact_env
+from qualify.core.errors import ConfigError, UsageError
+from qualify.core.tomlfile import Table, read_toml, suggest
+
+CONFIG_NAME = "qualify.toml"
+
+#: Placeholders qualify fills itself; a variable may not shadow them.
+BUILTIN_PLACEHOLDERS = (
+    "out",
+    "bin",
+    "arm",
+    "role",
+    "dir",
+    "out_file",
+    "run_dir",
+    "port",
+    "installable",
+    "devshell",
+)
+
+VarValue = str | int | float | bool | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """A named build of the project: a flake installable plus how to run it."""
+
+    name: str
+    installable: str
+    devshell: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    nix_args: tuple[str, ...] = ()
+    vars: dict[str, VarValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """Everything `qualify.toml` says, resolved against the file's directory."""
+
+    path: Path
+    root: Path
+    flake: str
+    plan_dir: Path | None  # None: the built-in default plan
+    pinned: str
+    reference: str | None
+    runs_dir: Path
+    arms: dict[str, ArmSpec]
+    vars: dict[str, VarValue]
+    inherit_env: tuple[str, ...]
+
+    def arm(self, name: str, *, role: str) -> ArmSpec:
+        if name not in self.arms:
+            raise UsageError(
+                f"{self.path}: no arm named {name!r} for the {role} role{suggest(name, self.arms)}",
+                "arms defined: " + ", ".join(sorted(self.arms)),
+            )
+        return self.arms[name]
+
+    def vars_for(self, arm: ArmSpec) -> dict[str, VarValue]:
+        """Project variables overridden by the arm's own."""
+        return {**self.vars, **arm.vars}
+
+    def snapshot(self) -> dict[str, Any]:
+        """The resolved configuration as saved in run.json (secrets redacted)."""
+        return {
+            "path": str(self.path),
+            "flake": self.flake,
+            "plan_dir": str(self.plan_dir) if self.plan_dir else None,
+            "pinned": self.pinned,
+            "reference": self.reference,
+            "runs_dir": str(self.runs_dir),
+            "inherit_env": list(self.inherit_env),
+            "vars": _jsonable(self.vars),
+            "arms": {
+                name: {
+                    "installable": arm.installable,
+                    "devshell": arm.devshell,
+                    "env": redact_env(arm.env),
+                    "nix_args": list(arm.nix_args),
+                    "vars": _jsonable(arm.vars),
+                }
+                for name, arm in self.arms.items()
+            },
+        }
+
+
+def _jsonable(values: dict[str, VarValue]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+def find_config(project: Path) -> Path:
+    path = project / CONFIG_NAME if project.is_dir() else project
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: no {CONFIG_NAME} here",
+            "run `qualify init` in the project's directory, or pass --project DIR",
+        )
+    return path
+
+
+def load_config(project: Path) -> ProjectConfig:
+    """Load `qualify.toml` from a project directory (or the file itself)."""
+    path = find_config(project).resolve()
+    doc = read_toml(path)
+    top = Table(doc, doc.data)
+    top.reject_unknown(["flake", "plan", "pinned", "reference", "runs_dir", "arms", "vars", "inherit_env"])
+    root = path.parent
+    arms_table = top.table("arms", required=True)
+    arms = {name: _load_arm(arms_table, name) for name in arms_table.data}
+    if not arms:
+        raise arms_table.error(None, "no arms defined", "add [arms.pinned] and a candidate arm")
+
+    pinned = top.string("pinned") or ("pinned" if "pinned" in arms else None)
+    if pinned is None:
+        raise top.error(
+            None,
+            'no pinned arm: name one with `pinned = "<arm>"` or define [arms.pinned]',
+        )
+    if pinned not in arms:
+        raise top.error("pinned", f"names no arm {pinned!r}{suggest(pinned, arms)}")
+    reference = top.string("reference") or ("reference" if "reference" in arms else None)
+    if reference is not None and reference not in arms:
+        raise top.error("reference", f"names no arm {reference!r}{suggest(reference, arms)}")
+
+    plan = top.string("plan")
+    plan_dir = (root / plan).resolve() if plan else None
+    if plan_dir is not None and not plan_dir.is_dir():
+        raise top.error("plan", f"{plan_dir} is not a directory of stage files")
+    runs_dir = Path(top.string("runs_dir", "runs") or "runs")
+    return ProjectConfig(
+        path=path,
+        root=root,
+        flake=top.string("flake", ".") or ".",
+        plan_dir=plan_dir,
+        pinned=pinned,
+        reference=reference,
+        runs_dir=runs_dir if runs_dir.is_absolute() else root / runs_dir,
+        arms=arms,
+        vars=load_vars(top.table("vars")),
+        inherit_env=top.strings("inherit_env"),
+    )
+
+
+def _load_arm(arms: Table, name: str) -> ArmSpec:
+    table = arms.table(name)
+    table.reject_unknown(["installable", "devshell", "env", "nix_args", "vars"])
+    installable = table.string("installable", required=True)
+    assert installable is not None
+    return ArmSpec(
+        name=name,
+        installable=installable,
+        devshell=table.string("devshell"),
+        env=table.string_map("env"),
+        nix_args=table.strings("nix_args"),
+        vars=load_vars(table.table("vars")),
+    )
+
+
+def load_vars(table: Table) -> dict[str, VarValue]:
+    out: dict[str, VarValue] = {}
+    for name, value in table.data.items():
+        if name in BUILTIN_PLACEHOLDERS:
+            raise table.error(
+                name,
+                f"{name!r} is a placeholder qualify fills itself and cannot be a variable",
+                "rename the variable",
+            )
+        if isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                raise table.error(name, "expected a list of strings")
+            out[name] = tuple(value)
+        elif isinstance(value, (str, int, float, bool)):
+            out[name] = value
+        else:
+            raise table.error(name, "expected a string, number, boolean or list of strings")
+    return out

@@ -1,0 +1,159 @@
+"""What a check kind's `measure` gets: the roles' arms, a folder per role, the runner."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qualify.core import process
+from qualify.core.checkspec import CheckSpec
+from qualify.core.config import ArmSpec, ProjectConfig
+from qualify.core.environment import child_env
+from qualify.core.placeholders import Value, expand
+from qualify.core.runstore import RunDir, write_json
+
+
+@dataclass(frozen=True)
+class RoleArm:
+    """An arm as it plays a role in this run, with what the build stage learned about it."""
+
+    role: str
+    arm: ArmSpec
+    out: str | None = None  # the store path, once built
+    drv: str | None = None
+
+
+def _with_builtins(value: Value, builtins: Mapping[str, Value]) -> Value:
+    """A variable's value with built-in placeholders filled (never other variables)."""
+    if isinstance(value, str) and "{" in value:
+        return expand([value], builtins)[0]  # built-ins are scalars: one argument in, one out
+    if isinstance(value, (list, tuple)):
+        return tuple(item for v in value for item in expand([v], builtins))
+    return value
+
+
+def abba_order(roles: Sequence[str], pairs: int) -> list[tuple[str, ...]]:
+    """Interleave two roles in ABBA order: (A, B), (B, A), (A, B), ...
+
+    Alternating which role goes first cancels a linear drift (thermal, caches) between them.
+    """
+    if len(roles) != 2:
+        raise ValueError("ABBA interleaving takes exactly two roles")
+    a, b = roles
+    return [(a, b) if i % 2 == 0 else (b, a) for i in range(pairs)]
+
+
+def free_port() -> int:
+    """A free loopback TCP port (the OS picks it; it is free when this returns)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class CheckContext:
+    """Handed to `measure`: everything a check needs to run its roles."""
+
+    spec: CheckSpec
+    folder: Path
+    run_dir: Path
+    config: ProjectConfig
+    arms: Mapping[str, RoleArm]  # by role
+    echo: Callable[[str], None]
+    #: Run-wide options from the command line (allow_dirty, override_inputs), as saved.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    roles_override: tuple[str, ...] | None = None
+    #: A transient status line for long steps (a build's newest log line); None clears it.
+    progress: Callable[[str | None], None] = lambda _text: None
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.roles_override or self.spec.roles
+
+    def record_arm(self, role: str, *, drv: str | None, out: str | None) -> None:
+        """Save what the build learned about a role's arm, for the later stages."""
+        run = RunDir(self.run_dir)
+        roles = run.read()["roles"]
+        roles[role].update(drv=drv, out=out)
+        run.update(roles=roles)
+
+    def role_dir(self, role: str) -> Path:
+        path = self.folder / role
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def log(self, role: str, name: str = "run") -> Path:
+        return self.folder / "logs" / f"{role}-{name}.log"
+
+    def values(self, role: str, **extra: Value) -> dict[str, Value]:
+        """Placeholder values for `role`: built-ins, then variables (arm's over check's over
+        project's). A variable's text may use built-ins (`"{project}/models/m.gguf"`)."""
+        bound = self.arms[role]
+        out_dir = self.role_dir(role)
+        builtins: dict[str, Value] = dict(
+            out=bound.out,
+            bin=f"{bound.out}/bin" if bound.out else None,
+            arm=bound.arm.name,
+            role=role,
+            dir=str(out_dir),
+            out_file=str(out_dir / "output"),
+            run_dir=str(self.run_dir),
+            port=None,
+            installable=bound.arm.installable,
+            devshell=bound.arm.devshell,
+            project=str(self.config.root),
+        )
+        builtins.update(extra)
+        variables = {**self.config.vars, **self.spec.vars, **bound.arm.vars}
+        values: dict[str, Value] = {
+            name: _with_builtins(value, builtins) for name, value in variables.items()
+        }
+        values.update(builtins)
+        return values
+
+    def argv(self, template: str | Sequence[str], role: str, **extra: Value) -> list[str]:
+        return expand(template, self.values(role, **extra))
+
+    def env(self, role: str) -> dict[str, str]:
+        return child_env(self.arms[role].arm.env, self.spec.env, inherit=self.config.inherit_env)
+
+    def run(
+        self,
+        role: str,
+        argv: Sequence[str],
+        *,
+        name: str = "run",
+        cwd: Path | None = None,
+        on_line: Sequence[Callable[[str], None]] = (),
+    ) -> process.Completed:
+        return process.run(
+            argv,
+            log=self.log(role, name),
+            env=self.env(role),
+            cwd=cwd or self.role_dir(role),
+            timeout_s=self.spec.timeout_s,
+            echo=self.echo,
+            on_line=on_line,
+        )
+
+    def serve(
+        self, role: str, argv: Sequence[str], ready: Callable[[], bool], ready_timeout_s: float
+    ) -> AbstractContextManager[process.Server]:
+        return process.serve(
+            argv,
+            log=self.log(role, "server"),
+            env=self.env(role),
+            ready=ready,
+            ready_timeout_s=ready_timeout_s,
+            cwd=self.role_dir(role),
+            echo=self.echo,
+        )
+
+    def save(self, role: str, measurement: dict[str, Any]) -> None:
+        """Save a role's raw measurement for `judge` (atomically)."""
+        write_json(self.role_dir(role) / "measurement.json", measurement)

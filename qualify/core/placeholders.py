@@ -1,0 +1,99 @@
+"""Command templates: split with shlex first, then fill each token's placeholders.
+
+A token that is exactly `{name}` and whose value is a list becomes several arguments (or none);
+a string value is never split, so a path with spaces stays one argument. `{{` and `}}` are
+literal braces.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+
+from qualify.core.errors import PlaceholderError
+from qualify.core.tomlfile import suggest
+
+Value = str | int | float | bool | Sequence[str] | None
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
+
+
+def split(template: str) -> list[str]:
+    try:
+        return shlex.split(template)
+    except ValueError as exc:
+        raise PlaceholderError(f"cannot split command template {template!r}: {exc}") from None
+
+
+def _scalar(name: str, value: Value, token: str) -> str:
+    if value is None:
+        raise PlaceholderError(
+            f"placeholder {{{name}}} in {token!r} has no value here",
+            _why_missing(name),
+        )
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise PlaceholderError(
+        f"placeholder {{{name}}} is a list and can only stand alone as a whole argument, not inside {token!r}"
+    )
+
+
+def _why_missing(name: str) -> str | None:
+    if name in ("out", "bin"):
+        return (
+            "the arm's store path is known only after the build stage (a `nix-build` check) "
+            "has built it in this run"
+        )
+    if name == "port":
+        return "{port} is given only to checks that start a server"
+    return None
+
+
+def fill_token(token: str, values: Mapping[str, Value]) -> list[str]:
+    """Fill one token; a lone list placeholder expands to its items."""
+    whole = _FIELD.fullmatch(token)
+    if whole and whole.group(1):
+        name = whole.group(1)
+        value = _lookup(name, values, token)
+        if isinstance(value, (list, tuple)):
+            return [str(item) for item in value]
+        return [_scalar(name, value, token)]
+
+    def replace(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text == "{{":
+            return "{"
+        if text == "}}":
+            return "}"
+        if match.group(1) is None:
+            raise PlaceholderError(f"unbalanced brace in {token!r}", "write {{ or }} for a literal brace")
+        return _scalar(match.group(1), _lookup(match.group(1), values, token), token)
+
+    return [_FIELD.sub(replace, token)]
+
+
+def _lookup(name: str, values: Mapping[str, Value], token: str) -> Value:
+    if name not in values:
+        raise PlaceholderError(
+            f"unknown placeholder {{{name}}} in {token!r}{suggest(name, values)}",
+            "known placeholders: "
+            + ", ".join(sorted(values))
+            + "; define variables in [vars] or an arm's vars",
+        )
+    return values[name]
+
+
+def expand(template: str | Sequence[str], values: Mapping[str, Value]) -> list[str]:
+    """Turn a command template (a string, or an already split list) into argv."""
+    tokens = split(template) if isinstance(template, str) else list(template)
+    argv: list[str] = []
+    for token in tokens:
+        argv.extend(fill_token(token, values))
+    return argv
+
+
+def placeholders_in(template: str) -> set[str]:
+    return {m.group(1) for m in _FIELD.finditer(template) if m.group(1)}

@@ -1,0 +1,345 @@
+"""The one process runner: every child process of qualify starts here.
+
+Each child gets its own process group (so a timeout or Ctrl-C kills the whole tree, not just
+the shell on top), its output goes line by line to a log file (and to optional callbacks, e.g.
+a live progress display), and the command line is echoed as `$ cmd` first. Arguments are lists,
+never shell strings. Long-lived servers go through `serve()`, a context manager that always
+tears the group down.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from qualify.core.environment import redact_env, redact_text
+from qualify.core.errors import QualifyError, ToolMissing
+
+#: Seconds between SIGTERM and SIGKILL when a group is torn down.
+KILL_GRACE_S = 5.0
+
+LineCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished child did."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    duration_s: float
+    started_at: str
+    log: Path | None
+    timed_out: bool
+    output_tail: tuple[str, ...]
+    stdout: str | None = None  # only with `separate_stdout`; the log then holds stderr
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.duration_s:.0f} s"
+        if self.returncode < 0:
+            return f"killed by signal {-self.returncode}"
+        return f"exit code {self.returncode}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "argv": list(self.argv),
+            "returncode": self.returncode,
+            "duration_s": round(self.duration_s, 3),
+            "started_at": self.started_at,
+            "log": str(self.log) if self.log else None,
+            "timed_out": self.timed_out,
+        }
+
+
+def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    return redact_text(shlex.join(argv), env or {})
+
+
+def _spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None,
+    stdin: int | IO[bytes] | None,
+    separate_stdout: bool = False,
+) -> subprocess.Popen[bytes]:
+    if not argv:
+        raise QualifyError("empty command line", "the check's `run` template produced nothing")
+    try:
+        return subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
+            start_new_session=True,  # own session and process group
+        )
+    except FileNotFoundError:
+        missing = argv[0] if cwd is None or not (cwd / argv[0]).exists() else str(cwd)
+        raise ToolMissing(
+            f"cannot run {missing!r}: not found",
+            "install it or put it on PATH (qualify passes only allowlisted variables, see `inherit_env`)",
+        ) from None
+    except PermissionError:
+        raise ToolMissing(f"cannot run {argv[0]!r}: permission denied") from None
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM the child's process group, then SIGKILL what is left after `grace_s`."""
+    pgid = proc.pid  # start_new_session makes the child its own group leader
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not group_alive(pgid):
+            return
+        time.sleep(0.05)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process is in group `pgid` (zombies hold no resources)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+class _Pump(threading.Thread):
+    """Copies a child's output to the log and callbacks, keeping a tail for error messages."""
+
+    def __init__(
+        self, stream: IO[bytes], log: IO[str] | None, callbacks: Sequence[LineCallback], tail: int
+    ) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.log = log
+        self.callbacks = callbacks
+        self.tail: list[str] = []
+        self.tail_size = tail
+
+    def run(self) -> None:
+        for raw in iter(self.stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            if self.log:
+                self.log.write(line)
+                self.log.flush()
+            text = line.rstrip("\n")
+            self.tail.append(text)
+            if len(self.tail) > self.tail_size:
+                del self.tail[0]
+            for callback in self.callbacks:
+                callback(text)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    log: Path | None,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    timeout_s: float | None = None,
+    echo: LineCallback | None = None,
+    on_line: Sequence[LineCallback] = (),
+    stdin: IO[bytes] | None = None,
+    tail: int = 40,
+    separate_stdout: bool = False,
+) -> Completed:
+    """Run `argv` to completion in its own process group.
+
+    Output (stdout and stderr merged) is appended to `log`, headed by the command line and the
+    child's environment (secrets redacted). With `separate_stdout` (a tool whose stdout is
+    data, such as `nix build --json`), stdout is returned whole in `Completed.stdout` and only
+    stderr goes to the log and callbacks. On timeout the group is killed and the result says
+    `timed_out`; on KeyboardInterrupt the group is killed and the interrupt propagates.
+    """
+    shown = command_line(argv, env)
+    if echo:
+        echo(f"$ {shown}")
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    log_file: IO[str] | None = None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log_file = log.open("a", encoding="utf-8")
+        log_file.write(f"$ {shown}\n# cwd: {cwd or Path.cwd()}\n# started: {started_at}\n")
+        log_file.write(f"# env: {redact_env(env)}\n")
+        log_file.flush()
+    start = time.monotonic()
+    timed_out = False
+    try:
+        proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
+        assert proc.stdout is not None
+        data: list[bytes] = []
+        reader: threading.Thread | None = None
+        if separate_stdout:
+            assert proc.stderr is not None
+            pump = _Pump(proc.stderr, log_file, on_line, tail)
+            stdout = proc.stdout
+            reader = threading.Thread(target=lambda: data.append(stdout.read()), daemon=True)
+            reader.start()
+        else:
+            pump = _Pump(proc.stdout, log_file, on_line, tail)
+        pump.start()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+        except BaseException:
+            kill_group(proc)
+            raise
+        finally:
+            # Grandchildren may still hold the pipe open after the leader exits.
+            if group_alive(proc.pid):
+                kill_group(proc, grace_s=1.0)
+            pump.join(timeout=5)
+            if reader is not None:
+                reader.join(timeout=5)
+        duration = time.monotonic() - start
+        result = Completed(
+            argv=tuple(argv),
+            returncode=proc.returncode,
+            duration_s=duration,
+            started_at=started_at,
+            log=log,
+            timed_out=timed_out,
+            output_tail=tuple(pump.tail),
+            stdout=b"".join(data).decode("utf-8", errors="replace") if separate_stdout else None,
+        )
+        if log_file:
+            log_file.write(f"# {result.describe()} after {duration:.3f} s\n")
+        return result
+    finally:
+        if log_file:
+            log_file.close()
+
+
+def capture(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout_s: float = 60.0,
+    log: Path | None = None,
+) -> tuple[int, str]:
+    """Run a query (a version, a git rev, a store path list); return (exit code, stdout).
+
+    Stdout is returned without stderr (warnings must not corrupt data). On failure the text is
+    stderr's tail instead. A missing tool is exit code 127 with the reason, never raised:
+    queries feed provenance and `doctor`, where "not installed" is an answer.
+    """
+    try:
+        done = run(
+            argv,
+            log=log,
+            env=env if env is not None else dict(os.environ),
+            cwd=cwd,
+            timeout_s=timeout_s,
+            tail=20,
+            separate_stdout=True,
+        )
+    except ToolMissing as exc:
+        return 127, exc.message
+    code = 124 if done.timed_out else done.returncode
+    if code != 0:
+        return code, "\n".join(done.output_tail)
+    return code, (done.stdout or "").strip()
+
+
+class ServerExited(QualifyError):
+    """A server exited before it was ready (e.g. it could not bind its port)."""
+
+
+@dataclass
+class Server:
+    """A running long-lived child (an inference server)."""
+
+    argv: tuple[str, ...]
+    process: subprocess.Popen[bytes]
+    log: Path
+    pump: _Pump
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self) -> tuple[str, ...]:
+        return tuple(self.pump.tail)
+
+
+@contextmanager
+def serve(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    env: Mapping[str, str],
+    ready: Callable[[], bool],
+    ready_timeout_s: float,
+    cwd: Path | None = None,
+    echo: LineCallback | None = None,
+    poll_s: float = 0.25,
+) -> Iterator[Server]:
+    """Start a server in its own process group, wait until `ready()`, and always tear it down.
+
+    Raises QualifyError with the log tail if the server exits or is not ready in time.
+    """
+    shown = command_line(argv, env)
+    if echo:
+        echo(f"$ {shown} &")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log_file = log.open("a", encoding="utf-8")
+    log_file.write(f"$ {shown} &\n# env: {redact_env(env)}\n")
+    log_file.flush()
+    proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
+    assert proc.stdout is not None
+    pump = _Pump(proc.stdout, log_file, (), 60)
+    pump.start()
+    server = Server(tuple(argv), proc, log, pump)
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            if not server.alive():
+                raise ServerExited(
+                    f"server exited with {proc.returncode} before it was ready; log {log}",
+                    "\n".join(server.tail()[-15:]) or None,
+                )
+            if ready():
+                break
+            if time.monotonic() > deadline:
+                raise QualifyError(
+                    f"server not ready after {ready_timeout_s:.0f} s; log {log}",
+                    "\n".join(server.tail()[-15:]) or None,
+                )
+            time.sleep(poll_s)
+        yield server
+    finally:
+        kill_group(proc)
+        pump.join(timeout=5)
+        log_file.write(f"# server stopped: {proc.returncode}\n")
+        log_file.close()

@@ -1,0 +1,142 @@
+"""Where and from what a run was made: host, source revision, tools, other GPU users."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from qualify.core.process import capture
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def host() -> dict[str, Any]:
+    os_release = _read("/etc/os-release") or ""
+    pretty = next(
+        (
+            line.split("=", 1)[1].strip('"')
+            for line in os_release.splitlines()
+            if line.startswith("PRETTY_NAME=")
+        ),
+        None,
+    )
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in (_read("/proc/cpuinfo") or "").splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or None,
+    )
+    mem_kib = next(
+        (
+            int(line.split()[1])
+            for line in (_read("/proc/meminfo") or "").splitlines()
+            if line.startswith("MemTotal:")
+        ),
+        None,
+    )
+    return {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": platform.machine(),
+        "os": pretty,
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1) if mem_kib else None,
+        "loadavg": list(os.getloadavg()),
+        "python": platform.python_version(),
+    }
+
+
+def git(root: Path) -> dict[str, Any]:
+    code, rev = capture(["git", "-C", str(root), "rev-parse", "HEAD"], timeout_s=20)
+    if code != 0:
+        return {"rev": None, "dirty": None, "note": "not a git checkout (or git missing)"}
+    _, status = capture(["git", "-C", str(root), "status", "--porcelain"], timeout_s=20)
+    return {"rev": rev.strip(), "dirty": bool(status.strip())}
+
+
+def flake_lock(root: Path) -> dict[str, Any]:
+    lock = root / "flake.lock"
+    if not lock.is_file():
+        return {"path": None, "sha256": None}
+    return {"path": str(lock), "sha256": hashlib.sha256(lock.read_bytes()).hexdigest()}
+
+
+def tool_version(argv: list[str]) -> str | None:
+    code, text = capture(argv, timeout_s=20)
+    return text.strip().splitlines()[0] if code == 0 and text.strip() else None
+
+
+def gpus() -> list[dict[str, Any]]:
+    """GPUs visible through sysfs (vendor, device id, driver), without vendor tools."""
+    vendors = {"0x1002": "AMD", "0x10de": "NVIDIA", "0x8086": "Intel"}
+    found = []
+    for card in sorted(Path("/sys/class/drm").glob("card[0-9]*")):
+        if "-" in card.name:
+            continue  # connectors such as card0-DP-1
+        device = card / "device"
+        vendor = _read(str(device / "vendor"))
+        if vendor is None:
+            continue
+        driver = device / "driver"
+        found.append(
+            {
+                "card": card.name,
+                "vendor": vendors.get(vendor, vendor),
+                "device": _read(str(device / "device")),
+                "driver": driver.resolve().name if driver.exists() else None,
+                "vbios": _read(str(device / "vbios_version")),
+            }
+        )
+    return found
+
+
+_GPU_NODES = ("/dev/kfd", "/dev/dri/renderD", "/dev/nvidia")
+
+
+def gpu_processes(exclude: set[int] | None = None) -> list[dict[str, Any]]:
+    """Processes holding a GPU device open (co-tenants that can disturb a measurement).
+
+    Only processes whose /proc/<pid>/fd we may read are seen; run as root for all of them.
+    """
+    skip = exclude or {os.getpid()}
+    holders = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        try:
+            targets = {str(fd.readlink()) for fd in (entry / "fd").iterdir()}
+        except OSError:
+            continue
+        devices = sorted(t for t in targets if t.startswith(_GPU_NODES))
+        if devices:
+            holders.append(
+                {
+                    "pid": int(entry.name),
+                    "command": (_read(str(entry / "cmdline")) or "").replace("\0", " ").strip(),
+                    "devices": devices,
+                }
+            )
+    return holders
+
+
+def collect(root: Path) -> dict[str, Any]:
+    return {
+        "host": host(),
+        "git": git(root),
+        "flake_lock": flake_lock(root),
+        "tools": {"nix": tool_version(["nix", "--version"])},
+        "gpus": gpus(),
+        "gpu_processes": gpu_processes(),
+    }

@@ -1,0 +1,232 @@
+"""The run directory: layout, atomic JSON files with `schema_version`, the writer lock.
+
+runs/<run-id>/run.json
+runs/<run-id>/lock                       held (flock) by the one process writing the run
+runs/<run-id>/gcroots/<role>
+runs/<run-id>/<NN-stage>/stage.json
+runs/<run-id>/<NN-stage>/<check>/{result.json, <role>/..., logs/}
+runs/<run-id>/<NN-stage>/attempts/<n>/   earlier attempts, moved aside, never deleted
+runs/<run-id>/report.html  summary.md  report.json
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qualify.core.errors import RunStoreError, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA_VERSION = 1
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` so that `path` holds either the old or the new content, never a mix.
+
+    The bytes go to a temporary file in the same directory, are flushed to disk, then renamed
+    over `path` (rename is atomic within one file system).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            # mkstemp makes the file private; a report is meant to be read like any file.
+            os.fchmod(handle.fileno(), 0o666 & ~_UMASK)
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Atomically write a JSON document stamped with `schema_version`."""
+    document = {"schema_version": SCHEMA_VERSION, **payload}
+    text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
+    write_atomic(path, text.encode("utf-8"))
+
+
+def write_parquet(path: Path, table: pd.DataFrame) -> None:
+    """Atomically write a table as Parquet (the run's tabular format), without its index."""
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    write_atomic(path, buffer.getvalue())
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Read a qualify JSON file, refusing files from a newer qualify or without a version."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunStoreError(f"{path}: missing") from None
+    except (OSError, ValueError) as exc:
+        raise RunStoreError(f"{path}: unreadable: {exc}") from None
+    if not isinstance(document, dict):
+        raise RunStoreError(f"{path}: expected a JSON object")
+    version = document.get("schema_version")
+    if not isinstance(version, int):
+        raise RunStoreError(f"{path}: no schema_version; not written by qualify")
+    if version > SCHEMA_VERSION:
+        raise RunStoreError(
+            f"{path}: schema_version {version} is newer than this qualify understands ({SCHEMA_VERSION})",
+            "upgrade qualify to read this run",
+        )
+    return document
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    def gcroot(self, role: str) -> Path:
+        return self.path / "gcroots" / role
+
+    def stage_dir(self, folder: str) -> Path:
+        return self.path / folder
+
+    def read(self) -> dict[str, Any]:
+        return read_json(self.run_json)
+
+    def update(self, **changes: Any) -> dict[str, Any]:
+        """Read run.json, apply `changes`, write it back atomically."""
+        document = self.read()
+        document.update(changes)
+        document.pop("schema_version", None)
+        write_json(self.run_json, document)
+        return document
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the writer lock; a second writer is refused instead of waiting.
+
+        flock is released by the kernel when the holder dies, so a killed run never leaves a
+        stale lock behind.
+        """
+        lock_path = self.path / "lock"
+        handle = lock_path.open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise RunStoreError(
+                f"run {self.run_id} is being written by {holder}",
+                "wait for it to finish, or stop it first; a run has one writer at a time",
+            ) from None
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"qualify pid {os.getpid()}\n")
+            handle.flush()
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+
+    def move_to_attempts(self, stage_folder: str) -> Path | None:
+        """Move a stage's current results under `<stage>/attempts/<n>/`; return that folder."""
+        stage = self.stage_dir(stage_folder)
+        if not stage.exists():
+            return None
+        entries = [p for p in stage.iterdir() if p.name != "attempts"]
+        if not entries:
+            return None
+        attempts = stage / "attempts"
+        numbers = [int(p.name) for p in attempts.glob("*") if p.name.isdigit()]
+        target = attempts / str(max(numbers, default=0) + 1)
+        target.mkdir(parents=True)
+        for entry in entries:
+            shutil.move(str(entry), target / entry.name)
+        return target
+
+
+def new_run_id(runs_dir: Path, candidate: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", candidate)
+    base = f"{stamp}-{safe}"
+    run_id, counter = base, 1
+    while (runs_dir / run_id).exists():
+        counter += 1
+        run_id = f"{base}-{counter}"
+    return run_id
+
+
+def create_run(runs_dir: Path, run_id: str) -> RunDir:
+    path = runs_dir / run_id
+    path.mkdir(parents=True, exist_ok=False)
+    (path / "gcroots").mkdir()
+    return RunDir(path)
+
+
+def list_runs(runs_dir: Path) -> list[RunDir]:
+    """Runs in `runs_dir`, oldest first (by creation time recorded in run.json)."""
+    if not runs_dir.is_dir():
+        return []
+    runs = [RunDir(p) for p in runs_dir.iterdir() if (p / "run.json").is_file()]
+
+    def created(run: RunDir) -> str:
+        try:
+            return str(run.read().get("created_at", ""))
+        except RunStoreError:
+            return ""
+
+    return sorted(runs, key=lambda r: (created(r), r.run_id))
+
+
+def open_run(runs_dir: Path, run_id: str | None) -> RunDir:
+    """The run named `run_id` (or a path to it), or the latest run when `run_id` is None."""
+    if run_id is None:
+        runs = list_runs(runs_dir)
+        if not runs:
+            raise UsageError(f"no runs in {runs_dir}", "start one with `qualify run --candidate ARM`")
+        return runs[-1]
+    as_path = Path(run_id)
+    if as_path.is_dir() and (as_path / "run.json").is_file():
+        return RunDir(as_path.resolve())
+    if not _RUN_ID.match(run_id) or not (runs_dir / run_id / "run.json").is_file():
+        known = [r.run_id for r in list_runs(runs_dir)][-5:]
+        raise UsageError(
+            f"no run {run_id!r} in {runs_dir}",
+            ("recent runs: " + ", ".join(known)) if known else "no runs yet",
+        )
+    return RunDir(runs_dir / run_id)

@@ -1,0 +1,82 @@
+"""Verdicts of checks, stages and runs, and how they combine (DESIGN.md "Verdicts, gates")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from qualify.core.errors import ExitCode
+
+
+class Verdict(StrEnum):
+    """The judgement of one check, or the combined judgement of a stage."""
+
+    PASS = "PASS"
+    WARN = "WARN"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+    SKIPPED = "SKIPPED"
+
+
+class StageState(StrEnum):
+    """What a stage shows when it has no verdict of its own."""
+
+    BLOCKED = "BLOCKED"
+    NOT_CONFIGURED = "NOT CONFIGURED"
+    INTERRUPTED = "INTERRUPTED"
+    NOT_RUN = "NOT RUN"
+
+
+class RunVerdict(StrEnum):
+    QUALIFIED = "QUALIFIED"
+    NOT_QUALIFIED = "NOT QUALIFIED"
+    INCOMPLETE = "INCOMPLETE"
+
+
+# Worst first. A real failure is never hidden behind an error.
+_SEVERITY = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.WARN, Verdict.PASS)
+
+#: Stage verdicts that stop later stages from running (unless --no-gate).
+GATE_BLOCKING = frozenset({Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE})
+
+
+def stage_verdict(checks: Iterable[Verdict], *, inconclusive_as_warn: bool = False) -> Verdict:
+    """Combine check verdicts: the worst counts; SKIPPED counts only when all are skipped.
+
+    With `inconclusive_as_warn` (a stage's `inconclusive = "warn"`), an INCONCLUSIVE stage
+    becomes WARN; the checks keep their own INCONCLUSIVE so the report can still say which.
+    """
+    verdicts = list(checks)
+    counted = [v for v in verdicts if v is not Verdict.SKIPPED]
+    if not counted:
+        return Verdict.SKIPPED
+    worst = min(counted, key=_SEVERITY.index)
+    if worst is Verdict.INCONCLUSIVE and inconclusive_as_warn:
+        return Verdict.WARN
+    return worst
+
+
+def run_verdict(stages: dict[str, Verdict | StageState], required: Iterable[str]) -> RunVerdict:
+    """The run's verdict from the stage outcomes.
+
+    `stages` maps every stage of the plan (and every stage of the default order that the plan
+    leaves out, as NOT_CONFIGURED) to its outcome; `required` is the default stage order.
+    """
+    outcomes = dict(stages)
+    for name in required:
+        outcomes.setdefault(name, StageState.NOT_CONFIGURED)
+    values = list(outcomes.values())
+    if any(v in (Verdict.FAIL, Verdict.INCONCLUSIVE) for v in values):
+        return RunVerdict.NOT_QUALIFIED
+    if all(v in (Verdict.PASS, Verdict.WARN) for v in values):
+        return RunVerdict.QUALIFIED
+    return RunVerdict.INCOMPLETE
+
+
+def exit_code_for(verdict: RunVerdict) -> ExitCode:
+    return {
+        RunVerdict.QUALIFIED: ExitCode.QUALIFIED,
+        RunVerdict.NOT_QUALIFIED: ExitCode.NOT_QUALIFIED,
+        RunVerdict.INCOMPLETE: ExitCode.INCOMPLETE,
+    }[verdict]

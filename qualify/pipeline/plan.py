@@ -1,0 +1,298 @@
+"""The plan: ordered stages read from `stages/*.toml`, each a group of checks with one gate."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from qualify.checks.base import ROLES, CheckKind
+from qualify.checks.registry import kind_named
+from qualify.core.checkspec import CheckSpec
+from qualify.core.config import load_vars
+from qualify.core.errors import ConfigError, UsageError
+from qualify.core.resources import data_dir
+from qualify.core.tomlfile import Table, read_toml, suggest
+
+#: The default stage order; a stage of it that a plan leaves out is NOT CONFIGURED.
+DEFAULT_ORDER = ("build", "compile", "numerics", "serving", "soak", "bench")
+
+_CHECK_COMMON = ("kind", "name", "description", "timeout", "env", "roles", "limits", "vars")
+_STAGE_KEYS = ("name", "description", "inconclusive", "check", "profiles")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_LIMIT = re.compile(r"^(max|min)_[a-z0-9_]+$|^[a-z0-9_]+_margin$")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    folder: str  # the stage file's stem, e.g. "20-compile"; names the stage's run folder
+    file: Path
+    checks: tuple[CheckSpec, ...]
+    inconclusive: str = "fail"
+    description: str = ""
+
+    @property
+    def inconclusive_as_warn(self) -> bool:
+        return self.inconclusive == "warn"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "folder": self.folder,
+            "file": str(self.file),
+            "inconclusive": self.inconclusive,
+            "description": self.description,
+            "checks": [c.as_json() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: Path
+    builtin: bool
+    stages: tuple[StageSpec, ...]
+    profile: str | None = None
+    profiles: tuple[str, ...] = ()
+
+    def stage(self, name: str) -> StageSpec:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        names = [s.name for s in self.stages]
+        raise UsageError(
+            f"the plan has no stage {name!r}{suggest(name, names)}",
+            "stages in this plan: " + ", ".join(names),
+        )
+
+    def not_configured(self) -> tuple[str, ...]:
+        present = {s.name for s in self.stages}
+        return tuple(name for name in DEFAULT_ORDER if name not in present)
+
+    def roles_needed(self) -> tuple[str, ...]:
+        needed = {role for stage in self.stages for check in stage.checks for role in check.roles}
+        return tuple(role for role in ROLES if role in needed or role in ("pinned", "candidate"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": str(self.source),
+            "builtin": self.builtin,
+            "profile": self.profile,
+            "profiles": list(self.profiles),
+            "stages": [s.as_json() for s in self.stages],
+            "not_configured": list(self.not_configured()),
+        }
+
+
+def default_plan_dir() -> Path:
+    return data_dir("stages")
+
+
+def load_plan(plan_dir: Path | None, profile: str | None = None) -> Plan:
+    """Read every `*.toml` in `plan_dir` (or the built-in plan) in file-name order."""
+    builtin = plan_dir is None
+    source = default_plan_dir() if plan_dir is None else plan_dir
+    files = sorted(source.glob("*.toml"))
+    if not files:
+        raise ConfigError(f"{source}: no stage files (*.toml) in the plan directory")
+    stages: list[StageSpec] = []
+    overrides: dict[str, list[tuple[StageSpec, Table]]] = {}
+    for file in files:
+        stage, profiles = _load_stage(file)
+        if any(s.name == stage.name for s in stages):
+            raise ConfigError(f"{file}: a stage named {stage.name!r} is already defined")
+        stages.append(stage)
+        for name, table in profiles.items():
+            overrides.setdefault(name, []).append((stage, table))
+    plan = Plan(source, builtin, tuple(stages), None, tuple(sorted(overrides)))
+    if profile is None:
+        return plan
+    if profile not in overrides:
+        raise UsageError(
+            f"the plan in {source} defines no profile {profile!r}{suggest(profile, overrides)}",
+            ("profiles: " + ", ".join(sorted(overrides))) if overrides else "it defines no profiles",
+        )
+    resolved = []
+    for stage in stages:
+        override = next((t for s, t in overrides[profile] if s is stage), None)
+        resolved.append(_apply_profile(stage, override) if override else stage)
+    return replace(plan, stages=tuple(resolved), profile=profile)
+
+
+def _load_stage(file: Path) -> tuple[StageSpec, dict[str, Table]]:
+    doc = read_toml(file)
+    top = Table(doc, doc.data)
+    top.reject_unknown(_STAGE_KEYS)
+    stem_name = re.sub(r"^\d+[-_]", "", file.stem)
+    name = top.string("name", stem_name) or stem_name
+    if not _NAME.match(name):
+        raise top.error("name", f"stage name {name!r} must be lower-case letters, digits, - or _")
+    inconclusive = top.string("inconclusive", "fail") or "fail"
+    if inconclusive not in ("fail", "warn"):
+        raise top.error("inconclusive", f'expected "fail" or "warn", got {inconclusive!r}')
+    check_tables = top.tables("check")
+    if not check_tables:
+        raise top.error(None, "a stage needs at least one [[check]]")
+    checks: list[CheckSpec] = []
+    for table in check_tables:
+        check = _load_check(table)
+        if any(c.name == check.name for c in checks):
+            raise table.error("name", f"a check named {check.name!r} is already in this stage")
+        checks.append(check)
+    profiles = top.table("profiles")
+    profile_tables = {p: profiles.table(p) for p in profiles.data}
+    stage = StageSpec(
+        name=name,
+        folder=file.stem,
+        file=file,
+        checks=tuple(checks),
+        inconclusive=inconclusive,
+        description=top.string("description", "") or "",
+    )
+    for table in profile_tables.values():
+        _validate_profile(stage, table)
+    return stage, profile_tables
+
+
+def _load_check(table: Table) -> CheckSpec:
+    kind_name = table.string("kind", required=True)
+    assert kind_name is not None
+    kind = kind_named(kind_name, table.doc.where(table.key("kind")))
+    table.reject_unknown([*_CHECK_COMMON, *(p.name for p in kind.params)])
+    name = table.string("name", kind.name) or kind.name
+    if not _NAME.match(name):
+        raise table.error("name", f"check name {name!r} must be lower-case letters, digits, - or _")
+    return CheckSpec(
+        name=name,
+        kind=kind.name,
+        params=_params(table, kind),
+        limits=_limits(table.table("limits"), kind),
+        roles=_roles(table, kind),
+        timeout_s=table.number("timeout"),
+        env=table.string_map("env"),
+        description=table.string("description", "") or "",
+        vars=load_vars(table.table("vars")),
+    )
+
+
+def _params(table: Table, kind: CheckKind) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for param in kind.params:
+        if param.required and param.name not in table.data:
+            raise table.error(None, f"check kind {kind.name!r} needs {param.name!r} ({param.help})")
+        params[param.name] = _param_value(table, param.name, param.type, param.default)
+    return params
+
+
+def _param_value(table: Table, name: str, kind: str, default: Any) -> Any:
+    if name not in table.data:
+        return copy.deepcopy(default)  # None stays None: "not given" differs from "empty"
+    readers: dict[str, Callable[[], Any]] = {
+        "string": lambda: table.string(name),
+        "number": lambda: table.number(name),
+        "integer": lambda: _integer(table, name, None),
+        "boolean": lambda: table.boolean(name, False),
+        "strings": lambda: list(table.strings(name)),
+        "table": lambda: dict(table.table(name).data),
+    }
+    return readers[kind]()
+
+
+def _integer(table: Table, name: str, default: Any) -> int | None:
+    value = table.number(name, default)
+    if value is None:
+        return None
+    if value != int(value):
+        raise table.error(name, f"expected a whole number, got {value}")
+    return int(value)
+
+
+def _limits(table: Table, kind: CheckKind) -> dict[str, float]:
+    limits: dict[str, float] = {}
+    for name in table.data:
+        if not _LIMIT.match(name):
+            raise table.error(name, f"limit {name!r} must be named max_*, min_* or *_margin")
+        if kind.limits is not None and name not in kind.limits:
+            raise table.error(
+                name,
+                f"check kind {kind.name!r} has no limit {name!r}{suggest(name, kind.limits)}",
+                "its limits: " + (", ".join(kind.limits) or "none"),
+            )
+        value = table.number(name)
+        assert value is not None
+        limits[name] = value
+    return limits
+
+
+def _roles(table: Table, kind: CheckKind) -> tuple[str, ...]:
+    roles = table.strings("roles", kind.default_roles)
+    for role in roles:
+        if role not in ROLES:
+            raise table.error("roles", f"unknown role {role!r}{suggest(role, ROLES)}")
+    if "candidate" not in roles:
+        raise table.error("roles", "a check must measure the candidate role")
+    return tuple(r for r in ROLES if r in roles)
+
+
+def _validate_profile(stage: StageSpec, table: Table) -> None:
+    table.reject_unknown(["inconclusive", "check"])
+    if table.string("inconclusive", "fail") not in ("fail", "warn"):
+        raise table.error("inconclusive", 'expected "fail" or "warn"')
+    checks = table.table("check")
+    names = [c.name for c in stage.checks]
+    for check_name in checks.data:
+        if check_name not in names:
+            raise checks.error(
+                check_name,
+                f"stage {stage.name!r} has no check {check_name!r}{suggest(check_name, names)}",
+            )
+        spec = next(c for c in stage.checks if c.name == check_name)
+        override = checks.table(check_name)
+        merged = _merge(spec, override)
+        # Re-validate the merged entry so a profile cannot smuggle in a wrong type.
+        _load_check(Table(table.doc, merged, override.path))
+
+
+def _merge(spec: CheckSpec, override: Table) -> dict[str, Any]:
+    """A check entry with a profile's overrides; limits and vars merge key by key."""
+    merged = {**_raw(spec), **override.data}
+    for name in ("limits", "vars"):
+        if name in override.data:
+            merged[name] = {**_raw(spec).get(name, {}), **override.table(name).data}
+    return merged
+
+
+def _raw(spec: CheckSpec) -> dict[str, Any]:
+    raw: dict[str, Any] = {"kind": spec.kind, "name": spec.name, **copy.deepcopy(spec.params)}
+    raw = {k: v for k, v in raw.items() if v is not None}
+    raw["limits"] = dict(spec.limits)
+    raw["roles"] = list(spec.roles)
+    if spec.timeout_s is not None:
+        raw["timeout"] = spec.timeout_s
+    if spec.env:
+        raw["env"] = dict(spec.env)
+    if spec.description:
+        raw["description"] = spec.description
+    if spec.vars:
+        raw["vars"] = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.vars.items()}
+    return raw
+
+
+def _apply_profile(stage: StageSpec, table: Table) -> StageSpec:
+    checks = table.table("check")
+    resolved = []
+    for spec in stage.checks:
+        if spec.name not in checks.data:
+            resolved.append(spec)
+            continue
+        override = checks.table(spec.name)
+        merged = _merge(spec, override)
+        resolved.append(_load_check(Table(table.doc, merged, override.path)))
+    return replace(
+        stage,
+        checks=tuple(resolved),
+        inconclusive=table.string("inconclusive", stage.inconclusive) or stage.inconclusive,
+    )

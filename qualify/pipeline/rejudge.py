@@ -1,0 +1,164 @@
+"""`qualify report ID --rejudge`: decide a saved run again with the plan's current limits.
+
+Every check kind's `judge` is a pure function of the check's saved data and its limits, so a
+run can be re-decided without measuring again. For each check of the run, the current plan's
+check of the same stage and name gives the limits (a check the current plan no longer has keeps
+its saved limits); the saved parameters are kept, since they describe what was measured. The
+first rejudgement keeps the measured decision in `result.measured.json` beside `result.json`
+(nothing is lost); every result, stage and the run record what changed and when.
+
+What it cannot do: a stage that a failing gate BLOCKED was never measured and stays BLOCKED;
+a stage that ran and now fails does not retroactively block the stages after it (the report
+shows them as they ran).
+"""
+
+from __future__ import annotations
+
+import shutil
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qualify.checks.base import Judgement, SavedCheck
+from qualify.checks.registry import kind_named
+from qualify.core.checkspec import CheckSpec
+from qualify.core.config import load_config
+from qualify.core.errors import QualifyError
+from qualify.core.runstore import RunDir, now_iso, read_json, write_json
+from qualify.core.verdicts import StageState, Verdict, exit_code_for, run_verdict, stage_verdict
+from qualify.pipeline.plan import DEFAULT_ORDER, Plan, load_plan
+from qualify.pipeline.stagerun import RESULT, STAGE, stage_outcome_at, stage_reason
+
+MEASURED = "result.measured.json"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One check whose verdict the new limits changed."""
+
+    stage: str
+    check: str
+    before: str
+    after: str
+    limits_before: dict[str, float]
+    limits_after: dict[str, float]
+
+
+def rejudge_with_project_plan(run: RunDir) -> list[Change]:
+    """`rejudge` with the current plan of the project the run was made from (its saved root),
+    resolved with the run's profile."""
+    saved = run.read()
+    root = saved.get("project", {}).get("root")
+    if not root or not Path(root, "qualify.toml").is_file():
+        raise QualifyError(
+            f"run {run.run_id}: its project {root or '(not recorded)'} has no qualify.toml any more",
+            "rejudge needs the plan whose limits it applies",
+        )
+    plan = load_plan(load_config(Path(root)).plan_dir, profile=saved.get("profile"))
+    return rejudge(run, plan)
+
+
+def rejudge(run: RunDir, plan: Plan) -> list[Change]:
+    """Re-decide every finished check of `run` with `plan`'s limits; return what changed."""
+    saved = run.read()
+    if saved.get("status") not in ("complete", "interrupted"):
+        raise QualifyError(f"run {run.run_id} is {saved.get('status')}: rejudge it once it has stopped")
+    current = {(s.name, c.name): c for s in plan.stages for c in s.checks}
+    changes: list[Change] = []
+    outcomes: dict[str, Verdict | StageState] = {}
+    for entry in saved.get("plan", {}).get("stages", []):
+        folder = run.stage_dir(entry["folder"])
+        record_path = folder / STAGE
+        if not record_path.is_file():
+            continue
+        record = read_json(record_path)
+        if record.get("status") == "complete" and record.get("verdict") != StageState.BLOCKED.value:
+            for check in record.get("checks", []):
+                change = _rejudge_check(folder / check["name"], current.get((entry["name"], check["name"])))
+                if change is not None:
+                    changes.append(change)
+                    check.update(verdict=change.after, reason=_reason(folder / check["name"]))
+            verdicts = [Verdict(c["verdict"]) for c in record["checks"]]
+            verdict = stage_verdict(verdicts, inconclusive_as_warn=record.get("inconclusive") == "warn")
+            if verdict.value != record.get("verdict"):
+                record["verdict_before_rejudge"] = record.get("verdict")
+            record.update(
+                verdict=verdict.value, reason=stage_reason(record["checks"], verdict), rejudged_at=now_iso()
+            )
+            write_json(record_path, {k: v for k, v in record.items() if k != "schema_version"})
+    for name in DEFAULT_ORDER:
+        outcomes.setdefault(name, StageState.NOT_CONFIGURED)
+    for entry in saved.get("plan", {}).get("stages", []):
+        outcomes[entry["name"]] = stage_outcome_at(run, entry["folder"])
+    if saved.get("status") == "complete":
+        decided = run_verdict(outcomes, DEFAULT_ORDER)
+        run.update(
+            verdict=decided.value,
+            exit_code=int(exit_code_for(decided)),
+            stages={name: o.value for name, o in outcomes.items()},
+            rejudged=[
+                *saved.get("rejudged", []),
+                {"at": now_iso(), "plan": str(plan.source), "changed": [c.__dict__ for c in changes]},
+            ],
+        )
+    return changes
+
+
+def _reason(check_dir: Path) -> str:
+    return str(read_json(check_dir / RESULT).get("reason", ""))
+
+
+def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
+    result_path = check_dir / RESULT
+    if not result_path.is_file():
+        return None
+    result = read_json(result_path)
+    saved_spec = result.get("spec") or {}
+    limits_before = dict(saved_spec.get("limits") or {})
+    limits_after = (
+        dict(now.limits) if now is not None and now.kind == saved_spec.get("kind") else limits_before
+    )
+    spec = CheckSpec(
+        name=saved_spec.get("name", check_dir.name),
+        kind=saved_spec.get("kind", result.get("kind", "")),
+        params=dict(saved_spec.get("params") or {}),
+        limits=limits_after,
+        roles=tuple(result.get("roles", {})),
+        timeout_s=saved_spec.get("timeout_s"),
+        env=dict(saved_spec.get("env") or {}),
+        description=saved_spec.get("description", ""),
+        vars=dict(saved_spec.get("vars") or {}),
+    )
+    kind = kind_named(spec.kind, str(result_path))
+    judgement = _judge(kind.judge, SavedCheck(check_dir, spec, spec.roles), check_dir)
+    if not (check_dir / MEASURED).is_file():
+        shutil.copyfile(result_path, check_dir / MEASURED)
+    updated: dict[str, Any] = {k: v for k, v in result.items() if k != "schema_version"}
+    updated.update(judgement.as_json())
+    updated["spec"] = {**saved_spec, "limits": limits_after}
+    updated["rejudged_at"] = now_iso()
+    write_json(result_path, updated)
+    if judgement.verdict.value == result.get("verdict") and limits_after == limits_before:
+        return None
+    return Change(
+        stage=str(result.get("stage", "")),
+        check=spec.name,
+        before=str(result.get("verdict")),
+        after=judgement.verdict.value,
+        limits_before=limits_before,
+        limits_after=limits_after,
+    )
+
+
+def _judge(judge: Any, saved: SavedCheck, check_dir: Path) -> Judgement:
+    try:
+        result: Judgement = judge(saved)
+    except QualifyError as exc:
+        return Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
+    except Exception as exc:  # a judge bug must not lose the run: record it as ERROR
+        log = check_dir / "logs" / "rejudge-error.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        return Judgement(Verdict.ERROR, f"internal error while re-judging: {exc!r}; see {log}")
+    return result

@@ -1,0 +1,372 @@
+"""The pipeline: roles bound to arms, stages run in order, each gating the next.
+
+`qualify run` starts a run, resumes an interrupted one (`--run ID`), or reruns part of a
+saved run (`--only STAGE`, `--from STAGE`), each rerun a new attempt with the old one moved
+under `attempts/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qualify import __version__
+from qualify.checks.base import Judgement
+from qualify.checks.registry import kind_named
+from qualify.core import provenance
+from qualify.core.config import ProjectConfig, load_config
+from qualify.core.context import RoleArm
+from qualify.core.errors import ConfigError, ExitCode, QualifyError, UsageError
+from qualify.core.runstore import (
+    RunDir,
+    create_run,
+    new_run_id,
+    now_iso,
+    open_run,
+    read_json,
+    write_json,
+)
+from qualify.core.verdicts import (
+    GATE_BLOCKING,
+    RunVerdict,
+    StageState,
+    Verdict,
+    exit_code_for,
+    run_verdict,
+)
+from qualify.pipeline.plan import DEFAULT_ORDER, Plan, StageSpec, load_plan
+from qualify.pipeline.stagerun import STAGE, StageRunner, inputs_hash, stage_outcome
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    project: Path
+    candidate: str | None = None
+    pinned: str | None = None
+    profile: str | None = None
+    run_id: str | None = None
+    only: str | None = None
+    from_stage: str | None = None
+    force: bool = False
+    no_gate: bool = False
+    runs_dir: Path | None = None
+    allow_dirty: bool = False
+    override_inputs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: RunDir
+    verdict: RunVerdict | None  # None when interrupted
+    exit_code: ExitCode
+
+
+class Events:
+    """What the pipeline tells the console; the CLI supplies a rich implementation."""
+
+    def echo(self, line: str) -> None: ...
+    def stage_start(self, stage: StageSpec, note: str) -> None: ...
+    def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None: ...
+    def check_end(self, stage: str, check: str, judgement: Judgement) -> None: ...
+    def progress(self, text: str | None) -> None:
+        """A transient status line (the newest build log line); None clears it."""
+
+
+def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """`NAME=FLAKEREF` pairs from `--override-input`."""
+    pairs = []
+    for value in values:
+        name, sep, ref = value.partition("=")
+        if not sep or not name or not ref:
+            raise UsageError(
+                f"--override-input {value!r}: expected NAME=FLAKEREF",
+                "for example --override-input nixpkgs-rocm10=github:me/nixpkgs/rocm-10.1",
+            )
+        pairs.append((name, ref))
+    return tuple(pairs)
+
+
+def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
+    if override is not None:
+        return override
+    env = os.environ.get("QUALIFY_RUNS_DIR")
+    return Path(env) if env else config.runs_dir
+
+
+def execute(request: RunRequest, events: Events) -> RunOutcome:
+    """Run (or resume, or partly rerun) a qualification; the run directory holds the result."""
+    if request.only and request.from_stage:
+        raise UsageError("--only and --from cannot be combined", "pick one stage selection")
+    config = load_config(request.project)
+    runs_dir = runs_dir_for(config, request.runs_dir)
+    existing = request.run_id is not None or request.only or request.from_stage
+    if existing:
+        run = open_run(runs_dir, request.run_id)
+        saved = run.read()
+        candidate = request.candidate or saved["roles"]["candidate"]["arm"]
+        if candidate != saved["roles"]["candidate"]["arm"]:
+            raise UsageError(
+                f"run {run.run_id} qualifies candidate {saved['roles']['candidate']['arm']!r}, "
+                f"not {candidate!r}",
+                "start a new run for another candidate (omit --run)",
+            )
+        profile = request.profile if request.profile is not None else saved.get("profile")
+    else:
+        if not request.candidate:
+            raise UsageError("which arm is the candidate?", "pass --candidate ARM")
+        candidate = request.candidate
+        profile = request.profile
+        run = None
+    plan = load_plan(config.plan_dir, profile)
+    arms = bind_roles(config, plan, candidate, request.pinned)
+    _require_nix(plan)
+    if run is None:
+        run = create_run(runs_dir, new_run_id(runs_dir, candidate))
+        with run.locked():
+            write_json(run.run_json, _new_run_document(run, config, plan, arms, request))
+    selected = _selected(plan, request)
+    with run.locked():
+        if existing:
+            saved = run.read()
+            arms = _with_build_facts(arms, saved)
+            _check_same_roles(run, saved, arms)
+            # Build options given again on a rerun replace the saved ones; otherwise they stay.
+            options = dict(saved.get("options", {}))
+            if request.allow_dirty:
+                options["allow_dirty"] = True
+            if request.override_inputs:
+                options["override_inputs"] = [list(o) for o in request.override_inputs]
+            run.update(
+                status="running",
+                profile=plan.profile,
+                plan=plan.as_json(),
+                options=options,
+                invocations=[*saved.get("invocations", []), _invocation(request)],
+            )
+        try:
+            _run_stages(run, config, plan, arms, selected, request, events)
+        except KeyboardInterrupt:
+            run.update(status="interrupted", interrupted_at=now_iso())
+            return RunOutcome(run, None, ExitCode.INTERRUPTED)
+        verdict, outcomes = summarize(run, plan)
+        run.update(
+            status="complete",
+            verdict=verdict.value,
+            exit_code=int(exit_code_for(verdict)),
+            stages={name: o.value for name, o in outcomes.items()},
+            finished_at=now_iso(),
+        )
+    return RunOutcome(run, verdict, exit_code_for(verdict))
+
+
+def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | None) -> dict[str, RoleArm]:
+    """Which arm plays which role. An A/A run binds one arm to both, in separate folders."""
+    arms = {
+        "pinned": RoleArm("pinned", config.arm(pinned or config.pinned, role="pinned")),
+        "candidate": RoleArm("candidate", config.arm(candidate, role="candidate")),
+    }
+    if "reference" in plan.roles_needed():
+        if config.reference is None:
+            users = [f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if "reference" in c.roles]
+            raise ConfigError(
+                f"{config.path}: the plan's check(s) {', '.join(users)} measure the reference "
+                "role, but no reference arm is defined",
+                'add [arms.reference] or `reference = "<arm>"` to qualify.toml',
+            )
+        arms["reference"] = RoleArm("reference", config.arm(config.reference, role="reference"))
+    return arms
+
+
+def _require_nix(plan: Plan) -> None:
+    """A plan that builds arms cannot start without nix: say so before any stage runs."""
+    builders = [
+        f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if kind_named(c.kind, c.name).builds_arms
+    ]
+    if builders and shutil.which("nix") is None:
+        raise QualifyError(
+            f"nix is not installed, and the plan's {', '.join(builders)} builds the arms with it",
+            "install nix (Debian: apt-get install nix-bin; elsewhere: https://nixos.org/download)",
+        )
+
+
+def _with_build_facts(arms: dict[str, RoleArm], saved: dict[str, Any]) -> dict[str, RoleArm]:
+    out = {}
+    for role, bound in arms.items():
+        facts = saved.get("roles", {}).get(role, {})
+        out[role] = RoleArm(role, bound.arm, facts.get("out"), facts.get("drv"))
+    return out
+
+
+def _check_same_roles(run: RunDir, saved: dict[str, Any], arms: dict[str, RoleArm]) -> None:
+    for role, bound in arms.items():
+        before = saved.get("roles", {}).get(role)
+        if before is None:
+            continue
+        if before.get("arm") != bound.arm.name or before.get("installable") != bound.arm.installable:
+            raise UsageError(
+                f"run {run.run_id}: the {role} role was arm {before.get('arm')!r} "
+                f"({before.get('installable')}), qualify.toml now gives {bound.arm.name!r} "
+                f"({bound.arm.installable})",
+                "start a new run; a run compares one fixed pair of arms",
+            )
+
+
+def _selected(plan: Plan, request: RunRequest) -> set[str] | None:
+    """Stages to rerun explicitly (None: every stage that has no finished result yet)."""
+    names = [s.name for s in plan.stages]
+    if request.only:
+        return {plan.stage(request.only).name}
+    if request.from_stage:
+        start = names.index(plan.stage(request.from_stage).name)
+        return set(names[start:])
+    return None
+
+
+def _run_stages(
+    run: RunDir,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    selected: set[str] | None,
+    request: RunRequest,
+    events: Events,
+) -> None:
+    saved = run.read()
+    options = saved.get("options", {})
+    provenance_ = saved.get("provenance", {})
+    source = {
+        "git": provenance_.get("git"),
+        "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
+        "options": options,
+    }
+    runner = StageRunner(
+        run, config, arms, events.echo, events.check_end, plan.profile, options, source, events.progress
+    )
+    timings: dict[str, float] = dict(run.read().get("timings", {}))
+    blocked_by: tuple[str, str] | None = None
+    for stage in plan.stages:
+        outcome = stage_outcome(run, stage)
+        builds = any(kind_named(c.kind, c.name).builds_arms for c in stage.checks)
+        stage_arms = dict(runner.arms) if builds else {r: runner.arms[r] for r in _stage_roles(stage)}
+        stage_hash = inputs_hash(stage.as_json(), stage_arms, config, source=source if builds else None)
+        wanted = selected is None or stage.name in selected
+        keep = _keep(run, stage, outcome, stage_hash, wanted, selected is None, request.force)
+        if keep is not None:
+            events.stage_end(stage, outcome.value, keep)
+        elif blocked_by is not None and not request.no_gate:
+            name, why = blocked_by
+            runner.blocked(stage, name, why)
+            events.stage_end(stage, StageState.BLOCKED.value, f"blocked by {name} ({why})")
+            outcome = StageState.BLOCKED
+        else:
+            ungated = blocked_by is not None
+            note = f"{blocked_by[0]} ({blocked_by[1]})" if blocked_by else None
+            events.stage_start(stage, f"UNGATED: runs past {note}" if ungated else "")
+            t0 = time.monotonic()
+            outcome = runner.execute(stage, stage_hash=stage_hash, ungated=ungated, gate_note=note)
+            timings[stage.name] = round(time.monotonic() - t0, 3)
+            run.update(timings=timings)
+            # A build stage records store paths; later stages fill {out} and {bin} from them.
+            runner.arms = _with_build_facts(dict(runner.arms), run.read())
+            events.stage_end(stage, outcome.value, _saved_reason(run, stage))
+        # FAIL, ERROR and INCONCLUSIVE gate; so does a stage that has no result (not run,
+        # interrupted, itself blocked): nothing downstream may count on it.
+        if blocked_by is None and (outcome in GATE_BLOCKING or isinstance(outcome, StageState)):
+            blocked_by = (stage.name, outcome.value)
+
+
+def _keep(
+    run: RunDir,
+    stage: StageSpec,
+    outcome: Verdict | StageState,
+    stage_hash: str,
+    wanted: bool,
+    resuming: bool,
+    force: bool,
+) -> str | None:
+    """Why a saved stage result is kept as it is, or None when the stage must run now."""
+    if not wanted:
+        return "kept (not selected)"
+    finished = isinstance(outcome, Verdict)
+    same = finished and _saved_hash(run, stage) == stage_hash
+    if resuming and finished and same and not force:
+        return "kept (finished, inputs unchanged)"
+    if outcome is Verdict.PASS and same and not force:
+        return "kept (PASS with unchanged inputs; --force reruns it)"
+    return None
+
+
+def _stage_roles(stage: StageSpec) -> set[str]:
+    return {role for check in stage.checks for role in check.roles}
+
+
+def _saved_hash(run: RunDir, stage: StageSpec) -> str | None:
+    path = run.stage_dir(stage.folder) / STAGE
+    return read_json(path).get("inputs_hash") if path.is_file() else None
+
+
+def _saved_reason(run: RunDir, stage: StageSpec) -> str:
+    path = run.stage_dir(stage.folder) / STAGE
+    return str(read_json(path).get("reason", "")) if path.is_file() else ""
+
+
+def summarize(run: RunDir, plan: Plan) -> tuple[RunVerdict, dict[str, Verdict | StageState]]:
+    """The run verdict from the saved stages, with every default stage the plan leaves out."""
+    outcomes: dict[str, Verdict | StageState] = {s.name: stage_outcome(run, s) for s in plan.stages}
+    for name in DEFAULT_ORDER:
+        outcomes.setdefault(name, StageState.NOT_CONFIGURED)
+    return run_verdict(outcomes, DEFAULT_ORDER), outcomes
+
+
+def _invocation(request: RunRequest) -> dict[str, Any]:
+    return {
+        "at": now_iso(),
+        "candidate": request.candidate,
+        "profile": request.profile,
+        "only": request.only,
+        "from": request.from_stage,
+        "force": request.force,
+        "no_gate": request.no_gate,
+        "allow_dirty": request.allow_dirty,
+        "override_inputs": [list(o) for o in request.override_inputs],
+    }
+
+
+def _new_run_document(
+    run: RunDir,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    request: RunRequest,
+) -> dict[str, Any]:
+    return {
+        "qualify_version": __version__,
+        "run_id": run.run_id,
+        "created_at": now_iso(),
+        "status": "running",
+        "project": {"root": str(config.root), "config": str(config.path), "flake": config.flake},
+        "roles": {
+            role: {
+                "arm": bound.arm.name,
+                "installable": bound.arm.installable,
+                "devshell": bound.arm.devshell,
+                "drv": None,
+                "out": None,
+            }
+            for role, bound in arms.items()
+        },
+        "profile": plan.profile,
+        "plan": plan.as_json(),
+        "config": config.snapshot(),
+        "provenance": provenance.collect(config.root),
+        "timings": {},
+        "options": {
+            "allow_dirty": request.allow_dirty,
+            "override_inputs": [list(o) for o in request.override_inputs],
+        },
+        "invocations": [_invocation(request)],
+    }

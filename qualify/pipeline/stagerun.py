@@ -1,0 +1,249 @@
+"""Running one stage: each check measured, judged and saved; the stage verdict written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qualify.checks.base import CheckKind, Judgement, SavedCheck
+from qualify.checks.registry import kind_named
+from qualify.core.checkspec import CheckSpec
+from qualify.core.config import ProjectConfig
+from qualify.core.context import CheckContext, RoleArm
+from qualify.core.environment import redact_env
+from qualify.core.errors import QualifyError
+from qualify.core.runstore import RunDir, now_iso, read_json, write_json
+from qualify.core.verdicts import StageState, Verdict, stage_verdict
+from qualify.pipeline.plan import StageSpec
+
+RESULT = "result.json"
+STAGE = "stage.json"
+
+
+def inputs_hash(
+    spec: Any,
+    arms: Mapping[str, RoleArm],
+    config: ProjectConfig,
+    *,
+    source: Mapping[str, Any] | None = None,
+) -> str:
+    """What a stage's or check's result depends on: the arms' builds and the resolved config.
+
+    A stage that builds the arms passes `source` (revision, lock hash, build options) instead:
+    its inputs are what it builds from, not the store paths it produces.
+    """
+    document = {
+        "spec": spec,
+        "source": source,
+        "arms": {
+            role: {
+                "arm": bound.arm.name,
+                "installable": bound.arm.installable,
+                "nix_args": list(bound.arm.nix_args),
+                "out": None if source is not None else bound.out,
+                "drv": None if source is not None else bound.drv,
+                "env": redact_env(bound.arm.env),
+                "vars": {
+                    k: list(v) if isinstance(v, tuple) else v for k, v in config.vars_for(bound.arm).items()
+                },
+            }
+            for role, bound in sorted(arms.items())
+        },
+    }
+    text = json.dumps(document, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def stage_outcome(run: RunDir, stage: StageSpec) -> Verdict | StageState:
+    """A stage's outcome as saved: its verdict, BLOCKED, INTERRUPTED or NOT RUN."""
+    return stage_outcome_at(run, stage.folder)
+
+
+def stage_outcome_at(run: RunDir, folder: str) -> Verdict | StageState:
+    """The outcome saved in `<run>/<folder>/stage.json` (see `stage_outcome`)."""
+    path = run.stage_dir(folder) / STAGE
+    if not path.is_file():
+        return StageState.NOT_RUN
+    saved = read_json(path)
+    if saved.get("status") != "complete":
+        return StageState.INTERRUPTED
+    if saved.get("verdict") == StageState.BLOCKED.value:
+        return StageState.BLOCKED
+    return Verdict(saved["verdict"])
+
+
+@dataclass
+class StageRunner:
+    """Runs the checks of one stage into `<run>/<NN-stage>/`."""
+
+    run: RunDir
+    config: ProjectConfig
+    arms: Mapping[str, RoleArm]
+    echo: Callable[[str], None]
+    report: Callable[[str, str, Judgement], None]  # (stage, check, judgement) for the console
+    profile: str | None
+    options: Mapping[str, Any]
+    source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
+    progress: Callable[[str | None], None] = lambda _text: None
+
+    def roles_for(self, check: CheckSpec, kind: CheckKind) -> dict[str, RoleArm]:
+        if kind.builds_arms:
+            return dict(self.arms)
+        return {role: self.arms[role] for role in check.roles}
+
+    def blocked(self, stage: StageSpec, blocked_by: str, why: str) -> None:
+        folder = self.run.stage_dir(stage.folder)
+        self.run.move_to_attempts(stage.folder)
+        write_json(
+            folder / STAGE,
+            {
+                "name": stage.name,
+                "folder": stage.folder,
+                "status": "complete",
+                "verdict": StageState.BLOCKED.value,
+                "blocked_by": blocked_by,
+                "reason": f"blocked by stage {blocked_by} ({why}); --no-gate runs it anyway",
+                "checks": [],
+                "finished_at": now_iso(),
+            },
+        )
+
+    def execute(self, stage: StageSpec, *, stage_hash: str, ungated: bool, gate_note: str | None) -> Verdict:
+        folder = self.run.stage_dir(stage.folder)
+        previous = self.run.move_to_attempts(stage.folder)
+        attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
+        record: dict[str, Any] = {
+            "name": stage.name,
+            "folder": stage.folder,
+            "status": "running",
+            "attempt": attempt,
+            "profile": self.profile,
+            "inputs_hash": stage_hash,
+            "inconclusive": stage.inconclusive,
+            "ungated": ungated,
+            "ungated_past": gate_note,
+            "spec": stage.as_json(),
+            "started_at": now_iso(),
+            "checks": [],
+        }
+        write_json(folder / STAGE, record)
+        start = time.monotonic()
+        try:
+            for spec in stage.checks:
+                judgement = self._check(stage, spec, folder, previous, ungated)
+                record["checks"].append(
+                    {
+                        "name": spec.name,
+                        "kind": spec.kind,
+                        "verdict": judgement.verdict.value,
+                        "reason": judgement.reason,
+                    }
+                )
+                write_json(folder / STAGE, record)
+        except BaseException:
+            record.update(
+                status="interrupted", finished_at=now_iso(), duration_s=round(time.monotonic() - start, 3)
+            )
+            write_json(folder / STAGE, record)
+            raise
+        verdicts = [Verdict(c["verdict"]) for c in record["checks"]]
+        verdict = stage_verdict(verdicts, inconclusive_as_warn=stage.inconclusive_as_warn)
+        record.update(
+            status="complete",
+            verdict=verdict.value,
+            reason=stage_reason(record["checks"], verdict),
+            finished_at=now_iso(),
+            duration_s=round(time.monotonic() - start, 3),
+        )
+        write_json(folder / STAGE, record)
+        return verdict
+
+    def _check(
+        self, stage: StageSpec, spec: CheckSpec, folder: Path, previous: Path | None, ungated: bool
+    ) -> Judgement:
+        check_dir = folder / spec.name
+        kind = kind_named(spec.kind, str(stage.file))
+        arms = self.roles_for(spec, kind)
+        source = self.source if kind.builds_arms else None
+        check_hash = inputs_hash(spec.as_json(), arms, self.config, source=source)
+        reused = _reusable(previous, spec.name, check_hash)
+        if reused is not None:
+            shutil.copytree(reused, check_dir, symlinks=True)
+            judgement = _judgement_from(read_json(check_dir / RESULT))
+            self.echo(f"{spec.name}: kept from the interrupted attempt (inputs unchanged)")
+            self.report(stage.name, spec.name, judgement)
+            return judgement
+        check_dir.mkdir(parents=True, exist_ok=True)
+        roles = tuple(arms)
+        ctx = CheckContext(
+            spec, check_dir, self.run.path, self.config, arms, self.echo, self.options, roles, self.progress
+        )
+        started = now_iso()
+        t0 = time.monotonic()
+        try:
+            kind.measure(ctx)
+            judgement = kind.judge(SavedCheck(check_dir, spec, roles))
+        except QualifyError as exc:
+            judgement = Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
+        except Exception as exc:  # a harness bug must not lose the run: record it as ERROR
+            log = check_dir / "logs" / "harness-error.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(traceback.format_exc(), encoding="utf-8")
+            judgement = Judgement(
+                Verdict.ERROR, f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
+            )
+        finally:
+            self.progress(None)
+        write_json(
+            check_dir / RESULT,
+            {
+                "stage": stage.name,
+                "check": spec.name,
+                "kind": spec.kind,
+                "verdict_rules": kind.verdict_rules,
+                "roles": {role: {"arm": a.arm.name, "out": a.out} for role, a in arms.items()},
+                "spec": spec.as_json(),
+                "inputs_hash": check_hash,
+                "ungated": ungated,
+                "started_at": started,
+                "duration_s": round(time.monotonic() - t0, 3),
+                **judgement.as_json(),
+            },
+        )
+        self.report(stage.name, spec.name, judgement)
+        return judgement
+
+
+def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
+    """A finished check of an interrupted attempt whose inputs are unchanged, if any."""
+    if previous is None or not (previous / STAGE).is_file():
+        return None
+    if read_json(previous / STAGE).get("status") == "complete":
+        return None  # a finished stage is rerun on purpose: never reuse its checks
+    result = previous / name / RESULT
+    if result.is_file() and read_json(result).get("inputs_hash") == check_hash:
+        return previous / name
+    return None
+
+
+def _judgement_from(result: dict[str, Any]) -> Judgement:
+    return Judgement(Verdict(result["verdict"]), result.get("reason", ""))
+
+
+def stage_reason(checks: list[dict[str, Any]], verdict: Verdict) -> str:
+    if verdict in (Verdict.PASS, Verdict.SKIPPED) and checks:
+        return f"{len(checks)} check(s): " + ", ".join(f"{c['name']} {c['verdict']}" for c in checks)
+    worst = [c for c in checks if c["verdict"] == verdict.value] or [
+        c for c in checks if c["verdict"] == Verdict.INCONCLUSIVE.value
+    ]
+    if not worst:
+        return ""
+    first = worst[0]
+    return f"{first['name']}: {first['reason']}"

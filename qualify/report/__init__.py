@@ -1,0 +1,1 @@
+"""The report rendered from a run directory: view model, HTML and Markdown, charts."""

@@ -1,0 +1,243 @@
+"""The report's view model, built from the run directory alone (run.json, stage.json,
+result.json): the HTML, the Markdown summary and report.json all render from it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from qualify import __version__
+from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
+from qualify.core.verdicts import StageState
+from qualify.pipeline.plan import DEFAULT_ORDER
+
+
+@dataclass(frozen=True)
+class CheckView:
+    name: str
+    kind: str
+    verdict: str
+    reason: str
+    verdict_rules: str
+    ungated: bool
+    duration_s: float | None
+    findings: list[dict[str, Any]]
+    tables: list[dict[str, Any]]
+    charts: list[dict[str, Any]] = field(default_factory=list)
+    #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
+    limits_of_evidence: list[str] = field(default_factory=list)
+    rejudged_at: str | None = None
+
+
+@dataclass(frozen=True)
+class StageView:
+    name: str
+    folder: str | None
+    outcome: str
+    reason: str
+    configured: bool
+    ungated: bool = False
+    attempt: int | None = None
+    earlier_attempts: int = 0
+    duration_s: float | None = None
+    checks: list[CheckView] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RoleView:
+    role: str
+    arm: str
+    installable: str
+    out: str | None
+
+
+@dataclass(frozen=True)
+class ReportModel:
+    schema_version: int
+    qualify_version: str
+    run_id: str
+    status: str
+    verdict: str
+    created_at: str
+    finished_at: str | None
+    profile: str | None
+    roles: list[RoleView]
+    source: dict[str, Any]
+    host: dict[str, Any]
+    gpus: list[dict[str, Any]]
+    gpu_processes: list[dict[str, Any]]
+    stages: list[StageView]
+    not_proven: list[str]
+    #: Each `qualify report --rejudge`: when, with which plan, which checks changed.
+    rejudged: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ungated(self) -> list[StageView]:
+        return [s for s in self.stages if s.ungated]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def role(self, name: str) -> RoleView | None:
+        return next((r for r in self.roles if r.role == name), None)
+
+
+def build_model(run: RunDir) -> ReportModel:
+    saved = run.read()
+    plan = saved.get("plan", {})
+    stages = [_stage(run, spec) for spec in plan.get("stages", [])]
+    present = {s.name for s in stages}
+    stages += [
+        StageView(name, None, StageState.NOT_CONFIGURED.value, "the plan has no such stage", False)
+        for name in DEFAULT_ORDER
+        if name not in present
+    ]
+    stages = _merge_order(stages)
+    prov = saved.get("provenance", {})
+    roles = [
+        RoleView(role, info.get("arm", ""), info.get("installable", ""), info.get("out"))
+        for role, info in saved.get("roles", {}).items()
+    ]
+    status = saved.get("status", "unknown")
+    verdict = saved.get("verdict") or ("INTERRUPTED" if status == "interrupted" else "RUNNING")
+    model = ReportModel(
+        schema_version=SCHEMA_VERSION,
+        qualify_version=__version__,
+        run_id=run.run_id,
+        status=status,
+        verdict=verdict,
+        created_at=saved.get("created_at", ""),
+        finished_at=saved.get("finished_at"),
+        profile=saved.get("profile"),
+        roles=roles,
+        source=prov.get("git", {}),
+        host=prov.get("host", {}),
+        gpus=prov.get("gpus", []),
+        gpu_processes=prov.get("gpu_processes", []),
+        stages=stages,
+        not_proven=[],
+        rejudged=saved.get("rejudged", []),
+    )
+    return _with_limits_of_evidence(model)
+
+
+def _merge_order(stages: list[StageView]) -> list[StageView]:
+    """Configured stages in plan order; NOT CONFIGURED ones after the configured stage that
+    precedes them in the default order."""
+    configured = [s for s in stages if s.configured]
+    missing = [s for s in stages if not s.configured]
+    out = list(configured)
+    for stage in missing:
+        before = DEFAULT_ORDER[: DEFAULT_ORDER.index(stage.name)]
+        index = 0
+        for i, existing in enumerate(out):
+            if existing.name in before:
+                index = i + 1
+        out.insert(index, stage)
+    return out
+
+
+def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
+    folder = run.stage_dir(spec["folder"])
+    attempts = len(list((folder / "attempts").glob("*"))) if (folder / "attempts").is_dir() else 0
+    path = folder / "stage.json"
+    if not path.is_file():
+        return StageView(
+            spec["name"],
+            spec["folder"],
+            StageState.NOT_RUN.value,
+            "not run yet",
+            True,
+            earlier_attempts=attempts,
+        )
+    stage = read_json(path)
+    if stage.get("status") != "complete":
+        outcome, reason = StageState.INTERRUPTED.value, "interrupted before it finished"
+    else:
+        outcome, reason = stage["verdict"], stage.get("reason", "")
+    checks = []
+    for entry in stage.get("checks", []):
+        result_path = folder / entry["name"] / "result.json"
+        result = read_json(result_path) if result_path.is_file() else {}
+        checks.append(
+            CheckView(
+                name=entry["name"],
+                kind=entry.get("kind", ""),
+                verdict=entry.get("verdict", ""),
+                reason=entry.get("reason", ""),
+                verdict_rules=result.get("verdict_rules", ""),
+                ungated=bool(result.get("ungated")),
+                duration_s=result.get("duration_s"),
+                findings=result.get("findings", []),
+                tables=result.get("tables", []),
+                charts=result.get("charts", []),
+                limits_of_evidence=list(result.get("facts", {}).get("limits_of_evidence", [])),
+                rejudged_at=result.get("rejudged_at"),
+            )
+        )
+    return StageView(
+        name=spec["name"],
+        folder=spec["folder"],
+        outcome=outcome,
+        reason=reason,
+        configured=True,
+        ungated=bool(stage.get("ungated")),
+        attempt=stage.get("attempt"),
+        earlier_attempts=attempts,
+        duration_s=stage.get("duration_s"),
+        checks=checks,
+    )
+
+
+def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
+    """'What this does not prove', written from what the run knows about itself."""
+    notes: list[str] = []
+    for stage in model.stages:
+        if stage.outcome == StageState.NOT_CONFIGURED.value:
+            notes.append(f"Stage {stage.name} is not configured in this plan: nothing about it was measured.")
+        elif stage.outcome in (
+            StageState.BLOCKED.value,
+            StageState.NOT_RUN.value,
+            StageState.INTERRUPTED.value,
+        ):
+            notes.append(f"Stage {stage.name} did not run ({stage.outcome.lower()}: {stage.reason}).")
+        elif stage.outcome == "SKIPPED":
+            notes.append(f"Stage {stage.name} was skipped here: {stage.reason}.")
+        if stage.ungated:
+            notes.append(
+                f"Stage {stage.name} ran past a failed gate (--no-gate): its results are "
+                "ungated and do not count toward qualification."
+            )
+        for check in stage.checks:
+            notes += [f"{stage.name}/{check.name}: {note}" for note in check.limits_of_evidence]
+            if check.verdict == "INCONCLUSIVE":
+                notes.append(
+                    f"{stage.name}/{check.name} was inconclusive: the data could not "
+                    "decide at the stated limits."
+                )
+    if model.source.get("dirty"):
+        notes.append(
+            "The source tree had uncommitted changes: the revision does not fully describe what was measured."
+        )
+    if model.source.get("rev") is None:
+        notes.append("The project is not a git checkout: no source revision was recorded.")
+    if model.gpu_processes:
+        notes.append(
+            f"{len(model.gpu_processes)} other process(es) held a GPU device when the "
+            "run started; measurements may be disturbed."
+        )
+    pinned, candidate = model.role("pinned"), model.role("candidate")
+    if pinned and candidate and pinned.arm == candidate.arm:
+        notes.append(
+            "This is an A/A run (the candidate is the pinned arm): it measures the "
+            "harness's noise floor, not a toolchain change."
+        )
+    if not model.gpus:
+        notes.append("No GPU was visible on this machine: nothing here exercised GPU code.")
+    if model.rejudged:
+        last = model.rejudged[-1]
+        notes.append(
+            f"Verdicts were re-decided on {last.get('at')} with the limits of {last.get('plan')}, "
+            "from the data measured before; nothing was measured again."
+        )
+    return replace(model, not_proven=notes)

@@ -1,0 +1,87 @@
+"""Render a run's report: report.html (self-contained), summary.md and report.json."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from qualify.core.resources import data_dir
+from qualify.core.runstore import RunDir, write_atomic
+from qualify.report.charts import render_svg
+from qualify.report.model import build_model
+
+VERDICT_CLASS = {
+    "QUALIFIED": "pass",
+    "NOT QUALIFIED": "fail",
+    "INCOMPLETE": "incomplete",
+    "PASS": "pass",
+    "WARN": "warn",
+    "INCONCLUSIVE": "inconclusive",
+    "FAIL": "fail",
+    "ERROR": "error",
+    "SKIPPED": "skipped",
+    "BLOCKED": "blocked",
+    "NOT CONFIGURED": "notconfigured",
+    "NOT RUN": "notrun",
+    "INTERRUPTED": "error",
+}
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    html: Path
+    markdown: Path
+    json: Path
+
+
+def md_cell(value: object) -> str:
+    """A value made safe for one GitHub-flavoured Markdown table cell.
+
+    Engine output can contain pipes, newlines and HTML; none of it may break the table or
+    render as markup in the pull request.
+    """
+    text = "" if value is None else str(value)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+    return text.replace("`", "\\`")
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(data_dir("reports"))),
+        autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default=False),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["md"] = md_cell
+    env.filters["vclass"] = lambda v: VERDICT_CLASS.get(str(v), "notrun")
+    drawn = itertools.count()  # one number per chart in the page keeps SVG ids unique
+
+    def chart(data: dict[str, Any]) -> Markup:
+        try:
+            return Markup(render_svg(data, next(drawn)))  # matplotlib escapes its text
+        except (ValueError, KeyError, TypeError) as exc:
+            return Markup("<p class='muted'>chart not drawn: {}</p>").format(exc)
+
+    env.filters["chart"] = chart
+    return env
+
+
+def render(run: RunDir) -> ReportFiles:
+    model = build_model(run)
+    env = _environment()
+    css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
+    html = env.get_template("report.html.j2").render(m=model, css=css)
+    markdown = env.get_template("summary.md.j2").render(m=model)
+    files = ReportFiles(run.path / "report.html", run.path / "summary.md", run.path / "report.json")
+    write_atomic(files.html, html.encode("utf-8"))
+    write_atomic(files.markdown, markdown.encode("utf-8"))
+    write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
+    return files

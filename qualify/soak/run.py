@@ -1,0 +1,44 @@
+"""A whole soak: every role's server started, its blocks run in the planned order, its files saved.
+
+The order comes from `qualify.soak.blocks`; what happens within one role's block is
+`qualify.soak.role`. One after the other, one server is up at a time; interleaved, both are up
+for the whole soak so that each keeps its memory, and any leak, across its blocks.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+
+from qualify.core.context import CheckContext
+from qualify.soak.blocks import plan_blocks
+from qualify.soak.role import RoleSoak, SoakSettings
+from qualify.soak.workload import Request
+
+
+def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSettings) -> None:
+    """Run every role's soak in the planned order and save each role's files."""
+    roles = tuple(ctx.roles)
+    blocks = plan_blocks(roles, settings.duration_s, settings.block_s)
+    t_start = time.monotonic()
+    interleaved = blocks[0].count > 1
+    soaks = {role: RoleSoak(ctx, role, requests, settings, t_start, interleaved) for role in roles}
+    if not interleaved:
+        for role in roles:  # one server at a time
+            with ExitStack() as stack:
+                soaks[role].start(stack)
+                if soaks[role].running:
+                    soaks[role].run_block(blocks[roles.index(role)])
+                soaks[role].finish()
+            soaks[role].save()
+        return
+    with ExitStack() as stack:
+        for role in roles:
+            soaks[role].start(stack)
+        for block in blocks:
+            if soaks[block.role].running:
+                soaks[block.role].run_block(block)
+        for soak in soaks.values():
+            soak.finish()
+    for soak in soaks.values():
+        soak.save()

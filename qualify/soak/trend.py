@@ -1,0 +1,229 @@
+"""Drift over a soak, decided from saved time series: windows, trend tests, the leak rule.
+
+Every series is cut to the time after the warm-up, aggregated into fixed windows (medians of
+telemetry samples; p50 and p99 of the requests that ended in the window), and tested per role:
+Mann–Kendall with the Hamed–Rao correction at `alpha`, and the Theil–Sen slope with Sen's
+interval (95 %) widened by the same correction (`qualify.soak.trendstats`).
+
+The leak rule (reference/serving.md §6): a candidate's series is a leak, or a latency drift,
+when all three hold:
+1. its Mann–Kendall test is significant (p ≤ alpha) and upward;
+2. the Theil–Sen lower bound × the horizon exceeds the plan's budget for that series;
+3. its slope exceeds the pinned role's slope by more than the margin — read strictly: the
+   lower bound of the candidate's slope lies above the upper bound of pinned's by the margin.
+A series too short for Mann–Kendall to reach alpha in either role cannot decide anything:
+the soak is then too short, which is INCONCLUSIVE, never PASS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from qualify.soak.trendstats import SenSlope, TrendTest, mann_kendall, min_points, theil_sen
+
+MIB = 1024**2
+HOUR = 3600.0
+#: Confidence of the Theil–Sen interval (as scipy.stats.theilslopes by default).
+CONFIDENCE = 0.95
+
+LEAK, GROWS_LIKE_PINNED, TOO_SHORT, NO_LEAK = "leak", "grows like pinned", "too short", "no leak"
+
+
+@dataclass(frozen=True)
+class SeriesRule:
+    """A series the judge follows, in display units, and the limits that apply to it."""
+
+    name: str
+    label: str
+    unit: str
+    budget: str | None  # limit name: the most growth allowed over the horizon
+    margin: str  # limit name: the most the candidate's slope may exceed pinned's (unit per hour)
+    kind: str  # "memory" or "latency"
+
+
+MEMORY_RULES = (
+    # The leak budget applies to anonymous memory: a memory-mapped model file grows RSS while
+    # its pages are first read, which is not a leak (RSS and PSS are shown, not judged).
+    SeriesRule("anon_mib", "server anonymous memory", "MiB", "max_rss_growth_mib", "leak_margin", "memory"),
+    SeriesRule("rss_mib", "server RSS", "MiB", None, "leak_margin", "memory"),
+    SeriesRule("pss_mib", "server PSS", "MiB", None, "leak_margin", "memory"),
+    SeriesRule("gpu_vram_mib", "GPU VRAM used", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
+    SeriesRule("gpu_gtt_mib", "GPU GTT used", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
+    SeriesRule("gpu_total_mib", "GPU VRAM + GTT", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
+    SeriesRule("proc_vram_mib", "server VRAM (fdinfo)", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
+    SeriesRule("proc_gtt_mib", "server GTT (fdinfo)", "MiB", "max_gpu_growth_mib", "leak_margin", "memory"),
+    SeriesRule("nvidia_proc_mib", "server GPU memory (nvidia-smi)", "MiB", "max_gpu_growth_mib",
+               "leak_margin", "memory"),
+)  # fmt: skip
+LATENCY_RULES = (
+    SeriesRule("ttft_p50_ms", "TTFT p50", "ms", "max_ttft_drift_ms", "drift_margin", "latency"),
+    SeriesRule("ttft_p99_ms", "TTFT p99", "ms", "max_ttft_drift_ms", "drift_margin", "latency"),
+    SeriesRule("tpot_p50_ms", "TPOT p50", "ms", "max_tpot_drift_ms", "drift_margin", "latency"),
+    SeriesRule("tpot_p99_ms", "TPOT p99", "ms", "max_tpot_drift_ms", "drift_margin", "latency"),
+)
+RULES = MEMORY_RULES + LATENCY_RULES
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One role's trend on one series, with slopes per hour."""
+
+    series: str
+    role: str
+    points: int
+    test: TrendTest | None
+    sen: SenSlope | None  # slope per hour
+
+    @property
+    def decidable(self) -> bool:
+        return self.test is not None and self.test.reachable
+
+    def growth(self, horizon_s: float) -> tuple[float, float, float]:
+        """(lower, estimate, upper) growth over `horizon_s` from the slope and its interval."""
+        if self.sen is None or math.isnan(self.sen.slope):
+            return (math.nan, math.nan, math.nan)
+        h = horizon_s / HOUR
+        return (self.sen.low * h, self.sen.slope * h, self.sen.high * h)
+
+    def as_json(self, horizon_s: float) -> dict[str, Any]:
+        low, mid, high = self.growth(horizon_s)
+        t = self.test
+        return {
+            "series": self.series,
+            "role": self.role,
+            "points": self.points,
+            "method": t.method if t else None,
+            "s": t.s if t else None,
+            "tau": t.tau if t else None,
+            "p_value": t.p_value if t else None,
+            "variance_factor": t.variance_factor if t else None,
+            "reachable": t.reachable if t else False,
+            "slope_per_h": self.sen.slope if self.sen else None,
+            "slope_low_per_h": self.sen.low if self.sen else None,
+            "slope_high_per_h": self.sen.high if self.sen else None,
+            "growth_low": low,
+            "growth": mid,
+            "growth_high": high,
+        }
+
+
+def telemetry_windows(frame: pd.DataFrame, start_s: float, width_s: float) -> pd.DataFrame:
+    """Window medians of the memory columns, in MiB, from `start_s` on (index: window centre)."""
+    if frame.empty or "t_s" not in frame:
+        return pd.DataFrame()
+    data = frame[frame["t_s"] >= start_s].copy()
+    columns: dict[str, pd.Series] = {}
+    for rule in MEMORY_RULES:
+        source = rule.name.replace("_mib", "_bytes")
+        if source in data:
+            columns[rule.name] = data[source].astype(float) / MIB
+    if not columns:
+        return pd.DataFrame()
+    table = pd.DataFrame(columns)
+    window = ((data["t_s"] - start_s) // width_s).astype(int)
+    grouped = table.groupby(window.to_numpy()).median()
+    grouped.index = start_s + (grouped.index.to_numpy() + 0.5) * width_s
+    return grouped
+
+
+def request_windows(frame: pd.DataFrame, start_s: float, width_s: float) -> pd.DataFrame:
+    """Per window of request end times: TTFT and TPOT p50/p99 (ms), tokens per second."""
+    if frame.empty:
+        return pd.DataFrame()
+    done = frame[(frame["status"] == "ok") & (frame["end_s"] >= start_s)].copy()
+    if done.empty:
+        return pd.DataFrame()
+    done["window"] = ((done["end_s"] - start_s) // width_s).astype(int)
+    rows: dict[int, dict[str, float]] = {}
+    for window, group in done.groupby("window"):
+        row: dict[str, float] = {"tokens_per_s": float(group["tokens"].sum()) / width_s}
+        for name in ("ttft", "tpot"):
+            values = group[f"{name}_s"].dropna().to_numpy(dtype=float) * 1000.0
+            if len(values):
+                row[f"{name}_p50_ms"] = float(np.percentile(values, 50))
+                row[f"{name}_p99_ms"] = float(np.percentile(values, 99))
+        rows[int(str(window))] = row
+    table = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    table.index = start_s + (table.index.to_numpy() + 0.5) * width_s
+    return table
+
+
+def trend(series: str, role: str, windows: pd.DataFrame, alpha: float) -> Trend:
+    """The trend of one column of a window table (slopes per hour)."""
+    if series not in windows:
+        return Trend(series, role, 0, None, None)
+    column = windows[series].dropna()
+    t = column.index.to_numpy(dtype=float)
+    y = column.to_numpy(dtype=float)
+    if len(y) < 3:
+        return Trend(series, role, len(y), mann_kendall(list(y), alpha) if len(y) else None, None)
+    test = mann_kendall(list(y), alpha)
+    sen = theil_sen(t / HOUR, y, CONFIDENCE, variance_factor=test.variance_factor)
+    return Trend(series, role, len(y), test, sen)
+
+
+@dataclass(frozen=True)
+class SeriesVerdict:
+    rule: SeriesRule
+    candidate: Trend
+    pinned: Trend | None
+    finding: str  # LEAK, GROWS_LIKE_PINNED, TOO_SHORT, NO_LEAK
+    budget: float | None
+    margin: float
+    why: str
+
+
+def judge_series(
+    rule: SeriesRule, candidate: Trend, pinned: Trend | None, limits: dict[str, float], horizon_s: float
+) -> SeriesVerdict:
+    """The leak rule on one series (see the module docstring)."""
+    budget = limits.get(rule.budget) if rule.budget else None
+    margin = float(limits.get(rule.margin, 0.0))
+    unit = rule.unit
+
+    def verdict(finding: str, why: str) -> SeriesVerdict:
+        return SeriesVerdict(rule, candidate, pinned, finding, budget, margin, why)
+
+    if not candidate.decidable or (pinned is not None and not pinned.decidable):
+        short = [t for t in (candidate, pinned) if t is not None and not t.decidable]
+        need = min_points(candidate.test.level if candidate.test else 0.01)
+        return verdict(
+            TOO_SHORT,
+            ", ".join(f"{t.role} has {t.points} windows" for t in short)
+            + f": Mann–Kendall needs {need} to reach its level",
+        )
+    test, sen = candidate.test, candidate.sen
+    assert test is not None and sen is not None
+    low = candidate.growth(horizon_s)[0]
+    rising = test.significant and test.s > 0
+    over = budget is not None and low > budget
+    pinned_slope = pinned.sen.slope if pinned is not None and pinned.sen is not None else math.nan
+    pinned_high = pinned.sen.high if pinned is not None and pinned.sen is not None else math.nan
+    # Steeper than pinned beyond doubt: the candidate's lower bound clears pinned's upper bound
+    # by the margin. Point estimates alone would call a shared growth (a prompt cache filling
+    # in both builds) a leak about half the time.
+    excess = sen.low - pinned_high
+    steeper = math.isnan(pinned_high) or excess > margin
+    hours = horizon_s / HOUR
+    text = (
+        f"{rule.label}: p = {test.p_value:.3g}, slope {sen.slope:+.3g} {unit}/h "
+        f"[{sen.low:+.3g}, {sen.high:+.3g}], at least {low:+.3g} {unit} over {hours:.3g} h"
+    )
+    if rising and over and steeper:
+        return verdict(
+            LEAK,
+            f"{text} > budget {budget:g} {unit}; pinned {pinned_slope:+.3g} {unit}/h, candidate's "
+            f"lower bound above pinned's upper by {excess:+.3g} > margin {margin:g}",
+        )
+    if rising and over:
+        return verdict(
+            GROWS_LIKE_PINNED,
+            f"{text} > budget {budget:g} {unit}, but pinned grows as fast "
+            f"({pinned_slope:+.3g} {unit}/h, margin {margin:g})",
+        )
+    return verdict(NO_LEAK, text)

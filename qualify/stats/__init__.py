@@ -1,0 +1,1 @@
+"""Statistics that more than one stage judges with."""

@@ -1,0 +1,222 @@
+"""The bench judge on saved units built to prove each finding, and seeded simulations of the
+adaptive schedule (false alarms on A/A data, power against a regression twice the margin)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from benchsim import LLAMA_CONFIG, saved_check, simulate, spec, steady
+
+from qualify.bench import kind as bench
+from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate, look_points
+from qualify.checks.base import SavedCheck
+from qualify.core.verdicts import Verdict
+from qualify.stats import abtests
+
+
+def facts(saved: SavedCheck) -> tuple[Verdict, dict]:
+    judgement = bench.judge(saved)
+    return judgement.verdict, judgement.facts["tests"]
+
+
+def test_faster_is_pass(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 110, 0.005)}, looks=[9, 16])
+    verdict, tests = facts(saved)
+    assert verdict is Verdict.PASS
+    assert tests["pp64"]["finding"] == FASTER and tests["pp64"]["low"] > 1
+    assert tests["pp64"]["ratio"] == pytest.approx(1.10, abs=0.01)
+
+
+def test_a_significant_slowdown_beyond_the_margin_is_a_regression_and_fails(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"tg128": steady(9, 100, 90, 0.005)}, looks=[9, 16])
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.FAIL
+    assert judgement.facts["tests"]["tg128"]["finding"] == SLOWER
+    assert judgement.facts["tests"]["tg128"]["regression"]
+    assert "regression" in judgement.reason
+    assert judgement.tables[0].rows[0][7] == "SLOWER (regression)"
+
+
+def test_a_slowdown_within_the_margin_warns(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"tg128": steady(9, 100, 99, 0.001)}, looks=[9, 16])
+    verdict, tests = facts(saved)
+    assert tests["tg128"]["finding"] == SLOWER and not tests["tg128"]["regression"]
+    assert verdict is Verdict.WARN
+
+
+def test_an_interval_inside_the_margin_is_no_change(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 100, 0.003, seed=3)}, looks=[9, 16])
+    verdict, tests = facts(saved)
+    assert tests["pp64"]["finding"] == NO_CHANGE
+    assert tests["pp64"]["low"] >= 0.97 and tests["pp64"]["high"] <= 1.03
+    assert verdict is Verdict.PASS
+
+
+def test_noise_larger_than_the_margin_is_inconclusive(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(16, 100, 100, 0.15, seed=5)}, looks=[9, 16])
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.INCONCLUSIVE
+    test = judgement.facts["tests"]["pp64"]
+    assert test["finding"] == INCONCLUSIVE and test["pairs"] == 16 and test["look"] == 2
+
+
+def test_too_few_pairs_can_never_be_significant(tmp_path: Path) -> None:
+    # 5 pairs, every one 20 % slower: p = 0.0625 is the best 5 pairs can do, above any level.
+    saved = saved_check(tmp_path, {"pp64": steady(5, 100, 80, 0.001)}, looks=[5])
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.INCONCLUSIVE
+    assert "cannot reach" in judgement.reason
+
+
+def test_a_finding_reached_at_the_first_look_is_kept(tmp_path: Path) -> None:
+    early = steady(9, 100, 110, 0.002)
+    late = steady(7, 100, 100, 0.2, seed=9)  # noise added after the decision cannot undo it
+    saved = saved_check(tmp_path, {"pp64": early + late}, looks=[9, 16])
+    verdict, tests = facts(saved)
+    assert tests["pp64"]["finding"] == FASTER and tests["pp64"]["look"] == 1 and tests["pp64"]["pairs"] == 9
+
+
+def test_judge_is_pure_a_new_margin_rejudges_the_saved_data(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"tg128": steady(9, 100, 96, 0.002)}, looks=[9, 16])
+    assert bench.judge(saved).verdict is Verdict.FAIL  # 4 % slower, δ 3 %
+    wider = SavedCheck(saved.folder, spec({"speed_margin": 0.05}), saved.roles)
+    assert bench.judge(wider).verdict is Verdict.WARN
+
+
+def test_a_candidate_crash_fails_and_a_pinned_crash_is_an_error(tmp_path: Path) -> None:
+    data = {"pp64": steady(9, 100, 100, 0.01)}
+    crashed = bench.judge(saved_check(tmp_path / "c", data, looks=[9, 16], crash=("candidate", 4)))
+    assert crashed.verdict is Verdict.FAIL
+    assert any("INVALID" in f.message and "signal 11" in f.message for f in crashed.findings)
+    assert crashed.facts["pairs"] == 3
+    baseline = bench.judge(saved_check(tmp_path / "p", data, looks=[9, 16], crash=("pinned", 4)))
+    assert baseline.verdict is Verdict.ERROR
+
+
+def test_no_pair_completed_measured_nothing(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(1, 100, 100, 0.01)}, looks=[9], crash=("pinned", 1))
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.ERROR  # the baseline crashed: not the candidate's failure
+    assert judgement.facts["pairs"] == 0
+
+
+def test_no_pair_and_no_crash_is_fail(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": []}, looks=[9])
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.FAIL
+    assert any("nothing was measured" in f.message for f in judgement.findings)
+
+
+def test_a_configuration_mismatch_between_roles_is_invalid(tmp_path: Path) -> None:
+    configs = {
+        "pinned": {"pp64": LLAMA_CONFIG},
+        "candidate": {"pp64": {**LLAMA_CONFIG, "type_k": "q4_0"}},
+    }
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 100, 0.002)}, looks=[9, 16], configs=configs)
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.ERROR
+    assert judgement.facts["tests"]["pp64"]["finding"] == "INVALID"
+    assert "type_k: f16 → q4_0" in judgement.reason
+    allowed = SavedCheck(saved.folder, spec(allow_config_diff=["type_k"]), saved.roles)
+    assert bench.judge(allowed).verdict is Verdict.PASS
+
+
+def test_units_over_the_cv_limit_are_invalid(tmp_path: Path) -> None:
+    saved = saved_check(
+        tmp_path, {"pp64": steady(9, 100, 100, 0.08)}, looks=[9, 16], limits={"max_unit_cv": 0.02}
+    )
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.ERROR
+    assert "max_unit_cv" in judgement.facts["tests"]["pp64"]["invalid"]
+
+
+def test_an_environment_change_during_a_unit_is_invalid(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 110, 0.002)}, looks=[9, 16], env_note=5)
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.ERROR
+    assert any("co-tenant" in f.message for f in judgement.findings)
+
+
+def test_a_test_missing_from_one_unit_falls_back_to_mann_whitney(tmp_path: Path) -> None:
+    data = steady(12, 100, 110, 0.002)
+    data[3] = (data[3][0], [])  # the candidate's unit of pair 4 did not report this test
+    saved = saved_check(tmp_path, {"pp64": data, "tg128": steady(12, 50, 55, 0.002)}, looks=[12])
+    verdict, tests = facts(saved)
+    assert tests["pp64"]["method"].startswith("Mann–Whitney") and tests["pp64"]["finding"] == FASTER
+    assert tests["tg128"]["method"].startswith("Wilcoxon")
+    assert verdict is Verdict.PASS
+
+
+def test_the_geometric_mean_is_context_not_gated(tmp_path: Path) -> None:
+    saved = saved_check(
+        tmp_path,
+        {"pp64": steady(9, 100, 120, 0.002), "tg128": steady(9, 100, 99, 0.001, seed=2)},
+        looks=[9],
+    )
+    judgement = bench.judge(saved)
+    assert judgement.facts["geometric_mean_ratio"] == pytest.approx((1.2 * 0.99) ** 0.5, abs=0.01)
+    assert judgement.verdict is Verdict.WARN  # from tg128's small slowdown, not the mean
+    assert judgement.tables[0].rows[-1][0].startswith("geometric mean")
+
+
+def test_a_schedule_cut_short_spends_the_next_looks_alpha() -> None:
+    assert look_points([9, 16], 12) == [9, 12]
+    assert look_points([9, 16], 16) == [9, 16]
+    assert look_points([9, 16], 5) == [5]
+    assert look_points([9], 5) == [5]
+
+
+# Seeded simulations: what the adaptive schedule promises, checked on many synthetic runs.
+PLANNED = abtests.planned_looks(abtests.min_pairs(abtests.first_holm_level(0.05, 1, 2)), 16, 2)
+
+
+def test_false_alarms_on_a_a_data_with_drift_and_a_position_effect_stay_below_alpha() -> None:
+    rng = np.random.default_rng(20261129)
+    runs = 400
+    alarms = 0
+    for _ in range(runs):
+        series = simulate(rng, 16, effect=0.0, cv=0.01, drift=0.004, position=0.01)
+        [outcome] = evaluate([series], PLANNED, 0.05, 0.03)
+        alarms += outcome.finding in (SLOWER, FASTER)
+    assert alarms / runs <= 0.05, alarms
+
+
+def test_a_regression_of_twice_the_margin_at_one_percent_cv_is_found() -> None:
+    rng = np.random.default_rng(7)
+    runs = 200
+    found = 0
+    for _ in range(runs):
+        series = simulate(rng, 16, effect=-0.06, cv=0.01, drift=0.002, position=0.005)
+        [outcome] = evaluate([series], PLANNED, 0.05, 0.03)
+        found += outcome.finding == SLOWER and outcome.regression
+    assert found / runs >= 0.95, found
+
+
+def test_the_report_gets_a_dot_plot_of_paired_ratios_and_the_limits_of_evidence(tmp_path: Path) -> None:
+    from qualify.report.charts import render_svg
+
+    saved = saved_check(
+        tmp_path, {"pp64": steady(5, 100, 100, 0.05)}, looks=[9, 16], arms=("pinned", "pinned")
+    )
+    judgement = bench.judge(saved)
+    [chart] = judgement.charts
+    assert chart.kind == "dots" and len(chart.data["pp64"]["candidate"]) == 5
+    assert "<svg" in render_svg(chart.as_json(), 0)
+    notes = judgement.facts["limits_of_evidence"]
+    assert any("fewer pairs ran than the" in n for n in notes)  # 5 pairs, 9 planned at least
+    assert any(n.startswith("A/A run: the pair noise is the noise floor") for n in notes)
+
+
+def test_different_devices_or_builds_between_roles_are_shown(tmp_path: Path) -> None:
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 110, 0.002)}, looks=[9])
+    for role, backend in (("pinned", "ROCm"), ("candidate", "CPU")):
+        path = tmp_path / role / "measurement.json"
+        document = json.loads(path.read_text())
+        document["engine"] = {"backends": backend, "build_commit": "0c1e570"}
+        path.write_text(json.dumps(document))
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.WARN
+    assert "backends: 'ROCm' → 'CPU'" in judgement.reason

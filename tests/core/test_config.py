@@ -1,0 +1,167 @@
+"""Every config and plan error names the file, the key (with its line) and what was expected."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from qualify.core.config import load_config
+from qualify.core.errors import ConfigError, ExitCode, UsageError
+from qualify.kinds import KINDS
+from qualify.pipeline.plan import DEFAULT_ORDER, load_plan
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", '[arms.pinned]\ninstallable = ".#default"\nbroken = \n')
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert str(tmp_path / "qualify.toml") in err.value.message
+    assert "line 3" in err.value.message
+    assert err.value.exit_code == ExitCode.USAGE_ERROR
+
+
+def test_unknown_key_suggests_close_name_with_line(tmp_path: Path) -> None:
+    write(
+        tmp_path / "qualify.toml",
+        '[arms.pinned]\ninstallable = ".#default"\n\n[arms.rocm10]\ninstalable = ".#rocm10"\n',
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    message = err.value.message
+    assert f"{tmp_path / 'qualify.toml'}:5" in message
+    assert "arms.rocm10.instalable" in message
+    assert 'did you mean "installable"' in message
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", 'flak = "."\n[arms.pinned]\ninstallable = "x"\n')
+    with pytest.raises(ConfigError, match=r'qualify.toml:1: flak: unknown key .*did you mean "flake"'):
+        load_config(tmp_path)
+
+
+def test_wrong_type_names_key_and_expectation(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", "[arms.pinned]\ninstallable = 7\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert re.search(
+        r"qualify.toml:2: arms.pinned.installable: expected a string, got an integer", err.value.message
+    )
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", '[arms.pinned]\ndevshell = ".#x"\n')
+    with pytest.raises(ConfigError, match="missing required key 'installable'"):
+        load_config(tmp_path)
+
+
+def test_missing_arm_for_candidate(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", '[arms.pinned]\ninstallable = "x"\n[arms.rocm10]\ninstallable = "y"\n')
+    config = load_config(tmp_path)
+    with pytest.raises(UsageError) as err:
+        config.arm("rocm1O", role="candidate")
+    assert "no arm named 'rocm1O' for the candidate role" in err.value.message
+    assert 'did you mean "rocm10"' in err.value.message
+    assert err.value.hint == "arms defined: pinned, rocm10"
+
+
+def test_pinned_arm_must_exist(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", 'pinned = "main"\n[arms.mian]\ninstallable = "x"\n')
+    with pytest.raises(ConfigError, match=r'qualify.toml:1: pinned: names no arm .main.*did you mean "mian"'):
+        load_config(tmp_path)
+
+
+def test_var_may_not_shadow_a_placeholder(tmp_path: Path) -> None:
+    write(tmp_path / "qualify.toml", '[arms.pinned]\ninstallable = "x"\n[vars]\nout = "y"\n')
+    with pytest.raises(ConfigError, match="vars.out: 'out' is a placeholder qualify fills itself"):
+        load_config(tmp_path)
+
+
+def test_missing_config_file_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert "no qualify.toml" in err.value.message
+    assert err.value.hint and "qualify init" in err.value.hint
+
+
+def test_unknown_check_kind_lists_known_kinds(tmp_path: Path) -> None:
+    write(tmp_path / "stages" / "20-compile.toml", '[[check]]\nkind = "test"\nrun = "true"\n')
+    with pytest.raises(ConfigError) as err:
+        load_plan(tmp_path / "stages")
+    assert "20-compile.toml:2: check[0].kind: unknown check kind 'test'" in err.value.message
+    assert 'did you mean "tests"' in err.value.message
+    assert err.value.hint == "known kinds: " + ", ".join(kind.name for kind in KINDS)
+    assert err.value.hint.startswith("known kinds: nix-build, command, tests, kernel-resources")
+
+
+def test_unknown_check_parameter_in_second_check(tmp_path: Path) -> None:
+    write(
+        tmp_path / "stages" / "20-compile.toml",
+        '[[check]]\nkind = "command"\nname = "a"\nrun = "true"\n\n'
+        '[[check]]\nkind = "command"\nname = "b"\nrun = "true"\nmetric = true\n',
+    )
+    with pytest.raises(ConfigError) as err:
+        load_plan(tmp_path / "stages")
+    assert "20-compile.toml:10: check[1].metric" in err.value.message
+    assert 'did you mean "metrics"' in err.value.message
+
+
+def test_limit_names_are_checked(tmp_path: Path) -> None:
+    write(
+        tmp_path / "stages" / "30-numerics.toml",
+        '[[check]]\nkind = "command"\nrun = "true"\nlimits = { kld = 0.1 }\n',
+    )
+    with pytest.raises(ConfigError, match=r"limit 'kld' must be named max_\*, min_\* or \*_margin"):
+        load_plan(tmp_path / "stages")
+
+
+def test_profile_overrides_and_unknown_profile(tmp_path: Path) -> None:
+    write(
+        tmp_path / "stages" / "30-numerics.toml",
+        'inconclusive = "fail"\n[[check]]\nkind = "command"\nname = "size"\nrun = "true"\n'
+        "limits = { ratio_margin = 0.02, min_ratio = 2.0 }\nvars = { reps = 5 }\n"
+        '[profiles.quick]\ninconclusive = "warn"\n'
+        "[profiles.quick.check.size]\nlimits = { ratio_margin = 0.05 }\nvars = { reps = 2 }\n",
+    )
+    base = load_plan(tmp_path / "stages")
+    quick = load_plan(tmp_path / "stages", "quick")
+    assert base.stages[0].checks[0].limits == {"ratio_margin": 0.02, "min_ratio": 2.0}
+    assert quick.stages[0].checks[0].limits == {"ratio_margin": 0.05, "min_ratio": 2.0}
+    assert quick.stages[0].checks[0].vars == {"reps": 2}
+    assert quick.stages[0].inconclusive_as_warn and not base.stages[0].inconclusive_as_warn
+    assert quick.profile == "quick"
+    with pytest.raises(UsageError, match=r"defines no profile 'quik'.*did you mean \"quick\""):
+        load_plan(tmp_path / "stages", "quik")
+
+
+def test_profile_naming_an_unknown_check(tmp_path: Path) -> None:
+    write(
+        tmp_path / "stages" / "30-numerics.toml",
+        '[[check]]\nkind = "command"\nname = "size"\nrun = "true"\n'
+        "[profiles.quick.check.sise]\nvars = { reps = 2 }\n",
+    )
+    with pytest.raises(ConfigError, match=r"has no check 'sise'.*did you mean \"size\""):
+        load_plan(tmp_path / "stages")
+
+
+def test_stage_order_is_file_order_and_missing_defaults_are_listed(tmp_path: Path) -> None:
+    for name in ("60-bench", "20-compile", "30-numerics"):
+        write(tmp_path / "stages" / f"{name}.toml", '[[check]]\nkind = "command"\nrun = "true"\n')
+    plan = load_plan(tmp_path / "stages")
+    assert [s.name for s in plan.stages] == ["compile", "numerics", "bench"]
+    assert plan.not_configured() == tuple(
+        n for n in DEFAULT_ORDER if n not in ("compile", "numerics", "bench")
+    )
+
+
+def test_builtin_plan_loads() -> None:
+    plan = load_plan(None)
+    assert plan.builtin
+    assert [s.name for s in plan.stages][0] in DEFAULT_ORDER

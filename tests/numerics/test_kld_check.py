@@ -1,0 +1,280 @@
+"""The `kld` check kind, measured through real commands on artifacts written with the exact
+encodings (llama.cpp `_logits_` files and qualify.logprobs/v1 directories), and judged.
+
+Each role's "engine" is `cp`-like: a small script copies the artifact prepared for its arm to
+`{out_file}` (pinned.2 gets its own file when one is prepared). Stand-in: the artifacts are
+synthetic logits, not an engine's; the files and every step after them are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Project
+from typer.testing import CliRunner
+
+from qualify.checks.base import SavedCheck
+from qualify.cli import app
+from qualify.core.checkspec import CheckSpec
+from qualify.numerics.formats import write_logprob_dir
+from qualify.numerics.kind import judge
+from qualify.numerics.llamalogits import write_llama_logits
+from qualify.numerics.stream import log_softmax
+
+runner = CliRunner()
+N_CTX, N_VOCAB, N_CHUNK = 16, 48, 32
+N_ROWS = N_CTX - 1 - N_CTX // 2
+
+COPY = """
+import shutil, sys
+from pathlib import Path
+src, folder, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+rerun = src.with_name(src.name + ".2")
+if folder.name == "pinned.2" and rerun.exists():
+    src = rerun
+(shutil.copytree if src.is_dir() else shutil.copyfile)(src, out)
+"""
+
+ARMS = """
+[arms.pinned]
+installable = ".#default"
+vars = {{ art = "{pinned}" }}
+[arms.cand]
+installable = ".#cand"
+vars = {{ art = "{cand}" }}
+[arms.reference]
+installable = ".#reference"
+vars = {{ art = "{reference}" }}
+"""
+
+
+def _tokens(rng: np.random.Generator, n_chunk: int = N_CHUNK, n_ctx: int = N_CTX) -> np.ndarray:
+    return rng.integers(0, N_VOCAB, (n_chunk, n_ctx)).astype(np.int32)
+
+
+def _logits(seed: int, n_chunk: int = N_CHUNK, n_rows: int = N_ROWS) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 3, (n_chunk, n_rows, N_VOCAB)).astype(np.float32)
+
+
+def _noise(seed: int, sigma: float, n_chunk: int = N_CHUNK, n_rows: int = N_ROWS) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, sigma, (n_chunk, n_rows, N_VOCAB)).astype(np.float32)
+
+
+def _kl(base: np.ndarray, other: np.ndarray) -> float:
+    """Mean exact KL(base || other) per row, straight from the definition (float64)."""
+    b = log_softmax(base.reshape(-1, N_VOCAB))
+    q = log_softmax(other.reshape(-1, N_VOCAB))
+    return float((np.exp(b) * (b - q)).sum(axis=1).mean())
+
+
+def _stage(limits: str, **params: object) -> str:
+    extra = "\n".join(f"{k} = {json.dumps(v)}" for k, v in params.items())
+    return f"""
+[[check]]
+kind = "kld"
+name = "kld"
+roles = ["pinned", "candidate", "reference"]
+run = "{{py}} {{project}}/copy.py {{art}} {{dir}} {{out_file}}"
+resamples = 2000
+{extra}
+limits = {{ {limits} }}
+"""
+
+
+def _project(make: Callable[..., Project], files: dict[str, Path]) -> Project:
+    p = make(ARMS.format(pinned=files["pinned"], cand=files["cand"], reference=files["reference"]))
+    (p.root / "copy.py").write_text(COPY)
+    return p
+
+
+def _run(
+    make: Callable[..., Project] | Project, files: dict[str, Path], stage: str, runs: Path | None = None
+) -> dict:
+    p = make if isinstance(make, Project) else _project(make, files)
+    p.stage("30-numerics.toml", stage.replace("{py}", sys.executable))
+    args = ["run", "--candidate", "cand", "--project", str(p.root)]
+    if runs is not None:
+        args += ["--runs-dir", str(runs)]
+    result = runner.invoke(app, args)
+    assert result.exit_code in (1, 3), result.output
+    run_dir = sorted(d for d in (runs or p.runs).iterdir() if (d / "run.json").exists())[-1]
+    check = run_dir / "30-numerics" / "kld"
+    out = json.loads((check / "result.json").read_text())
+    out["folder"] = str(check)
+    return out
+
+
+def _llama(path: Path, tokens: np.ndarray, logits: np.ndarray) -> Path:
+    return write_llama_logits(path, tokens, list(logits))
+
+
+@pytest.fixture
+def arms(tmp_path: Path) -> dict[str, object]:
+    """Reference logits and a pinned build close to them (σ 0.05), as llama.cpp files."""
+    rng = np.random.default_rng(7)
+    tokens = _tokens(rng)
+    ref = _logits(1)
+    pinned = ref + _noise(2, 0.05)
+    files = {
+        "reference": _llama(tmp_path / "ref.kld", tokens, ref),
+        "pinned": _llama(tmp_path / "pinned.kld", tokens, pinned),
+    }
+    return {"tokens": tokens, "ref": ref, "pinned": pinned, "files": files, "dir": tmp_path}
+
+
+def _limits(kl_p: float) -> str:
+    return (
+        f"max_mean_kld = {3 * kl_p}, max_p99_kld = {30 * kl_p}, min_top1_agreement = 0.8, "
+        "max_abs_dppl_pct = 5.0, max_confident_flips = 20000, noninferiority_margin = 0.5"
+    )
+
+
+def _findings(result: dict, verdict: str) -> list[str]:
+    return [f["message"] for f in result["findings"] if f["verdict"] == verdict]
+
+
+def test_close_candidate_passes_and_a_degraded_one_fails_every_limit(project, arms) -> None:
+    kl_p = _kl(arms["ref"], arms["pinned"])
+    files = dict(arms["files"])
+    files["cand"] = _llama(arms["dir"] / "good.kld", arms["tokens"], arms["ref"] + _noise(3, 0.05))
+    good = _run(project, files, _stage(_limits(kl_p)))
+    assert good["verdict"] == "PASS", good["findings"]
+    # Our mean KL agrees with the definition up to the encoding's noise and the -16 truncation.
+    summaries = good["facts"]["summaries"]
+    assert summaries["reference|pinned"]["kld_mean"] == pytest.approx(kl_p, rel=0.02, abs=1e-4)
+    ni = good["facts"]["noninferiority"]
+    assert ni["floor"] == 0.0 and ni["delta"] == pytest.approx(0.5 * ni["mean_kl_pinned"])
+    titles = [t["title"] for t in good["tables"]]
+    assert any("Non-inferiority" in t for t in titles) and any("Against the reference" in t for t in titles)
+    # Non-reference artifacts are reduced to per-token vectors and deleted; the reference is cached.
+    folder = Path(good["folder"])
+    for role in ("pinned", "pinned.2", "candidate", "reference"):
+        assert (folder / role / "pertoken.npz").is_file()
+        assert not (folder / role / "output").exists(), role
+
+    files["cand"] = _llama(arms["dir"] / "bad.kld", arms["tokens"], arms["ref"] + _noise(4, 3.0))
+    bad = _run(project, files, _stage(_limits(kl_p)))
+    assert bad["verdict"] == "FAIL"
+    failed = " | ".join(_findings(bad, "FAIL"))
+    for label in ("mean KLD", "p99 KLD", "top-1 agreement", "|ΔPPL|", "confident flips", "not non-inferior"):
+        assert label in failed, (label, failed)
+
+
+def test_noninferiority_alone_fails_a_candidate_within_the_model_limits(project, arms) -> None:
+    kl_p = _kl(arms["ref"], arms["pinned"])
+    files = dict(arms["files"])
+    # Twice pinned's distance from the reference: inside loose model limits, not non-inferior.
+    worse = arms["ref"] + _noise(5, 0.1)
+    files["cand"] = _llama(arms["dir"] / "worse.kld", arms["tokens"], worse)
+    loose = "max_mean_kld = 1.0, min_top1_agreement = 0.5, noninferiority_margin = 0.1"
+    result = _run(project, files, _stage(loose))
+    assert result["verdict"] == "FAIL"
+    [message] = _findings(result, "FAIL")
+    assert "not non-inferior" in message
+    ni = result["facts"]["noninferiority"]
+    assert ni["theta"] == pytest.approx(_kl(arms["ref"], worse) - kl_p, rel=0.05)
+
+
+def test_a_a_passes_and_the_floor_comes_from_a_pinned_rerun(project, arms) -> None:
+    files = dict(arms["files"])
+    files["cand"] = files["pinned"]
+    rerun = arms["pinned"] + _noise(6, 0.01)
+    _llama(Path(str(files["pinned"]) + ".2"), arms["tokens"], rerun)
+    result = _run(project, files, _stage(_limits(_kl(arms["ref"], arms["pinned"]))))
+    assert result["verdict"] == "PASS", result["findings"]
+    ni = result["facts"]["noninferiority"]
+    assert ni["theta"] == 0.0 and ni["method"] == "degenerate"
+    assert ni["floor"] == pytest.approx(_kl(arms["pinned"], rerun), rel=0.1, abs=2e-5)
+    assert ni["delta"] == pytest.approx(max(0.5 * ni["mean_kl_pinned"], 3 * ni["floor"]))
+
+
+def test_mismatched_tokens_fail_naming_the_first_difference(project, arms) -> None:
+    files = dict(arms["files"])
+    tokens = arms["tokens"].copy()
+    tokens[3, 11] = (tokens[3, 11] + 1) % N_VOCAB
+    files["cand"] = _llama(arms["dir"] / "other-text.kld", tokens, arms["ref"])
+    result = _run(project, files, _stage("max_mean_kld = 1.0"))
+    assert result["verdict"] == "FAIL"
+    assert "chunk 3, position 11" in result["reason"], result["reason"]
+
+
+def test_different_context_settings_are_an_error(project, arms) -> None:
+    files = dict(arms["files"])
+    rng = np.random.default_rng(7)
+    files["cand"] = _llama(
+        arms["dir"] / "c32.kld", _tokens(rng, N_CHUNK // 2, 32), _logits(8, N_CHUNK // 2, 15)
+    )
+    result = _run(project, files, _stage("max_mean_kld = 1.0"))
+    assert result["verdict"] == "ERROR"
+    assert "settings differ between roles: n_ctx differs: reference 16, candidate 32" in result["reason"]
+
+
+def test_nan_in_the_candidate_fails_and_exact_kl_for_full_precision_inputs(project, tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    tokens = _tokens(rng)
+    ref, pinned = _logits(1), _logits(1) + _noise(2, 0.05)
+    files = {
+        "reference": write_logprob_dir(tmp_path / "ref", tokens, list(ref), values="logits"),
+        "pinned": write_logprob_dir(tmp_path / "pinned", tokens, list(pinned), values="logits"),
+    }
+    broken = ref + _noise(3, 0.05)
+    broken[5, 2, 7] = np.nan
+    files["cand"] = write_logprob_dir(tmp_path / "cand", tokens, list(broken), values="logits")
+    result = _run(project, files, _stage("max_mean_kld = 1.0"))
+    assert result["verdict"] == "FAIL"
+    assert any("NaN/Inf" in m for m in _findings(result, "FAIL"))
+    assert result["facts"]["kl_floor"] is None  # no llama.cpp input: the exact KL
+    assert result["facts"]["summaries"]["reference|pinned"]["kld_mean"] == pytest.approx(_kl(ref, pinned))
+
+
+def test_too_few_chunks_is_inconclusive_never_pass(project, tmp_path: Path) -> None:
+    rng = np.random.default_rng(10)
+    tokens = _tokens(rng, 5)
+    ref = _logits(1, 5)
+    files = {
+        "reference": _llama(tmp_path / "r.kld", tokens, ref),
+        "pinned": _llama(tmp_path / "p.kld", tokens, ref + _noise(2, 0.05, 5)),
+        "cand": _llama(tmp_path / "c.kld", tokens, ref + _noise(3, 0.05, 5)),
+    }
+    result = _run(project, files, _stage("max_mean_kld = 1.0, noninferiority_margin = 10"))
+    assert result["verdict"] == "INCONCLUSIVE"
+    assert "5 chunks scored, fewer than min_chunks 30" in result["reason"]
+
+
+def test_not_enough_disk_is_an_error_with_the_figure_needed(project, arms) -> None:
+    files = dict(arms["files"])
+    files["cand"] = files["pinned"]
+    result = _run(project, files, _stage("max_mean_kld = 1.0", artifact_bytes=10**18))
+    assert result["verdict"] == "ERROR"
+    assert "needs 931322574.62 GiB (1000000000000000000 bytes) free" in result["reason"]
+
+
+def test_reference_is_cached_across_runs_and_keep_keeps_artifacts(project, arms, tmp_path: Path) -> None:
+    files = dict(arms["files"])
+    files["cand"] = files["pinned"]
+    runs = tmp_path / "runs"
+    p = _project(project, files)
+    first = _run(p, files, _stage("max_mean_kld = 1.0"), runs)
+    second = _run(p, files, _stage("max_mean_kld = 1.0", keep=True), runs)
+    m1 = json.loads((Path(first["folder"]) / "reference" / "measurement.json").read_text())
+    m2 = json.loads((Path(second["folder"]) / "reference" / "measurement.json").read_text())
+    assert not m1.get("cached") and m2["cached"] and m1["cache_key"] == m2["cache_key"]
+    assert Path(m2["artifact"]).is_relative_to(runs / ".cache" / "kld")
+    assert (Path(second["folder"]) / "candidate" / "output").is_file()
+    assert first["facts"]["summaries"] == second["facts"]["summaries"]
+
+
+def test_judge_is_pure_and_rejudges_with_new_limits(project, arms) -> None:
+    files = dict(arms["files"])
+    files["cand"] = _llama(arms["dir"] / "good.kld", arms["tokens"], arms["ref"] + _noise(3, 0.05))
+    result = _run(project, files, _stage("max_mean_kld = 1.0"))
+    assert result["verdict"] == "PASS"
+    spec = CheckSpec(**{**result["spec"], "roles": tuple(result["spec"]["roles"]), "timeout_s": None})
+    tight = CheckSpec(**{**spec.__dict__, "limits": {"max_mean_kld": 1e-9}})
+    again = judge(SavedCheck(Path(result["folder"]), tight, spec.roles))
+    assert again.verdict.value == "FAIL" and "max_mean_kld" in again.reason
