@@ -25,6 +25,7 @@ STYLE = {
     "NOT CONFIGURED": "grey50",
     "NOT RUN": "grey50",
     "INTERRUPTED": "magenta",
+    "STALE": "yellow",
     "QUALIFIED": "bold green",
     "NOT QUALIFIED": "bold red",
     "INCOMPLETE": "bold yellow",

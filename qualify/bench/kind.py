@@ -171,6 +171,9 @@ def judge(saved: SavedCheck) -> Judgement:
             "geometric_mean_ratio": abtests.geometric_mean(ratios) if ratios else None,
             "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
         },
+        judged=tuple(
+            f"{o.label} against pinned" for o in outcomes if o.shift is not None and o.label not in invalid
+        ),
     )
 
 
@@ -302,6 +305,7 @@ KIND = CheckKind(
     ),
     measure=measure,
     judge=judge,
+    needs_pinned=lambda _spec: "it compares the candidate's throughput with pinned's, pair by pair",
     verdict_rules=(
         "per test FASTER / SLOWER / NO CHANGE / INCONCLUSIVE / INVALID on the candidate/pinned ratio; "
         "FAIL on a significant slowdown beyond speed_margin, a candidate crash, or no pairs; ERROR on "

@@ -336,7 +336,13 @@ def judge(saved: SavedCheck) -> Judgement:
     verdict = worst(findings)
     built = sum(len(m.get("built", [])) for m in builds.values() if m)
     ok = f"{len(builds)} roles built from one revision ({built} derivations built)"
-    return Judgement(verdict, headline(verdict, findings, ok), tuple(findings), tuple(tables), facts)
+    judged = [f"{role} built, its toolchain components checked" for role in found]
+    judged += [
+        f"{kind} closure compared with pinned" for kind in ("runtime", "build") if f"{kind}_diff" in facts
+    ]
+    return Judgement(
+        verdict, headline(verdict, findings, ok), tuple(findings), tuple(tables), facts, judged=tuple(judged)
+    )
 
 
 def _build_failure(role: str, m: dict[str, Any]) -> Finding:

@@ -113,11 +113,15 @@ class Judgement:
     tables: tuple[TableData, ...] = ()
     facts: dict[str, Any] = field(default_factory=dict)
     charts: tuple[ChartData, ...] = ()
+    #: What was judged, one short line each: a limit evaluated, a comparison made, a series
+    #: tested. A judgement with none is never PASS or WARN (`qualify.pipeline.judging`).
+    judged: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict.value,
             "reason": self.reason,
+            "judged": list(self.judged),
             "findings": [f.as_json() for f in self.findings],
             "tables": [t.as_json() for t in self.tables],
             "facts": self.facts,
@@ -158,3 +162,10 @@ class CheckKind:
     #: Builds the arms: measures every role the run binds, and its own inputs are the
     #: source and installables, not the store paths it produces.
     builds_arms: bool = False
+    #: Why this check, as configured, cannot judge the candidate without the pinned role (None
+    #: when it can judge the candidate on its own). The plan is refused when `roles` leave
+    #: pinned out and this gives a reason.
+    needs_pinned: Callable[[CheckSpec], str | None] = lambda _spec: None
+    #: Why these parameters cannot be measured or judged soundly (None when they can); the
+    #: plan is refused before anything runs.
+    invalid: Callable[[CheckSpec], str | None] = lambda _spec: None

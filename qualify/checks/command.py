@@ -23,6 +23,7 @@ from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.checks.metrics import Metric, MetricsInvalid, read_metrics
 from qualify.checks.roleruns import measure_command, run_findings
+from qualify.core.checkspec import CheckSpec
 from qualify.core.context import CheckContext
 from qualify.core.verdicts import Verdict
 
@@ -35,10 +36,18 @@ def measure(ctx: CheckContext) -> None:
 def judge(saved: SavedCheck) -> Judgement:
     findings = run_findings(saved)
     wants_metrics = bool(saved.spec.param("metrics")) or bool(saved.spec.limits)
+    candidate = saved.measurement("candidate") or {}
+    # The candidate's exit status is judged whenever it ran; an error means it never did.
+    judged = ["candidate exit status"] if candidate and "error" not in candidate else []
     # run_findings holds only failures: with any of them there is nothing sound to compare.
     if not wants_metrics or findings:
         verdict = worst(findings)
-        return Judgement(verdict, headline(verdict, findings, "every role exited 0"), tuple(findings))
+        return Judgement(
+            verdict,
+            headline(verdict, findings, "every role exited 0"),
+            tuple(findings),
+            judged=tuple(judged),
+        )
 
     metrics: dict[str, dict[str, Metric]] = {}
     for role in saved.roles:
@@ -55,8 +64,11 @@ def judge(saved: SavedCheck) -> Judgement:
                     role,
                 )
             )
-    if "candidate" in metrics and "pinned" in metrics:
-        findings.extend(_judge_limits(saved.spec.limits, metrics["pinned"], metrics["candidate"]))
+    if "candidate" in metrics:
+        # max_/min_ limits need the candidate alone; a margin needs pinned (the plan ensures it
+        # is measured) and is ERROR when pinned's metrics could not be read.
+        findings.extend(_judge_limits(saved.spec.limits, metrics.get("pinned", {}), metrics["candidate"]))
+        judged += [f"limit {key}" for key in sorted(saved.spec.limits)]
     verdict = worst(findings)
     tables = (_table(metrics),) if metrics else ()
     return Judgement(
@@ -64,7 +76,13 @@ def judge(saved: SavedCheck) -> Judgement:
         headline(verdict, findings, f"{len(metrics.get('candidate', {}))} metrics within limits"),
         tuple(findings),
         tables,
+        judged=tuple(judged),
     )
+
+
+def _needs_pinned(spec: CheckSpec) -> str | None:
+    margins = sorted(k for k in spec.limits if k.endswith("_margin"))
+    return f"its limits {', '.join(margins)} compare with pinned" if margins else None
 
 
 def _judge_limits(
@@ -159,6 +177,7 @@ KIND = CheckKind(
     ),
     measure=measure,
     judge=judge,
+    needs_pinned=_needs_pinned,
     verdict_rules=(
         "FAIL if the candidate fails, crosses a max_/min_ limit, or is worse than pinned beyond "
         "a *_margin; INCONCLUSIVE if its samples straddle a margin; ERROR if the baseline or "

@@ -11,7 +11,7 @@ from typing import Any
 
 from qualify.checks.base import Finding, SavedCheck
 from qualify.core.context import CheckContext
-from qualify.core.errors import QualifyError
+from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.verdicts import Verdict
 
 
@@ -29,6 +29,10 @@ def measure_command(
     try:
         argv = ctx.argv(template, role)
         done = ctx.run(role, argv, cwd=cwd)
+    except ToolMissing as exc:
+        # The build may have lost the tool (the candidate's failure) or the machine lacks it
+        # (nobody's build): run_findings tells which by looking at the other roles.
+        measurement["error"] = {"message": exc.message, "hint": exc.hint, "missing_tool": True}
     except QualifyError as exc:
         # A missing tool or placeholder is the harness's or the machine's failure, not the
         # candidate's: the judge turns it into ERROR.
@@ -60,10 +64,21 @@ def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Fi
             message = m["error"]["message"]
             hint = m["error"].get("hint")
             text = message if not hint else f"{message} ({hint})"
-            findings.append(Finding(Verdict.ERROR, text, role))
+            lost = role == "candidate" and m["error"].get("missing_tool") and not _missing_elsewhere(saved)
+            findings.append(Finding(Verdict.FAIL if lost else Verdict.ERROR, text, role))
             continue
         if failed_run_fails and not m.get("ok"):
             verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
             tail = "\n".join(m.get("output_tail", [])[-8:])
             findings.append(Finding(verdict, f"command {m.get('outcome')}\n{tail}".rstrip(), role))
     return findings
+
+
+def _missing_elsewhere(saved: SavedCheck) -> bool:
+    """Whether a baseline role lacked a tool too: then the machine or the plan lacks it (ERROR),
+    not the candidate's build (FAIL, as when a shell reports the same tool not found)."""
+    for role in saved.roles:
+        m = saved.measurement(role) if role != "candidate" else None
+        if m and m.get("error", {}).get("missing_tool"):
+            return True
+    return False

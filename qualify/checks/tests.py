@@ -125,8 +125,16 @@ def judge(saved: SavedCheck) -> Judgement:
                 )
             )
     table: tuple[TableData, ...] = ()
+    judged: list[str] = []
+    if executed(results.get("candidate", {})):
+        judged.append(f"{executed(results['candidate'])} candidate tests")
+        if "pinned" not in saved.roles:
+            # Nothing to compare with: each test the candidate fails is a failure of its own.
+            failing = [n for n, s in results["candidate"].items() if s in (FAILED, "error")]
+            findings += [Finding(Verdict.FAIL, f"failing: {n}", "candidate") for n in failing]
     if "pinned" in results and "candidate" in results:
         findings.extend(_compare(results["pinned"], results["candidate"]))
+        judged.append(f"{len(results['pinned'])} tests compared with pinned")
         for role in ("pinned", "candidate"):
             m = saved.measurement(role) or {}
             if (
@@ -155,6 +163,7 @@ def judge(saved: SavedCheck) -> Judgement:
         tuple(findings),
         table,
         facts={"counts": {role: _count(r) for role, r in results.items()}},
+        judged=tuple(judged),
     )
 
 

@@ -156,6 +156,7 @@ def judge(saved: SavedCheck) -> Judgement:
         tuple(findings),
         tuple(out_tables),
         facts={"counts": counts, "kernels_by_severity": severities},
+        judged=(f"{len(results)} kernels compared with pinned",) if results else (),
     )
 
 
@@ -224,6 +225,7 @@ KIND = CheckKind(
     ),
     measure=measure,
     judge=judge,
+    needs_pinned=lambda _spec: "its judgement is the per-kernel diff against the pinned build",
     verdict_rules=(
         "FAIL on a missing GPU kernel, new or grown spills or scratch, a wave-size change, dynamic "
         "stack newly on, an occupancy drop, or no kernels found; WARN on register or LDS growth "

@@ -26,6 +26,9 @@ class StageState(StrEnum):
     NOT_CONFIGURED = "NOT CONFIGURED"
     INTERRUPTED = "INTERRUPTED"
     NOT_RUN = "NOT RUN"
+    #: Kept from an earlier attempt (`--only`, `--from`) although its inputs changed since:
+    #: its verdict no longer speaks for this configuration, so the run cannot qualify.
+    STALE = "STALE"
 
 
 class RunVerdict(StrEnum):

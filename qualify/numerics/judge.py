@@ -79,6 +79,8 @@ class Outcome:
     tables: list[TableData]
     facts: dict[str, Any]
     charts: list[ChartData] = field(default_factory=list)
+    #: The limits evaluated on the candidate and the comparisons made (see Judgement.judged).
+    judged: list[str] = field(default_factory=list)
 
 
 def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> Outcome:
@@ -132,12 +134,23 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
     for gate in GATES:
         if gate.limit in limits:
             out.findings.extend(_gate_findings(gate, limits[gate.limit], bounds, summaries, stats, s))
+            if gate.bound in bounds.get("candidate", {}):
+                out.judged.append(f"limit {gate.limit} on the candidate")
+    if stats.n_chunks < 2:
+        out.findings.append(
+            Finding(
+                Verdict.INCONCLUSIVE,
+                f"{stats.n_chunks} chunk scored: a bound needs at least 2, so no limit was judged",
+                None,
+            )
+        )
     out.tables.append(_metric_table(stats, limits, bounds, summaries, s))
     if "pinned" in judged and all(finite.values()) and stats.n_chunks >= 2:
         ni_findings, ni_table, ni_facts = _noninferiority(stats, limits, s)
         out.findings.extend(ni_findings)
         out.tables.append(ni_table)
         out.facts["noninferiority"] = ni_facts
+        out.judged.append("non-inferiority against pinned")
     out.tables.append(_llama_table(summaries))
     out.tables.append(_distribution_table(stats, judged))
     out.tables.append(_confidence_table(stats, judged))

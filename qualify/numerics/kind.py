@@ -62,12 +62,13 @@ from typing import Any
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
+from qualify.core.checkspec import CheckSpec
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
 from qualify.numerics.formats import open_stream
-from qualify.numerics.judge import FLOOR_ROLE, LIMIT_NAMES, Settings, judge_stats
+from qualify.numerics.judge import FLOOR_ROLE, GATES, LIMIT_NAMES, Settings, judge_stats
 from qualify.numerics.store import (
     artifact_bytes,
     cache_key,
@@ -312,6 +313,7 @@ def judge(saved: SavedCheck) -> Judgement:
         verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
         findings.append(Finding(verdict, record["artifact_error"]["message"], role))
     stats = load_stats(saved.folder)
+    judged: list[str] = []
     tables: tuple[Any, ...] = ()
     charts: tuple[Any, ...] = ()
     facts: dict[str, Any] = {"settings": record.get("settings", {})}
@@ -325,6 +327,7 @@ def judge(saved: SavedCheck) -> Judgement:
         )
         outcome = judge_stats(stats, saved.spec.limits, settings)
         findings.extend(outcome.findings)
+        judged = outcome.judged
         tables, facts = tuple(outcome.tables), {**facts, **outcome.facts}
         charts = tuple(outcome.charts)
     elif not findings:
@@ -336,7 +339,20 @@ def judge(saved: SavedCheck) -> Judgement:
     reason = headline(verdict, findings, summary)
     if reason != summary and summary:
         reason += f" — {summary}"
-    return Judgement(verdict, reason, tuple(findings), tables, facts, charts)
+    return Judgement(verdict, reason, tuple(findings), tables, facts, charts, judged=tuple(judged))
+
+
+def _needs_pinned(spec: CheckSpec) -> str | None:
+    if any(gate.limit in spec.limits for gate in GATES):
+        return None
+    return "without a limit of its own (max_mean_kld, …) its only judgement is non-inferiority to pinned"
+
+
+def _invalid(spec: CheckSpec) -> str | None:
+    chunks = spec.params.get("min_chunks")
+    if chunks is not None and int(chunks) < 2:
+        return f"min_chunks = {chunks}: a bootstrap bound needs at least 2 chunks to resample"
+    return None
 
 
 def _summary(facts: dict[str, Any]) -> str:
@@ -374,6 +390,8 @@ KIND = CheckKind(
     ),
     measure=measure,
     judge=judge,
+    needs_pinned=_needs_pinned,
+    invalid=_invalid,
     verdict_rules=(
         "FAIL if a limit's estimate is beyond it, the candidate is not non-inferior to pinned "
         "(θ̂ > δ), tokens differ, NaN/Inf appear or the candidate's run fails; INCONCLUSIVE if a "

@@ -165,7 +165,7 @@ def _load_check(table: Table) -> CheckSpec:
     name = table.string("name", kind.name) or kind.name
     if not _NAME.match(name):
         raise table.error("name", f"check name {name!r} must be lower-case letters, digits, - or _")
-    return CheckSpec(
+    spec = CheckSpec(
         name=name,
         kind=kind.name,
         params=_params(table, kind),
@@ -176,6 +176,18 @@ def _load_check(table: Table) -> CheckSpec:
         description=table.string("description", "") or "",
         vars=load_vars(table.table("vars")),
     )
+    problem = kind.invalid(spec)
+    if problem is not None:
+        raise table.error(None, f"check {name!r} ({kind.name}): {problem}")
+    # A check that leaves pinned out must still judge the candidate; a kind says when it can't.
+    why = None if "pinned" in spec.roles or kind.builds_arms else kind.needs_pinned(spec)
+    if why is not None:
+        raise table.error(
+            "roles" if "roles" in table.data else None,
+            f"check {name!r} ({kind.name}) leaves out the pinned role, but {why}",
+            'add "pinned" to its roles, or give it limits it can judge the candidate by alone',
+        )
+    return spec
 
 
 def _params(table: Table, kind: CheckKind) -> dict[str, Any]:

@@ -15,18 +15,18 @@ shows them as they ran).
 from __future__ import annotations
 
 import shutil
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualify.checks.base import Judgement, SavedCheck
+from qualify.checks.base import SavedCheck
 from qualify.checks.registry import kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, exit_code_for, run_verdict, stage_verdict
+from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.plan import DEFAULT_ORDER, Plan, load_plan
 from qualify.pipeline.stagerun import RESULT, STAGE, stage_outcome_at, stage_reason
 
@@ -131,7 +131,10 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         vars=dict(saved_spec.get("vars") or {}),
     )
     kind = kind_named(spec.kind, str(result_path))
-    judgement = _judge(kind.judge, SavedCheck(check_dir, spec, spec.roles), check_dir)
+    if result.get("crashed"):
+        judgement = crashed(str(result["crashed"]))  # new limits cannot mend a crashed measurement
+    else:
+        judgement = judge_saved(kind, SavedCheck(check_dir, spec, spec.roles), "rejudge-error.log")
     if not (check_dir / MEASURED).is_file():
         shutil.copyfile(result_path, check_dir / MEASURED)
     updated: dict[str, Any] = {k: v for k, v in result.items() if k != "schema_version"}
@@ -149,16 +152,3 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         limits_before=limits_before,
         limits_after=limits_after,
     )
-
-
-def _judge(judge: Any, saved: SavedCheck, check_dir: Path) -> Judgement:
-    try:
-        result: Judgement = judge(saved)
-    except QualifyError as exc:
-        return Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
-    except Exception as exc:  # a judge bug must not lose the run: record it as ERROR
-        log = check_dir / "logs" / "rejudge-error.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(traceback.format_exc(), encoding="utf-8")
-        return Judgement(Verdict.ERROR, f"internal error while re-judging: {exc!r}; see {log}")
-    return result

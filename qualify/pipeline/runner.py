@@ -39,7 +39,14 @@ from qualify.core.verdicts import (
     run_verdict,
 )
 from qualify.pipeline.plan import DEFAULT_ORDER, Plan, StageSpec, load_plan
-from qualify.pipeline.stagerun import STAGE, StageRunner, inputs_hash, stage_outcome
+from qualify.pipeline.stagerun import (
+    STAGE,
+    StageRunner,
+    inputs_hash,
+    mark_stale,
+    saved_verdict_at,
+    stage_outcome,
+)
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 plan=plan.as_json(),
                 options=options,
                 invocations=[*saved.get("invocations", []), _invocation(request)],
+                config=config.snapshot(),
             )
         try:
             _run_stages(run, config, plan, arms, selected, request, events)
@@ -256,7 +264,13 @@ def _run_stages(
         wanted = selected is None or stage.name in selected
         keep = _keep(run, stage, outcome, stage_hash, wanted, selected is None, request.force)
         if keep is not None:
-            events.stage_end(stage, outcome.value, keep)
+            if isinstance(saved_verdict_at(run, stage.folder), Verdict) and mark_stale(
+                run, stage.folder, stage_hash
+            ):
+                keep = "STALE: kept, but its inputs changed since it ran; rerun it to qualify"
+            events.stage_end(stage, stage_outcome(run, stage).value, keep)
+            # A stale stage still gates by the verdict it had; the run verdict counts it STALE.
+            outcome = saved_verdict_at(run, stage.folder)
         elif blocked_by is not None and not request.no_gate:
             name, why = blocked_by
             runner.blocked(stage, name, why)

@@ -21,6 +21,7 @@ from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
+from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.plan import StageSpec
 
 RESULT = "result.json"
@@ -76,7 +77,33 @@ def stage_outcome_at(run: RunDir, folder: str) -> Verdict | StageState:
         return StageState.INTERRUPTED
     if saved.get("verdict") == StageState.BLOCKED.value:
         return StageState.BLOCKED
+    if saved.get("stale"):
+        return StageState.STALE
     return Verdict(saved["verdict"])
+
+
+def saved_verdict_at(run: RunDir, folder: str) -> Verdict | StageState:
+    """The outcome of `stage_outcome_at`, with a stale stage's own saved verdict (for gating)."""
+    outcome = stage_outcome_at(run, folder)
+    if outcome is StageState.STALE:
+        return Verdict(read_json(run.stage_dir(folder) / STAGE)["verdict"])
+    return outcome
+
+
+def mark_stale(run: RunDir, folder: str, inputs_hash: str) -> bool:
+    """Flag a kept stage whose saved inputs hash differs from `inputs_hash` (or unflag it when
+    the inputs are back as they were); True when it is stale."""
+    path = run.stage_dir(folder) / STAGE
+    saved = read_json(path)
+    stale = saved.get("inputs_hash") != inputs_hash
+    if stale and not saved.get("stale"):
+        saved["stale"] = {"since": now_iso(), "inputs_hash_now": inputs_hash}
+    elif not stale and "stale" in saved:
+        del saved["stale"]
+    else:
+        return stale
+    write_json(path, {k: v for k, v in saved.items() if k != "schema_version"})
+    return stale
 
 
 @dataclass
@@ -130,6 +157,8 @@ class StageRunner:
             "ungated": ungated,
             "ungated_past": gate_note,
             "spec": stage.as_json(),
+            # The configuration this attempt ran with: a later rerun may change it.
+            "config": self.config.snapshot(),
             "started_at": now_iso(),
             "checks": [],
         }
@@ -187,20 +216,22 @@ class StageRunner:
         )
         started = now_iso()
         t0 = time.monotonic()
+        crash: str | None = None
         try:
             kind.measure(ctx)
-            judgement = kind.judge(SavedCheck(check_dir, spec, roles))
         except QualifyError as exc:
-            judgement = Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
+            crash = str(exc).replace("\n", " — ")
         except Exception as exc:  # a harness bug must not lose the run: record it as ERROR
             log = check_dir / "logs" / "harness-error.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(traceback.format_exc(), encoding="utf-8")
-            judgement = Judgement(
-                Verdict.ERROR, f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
-            )
+            crash = f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
         finally:
             self.progress(None)
+        # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
+        judgement = (
+            crashed(crash) if crash is not None else judge_saved(kind, SavedCheck(check_dir, spec, roles))
+        )
         write_json(
             check_dir / RESULT,
             {
@@ -214,6 +245,7 @@ class StageRunner:
                 "ungated": ungated,
                 "started_at": started,
                 "duration_s": round(time.monotonic() - t0, 3),
+                "crashed": crash,
                 **judgement.as_json(),
             },
         )

@@ -153,6 +153,9 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
     stage = read_json(path)
     if stage.get("status") != "complete":
         outcome, reason = StageState.INTERRUPTED.value, "interrupted before it finished"
+    elif stage.get("stale"):
+        outcome = StageState.STALE.value
+        reason = f"was {stage['verdict']}, but its inputs changed since ({stage.get('reason', '')})"
     else:
         outcome, reason = stage["verdict"], stage.get("reason", "")
     checks = []
@@ -201,6 +204,8 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
             StageState.INTERRUPTED.value,
         ):
             notes.append(f"Stage {stage.name} did not run ({stage.outcome.lower()}: {stage.reason}).")
+        elif stage.outcome == StageState.STALE.value:
+            notes.append(f"Stage {stage.name} is stale: it {stage.reason}; rerun it (--only) to count it.")
         elif stage.outcome == "SKIPPED":
             notes.append(f"Stage {stage.name} was skipped here: {stage.reason}.")
         if stage.ungated:

@@ -30,6 +30,7 @@ VERDICT_CLASS = {
     "NOT CONFIGURED": "notconfigured",
     "NOT RUN": "notrun",
     "INTERRUPTED": "error",
+    "STALE": "incomplete",
 }
 
 

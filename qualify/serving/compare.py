@@ -89,6 +89,16 @@ def compare_cases(
         suite = (p or c or {}).get("suite", "")
         status = {role: _status(case) for role, case in (("pinned", p), ("candidate", c))}
         if p is None or c is None:
+            if c is None and candidate:
+                # The candidate ran its suites but not this case: a case lost is a failure.
+                findings.append(
+                    Finding(Verdict.FAIL, f"{suite}/{name}: ran in pinned, not in the candidate", "candidate")
+                )
+            elif c is not None and c["problems"]:
+                # Nothing to compare with: the candidate's own failing case still fails.
+                findings.append(
+                    Finding(Verdict.FAIL, f"{suite}/{name}: {'; '.join(c['problems'][:3])}", "candidate")
+                )
             rows.append(CaseRow(suite, name, status["pinned"], status["candidate"], "one role only", ""))
             continue
         if c["problems"] and not p["problems"]:

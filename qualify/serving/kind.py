@@ -242,6 +242,11 @@ def judge(saved: SavedCheck) -> Judgement:
             )
         )
     facts: dict[str, Any] = {"cases": {r: len(c) for r, c in by_role.items()}, "greedy": greedy}
+    judged = []
+    if by_role.get("candidate"):
+        judged.append(f"{len(by_role['candidate'])} candidate cases checked")
+    if by_role.get("candidate") and by_role.get("pinned"):
+        judged.append(f"{len(rows)} cases compared with pinned")
     timing_path = saved.folder / TIMING
     if timing_path.is_file():
         timing = read_json(timing_path)
@@ -319,6 +324,7 @@ def judge(saved: SavedCheck) -> Judgement:
             )
         )
         facts["timing"] = {"pairs": timing["pairs"], "rows": [r.__dict__ for r in gate]}
+        judged += [f"timing {r.type} {r.metric}" for r in gate if r.result in ("PASS", "FAIL")]
     elif "pinned" in measured and "candidate" in measured and saved.spec.params.get("timing"):
         findings.append(Finding(Verdict.WARN, "timing gate not run (a server was not up for it)", None))
     tables.append(_servers_table(saved, measured))
@@ -330,7 +336,7 @@ def judge(saved: SavedCheck) -> Judgement:
     reason = headline(verdict, findings, summary)
     if reason != summary and summary:
         reason += f" — {summary}"
-    return Judgement(verdict, reason, tuple(findings), tuple(tables), facts)
+    return Judgement(verdict, reason, tuple(findings), tuple(tables), facts, judged=tuple(judged))
 
 
 def _ms(value: float | None) -> str:

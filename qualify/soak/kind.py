@@ -46,6 +46,7 @@ import pandas as pd
 
 from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck
 from qualify.checks.findings import headline, worst
+from qualify.core.checkspec import CheckSpec
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
@@ -244,14 +245,17 @@ def judge(saved: SavedCheck) -> Judgement:
         for role in roles
     }
     verdicts: list[SeriesVerdict] = []
-    usable = all(measurements.get(r) and not requests[r].empty for r in ("pinned", "candidate"))
-    if usable:
+    # Without pinned in the roles the candidate is judged on its own budgets (a leak is growth
+    # beyond the budget); with pinned, it must also be steeper than pinned.
+    usable = all(measurements.get(r) and not requests[r].empty for r in roles)
+    if usable and "candidate" in roles:
         for rule in RULES:
-            if rule.name not in windows["candidate"]:
+            if rule.name not in windows["candidate"] or not windows["candidate"][rule.name].notna().any():
                 continue
             candidate = trend(rule.name, "candidate", windows["candidate"], alpha)
-            pinned = trend(rule.name, "pinned", windows["pinned"], alpha)
+            pinned = trend(rule.name, "pinned", windows["pinned"], alpha) if "pinned" in roles else None
             verdicts.append(judge_series(rule, candidate, pinned, limits, horizon))
+    # A series is judged only against a budget; one without is shown, never counted as judged.
     short = [v for v in verdicts if v.finding == TOO_SHORT and v.budget is not None]
     if short:
         findings.append(
@@ -273,7 +277,7 @@ def judge(saved: SavedCheck) -> Judgement:
         role: _summary(measurements[role] or {}, requests[role]) for role in roles if measurements[role]
     }
     verdict = worst(findings)
-    judged = [v for v in verdicts if v.budget is not None]
+    judged = [v for v in verdicts if v.budget is not None and v.finding != TOO_SHORT]
     ok_text = (
         f"no failed or stalled request, no driver error in the kernel log, "
         f"{len(judged)} series without a leak or drift"
@@ -312,6 +316,7 @@ def judge(saved: SavedCheck) -> Judgement:
             "compaction": {r: (m or {}).get("compaction") for r, m in measurements.items()},
             "a_a": _same_arm(measurements),
         },
+        judged=tuple(f"{v.rule.name} against its budget" for v in judged),
     )
 
 
@@ -326,6 +331,13 @@ def _compaction(measurements: dict[str, dict[str, Any] | None]) -> list[dict[str
 def _same_arm(measurements: dict[str, dict[str, Any] | None]) -> bool:
     arms = [(m or {}).get("arm") for m in measurements.values()]
     return len(arms) == 2 and arms[0] is not None and arms[0] == arms[1]
+
+
+def _invalid(spec: CheckSpec) -> str | None:
+    budgets = sorted({r.budget for r in RULES if r.budget})
+    if any(name in spec.limits for name in budgets):
+        return None
+    return f"it has no budget ({', '.join(budgets)}): a series is judged only against one"
 
 
 KIND = CheckKind(
@@ -369,6 +381,7 @@ KIND = CheckKind(
     ),
     measure=measure,
     judge=judge,
+    invalid=_invalid,
     verdict_rules=(
         "FAIL on a failed or stalled candidate request, a candidate server that never started or exited, "
         "no completed request, a GPU driver line in the kernel or server log, or a leak/drift (Mann–Kendall "

@@ -205,9 +205,11 @@ class Sampler:
         self.pids.update(pids)
         row: dict[str, Any] = {"t_s": round(time.monotonic() - self.t0, 3), "block": self.block}
         rollups = [smaps_rollup(pid) for pid in pids]
-        row["rss_bytes"] = sum(r.get("Rss", 0) for r in rollups)
-        row["pss_bytes"] = sum(r.get("Pss", 0) for r in rollups)
-        row["anon_bytes"] = sum(r.get("Anonymous", 0) for r in rollups)
+        for column, field in (("rss_bytes", "Rss"), ("pss_bytes", "Pss"), ("anon_bytes", "Anonymous")):
+            read = [r[field] for r in rollups if field in r]
+            # Memory that could not be read (no process, smaps_rollup unreadable) is missing,
+            # never 0: a flat zero would read as "no leak".
+            row[column] = sum(read) if read else None
         row.update(memory_psi())
         row.update(compaction_counters())
         row.update(amdgpu_memory())

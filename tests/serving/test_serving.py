@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import PY, REPO, Project, qualify_proc
 
-from qualify.serving.compare import first_divergence
+from qualify.core.verdicts import Verdict
+from qualify.serving.compare import compare_cases, first_divergence
 from qualify.serving.timing import judge_timing, pairs_needed
 
 HELPER = Path(__file__).resolve().parent / "broken_openai_server.py"
@@ -244,3 +245,33 @@ def test_stage_files_load(tmp_path: Path) -> None:
     assert default.kind == "openai-suite" and "{port}" in default.params["server"]
     quick = load_plan(REPO / "examples" / "llama-cpp" / "stages", "quick").stage("serving").checks[0]
     assert quick.params["timing"] == ["completion"] and quick.vars["ctx"] == 1024
+
+
+@pytest.mark.slow
+def test_candidate_alone_fails_on_its_own_failing_cases(project: Callable[..., Project]) -> None:
+    """With roles = ["candidate"] there is nothing to compare with, yet its failing cases
+    (tool arguments that are not JSON, a stream that is not JSON) still fail the check."""
+    p, tag = serving_project(
+        project,
+        ["bad-tool-json", "broken-stream"],
+        suites=["tools", "streaming"],
+        extra='roles = ["candidate"]',
+    )
+    code, result, out = run_serving(p, tag)
+    assert result["verdict"] == "FAIL", messages(result) + out
+    assert "tool arguments are not JSON" in messages(result)
+    assert "stream events that are not JSON" in messages(result)
+    assert any(j.endswith("candidate cases checked") for j in result["judged"])
+    assert code == 1
+
+
+def test_a_case_pinned_ran_and_the_candidate_did_not_fails() -> None:
+    case = {"suite": "tools", "problems": [], "strict": {}, "text": {}}
+    by_role = {
+        "pinned": [{**case, "case": "a"}, {**case, "case": "b"}],
+        "candidate": [{**case, "case": "a"}],
+    }
+    findings, rows, _ = compare_cases(by_role, 0.5)
+    [lost] = [f for f in findings if f.verdict is Verdict.FAIL]
+    assert lost.role == "candidate" and "tools/b: ran in pinned, not in the candidate" in lost.message
+    assert [r.across for r in rows] == ["equal", "one role only"]

@@ -16,9 +16,12 @@ import pandas as pd
 import pytest
 from soakrig import run_soak
 
+from qualify.core.errors import ConfigError
 from qualify.core.process import group_alive
 from qualify.core.verdicts import Verdict
+from qualify.pipeline.plan import load_plan
 from qualify.soak import kind as soak
+from qualify.soak.telemetry import Sampler
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
 SERVER = f"{sys.executable} {HELPER} {{port}} {{fault}}"
@@ -157,3 +160,34 @@ def _cmdline(entry: Path) -> str:
         return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+@pytest.mark.slow
+def test_a_leaking_candidate_alone_fails_on_its_budget(tmp_path: Path) -> None:
+    """roles = ["candidate"]: no pinned to compare with, so the leak is judged against the
+    budget alone (2 MiB per request against 16 MiB over the soak)."""
+    judgement, saved = run_soak(
+        tmp_path,
+        {"candidate": (None, {"fault": ["--leak-kib", "2048"]})},
+        {**SHORT_SOAK, "compact_every_s": 0},
+        LIMITS,
+    )
+    assert judgement.verdict is Verdict.FAIL, judgement.reason
+    assert any(f.message.startswith("leak: server anonymous memory") for f in judgement.findings)
+    assert "anon_mib against its budget" in judgement.judged
+
+
+def test_memory_that_cannot_be_read_is_missing_not_zero(tmp_path: Path) -> None:
+    """A process group with no process left: the sample has no memory figures rather than 0."""
+    sampler = Sampler(2**22 - 7, time.monotonic(), 1.0, tmp_path / "t.parquet", {})
+    row = sampler.sample()
+    assert row["rss_bytes"] is None and row["anon_bytes"] is None and row["pss_bytes"] is None
+
+
+def test_a_soak_without_a_budget_is_refused(tmp_path: Path) -> None:
+    """Every series is judged against a budget: with none, nothing could ever be a leak."""
+    (tmp_path / "50-soak.toml").write_text(
+        '[[check]]\nkind = "soak"\nserver = "x"\nlimits = { leak_margin = 1 }\n'
+    )
+    with pytest.raises(ConfigError, match="no budget"):
+        load_plan(tmp_path)

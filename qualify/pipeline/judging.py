@@ -1,0 +1,49 @@
+"""Calling a kind's judge, and the one rule every judgement obeys: no PASS without a judgement.
+
+Both the stage runner and `--rejudge` judge through here, so the rule cannot be skipped by a
+kind, a role set or a rerun: a judgement that records nothing judged (no limit evaluated, no
+comparison made, no series tested) is FAIL "measured nothing", whatever the kind said.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import replace
+
+from qualify.checks.base import CheckKind, Finding, Judgement, SavedCheck
+from qualify.core.errors import QualifyError
+from qualify.core.verdicts import Verdict
+
+_OK = (Verdict.PASS, Verdict.WARN)
+
+
+def judge_saved(kind: CheckKind, saved: SavedCheck, log_name: str = "judge-error.log") -> Judgement:
+    """`kind.judge(saved)` with a crash turned into ERROR (the traceback in the check's logs/)."""
+    try:
+        judgement = kind.judge(saved)
+    except QualifyError as exc:
+        return Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
+    except Exception as exc:  # a judge bug must not lose the run: record it as ERROR
+        log = saved.folder / "logs" / log_name
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        return Judgement(Verdict.ERROR, f"internal error in the {kind.name!r} judge: {exc!r}; see {log}")
+    return no_pass_without_judgement(judgement)
+
+
+def no_pass_without_judgement(judgement: Judgement) -> Judgement:
+    if judgement.verdict not in _OK or judgement.judged:
+        return judgement
+    why = "measured nothing: no limit, comparison or series was judged"
+    reason = f"{why} ({judgement.reason})" if judgement.reason else why
+    return replace(
+        judgement,
+        verdict=Verdict.FAIL,
+        reason=reason,
+        findings=(*judgement.findings, Finding(Verdict.FAIL, why)),
+    )
+
+
+def crashed(message: str) -> Judgement:
+    """The judgement of a measurement that crashed: ERROR, and it stays so when re-judged."""
+    return Judgement(Verdict.ERROR, f"the measurement crashed: {message}")
