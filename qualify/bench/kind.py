@@ -217,6 +217,20 @@ def _invalid_tests(
             differences = config_differences(configs["pinned"][label], configs["candidate"][label], allowed)
             if differences:
                 reasons[label] = "configuration differs between roles: " + "; ".join(differences)
+                continue
+        # Every unit against pinned's first: another -t or another build later in the run counts.
+        base = configs["pinned"].get(label)
+        for unit in units:
+            config = (unit.get("configs") or {}).get(label)
+            if base is None or config is None:
+                continue
+            differences = config_differences(base, config, allowed)
+            if differences:
+                reasons[label] = (
+                    f"configuration of {_where(unit)} differs from pinned's first unit: "
+                    + "; ".join(differences)
+                )
+                break
     limit = saved.spec.limits.get("max_unit_cv")
     if limit is not None:
         for label in kinds:

@@ -81,6 +81,10 @@ class Schedule:
                     tests = read_metrics_unit(out_file)
                 if not tests:
                     entry.update(ok=False, outcome="exit code 0 but no test results in its output")
+                elif (changed := self._other_tests(tests)) is not None:
+                    # The pairs and Holm levels were planned for the first unit's tests; a unit
+                    # with other tests would leave them short of their level.
+                    entry.update(ok=False, outcome=f"its tests differ from the first unit's ({changed})")
         except UnitOutputInvalid as exc:
             entry.update(ok=False, outcome=f"unreadable output: {exc}")
         except QualifyError as exc:
@@ -90,11 +94,27 @@ class Schedule:
             env_before=before, env_after=after, env_notes=machine.changes(before, after, self.baseline)
         )
         entry["tests"] = [t.label for t in tests]
+        # Every unit's configuration is kept: a field that changes later must not go unseen.
+        entry["configs"] = {t.label: t.config for t in tests}
         self.units.append(entry)
         if entry["ok"]:
             self._keep(index, role, phase, pair, tests)
         self.save()
         return bool(entry["ok"])
+
+    def _other_tests(self, tests: list[UnitTest]) -> str | None:
+        """How `tests` differ from the tests of the first unit that measured any (None: same)."""
+        if not self.kinds:
+            return None
+        labels, first = {t.label for t in tests}, set(self.kinds)
+        if labels == first:
+            return None
+        parts = []
+        if labels - first:
+            parts.append("new: " + ", ".join(sorted(labels - first)))
+        if first - labels:
+            parts.append("missing: " + ", ".join(sorted(first - labels)))
+        return "; ".join(parts)
 
     def _keep(self, index: int, role: str, phase: str, pair: int | None, tests: list[UnitTest]) -> None:
         for test in tests:

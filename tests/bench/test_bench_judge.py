@@ -4,15 +4,19 @@ adaptive schedule (false alarms on A/A data, power against a regression twice th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from benchsim import LLAMA_CONFIG, saved_check, simulate, spec, steady
+from conftest import Project
+from typer.testing import CliRunner
 
 from qualify.bench import kind as bench
 from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate, look_points
 from qualify.checks.base import SavedCheck
+from qualify.cli import app
 from qualify.core.verdicts import Verdict
 from qualify.stats import abtests
 
@@ -124,6 +128,21 @@ def test_a_configuration_mismatch_between_roles_is_invalid(tmp_path: Path) -> No
     assert bench.judge(allowed).verdict is Verdict.PASS
 
 
+def test_a_configuration_that_changes_in_a_later_unit_is_invalid(tmp_path: Path) -> None:
+    """Both roles start alike; pair 5's candidate unit runs with another thread count. The
+    first units agree, so only comparing every unit sees it."""
+    saved = saved_check(tmp_path, {"pp64": steady(9, 100, 100, 0.002)}, looks=[9, 16])
+    schedule = json.loads((saved.folder / "schedule.json").read_text())
+    for unit in schedule["units"]:
+        changed = unit["phase"] == "pair" and unit["pair"] == 5 and unit["role"] == "candidate"
+        unit["configs"] = {"pp64": {**LLAMA_CONFIG, "n_threads": 3} if changed else LLAMA_CONFIG}
+    (saved.folder / "schedule.json").write_text(json.dumps(schedule))
+    judgement = bench.judge(saved)
+    assert judgement.verdict is Verdict.ERROR, judgement.reason
+    assert judgement.facts["tests"]["pp64"]["finding"] == "INVALID"
+    assert "pair 5, candidate" in judgement.reason and "n_threads" in judgement.reason
+
+
 def test_units_over_the_cv_limit_are_invalid(tmp_path: Path) -> None:
     saved = saved_check(
         tmp_path, {"pp64": steady(9, 100, 100, 0.08)}, looks=[9, 16], limits={"max_unit_cv": 0.02}
@@ -220,3 +239,43 @@ def test_different_devices_or_builds_between_roles_are_shown(tmp_path: Path) -> 
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.WARN
     assert "backends: 'ROCm' → 'CPU'" in judgement.reason
+
+
+def test_a_unit_with_other_tests_than_the_first_is_refused(project: Callable[..., Project]) -> None:
+    """A bench command that adds a test from its third run on: the pairs and Holm levels were
+    planned for one test, so that unit is not kept (INVALID) instead of silently lowering the
+    level below what the computed pairs can reach."""
+    p = project()
+    counter = p.root / "count"
+    script = p.script(
+        "engine.py",
+        f"""
+        import json, pathlib, sys
+        count = pathlib.Path({str(counter)!r})
+        n = int(count.read_text()) + 1 if count.exists() else 1
+        count.write_text(str(n))
+        metrics = [{{"name": "tg", "unit": "t/s", "higher_is_better": True, "samples": [100.0, 100.1]}}]
+        if n >= 3:
+            metrics.append({{"name": "pp", "unit": "t/s", "higher_is_better": True, "samples": [50.0]}})
+        pathlib.Path(sys.argv[1]).write_text(json.dumps({{"schema_version": 1, "metrics": metrics}}))
+        """,
+    )
+    p.stage(
+        "60-bench.toml",
+        f"""
+[[check]]
+kind = "bench"
+name = "b"
+format = "metrics"
+run = "{{py}} {script} {{out_file}}"
+looks = 1
+max_pairs = 6
+warmup = false
+""",
+    )
+    CliRunner().invoke(app, ["run", "--candidate", "cand", "--project", str(p.root)])
+    schedule = json.loads((p.run_dirs()[0] / "60-bench" / "b" / "schedule.json").read_text())
+    third = schedule["units"][2]
+    assert not third["ok"] and "its tests differ from the first unit's (new: pp)" in third["outcome"]
+    result = json.loads((p.run_dirs()[0] / "60-bench" / "b" / "result.json").read_text())
+    assert result["verdict"] in ("FAIL", "ERROR") and "tests differ" in result["reason"]
