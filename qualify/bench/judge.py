@@ -47,9 +47,13 @@ class Outcome:
 def classify(shift: abtests.ShiftTest | None, margin: float) -> tuple[str, bool, str]:
     """(finding, regression, note) from the interval on the candidate/pinned ratio R.
 
-    FASTER: interval above 1. SLOWER: interval below 1 (a regression when R̂ < 1 − δ too).
-    NO CHANGE: interval inside [1 − δ, 1 + δ]. INCONCLUSIVE otherwise, and always when the
-    samples cannot reach the level the test is held to.
+    Decided from the interval, never the point estimate, so that a candidate truly slower by
+    less than δ is not called a regression more often than the test's level allows:
+    SLOWER and a regression: the whole interval below 1 − δ (a slowdown shown beyond the margin).
+    SLOWER within the margin: the interval below 1 and inside [1 − δ, 1).
+    FASTER: interval above 1. NO CHANGE: interval inside [1 − δ, 1 + δ].
+    INCONCLUSIVE otherwise (an interval across 1 − δ cannot tell a slowdown within the margin
+    from one beyond it), and always when the samples cannot reach the level of the test.
     """
     if shift is None:
         return INCONCLUSIVE, False, "no complete data on both sides"
@@ -59,12 +63,16 @@ def classify(shift: abtests.ShiftTest | None, margin: float) -> tuple[str, bool,
             False,
             f"{shift.n} pairs cannot reach p ≤ {shift.level:.3g} (best possible {shift.min_p:.3g})",
         )
-    if shift.ratio_high < 1:
-        return SLOWER, shift.ratio < 1 - margin, ""
+    if shift.ratio_high < 1 - margin:
+        return SLOWER, True, ""
+    if shift.ratio_high < 1 and shift.ratio_low >= 1 - margin:
+        return SLOWER, False, ""
     if shift.ratio_low > 1:
         return FASTER, False, ""
     if shift.ratio_low >= 1 - margin and shift.ratio_high <= 1 + margin:
         return NO_CHANGE, False, ""
+    if shift.ratio_high < 1:
+        return INCONCLUSIVE, False, f"slower, but the interval reaches across 1 − {margin:.1%}"
     return INCONCLUSIVE, False, f"the interval holds 1 and reaches past ±{margin:.1%}"
 
 

@@ -15,7 +15,8 @@ log of each unit's median: an exact Wilcoxon signed-rank test and Hodges–Lehma
 the pairs (Mann–Whitney U when a pair is incomplete), at the test's Holm- and look-adjusted
 level. Findings, with δ = `speed_margin`:
 - FASTER: the interval lies above 1.
-- SLOWER: the interval lies below 1; a regression when the estimate is also below 1 − δ.
+- SLOWER: the interval lies below 1; a regression when it lies wholly below 1 − δ (an interval
+  across 1 − δ is INCONCLUSIVE: the data cannot tell a slowdown within the margin from one beyond).
 - NO CHANGE: the interval lies inside [1 − δ, 1 + δ].
 - INCONCLUSIVE: otherwise (the interval holds 1 and reaches past ±δ), and always when the pairs
   cannot reach the level at all.

@@ -115,7 +115,9 @@ def limits_of_evidence(
 ) -> list[str]:
     notes = [
         f"{schedule.get('pairs', 0)} pairs ran ({schedule.get('stop_reason') or 'stopped'}); "
-        "results hold for these commands, this model and this machine only."
+        "results hold for these commands, this model and this machine only.",
+        f"a regression is called only when a test's whole interval lies below 1 − {margin:.1%}; "
+        "a slowdown whose interval reaches across that line is INCONCLUSIVE, not a regression.",
     ]
     plan = schedule.get("plan") or {}
     if plan and schedule.get("pairs", 0) < plan.get("computed_min_pairs", 0):

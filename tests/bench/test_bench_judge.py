@@ -279,3 +279,18 @@ warmup = false
     assert not third["ok"] and "its tests differ from the first unit's (new: pp)" in third["outcome"]
     result = json.loads((p.run_dirs()[0] / "60-bench" / "b" / "result.json").read_text())
     assert result["verdict"] in ("FAIL", "ERROR") and "tests differ" in result["reason"]
+
+
+@pytest.mark.parametrize("slower", [0.02, 0.025, 0.03])
+def test_a_slowdown_within_the_margin_is_rarely_called_a_regression(slower: float) -> None:
+    """Truly slower by δ/1.5 to δ (δ = 3 %) at 3 % CV: called a regression (SLOWER beyond δ) in at
+    most α of the runs. Deciding on the point estimate did so in 15 % (2 %) to 44 % (2.5 %)."""
+    rng = np.random.default_rng(20261201)
+    runs = 400
+    regressions = 0
+    for _ in range(runs):
+        series = simulate(rng, 16, effect=-slower, cv=0.03)
+        [outcome] = evaluate([series], PLANNED, 0.05, 0.03)
+        regressions += outcome.finding == SLOWER and outcome.regression
+    # 0.05 plus two Monte Carlo standard errors of a rate of 0.05 over 400 runs.
+    assert regressions / runs <= 0.05 + 2 * (0.05 * 0.95 / runs) ** 0.5, regressions
