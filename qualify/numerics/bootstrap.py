@@ -18,10 +18,17 @@ resamples):
 - a one-sided bound at confidence 1-α is the bootstrap quantile (linear interpolation) at level
   Φ(z0 + (z0 + z)/(1 - a (z0 + z))), z = Φ⁻¹(1-α) for an upper bound, Φ⁻¹(α) for a lower one.
 
+Counts: the statistics that count token events (confident flips, top-1 agreement) also get an
+exact bound that holds however few events there are: Poisson (the chi-square form) for the
+rate of flips, Clopper–Pearson for agreement. The bound reported is the more conservative of
+the two (``method="BCa+exact"``), and the p-value the larger. Rare events are where the
+bootstrap fails: with about one expected flip, every resample often equals the estimate and a
+percentile bound collapses onto it (it covered the true rate 68 % of the time).
+
 Fallback: if every resample gives θ̂ (e.g. no confident flip anywhere, or 100 % agreement), the
-distribution is degenerate and the bound is θ̂ itself, ``method="degenerate"``: the data hold no
-evidence of variability, which is not evidence of none (a count of zero events in N tokens still
-allows a rate near 3/N). The p-value of a bound against a limit inverts the same BCa mapping.
+distribution is degenerate and the bootstrap bound is θ̂ itself, ``method="degenerate"``; for
+the counts the exact bound then decides alone. The p-value of a bound against a limit inverts
+the same BCa mapping.
 
 Statistics: ``RatioOfSums`` (θ = Σ_c S_c / Σ_c n_c: mean KLD, top-1 agreement, flips per token,
 the non-inferiority difference), ``PooledPercentile`` (llama-perplexity's percentile rule on the
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Literal, Protocol
 
@@ -165,8 +172,10 @@ class BootstrapBound:
     seed: int
     z0: float
     acceleration: float
-    method: Literal["BCa", "degenerate"]
+    method: Literal["BCa", "degenerate", "BCa+exact"]
     distribution: F64 = field(repr=False)  # sorted bootstrap values θ*
+    #: The exact bound for a count: (family, events, trials, scale), θ = scale × events/trials.
+    exact: tuple[Literal["poisson", "binomial"], int, int, float] | None = None
 
     def p_value(self, limit: float) -> float:
         """One-sided p-value of H0 "θ beyond limit" (θ >= limit for an upper bound, <= for a lower).
@@ -175,9 +184,14 @@ class BootstrapBound:
         resolution is 1/(2B). ``bound <= limit`` (upper) holds exactly when p <= 1 - confidence,
         up to that resolution.
         """
-        passed = self.bound <= limit if self.side == "upper" else self.bound >= limit
-        if self.method == "degenerate":
-            return 0.0 if passed else 1.0
+        if self.exact is not None:
+            return max(self._bootstrap_p(limit), _exact_p(self.exact, self.side, limit))
+        return self._bootstrap_p(limit)
+
+    def _bootstrap_p(self, limit: float) -> float:
+        if float(np.ptp(self.distribution)) == 0:  # degenerate: the bootstrap's bound is θ̂ itself
+            at = float(self.distribution[0])
+            return 0.0 if (at <= limit if self.side == "upper" else at >= limit) else 1.0
         b = len(self.distribution)
         below = np.searchsorted(self.distribution, limit, "left")
         at_or_below = np.searchsorted(self.distribution, limit, "right")
@@ -201,7 +215,56 @@ class BootstrapBound:
             "z0": self.z0,
             "acceleration": self.acceleration,
             "method": self.method,
+            "exact": None if self.exact is None else list(self.exact),
         }
+
+
+def exact_bound(
+    family: Literal["poisson", "binomial"],
+    events: int,
+    trials: int,
+    scale: float,
+    side: Side,
+    confidence: float,
+) -> float:
+    """The exact one-sided bound on scale × rate: Poisson (chi-square form) or Clopper–Pearson."""
+    from scipy import stats
+
+    if family == "poisson":
+        if side == "upper":
+            return float(scale * stats.chi2.ppf(confidence, 2 * events + 2) / 2 / trials)
+        return float(scale * stats.chi2.ppf(1 - confidence, 2 * events) / 2 / trials) if events else 0.0
+    if side == "lower":
+        return float(scale * stats.beta.ppf(1 - confidence, events, trials - events + 1)) if events else 0.0
+    return (
+        float(scale * stats.beta.ppf(confidence, events + 1, trials - events)) if events < trials else scale
+    )
+
+
+def _exact_p(exact: tuple[str, int, int, float], side: Side, limit: float) -> float:
+    """One-sided p of H0 "θ beyond limit" for a count (the smallest α whose exact bound passes)."""
+    from scipy import stats
+
+    family, events, trials, scale = exact
+    rate = limit / scale
+    if family == "poisson":
+        mean = rate * trials
+        return float(
+            stats.poisson.cdf(events, mean) if side == "upper" else stats.poisson.sf(events - 1, mean)
+        )
+    rate = min(max(rate, 0.0), 1.0)
+    if side == "upper":
+        return float(stats.binom.cdf(events, trials, rate))
+    return float(stats.binom.sf(events - 1, trials, rate))
+
+
+def with_exact(
+    bound: BootstrapBound, family: Literal["poisson", "binomial"], events: int, trials: int, scale: float
+) -> BootstrapBound:
+    """`bound` made at least as conservative as the exact bound on a count."""
+    exact = exact_bound(family, events, trials, scale, bound.side, bound.confidence)
+    worse = max(bound.bound, exact) if bound.side == "upper" else min(bound.bound, exact)
+    return replace(bound, bound=worse, method="BCa+exact", exact=(family, events, trials, scale))
 
 
 def _evaluate(statistic: CountsStatistic, counts: I64, batch_size: int) -> F64:
@@ -296,12 +359,18 @@ def judged_bounds(
         "abs_dppl_pct": (Transformed(dppl, lambda t: np.abs(100 * np.expm1(t))), "upper"),
         "confident_flips": (_ratio(stats, stats.confident_flips(role, margin), 1e5), "upper"),
     }
-    return {
+    bounds = {
         name: bca_bound(
             s, stats.n_chunks, side=side, confidence=confidence, n_resamples=n_resamples, seed=seed, name=name
         )
         for name, (s, side) in statistics.items()
     }
+    tokens = int(stats.chunk_sizes().sum())
+    flips = int(stats.confident_flips(role, margin).sum())
+    agree = int(stats.top1_agreement(role).sum())
+    bounds["confident_flips"] = with_exact(bounds["confident_flips"], "poisson", flips, tokens, 1e5)
+    bounds["top1_agreement"] = with_exact(bounds["top1_agreement"], "binomial", agree, tokens, 1.0)
+    return bounds
 
 
 def noninferiority_bound(

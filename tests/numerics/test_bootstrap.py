@@ -17,6 +17,7 @@ from qualify.numerics.bootstrap import (
     bca_bound,
     judged_bounds,
     noninferiority_bound,
+    with_exact,
 )
 from qualify.numerics.stream import DenseChunk, log_softmax
 from qualify.numerics.summary import summarize
@@ -172,3 +173,30 @@ def test_judged_bounds_estimate_the_summary_figures() -> None:
     assert ni.estimate == pytest.approx(d.mean(), rel=1e-12)
     assert ni.bound > ni.estimate > 0  # the candidate's noise is 4x the pinned arm's
     assert math.isfinite(ni.p_value(0.0))
+
+
+@pytest.mark.parametrize("expected_events", [0.3, 1.2, 5.0])
+def test_rare_counts_are_covered_by_the_exact_bound(expected_events: float) -> None:
+    """Confident flips are rare: with about one expected in 30 chunks of 512 tokens, most
+    resamples equal the estimate and the BCa bound collapses onto it (it covered the true rate
+    in 68 % of data sets). Combined with the exact Poisson bound, as `judged_bounds` does, the
+    95 % bound holds in at least 95 % of 600 seeded data sets, less two Monte Carlo SDs."""
+    rng = np.random.default_rng(20261201)
+    n_chunks, size, n_sets = 30, 512, 600
+    rate = expected_events / (n_chunks * size)
+    covered = 0
+    for k in range(n_sets):
+        counts = rng.poisson(rate * size, n_chunks).astype(np.float64)
+        b = bca_bound(RatioOfSums(counts, np.full(n_chunks, float(size)), 1e5), n_chunks, side="upper", seed=k,
+                      n_resamples=2000)  # fmt: skip
+        b = with_exact(b, "poisson", int(counts.sum()), n_chunks * size, 1e5)
+        covered += b.bound >= rate * 1e5
+    assert covered / n_sets >= 0.95 - 2 * (0.05 * 0.95 / n_sets) ** 0.5, covered
+
+
+def test_full_agreement_is_bounded_below_by_clopper_pearson() -> None:
+    """Every top-1 agrees: the bootstrap is degenerate at 1.0, the exact lower bound is not."""
+    ones = RatioOfSums(np.full(30, 512.0), np.full(30, 512.0))
+    b = with_exact(bca_bound(ones, 30, side="lower"), "binomial", 30 * 512, 30 * 512, 1.0)
+    assert b.method == "BCa+exact" and b.bound == pytest.approx(0.05 ** (1 / (30 * 512)), rel=1e-9)
+    assert b.bound < 1.0 and b.p_value(0.9999) > 0.05 and b.p_value(0.999) < 0.05
