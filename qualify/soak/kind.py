@@ -18,7 +18,8 @@ Verdict (`qualify.soak.trend` for the rule on series):
   candidate's soak (its blocks, when interleaved, unless the line names a process of pinned's
   server, which is up too; a line naming a candidate process during pinned's block counts for
   the candidate) or a line of the candidate server's log matched a GPU driver pattern; a
-  candidate series leaks or drifts: Mann–Kendall (Hamed–Rao) significant at `alpha` AND the
+  candidate series leaks or drifts: Mann–Kendall (AR(1) corrected) significant at its Holm
+  level among the budgeted series (family-wise `alpha`) AND the
   Theil–Sen lower bound × horizon over the plan's budget AND the candidate's slope above
   pinned's by more than the margin.
 - ERROR: the same failures of the pinned role (no baseline), or the harness could not run the
@@ -60,6 +61,7 @@ from qualify.soak.trend import (
     LEAK,
     RULES,
     TOO_SHORT,
+    SeriesRule,
     SeriesVerdict,
     judge_series,
     request_windows,
@@ -67,6 +69,7 @@ from qualify.soak.trend import (
     trend,
 )
 from qualify.soak.workload import WorkloadSpec, describe, generate
+from qualify.stats import abtests
 
 
 def workload_spec(params: dict[str, Any]) -> WorkloadSpec:
@@ -249,10 +252,12 @@ def judge(saved: SavedCheck) -> Judgement:
     # beyond the budget); with pinned, it must also be steeper than pinned.
     usable = all(measurements.get(r) and not requests[r].empty for r in roles)
     if usable and "candidate" in roles:
-        for rule in RULES:
-            if rule.name not in windows["candidate"] or not windows["candidate"][rule.name].notna().any():
-                continue
-            candidate = trend(rule.name, "candidate", windows["candidate"], alpha)
+        rules = [
+            r for r in RULES if r.name in windows["candidate"] and windows["candidate"][r.name].notna().any()
+        ]
+        levels = _holm_levels(rules, windows["candidate"], limits, alpha)
+        for rule in rules:
+            candidate = trend(rule.name, "candidate", windows["candidate"], levels.get(rule.name, alpha))
             pinned = trend(rule.name, "pinned", windows["pinned"], alpha) if "pinned" in roles else None
             verdicts.append(judge_series(rule, candidate, pinned, limits, horizon))
     # A series is judged only against a budget; one without is shown, never counted as judged.
@@ -333,6 +338,17 @@ def _same_arm(measurements: dict[str, dict[str, Any] | None]) -> bool:
     return len(arms) == 2 and arms[0] is not None and arms[0] == arms[1]
 
 
+def _holm_levels(
+    rules: list[SeriesRule], windows: pd.DataFrame, limits: dict[str, float], alpha: float
+) -> dict[str, float]:
+    """The level each budgeted candidate series is tested at: Holm over the series judged at
+    once (up to 13), so that `alpha` bounds the chance of calling any trendless series a trend."""
+    judged = [r for r in rules if r.budget and r.budget in limits]
+    first = {r.name: trend(r.name, "candidate", windows, alpha).test for r in judged}
+    p_values = [t.p_value if t is not None else 1.0 for t in first.values()]
+    return {name: step.level for name, step in zip(first, abtests.holm(p_values, alpha), strict=True)}
+
+
 def _invalid(spec: CheckSpec) -> str | None:
     budgets = sorted({r.budget for r in RULES if r.budget})
     if any(name in spec.limits for name in budgets):
@@ -385,7 +401,8 @@ KIND = CheckKind(
     verdict_rules=(
         "FAIL on a failed or stalled candidate request, a candidate server that never started or exited, "
         "no completed request, a GPU driver line in the kernel or server log, or a leak/drift (Mann–Kendall "
-        "Hamed–Rao p ≤ alpha AND Theil–Sen lower bound × horizon > budget AND slope > pinned's + margin); "
+        "AR(1)-corrected p ≤ its Holm level AND Theil–Sen lower bound × horizon > budget AND "
+        "slope > pinned's + margin); "
         "ERROR on the same for pinned or a harness failure; INCONCLUSIVE when too few windows reach alpha; "
         "WARN when compaction or the kernel log was unavailable, or a series grows past budget like pinned's"
     ),

@@ -112,16 +112,17 @@ def trend_table(verdicts: Sequence[SeriesVerdict], horizon_s: float) -> TableDat
     hours = horizon_s / HOUR
     return TableData(
         f"Trends after the warm-up (growth over {hours:.3g} h)",
-        ("series", "role", "windows", "τ", "p (Hamed–Rao)", "n/n*", "slope per h", "95 % interval",
-         "growth (lower bound)", "budget", "finding"),
+        ("series", "role", "windows", "τ", "p levels (AR(1) corrected)", "n/n*", "p increments",
+         "slope per h", "95 % interval", "growth (lower bound)", "budget", "finding"),
         tuple(rows),
     )  # fmt: skip
 
 
 def _trend_row(verdict: SeriesVerdict, trend: Trend, horizon_s: float) -> tuple[Any, ...]:
     rule = verdict.rule
-    test, sen = trend.test, trend.sen
+    test, sen, inc = trend.test, trend.sen, trend.increments
     low, _, _ = trend.growth(horizon_s)
+    slope_low, slope_high = trend.slope_bounds()
     return (
         f"{rule.label} ({rule.unit})",
         trend.role,
@@ -129,8 +130,9 @@ def _trend_row(verdict: SeriesVerdict, trend: Trend, horizon_s: float) -> tuple[
         f"{test.tau:.2f}" if test else "—",
         f"{test.p_value:.3g}" if test else "—",
         f"{test.variance_factor:.2f}" if test else "—",
+        f"{inc.p_value:.3g}" if inc else "—",
         _num(sen.slope if sen else None),
-        f"[{_num(sen.low)}, {_num(sen.high)}]" if sen else "—",
+        f"[{_num(slope_low)}, {_num(slope_high)}]" if sen else "—",
         _num(low),
         f"{verdict.budget:g}" if verdict.budget is not None else "—",
         verdict.finding if trend.role == "candidate" else "",

@@ -2,12 +2,12 @@
 
 Every series is cut to the time after the warm-up, aggregated into fixed windows (medians of
 telemetry samples; p50 and p99 of the requests that ended in the window), and tested per role:
-Mann–Kendall with the Hamed–Rao correction at `alpha`, and the Theil–Sen slope with Sen's
-interval (95 %) widened by the same correction (`qualify.soak.trendstats`).
+Mann–Kendall corrected for the windows' AR(1) autocorrelation, and the Theil–Sen slope with
+Sen's interval (95 %) widened by the same factor (`qualify.soak.trendstats`).
 
-The leak rule (reference/serving.md §6): a candidate's series is a leak, or a latency drift,
-when all three hold:
-1. its Mann–Kendall test is significant (p ≤ alpha) and upward;
+The leak rule: a candidate's series is a leak, or a latency drift, when all three hold:
+1. its Mann–Kendall test is significant and upward, at its Holm level among the budgeted
+   series judged together (`alpha` bounds the chance of calling any trendless series a trend);
 2. the Theil–Sen lower bound × the horizon exceeds the plan's budget for that series;
 3. its slope exceeds the pinned role's slope by more than the margin — read strictly: the
    lower bound of the candidate's slope lies above the upper bound of pinned's by the margin.
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from qualify.soak.trendstats import SenSlope, TrendTest, mann_kendall, min_points, theil_sen
+from qualify.stats.abtests import ShiftTest, signed_rank_min_p, wilcoxon_signed_rank
 
 MIB = 1024**2
 HOUR = 3600.0
@@ -71,24 +72,65 @@ RULES = MEMORY_RULES + LATENCY_RULES
 
 @dataclass(frozen=True)
 class Trend:
-    """One role's trend on one series, with slopes per hour."""
+    """One role's trend on one series, with slopes per hour.
+
+    Two tests, each at half the series' level (so that together they hold it): Mann–Kendall on
+    the levels, corrected for their autocorrelation (a trend in stationary noise), and the
+    Wilcoxon signed-rank test on the increments between windows (growth that accumulates, as
+    a leak does: its levels are a random walk with drift, whose autocorrelation leaves the first
+    test blind). The slope's interval is the narrower of Sen's (on the levels) and the
+    Hodges–Lehmann interval of the increments, each at 97.5 % one-sided, so at least 95 %.
+    """
 
     series: str
     role: str
     points: int
     test: TrendTest | None
     sen: SenSlope | None  # slope per hour
+    increments: ShiftTest | None = None  # per hour, interval at CONFIDENCE
+
+    @property
+    def level(self) -> float:
+        return self.test.level * 2 if self.test else 0.0
+
+    @property
+    def _increments_reachable(self) -> bool:
+        inc = self.increments
+        return inc is not None and signed_rank_min_p(inc.n) <= self.level / 2
 
     @property
     def decidable(self) -> bool:
-        return self.test is not None and self.test.reachable
+        return (self.test is not None and self.test.reachable) or self._increments_reachable
+
+    @property
+    def rising(self) -> bool:
+        """Significantly upward on the levels or on the increments (each at half the level)."""
+        by_levels = self.test is not None and self.test.significant and self.test.s > 0
+        inc = self.increments
+        by_increments = (
+            inc is not None
+            and self._increments_reachable
+            and inc.p_value <= self.level / 2
+            and inc.estimate > 0
+        )
+        return by_levels or by_increments
+
+    def slope_bounds(self) -> tuple[float, float]:
+        """(low, high) slope per hour: the tighter of Sen's and the increments' bounds."""
+        if self.sen is None or math.isnan(self.sen.slope):
+            return (math.nan, math.nan)
+        low, high = self.sen.low, self.sen.high
+        if self.increments is not None:
+            low, high = max(low, self.increments.low), min(high, self.increments.high)
+        return low, high
 
     def growth(self, horizon_s: float) -> tuple[float, float, float]:
         """(lower, estimate, upper) growth over `horizon_s` from the slope and its interval."""
         if self.sen is None or math.isnan(self.sen.slope):
             return (math.nan, math.nan, math.nan)
         h = horizon_s / HOUR
-        return (self.sen.low * h, self.sen.slope * h, self.sen.high * h)
+        low, high = self.slope_bounds()
+        return (low * h, self.sen.slope * h, high * h)
 
     def as_json(self, horizon_s: float) -> dict[str, Any]:
         low, mid, high = self.growth(horizon_s)
@@ -104,8 +146,9 @@ class Trend:
             "variance_factor": t.variance_factor if t else None,
             "reachable": t.reachable if t else False,
             "slope_per_h": self.sen.slope if self.sen else None,
-            "slope_low_per_h": self.sen.low if self.sen else None,
-            "slope_high_per_h": self.sen.high if self.sen else None,
+            "slope_low_per_h": self.slope_bounds()[0] if self.sen else None,
+            "slope_high_per_h": self.slope_bounds()[1] if self.sen else None,
+            "increments_p_value": self.increments.p_value if self.increments else None,
             "growth_low": low,
             "growth": mid,
             "growth_high": high,
@@ -160,11 +203,14 @@ def trend(series: str, role: str, windows: pd.DataFrame, alpha: float) -> Trend:
     column = windows[series].dropna()
     t = column.index.to_numpy(dtype=float)
     y = column.to_numpy(dtype=float)
+    # Half the level each for the two tests of `Trend`.
     if len(y) < 3:
-        return Trend(series, role, len(y), mann_kendall(list(y), alpha) if len(y) else None, None)
-    test = mann_kendall(list(y), alpha)
-    sen = theil_sen(t / HOUR, y, CONFIDENCE, variance_factor=test.variance_factor)
-    return Trend(series, role, len(y), test, sen)
+        return Trend(series, role, len(y), mann_kendall(list(y), alpha / 2) if len(y) else None, None)
+    test = mann_kendall(list(y), alpha / 2)
+    sen = theil_sen(t / HOUR, y, 1 - (1 - CONFIDENCE) / 2, variance_factor=test.variance_factor)
+    rates = np.diff(y) / (np.diff(t) / HOUR)
+    increments = wilcoxon_signed_rank(list(rates), 1 - CONFIDENCE)
+    return Trend(series, role, len(y), test, sen, increments)
 
 
 @dataclass(frozen=True)
@@ -189,30 +235,41 @@ def judge_series(
     def verdict(finding: str, why: str) -> SeriesVerdict:
         return SeriesVerdict(rule, candidate, pinned, finding, budget, margin, why)
 
-    if not candidate.decidable or (pinned is not None and not pinned.decidable):
+    # Pinned needs a slope with its interval (the candidate is compared with it), not a
+    # significant test of its own.
+    if not candidate.decidable or (pinned is not None and pinned.sen is None):
         short = [t for t in (candidate, pinned) if t is not None and not t.decidable]
-        need = min_points(candidate.test.level if candidate.test else 0.01)
+        test = candidate.test
+        level = test.level if test else 0.005
+        # Either test may decide: the fewer windows of the two (the increments' test needs m + 1
+        # windows for m increments, the levels' test more the more autocorrelated they are).
+        by_increments = next(m for m in range(1, 64) if signed_rank_min_p(m) <= level) + 1
+        need = min(min_points(level, test.variance_factor if test else 1.0), by_increments)
         return verdict(
             TOO_SHORT,
             ", ".join(f"{t.role} has {t.points} windows" for t in short)
-            + f": Mann–Kendall needs {need} to reach its level",
+            + f": the trend tests need {need} to reach their level",
         )
     test, sen = candidate.test, candidate.sen
     assert test is not None and sen is not None
     low = candidate.growth(horizon_s)[0]
-    rising = test.significant and test.s > 0
+    rising = candidate.rising
     over = budget is not None and low > budget
     pinned_slope = pinned.sen.slope if pinned is not None and pinned.sen is not None else math.nan
-    pinned_high = pinned.sen.high if pinned is not None and pinned.sen is not None else math.nan
+    pinned_high = pinned.slope_bounds()[1] if pinned is not None and pinned.sen is not None else math.nan
+    slope_low, slope_high = candidate.slope_bounds()
     # Steeper than pinned beyond doubt: the candidate's lower bound clears pinned's upper bound
     # by the margin. Point estimates alone would call a shared growth (a prompt cache filling
     # in both builds) a leak about half the time.
-    excess = sen.low - pinned_high
+    excess = slope_low - pinned_high
     steeper = math.isnan(pinned_high) or excess > margin
     hours = horizon_s / HOUR
+    inc = candidate.increments
     text = (
-        f"{rule.label}: p = {test.p_value:.3g}, slope {sen.slope:+.3g} {unit}/h "
-        f"[{sen.low:+.3g}, {sen.high:+.3g}], at least {low:+.3g} {unit} over {hours:.3g} h"
+        f"{rule.label}: p = {test.p_value:.3g} (levels)"
+        + (f", {inc.p_value:.3g} (increments)" if inc is not None else "")
+        + f", slope {sen.slope:+.3g} {unit}/h [{slope_low:+.3g}, {slope_high:+.3g}], "
+        f"at least {low:+.3g} {unit} over {hours:.3g} h"
     )
     if rising and over and steeper:
         return verdict(

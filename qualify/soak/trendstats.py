@@ -1,5 +1,5 @@
-"""Small pure statistics for drift over time: Mann–Kendall with the Hamed–Rao correction and the
-Theil–Sen slope with Sen's interval.
+"""Small pure statistics for drift over time: Mann–Kendall corrected for autocorrelated points
+and the Theil–Sen slope with Sen's interval, widened by the same factor.
 
 Like `qualify.stats.abtests`, nothing here returns a bare "significant" bool: each test gives its
 statistic, effect size, interval and p-value, with the level it was held to and whether the
@@ -14,17 +14,23 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 
 _NORMAL = NormalDist()
+
+Correction = Literal["ar1", "hamed-rao", "none"]
+#: The one-sided 95 % normal quantile: φ is taken at its upper 95 % confidence bound.
+AR1_Z = 1.6448536269514722
+AR1_CAP = 0.95
 
 
 @dataclass(frozen=True)
 class TrendTest:
     """A Mann–Kendall trend test on one series.
 
-    `variance_factor` is Hamed–Rao's n/n* (1 without correction); `reachable` is false when even
+    `variance_factor` is the correction's n/n* (1 without correction); `reachable` is false when even
     a perfectly monotonic series of this length could not give p ≤ `level`.
     """
 
@@ -100,21 +106,22 @@ def _z(s: int, variance: float) -> float:
     return (s - 1) / math.sqrt(variance) if s > 0 else (s + 1) / math.sqrt(variance)
 
 
-def mk_min_p(n: int) -> float:
-    """The smallest two-sided p-value plain Mann–Kendall can give on n untied points (a
-    perfectly monotonic series): 6 points are the fewest that can go below 0.01."""
+def mk_min_p(n: int, variance_factor: float = 1.0) -> float:
+    """The smallest two-sided p-value Mann–Kendall can give on n untied points (a perfectly
+    monotonic series) with Var(S) widened by `variance_factor`: without correction, 6 points
+    are the fewest that can go below 0.01; strongly autocorrelated windows need more."""
     if n < 3:
         return 1.0
     s = n * (n - 1) // 2
-    return 2 * _sf(_z(s, n * (n - 1) * (2 * n + 5) / 18.0))
+    return 2 * _sf(_z(s, variance_factor * n * (n - 1) * (2 * n + 5) / 18.0))
 
 
-def min_points(level: float) -> int:
-    """The fewest points with which `mk_min_p` reaches `level` (e.g. 0.01 → 6)."""
+def min_points(level: float, variance_factor: float = 1.0) -> int:
+    """The fewest points with which `mk_min_p` reaches `level` (e.g. 0.01 → 6 uncorrected)."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     n = 3
-    while mk_min_p(n) > level:
+    while mk_min_p(n, variance_factor) > level:
         n += 1
     return n
 
@@ -130,19 +137,49 @@ def _acf(values: np.ndarray, lags: int) -> np.ndarray:
     return result
 
 
-def mann_kendall(values: Sequence[float], level: float = 0.01, *, hamed_rao: bool = True) -> TrendTest:
+def ar1_variance_factor(values: Sequence[float] | np.ndarray, *, z: float = AR1_Z) -> tuple[float, float]:
+    """(n/n*, φ) for a series whose noise is AR(1): φ is an upper confidence bound on the lag-1
+    autocorrelation of the series detrended by its Sen slope, and n/n* = (1 + φ)/(1 − φ).
+
+    Why an upper bound: the sample lag-1 autocorrelation of a short series is biased low
+    (about −(1 + 3φ)/n, Kendall 1954) and noisy, and a φ guessed too low is exactly what
+    makes a trend test reject a trendless series too often. The estimate is corrected for that
+    bias and raised by `z` of its standard error √((1 − φ²)/n); negative values count as 0
+    (independent windows), and φ is capped at 0.95.
+    """
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < 3:
+        return 1.0, 0.0
+    slope = theil_sen(np.arange(n, dtype=float), x).slope
+    detrended = x - slope * np.arange(n)
+    r1 = float(_acf(detrended, 1)[1]) if np.ptp(detrended) > 0 else 0.0
+    phi = r1 + (1 + 3 * r1) / n
+    phi = min(max(phi + z * math.sqrt(max(1 - phi * phi, 0.0) / n), 0.0), AR1_CAP)
+    return (1 + phi) / (1 - phi), phi
+
+
+def mann_kendall(
+    values: Sequence[float], level: float = 0.01, *, correction: Correction = "ar1"
+) -> TrendTest:
     """Mann–Kendall trend test, two-sided, at `level`, with the Hamed–Rao (1998) correction.
 
     Test: H0 "no monotonic trend". S = Σ_{i<j} sgn(x_j − x_i); Var(S) with the tie correction;
     Z with the continuity correction; p = 2(1 − Φ(|Z|)); τ = S / (n(n−1)/2).
 
-    Hamed–Rao: the series is detrended by its Sen slope (on the index), ranked, and every
-    autocorrelation of the ranks outside ±Φ⁻¹(1 − level/2)/√n adds (n−i)(n−i−1)(n−i−2)ρᵢ to
-    Σ; Var(S) is multiplied by n/n* = 1 + 2Σ / (n(n−1)(n−2)). Serially correlated samples (one
-    window's median leaning on the last) otherwise make plain MK far too eager. This follows
-    `pymannkendall.hamed_rao_modification_test` (all lags, significance at `level`), against
-    which it is tested. A factor ≤ 0 (possible with strongly negative autocorrelation) falls
-    back to 1: the plain test.
+    Corrections for serially correlated points (one window's median leaning on the last, which
+    otherwise makes plain MK far too eager):
+    - "ar1" (what the soak uses): Var(S) times `ar1_variance_factor`. On seeded AR(1) series
+      (φ 0 to 0.8, 12 to 96 points) it holds the nominal level, where Hamed–Rao rejected
+      trendless AR(1) series at 6–10 % (φ 0.5) and 12–24 % (φ 0.8) for a nominal 1 %
+      (`benchmarks/calibration.py` prints the table).
+    - "hamed-rao": the series is detrended by its Sen slope (on the index), ranked, and every
+      autocorrelation of the ranks outside ±Φ⁻¹(1 − level/2)/√n adds (n−i)(n−i−1)(n−i−2)ρᵢ to
+      Σ; Var(S) is multiplied by n/n* = 1 + 2Σ / (n(n−1)(n−2)). This follows
+      `pymannkendall.hamed_rao_modification_test` (all lags, significance at `level`), against
+      which it is tested. A factor ≤ 0 (possible with strongly negative autocorrelation) falls
+      back to 1: the plain test.
+    - "none": plain Mann–Kendall.
 
     Fallback: with fewer points than `min_points(level)` the test cannot reach `level`;
     `reachable` is false and the caller must say the series is too short, not "no trend".
@@ -155,7 +192,10 @@ def mann_kendall(values: Sequence[float], level: float = 0.01, *, hamed_rao: boo
     variance = mk_variance(list(x))
     factor = 1.0
     method = "Mann–Kendall"
-    if hamed_rao:
+    if correction == "ar1":
+        factor, phi = ar1_variance_factor(x)
+        method = f"Mann–Kendall, AR(1) corrected (φ ≤ {phi:.2f})"
+    elif correction == "hamed-rao":
         method = "Mann–Kendall, Hamed–Rao corrected"
         slope = theil_sen(np.arange(n, dtype=float), x).slope
         ranks = _midranks(x - np.arange(1, n + 1) * slope)
@@ -168,7 +208,9 @@ def mann_kendall(values: Sequence[float], level: float = 0.01, *, hamed_rao: boo
     variance *= factor
     z = _z(s, variance)
     p_value = 2 * _sf(abs(z))
-    return TrendTest(method, n, s, variance, factor, z, p_value, s / (n * (n - 1) / 2), level, mk_min_p(n))
+    # Reachable only if a perfectly monotonic series with this correction could reach `level`.
+    min_p = mk_min_p(n, factor)
+    return TrendTest(method, n, s, variance, factor, z, p_value, s / (n * (n - 1) / 2), level, min_p)
 
 
 def theil_sen(
@@ -184,7 +226,7 @@ def theil_sen(
     Interval: with N slopes sorted and σ² = Var(S) of Kendall's S with ties in t and in y
     (Sen's eq. 2.6), the bounds are the slopes at ranks round((N ∓ z·σ)/2) — as
     `scipy.stats.theilslopes` computes them, against which it is tested. `variance_factor`
-    widens σ² by Hamed–Rao's n/n* for serially correlated points (1: Sen's interval as
+    widens σ² by the trend test's n/n* for serially correlated points (1: Sen's interval as
     published). Intercept: median(y) − slope·median(t).
 
     Fallback: fewer than two distinct times gives NaN everywhere (no slope exists).

@@ -60,7 +60,7 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
     judgement, saved = run_soak(
         tmp_path,
         {"pinned": (None, {"fault": []}), "candidate": (None, {"fault": ["--leak-kib", "2048"]})},
-        {"server": SERVER, "duration_s": 12, "block_s": 3, "warmup_s": 2, "sample_s": 0.25, "window_s": 1,
+        {"server": SERVER, "duration_s": 12, "block_s": 3, "warmup_s": 2, "sample_s": 0.1, "window_s": 0.5,
          "rate": 4, "concurrency": 2, "stall_s": 3, "max_tokens": 8, "grace_s": 5, "compact_every_s": 2,
          "compact_path": str(tmp_path / "compact_memory")},
         {"max_rss_growth_mib": 16.0, "leak_margin": 0.0, "max_ttft_drift_ms": 1000.0,

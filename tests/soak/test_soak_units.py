@@ -18,13 +18,13 @@ from qualify.soak.workload import WorkloadSpec, digest, generate
 
 def test_mann_kendall_by_hand() -> None:
     """1..5: S = 10, Var(S) = 5·4·15/18, Z = 9/√Var = 2.205, p = 0.0275 (two-sided)."""
-    result = mann_kendall([1, 2, 3, 4, 5], 0.05, hamed_rao=False)
+    result = mann_kendall([1, 2, 3, 4, 5], 0.05, correction="none")
     assert result.s == 10 and result.tau == 1.0
     assert result.variance == pytest.approx(50 / 3)
     assert result.z == pytest.approx(9 / math.sqrt(50 / 3))
     assert result.p_value == pytest.approx(0.02749, abs=1e-5)
     # Ties: [1, 1, 2] has one tie pair, Var = (3·2·11 − 2·1·9)/18 = 48/18.
-    assert mann_kendall([1, 1, 2], 0.05, hamed_rao=False).variance == pytest.approx(48 / 18)
+    assert mann_kendall([1, 1, 2], 0.05, correction="none").variance == pytest.approx(48 / 18)
 
 
 def test_fewest_points_that_reach_the_level() -> None:
@@ -46,21 +46,21 @@ def test_mann_kendall_matches_pymannkendall(n: int, shape: str) -> None:
     if shape == "rounded (ties)":
         x = np.round(x)
     for level in (0.01, 0.05):
-        ours = mann_kendall(list(x), level)
+        ours = mann_kendall(list(x), level, correction="hamed-rao")
         theirs = pymannkendall.hamed_rao_modification_test(x, alpha=level)
         assert ours.s == theirs.s
         assert ours.variance == pytest.approx(theirs.var_s)
         assert ours.p_value == pytest.approx(theirs.p, abs=1e-12)
         plain = pymannkendall.original_test(x, alpha=level)
-        assert mann_kendall(list(x), level, hamed_rao=False).p_value == pytest.approx(plain.p, abs=1e-12)
+        assert mann_kendall(list(x), level, correction="none").p_value == pytest.approx(plain.p, abs=1e-12)
 
 
 def test_hamed_rao_widens_the_variance_of_an_autocorrelated_series() -> None:
     rng = np.random.default_rng(3)
     walk = np.cumsum(rng.normal(size=80))
-    corrected = mann_kendall(list(walk), 0.01)
+    corrected = mann_kendall(list(walk), 0.01, correction="hamed-rao")
     assert corrected.variance_factor > 2
-    assert corrected.p_value > mann_kendall(list(walk), 0.01, hamed_rao=False).p_value
+    assert corrected.p_value > mann_kendall(list(walk), 0.01, correction="none").p_value
 
 
 @pytest.mark.parametrize("seed", range(4))
