@@ -172,10 +172,12 @@ class BootstrapBound:
     seed: int
     z0: float
     acceleration: float
-    method: Literal["BCa", "degenerate", "BCa+exact"]
+    method: Literal["BCa", "degenerate", "BCa+exact", "BCa+Cantelli"]
     distribution: F64 = field(repr=False)  # sorted bootstrap values θ*
     #: The exact bound for a count: (family, events, trials, scale), θ = scale × events/trials.
     exact: tuple[Literal["poisson", "binomial"], int, int, float] | None = None
+    #: (skewness, standard error) when skewed chunks made the bound at least Cantelli's.
+    guard: tuple[float, float] | None = None
 
     def p_value(self, limit: float) -> float:
         """One-sided p-value of H0 "θ beyond limit" (θ >= limit for an upper bound, <= for a lower).
@@ -184,9 +186,13 @@ class BootstrapBound:
         resolution is 1/(2B). ``bound <= limit`` (upper) holds exactly when p <= 1 - confidence,
         up to that resolution.
         """
+        p = self._bootstrap_p(limit)
         if self.exact is not None:
-            return max(self._bootstrap_p(limit), _exact_p(self.exact, self.side, limit))
-        return self._bootstrap_p(limit)
+            p = max(p, _exact_p(self.exact, self.side, limit))
+        if self.guard is not None:
+            k = (limit - self.estimate if self.side == "upper" else self.estimate - limit) / self.guard[1]
+            p = max(p, 1 / (1 + k * k) if k > 0 else 1.0)
+        return p
 
     def _bootstrap_p(self, limit: float) -> float:
         if float(np.ptp(self.distribution)) == 0:  # degenerate: the bootstrap's bound is θ̂ itself
@@ -216,7 +222,43 @@ class BootstrapBound:
             "acceleration": self.acceleration,
             "method": self.method,
             "exact": None if self.exact is None else list(self.exact),
+            "skew_guard": None if self.guard is None else {"skewness": self.guard[0], "se": self.guard[1]},
         }
+
+
+#: Chunk skewness beyond which a percentile bound undercovers (measured: BCa covered 85–91 %
+#: for lognormal chunk means of σ = 1 at 30–100 chunks, where a 95 % bound was asked for).
+SKEW_GUARD = 1.0
+
+
+def skew_guarded(bound: BootstrapBound, statistic: RatioOfSums) -> BootstrapBound:
+    """`bound`, made at least as conservative as Cantelli's one-sided inequality when the chunks
+    are skewed toward the side bounded.
+
+    Cantelli: P(θ̂ − θ ≤ −k·se) ≤ 1/(1 + k²) for any distribution with that standard error, so
+    θ̂ + √(1/α − 1)·se is an upper bound at 1 − α without assuming a shape (4.36 se at 95 %).
+    It is about twice as wide as BCa, so it is used only where BCa is known to fall short: the
+    chunks' linearised values (S_c − θ̂ n_c) have a sample skewness beyond `SKEW_GUARD` on the
+    side bounded. Measured on lognormal chunk means (σ 0.3 to 1.0, 30 and 100 chunks), the
+    guarded bound covers at least 94.5 % (`benchmarks/calibration.py`)."""
+    sums, sizes = statistic.sums, statistic.sizes
+    c = len(sums)
+    if c < 3 or sizes.sum() <= 0:
+        return bound
+    theta = float(sums.sum() / sizes.sum())
+    r = (sums - theta * sizes) / sizes.mean()
+    sd = float(r.std(ddof=1))
+    if sd == 0:
+        return bound
+    skew = float(c / ((c - 1) * (c - 2)) * (((r - r.mean()) / sd) ** 3).sum())
+    toward = skew if bound.side == "upper" else -skew
+    if toward <= SKEW_GUARD:
+        return bound
+    se = statistic.scale * sd / math.sqrt(c)
+    k = math.sqrt(1 / (1 - bound.confidence) - 1)
+    cantelli = bound.estimate + k * se if bound.side == "upper" else bound.estimate - k * se
+    worse = max(bound.bound, cantelli) if bound.side == "upper" else min(bound.bound, cantelli)
+    return replace(bound, bound=worse, method="BCa+Cantelli", guard=(skew, se))
 
 
 def exact_bound(
@@ -365,6 +407,10 @@ def judged_bounds(
         )
         for name, (s, side) in statistics.items()
     }
+    for name in ("mean_kld", "top1_agreement"):
+        ratio = statistics[name][0]
+        assert isinstance(ratio, RatioOfSums)
+        bounds[name] = skew_guarded(bounds[name], ratio)
     tokens = int(stats.chunk_sizes().sum())
     flips = int(stats.confident_flips(role, margin).sum())
     agree = int(stats.top1_agreement(role).sum())
@@ -386,7 +432,7 @@ def noninferiority_bound(
     (both against the reference); the stage passes it when the bound is at most its margin δ."""
     d = stats.kld(stats.reference, candidate) - stats.kld(stats.reference, pinned)
     statistic = _ratio(stats, d)
-    return bca_bound(
+    bound = bca_bound(
         statistic,
         stats.n_chunks,
         side="upper",
@@ -395,3 +441,4 @@ def noninferiority_bound(
         seed=seed,
         name="noninferiority",
     )
+    return skew_guarded(bound, statistic)

@@ -71,7 +71,9 @@ def test_a_leaking_server_fails_the_leak_rule(tmp_path: Path) -> None:
         assert {"t_s", "rss_bytes", "pss_bytes", "anon_bytes"} <= set(telemetry.columns)
         assert len(telemetry) >= 40
     compaction = judgement.facts["compaction"]
-    assert compaction["pinned"]["planned"] == compaction["candidate"]["planned"] == [2.0, 5.0, 8.0, 11.0, 14.0]
+    assert (
+        compaction["pinned"]["planned"] == compaction["candidate"]["planned"] == [2.0, 5.0, 8.0, 11.0, 14.0]
+    )
     assert compaction["candidate"]["permitted"] is True and len(compaction["candidate"]["events"]) == 5
     assert (tmp_path / "compact_memory").read_text() == "1\n"
     charts = {c.title: c for c in judgement.charts}
