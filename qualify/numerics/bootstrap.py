@@ -228,7 +228,7 @@ class BootstrapBound:
 
 #: Chunk skewness beyond which a percentile bound undercovers (measured: BCa covered 85–91 %
 #: for lognormal chunk means of σ = 1 at 30–100 chunks, where a 95 % bound was asked for).
-SKEW_GUARD = 1.0
+SKEW_GUARD = 0.5
 
 
 def skew_guarded(bound: BootstrapBound, statistic: RatioOfSums) -> BootstrapBound:
