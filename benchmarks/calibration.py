@@ -8,7 +8,7 @@ known, with its Monte Carlo standard error (√(p(1 − p)/runs) at the nominal 
   A/A false alarms (FASTER or SLOWER) per test and family-wise at 1/3/5 % unit CV for 1, 2 and
   4 tests; power to call a slowdown of 2δ a regression; a slowdown of δ/2 and of δ called a
   regression (δ = 3 %, α = 0.05, 16 pairs at most, two looks);
-- numerics (`qualify.numerics.bootstrap`, as `judged_bounds` and the non-inferiority gate call
+- numerics (`qualify.numerics.bounds`, as `judged_bounds` and the non-inferiority gate call
   it: BCa, guarded by Cantelli's bound on skewed chunks): coverage of the 95 % upper bound on a
   per-token mean whose chunk means are lognormal
   (σ 0.3/0.6/1.0) at 30 and 100 chunks, non-inferiority passed when the truth sits exactly on
@@ -34,7 +34,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qualify.bench.judge import FASTER, SLOWER, Series, evaluate
-from qualify.numerics.bootstrap import RatioOfSums, bca_bound, skew_guarded, with_exact
+from qualify.numerics.bootstrap import RatioOfSums, bca_bound
+from qualify.numerics.bounds import skew_guarded, with_exact
 from qualify.soak.trend import trend
 from qualify.stats import abtests
 

@@ -18,16 +18,11 @@ resamples):
 - a one-sided bound at confidence 1-α is the bootstrap quantile (linear interpolation) at level
   Φ(z0 + (z0 + z)/(1 - a (z0 + z))), z = Φ⁻¹(1-α) for an upper bound, Φ⁻¹(α) for a lower one.
 
-Counts: the statistics that count token events (confident flips, top-1 agreement) also get an
-exact bound that holds however few events there are: Poisson (the chi-square form) for the
-rate of flips, Clopper–Pearson for agreement. The bound reported is the more conservative of
-the two (``method="BCa+exact"``), and the p-value the larger. Rare events are where the
-bootstrap fails: with about one expected flip, every resample often equals the estimate and a
-percentile bound collapses onto it (it covered the true rate 68 % of the time).
+Counts and skewed chunks, where BCa alone falls short, are guarded in `qualify.numerics.bounds`.
 
 Fallback: if every resample gives θ̂ (e.g. no confident flip anywhere, or 100 % agreement), the
 distribution is degenerate and the bootstrap bound is θ̂ itself, ``method="degenerate"``; for
-the counts the exact bound then decides alone. The p-value of a bound against a limit inverts
+the counts the exact bound then decides. The p-value of a bound against a limit inverts
 the same BCa mapping.
 
 Statistics: ``RatioOfSums`` (θ = Σ_c S_c / Σ_c n_c: mean KLD, top-1 agreement, flips per token,
@@ -40,14 +35,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
-
-from qualify.numerics.tokenstats import DEFAULT_FLIP_MARGIN, TokenStats
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -226,63 +219,6 @@ class BootstrapBound:
         }
 
 
-#: Chunk skewness beyond which a percentile bound undercovers (measured: BCa covered 85–91 %
-#: for lognormal chunk means of σ = 1 at 30–100 chunks, where a 95 % bound was asked for).
-SKEW_GUARD = 0.5
-
-
-def skew_guarded(bound: BootstrapBound, statistic: RatioOfSums) -> BootstrapBound:
-    """`bound`, made at least as conservative as Cantelli's one-sided inequality when the chunks
-    are skewed toward the side bounded.
-
-    Cantelli: P(θ̂ − θ ≤ −k·se) ≤ 1/(1 + k²) for any distribution with that standard error, so
-    θ̂ + √(1/α − 1)·se is an upper bound at 1 − α without assuming a shape (4.36 se at 95 %).
-    It is about twice as wide as BCa, so it is used only where BCa is known to fall short: the
-    chunks' linearised values (S_c − θ̂ n_c) have a sample skewness beyond `SKEW_GUARD` on the
-    side bounded. Measured on lognormal chunk means (σ 0.3 to 1.0, 30 and 100 chunks), the
-    guarded bound covers at least 94.5 % (`benchmarks/calibration.py`)."""
-    sums, sizes = statistic.sums, statistic.sizes
-    c = len(sums)
-    if c < 3 or sizes.sum() <= 0:
-        return bound
-    theta = float(sums.sum() / sizes.sum())
-    r = (sums - theta * sizes) / sizes.mean()
-    sd = float(r.std(ddof=1))
-    if sd == 0:
-        return bound
-    skew = float(c / ((c - 1) * (c - 2)) * (((r - r.mean()) / sd) ** 3).sum())
-    toward = skew if bound.side == "upper" else -skew
-    if toward <= SKEW_GUARD:
-        return bound
-    se = statistic.scale * sd / math.sqrt(c)
-    k = math.sqrt(1 / (1 - bound.confidence) - 1)
-    cantelli = bound.estimate + k * se if bound.side == "upper" else bound.estimate - k * se
-    worse = max(bound.bound, cantelli) if bound.side == "upper" else min(bound.bound, cantelli)
-    return replace(bound, bound=worse, method="BCa+Cantelli", guard=(skew, se))
-
-
-def exact_bound(
-    family: Literal["poisson", "binomial"],
-    events: int,
-    trials: int,
-    scale: float,
-    side: Side,
-    confidence: float,
-) -> float:
-    """The exact one-sided bound on scale × rate: Poisson (chi-square form) or Clopper–Pearson."""
-    from scipy import stats
-
-    if family == "poisson":
-        if side == "upper":
-            return float(scale * stats.chi2.ppf(confidence, 2 * events + 2) / 2 / trials)
-        return float(scale * stats.chi2.ppf(1 - confidence, 2 * events) / 2 / trials) if events else 0.0
-    if side == "lower":
-        return float(scale * stats.beta.ppf(1 - confidence, events, trials - events + 1)) if events else 0.0
-    return (
-        float(scale * stats.beta.ppf(confidence, events + 1, trials - events)) if events < trials else scale
-    )
-
-
 def _exact_p(exact: tuple[str, int, int, float], side: Side, limit: float) -> float:
     """One-sided p of H0 "θ beyond limit" for a count (the smallest α whose exact bound passes)."""
     from scipy import stats
@@ -298,15 +234,6 @@ def _exact_p(exact: tuple[str, int, int, float], side: Side, limit: float) -> fl
     if side == "upper":
         return float(stats.binom.cdf(events, trials, rate))
     return float(stats.binom.sf(events - 1, trials, rate))
-
-
-def with_exact(
-    bound: BootstrapBound, family: Literal["poisson", "binomial"], events: int, trials: int, scale: float
-) -> BootstrapBound:
-    """`bound` made at least as conservative as the exact bound on a count."""
-    exact = exact_bound(family, events, trials, scale, bound.side, bound.confidence)
-    worse = max(bound.bound, exact) if bound.side == "upper" else min(bound.bound, exact)
-    return replace(bound, bound=worse, method="BCa+exact", exact=(family, events, trials, scale))
 
 
 def _evaluate(statistic: CountsStatistic, counts: I64, batch_size: int) -> F64:
@@ -364,81 +291,3 @@ def bca_bound(
     level = _ndtr(z0 + (z0 + z) / pole) if math.isfinite(z0) and pole > 0 else float(z0 + z > 0)
     bound = float(np.quantile(theta, level))
     return result(bound, z0, accel, "BCa")
-
-
-# ---------------------------------------------------------------------------------------------
-# The statistics the numerics stage judges
-
-
-def _ratio(stats: TokenStats, values: npt.ArrayLike, scale: float = 1.0) -> RatioOfSums:
-    return RatioOfSums(stats.chunk_sums(values), stats.chunk_sizes().astype(np.float64), scale)
-
-
-def judged_bounds(
-    stats: TokenStats,
-    role: str,
-    *,
-    margin: float = DEFAULT_FLIP_MARGIN,
-    confidence: float = DEFAULT_CONFIDENCE,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-) -> dict[str, BootstrapBound]:
-    """Bounds on ``role`` against the reference, named like the limits they are judged by:
-    mean_kld, p99_kld, abs_dppl_pct, confident_flips (per 100 000 tokens): upper;
-    top1_agreement: lower. abs_dppl_pct is over the tokens whose target is above a llama.cpp
-    file's floor in both roles (all tokens for other formats)."""
-    ref = stats.reference
-    kld = stats.kld(ref, role)
-    # A target stored at a llama.cpp file's floor has only a lower bound for its NLL: such tokens
-    # (in either role) are left out of |ΔPPL| rather than let a clamp decide the difference.
-    kept = ~(stats.role[role].target_at_floor | stats.role[ref].target_at_floor)
-    dnll = np.where(kept, stats.role[role].nll - stats.role[ref].nll, 0.0)
-    dppl = RatioOfSums(stats.chunk_sums(dnll), stats.chunk_sums(kept))
-    statistics: dict[str, tuple[CountsStatistic, Side]] = {
-        "mean_kld": (_ratio(stats, kld), "upper"),
-        "p99_kld": (PooledPercentile(kld, stats.unit(), 0.99), "upper"),
-        "top1_agreement": (_ratio(stats, stats.top1_agreement(role)), "lower"),
-        "abs_dppl_pct": (Transformed(dppl, lambda t: np.abs(100 * np.expm1(t))), "upper"),
-        "confident_flips": (_ratio(stats, stats.confident_flips(role, margin), 1e5), "upper"),
-    }
-    bounds = {
-        name: bca_bound(
-            s, stats.n_chunks, side=side, confidence=confidence, n_resamples=n_resamples, seed=seed, name=name
-        )
-        for name, (s, side) in statistics.items()
-    }
-    for name in ("mean_kld", "top1_agreement"):
-        ratio = statistics[name][0]
-        assert isinstance(ratio, RatioOfSums)
-        bounds[name] = skew_guarded(bounds[name], ratio)
-    tokens = int(stats.chunk_sizes().sum())
-    flips = int(stats.confident_flips(role, margin).sum())
-    agree = int(stats.top1_agreement(role).sum())
-    bounds["confident_flips"] = with_exact(bounds["confident_flips"], "poisson", flips, tokens, 1e5)
-    bounds["top1_agreement"] = with_exact(bounds["top1_agreement"], "binomial", agree, tokens, 1.0)
-    return bounds
-
-
-def noninferiority_bound(
-    stats: TokenStats,
-    candidate: str,
-    pinned: str,
-    *,
-    confidence: float = DEFAULT_CONFIDENCE,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-) -> BootstrapBound:
-    """Upper bound on θ = Σ_c S_c / Σ_c n_c, S_c = Σ over chunk c of KL_candidate - KL_pinned
-    (both against the reference); the stage passes it when the bound is at most its margin δ."""
-    d = stats.kld(stats.reference, candidate) - stats.kld(stats.reference, pinned)
-    statistic = _ratio(stats, d)
-    bound = bca_bound(
-        statistic,
-        stats.n_chunks,
-        side="upper",
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        name="noninferiority",
-    )
-    return skew_guarded(bound, statistic)

@@ -19,7 +19,8 @@ import numpy as np
 
 from qualify.checks.base import ChartData, Finding, TableData
 from qualify.core.verdicts import Verdict
-from qualify.numerics.bootstrap import BootstrapBound, judged_bounds, noninferiority_bound
+from qualify.numerics.bootstrap import BootstrapBound
+from qualify.numerics.bounds import judged_bounds, noninferiority_bound
 from qualify.numerics.charts import distribution_chart
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats

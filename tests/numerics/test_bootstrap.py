@@ -15,11 +15,8 @@ from qualify.numerics.bootstrap import (
     PooledPercentile,
     RatioOfSums,
     bca_bound,
-    judged_bounds,
-    noninferiority_bound,
-    skew_guarded,
-    with_exact,
 )
+from qualify.numerics.bounds import judged_bounds, noninferiority_bound, skew_guarded, with_exact
 from qualify.numerics.stream import DenseChunk, log_softmax
 from qualify.numerics.summary import summarize
 from qualify.numerics.tokenstats import token_stats
