@@ -30,6 +30,7 @@ from qualify.doctor import probes
 from qualify.pipeline.plan import load_plan
 from qualify.pipeline.rejudge import rejudge_with_project_plan
 from qualify.pipeline.runner import RunRequest, execute, parse_overrides, runs_dir_for
+from qualify.pipeline.templates import check_templates
 from qualify.report.model import build_model
 from qualify.report.render import render
 from qualify.scaffold import init_project
@@ -166,14 +167,17 @@ def plan(
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
     console = Console()
+    config = None
     try:
-        plan_dir = load_config(project).plan_dir
+        config = load_config(project)
     except QualifyError:
         if (project / "qualify.toml").exists():
             raise
         console.print("[dim]no qualify.toml here: showing the built-in default plan[/]")
-        plan_dir = None
-    console.print(plan_table(load_plan(plan_dir, profile)))
+    resolved = load_plan(config.plan_dir if config else None, profile)
+    if config is not None:
+        check_templates(resolved, config)
+    console.print(plan_table(resolved))
 
 
 @app.command()

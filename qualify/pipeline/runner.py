@@ -21,6 +21,7 @@ from qualify.core import provenance
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.context import RoleArm
 from qualify.core.errors import ConfigError, ExitCode, QualifyError, UsageError
+from qualify.core.process import capture
 from qualify.core.runstore import (
     RunDir,
     create_run,
@@ -47,6 +48,7 @@ from qualify.pipeline.stagerun import (
     saved_verdict_at,
     stage_outcome,
 )
+from qualify.pipeline.templates import check_templates
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,13 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         run = None
     plan = load_plan(config.plan_dir, profile)
     arms = bind_roles(config, plan, candidate, request.pinned)
+    # Everything that can be known wrong is refused here, before a build or a run directory.
+    check_templates(plan, config, arms)
     _require_nix(plan)
+    saved_options = run.read().get("options", {}) if run is not None else {}
+    allowed = request.allow_dirty or bool(saved_options.get("allow_dirty"))
+    if _will_build(run, plan, _selected(plan, request)):
+        _require_clean_tree(config, allowed)
     if run is None:
         run = create_run(runs_dir, new_run_id(runs_dir, candidate))
         with run.locked():
@@ -198,6 +206,34 @@ def _require_nix(plan: Plan) -> None:
         raise QualifyError(
             f"nix is not installed, and the plan's {', '.join(builders)} builds the arms with it",
             "install nix (Debian: apt-get install nix-bin; elsewhere: https://nixos.org/download)",
+        )
+
+
+def _will_build(run: RunDir | None, plan: Plan, selected: set[str] | None) -> bool:
+    """Whether this invocation may run a stage that builds the arms."""
+    builders = [s for s in plan.stages if any(kind_named(c.kind, c.name).builds_arms for c in s.checks)]
+    if run is None:
+        return bool(builders)
+    if selected is not None:
+        return any(s.name in selected for s in builders)
+    return any(not isinstance(stage_outcome(run, s), Verdict) for s in builders)
+
+
+def _require_clean_tree(config: ProjectConfig, allow_dirty: bool) -> None:
+    """Arms built from a local flake with uncommitted changes would come from no one revision:
+    refuse it now (exit 4) unless --allow-dirty, not as a build ERROR after the work started."""
+    if allow_dirty or ":" in config.flake:
+        return
+    root = (config.root / config.flake).resolve()
+    # Nix counts changes to tracked files only: untracked files are not in the flake's source.
+    argv = ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]
+    code, status = capture(argv, timeout_s=30)
+    if code == 0 and status.strip():
+        changed = [line[3:] for line in status.splitlines()][:5]
+        raise UsageError(
+            f"the source tree {root} has uncommitted changes ({', '.join(changed)}): the arms "
+            "would not come from one revision",
+            "commit them, or pass --allow-dirty to build from the working tree anyway",
         )
 
 

@@ -192,10 +192,14 @@ def test_dirty_tree_is_refused_unless_allowed(project: Path) -> None:
     readme.write_text("uncommitted\n")
     git(project, "add", "README")
     try:
-        code, run_dir, out = run(project, "--candidate", "rocm10")
-        res = result(run_dir)
-        assert res["verdict"] == "ERROR" and "--allow-dirty" in res["reason"], out
-        assert code == 3
+        # Refused before anything runs: no run directory, no build.
+        runs = project / "runs"
+        before = set(runs.iterdir()) if runs.exists() else set()
+        done = qualify_proc("run", "--candidate", "rocm10", "--project", str(project))
+        assert done.returncode == 4, done.stdout + done.stderr
+        said = " ".join((done.stdout + done.stderr).split())
+        assert "uncommitted changes (README)" in said and "--allow-dirty" in said
+        assert (set(runs.iterdir()) if runs.exists() else set()) == before
         code, run_dir, out = run(project, "--candidate", "rocm10", "--allow-dirty")
         res = result(run_dir)
         assert res["verdict"] == "WARN", out

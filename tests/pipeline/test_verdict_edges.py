@@ -175,3 +175,21 @@ def test_a_tool_missing_in_every_role_is_error(project: Callable[..., Project]) 
     code, out = cli(p, "run", "--candidate", "cand")
     assert result_of(p.run_dirs()[0], "20-compile")["verdict"] == "ERROR"
     assert code == 3, out
+
+
+@pytest.mark.parametrize(("template", "typo", "meant"), [("{py} -c 1 {modle}", "modle", "model"),
+                                                          ("echo {rol}", "rol", "role")])  # fmt: skip
+def test_a_typo_in_a_placeholder_is_refused_before_anything_runs(
+    project: Callable[..., Project], template: str, typo: str, meant: str
+) -> None:
+    p = project(
+        '[vars]\nmodel = "m.gguf"\n[arms.pinned]\ninstallable = ".#a"\n[arms.cand]\ninstallable = ".#b"\n'
+    )
+    stage = p.stage("20-compile.toml", command_stage("compile", template.replace("{py}", PY)))
+    for args in (["plan"], ["run", "--candidate", "cand"]):
+        code, out = cli(p, *args)
+        flat = " ".join(out.split())
+        assert code == 4, out
+        assert f"{stage}: check 'compile-check', run: unknown placeholder {{{typo}}}" in flat
+        assert f'did you mean "{meant}"' in flat
+    assert not p.runs.exists() or not list(p.runs.iterdir())  # no run was started
