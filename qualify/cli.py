@@ -189,12 +189,18 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None) -> None:
     for column in ("run", "candidate", "profile", "status", "verdict", "created"):
         table.add_column(column)
     for entry in list_runs(directory):
-        saved = entry.read()
+        try:
+            saved = entry.read()
+            status = entry.status()
+        except QualifyError as exc:
+            # One broken run must not hide the others: list it, say what is wrong.
+            table.add_row(entry.run_id, "?", "", "[red]broken[/]", "—", escape(exc.message))
+            continue
         table.add_row(
             entry.run_id,
             saved.get("roles", {}).get("candidate", {}).get("arm", "?"),
             saved.get("profile") or "",
-            saved.get("status", "?"),
+            status,
             badge(saved.get("verdict") or "—"),
             saved.get("created_at", ""),
         )

@@ -42,6 +42,9 @@ def parse_line(line: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
+_FAILED_BUILDER = re.compile(r"builder for '(/nix/store/[^']+\.drv)' failed")
+
+
 @dataclass
 class DerivationBuild:
     drv: str
@@ -49,6 +52,8 @@ class DerivationBuild:
     stopped: float | None = None
     phase: str | None = None
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    #: Nix's error for this derivation when its builder failed (it comes after the stop).
+    failed: str | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -93,6 +98,12 @@ class BuildLog:
             text = strip_ansi(str(event.get("msg", "")))
             if text.strip():
                 self.messages.append(text)
+            failed = _FAILED_BUILDER.search(text)
+            if failed:
+                for build in self.builds.values():
+                    if build.drv == failed.group(1) and build.failed is None:
+                        build.failed = text.splitlines()[0].removeprefix("error: ").strip()
+                        return build
         return None
 
     def _result(self, event: dict[str, Any]) -> None:

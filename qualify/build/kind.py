@@ -168,10 +168,13 @@ def _build_role(
         done = [b for b in events.built() if b.stopped is not None]
         build = next(b for b in events.built() if b.drv == drv)
         name = store_name(drv).removesuffix(".drv")
-        if build.stopped is None:
+        if build.failed is not None:
+            ctx.echo(f"{role}: FAILED {name}: {build.failed}")
+        elif build.stopped is None:
             ctx.echo(f"{role}: building {name} ({len(done)} done)")
         else:
-            ctx.echo(f"{role}: built {name} in {build.seconds:.1f} s ({len(done)} done)")
+            # Nix reports a failure only after the stop: "finished", not "built", until then.
+            ctx.echo(f"{role}: finished {name} after {build.seconds:.1f} s ({len(done)} done)")
 
     def log_line(drv: str, text: str) -> None:
         ctx.progress(f"{role}: {store_name(drv).removesuffix('.drv')}> {text[:120]}")
@@ -196,7 +199,7 @@ def _build_role(
         "gcroot": str(out_link),
         "shared_build_with": shared_with["role"] if shared_with else None,
         "built": [
-            {"drv": b.drv, "seconds": None if b.seconds is None else round(b.seconds, 3)}
+            {"drv": b.drv, "seconds": None if b.seconds is None else round(b.seconds, 3), "failed": b.failed}
             for b in result.log.built()
         ],
         "progress": list(result.log.progress) if result.log.progress else None,

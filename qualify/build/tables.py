@@ -74,8 +74,11 @@ def arms_table(builds: dict[str, dict[str, Any] | None], saved: SavedCheck) -> T
         if closure.is_file():
             frame = pd.read_csv(closure)
             size = f"{len(frame)} paths, {int(frame['size'].sum()) / 1e6:.1f} MB"
-        built: object = len(m.get("built", []))
-        if m.get("shared_build_with"):
+        failed = [b for b in m.get("built", []) if isinstance(b, dict) and b.get("failed")]
+        built: object = len(m.get("built", [])) - len(failed)
+        if failed:
+            built = f"{built}, {len(failed)} failed"
+        elif m.get("shared_build_with"):
             built = f"{built} (shares {m['shared_build_with']}'s build)"
         elif m.get("ok") and built == 0:
             built = "0 (already in the store)"

@@ -24,9 +24,8 @@ from typing import IO
 
 from qualify.core.environment import redact_env, redact_text
 from qualify.core.errors import QualifyError, ToolMissing
-
-#: Seconds between SIGTERM and SIGKILL when a group is torn down.
-KILL_GRACE_S = 5.0
+from qualify.core.groups import KILL_GRACE_S, group_alive
+from qualify.core.groups import GroupWatch as _GroupWatch
 
 LineCallback = Callable[[str], None]
 
@@ -43,6 +42,7 @@ class Completed:
     timed_out: bool
     output_tail: tuple[str, ...]
     stdout: str | None = None  # only with `separate_stdout`; the log then holds stderr
+    timeout_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -50,7 +50,8 @@ class Completed:
 
     def describe(self) -> str:
         if self.timed_out:
-            return f"timed out after {self.duration_s:.0f} s"
+            limit = f"its {self.timeout_s:g} s limit" if self.timeout_s is not None else "its limit"
+            return f"timed out: stopped at {limit} (ended {self.duration_s:.1f} s after its start)"
         if self.returncode < 0:
             return f"killed by signal {-self.returncode}"
         return f"exit code {self.returncode}"
@@ -116,22 +117,6 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> 
         proc.wait(timeout=grace_s)
 
 
-def group_alive(pgid: int) -> bool:
-    """True while any non-zombie process is in group `pgid` (zombies hold no resources)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
 class _Pump(threading.Thread):
     """Copies a child's output to the log and callbacks, keeping a tail for error messages."""
 
@@ -193,8 +178,10 @@ def run(
         log_file.flush()
     start = time.monotonic()
     timed_out = False
+    watch: _GroupWatch | None = None
     try:
         proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
+        watch = _GroupWatch(proc.pid, argv)
         assert proc.stdout is not None
         data: list[bytes] = []
         reader: threading.Thread | None = None
@@ -212,8 +199,11 @@ def run(
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
-        except BaseException:
+        except BaseException as exc:
             kill_group(proc)
+            if log_file:
+                # The log says how it ended, also when it did not end on its own.
+                log_file.write(f"# stopped: {type(exc).__name__} after {time.monotonic() - start:.3f} s\n")
             raise
         finally:
             # Grandchildren may still hold the pipe open after the leader exits.
@@ -232,11 +222,14 @@ def run(
             timed_out=timed_out,
             output_tail=tuple(pump.tail),
             stdout=b"".join(data).decode("utf-8", errors="replace") if separate_stdout else None,
+            timeout_s=timeout_s,
         )
         if log_file:
             log_file.write(f"# {result.describe()} after {duration:.3f} s\n")
         return result
     finally:
+        if watch is not None:
+            watch.release()
         if log_file:
             log_file.close()
 
@@ -317,6 +310,7 @@ def serve(
     log_file.write(f"$ {shown} &\n# env: {redact_env(env)}\n")
     log_file.flush()
     proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
+    watch = _GroupWatch(proc.pid, argv)
     assert proc.stdout is not None
     pump = _Pump(proc.stdout, log_file, (), 60)
     pump.start()
@@ -340,6 +334,7 @@ def serve(
         yield server
     finally:
         kill_group(proc)
+        watch.release()
         pump.join(timeout=5)
         log_file.write(f"# server stopped: {proc.returncode}\n")
         log_file.close()

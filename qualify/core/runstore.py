@@ -163,6 +163,27 @@ class RunDir:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
 
+    def writer_alive(self) -> bool:
+        """Whether a process holds the run's lock now (a run saved as running without one was
+        killed before it could say so)."""
+        lock_path = self.path / "lock"
+        if not lock_path.is_file():
+            return False
+        with lock_path.open("a+") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            return False
+
+    def status(self) -> str:
+        """The saved status, with a run saved as running but held by no process called dead."""
+        saved = self.read().get("status", "unknown")
+        if saved == "running" and not self.writer_alive():
+            return "dead"
+        return str(saved)
+
     def move_to_attempts(self, stage_folder: str) -> Path | None:
         """Move a stage's current results under `<stage>/attempts/<n>/`; return that folder."""
         stage = self.stage_dir(stage_folder)
@@ -180,22 +201,24 @@ class RunDir:
         return target
 
 
-def new_run_id(runs_dir: Path, candidate: str) -> str:
+def new_run(runs_dir: Path, candidate: str) -> RunDir:
+    """A new run directory named `<UTC time>-<candidate>[-N]`, created atomically: two runs
+    started in the same second get different folders (mkdir is the test, not a look first)."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", candidate)
     base = f"{stamp}-{safe}"
-    run_id, counter = base, 1
-    while (runs_dir / run_id).exists():
-        counter += 1
-        run_id = f"{base}-{counter}"
-    return run_id
-
-
-def create_run(runs_dir: Path, run_id: str) -> RunDir:
-    path = runs_dir / run_id
-    path.mkdir(parents=True, exist_ok=False)
-    (path / "gcroots").mkdir()
-    return RunDir(path)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise RunStoreError(f"{runs_dir}: the runs directory is not a directory", "point runs_dir elsewhere")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for counter in range(1, 10_000):
+        path = runs_dir / (base if counter == 1 else f"{base}-{counter}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        (path / "gcroots").mkdir()
+        return RunDir(path)
+    raise RunStoreError(f"{runs_dir}: no free run name for {base}")
 
 
 def list_runs(runs_dir: Path) -> list[RunDir]:

@@ -8,7 +8,6 @@ under `attempts/`.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,11 @@ from qualify.checks.registry import kind_named
 from qualify.core import provenance
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.context import RoleArm
-from qualify.core.errors import ConfigError, ExitCode, QualifyError, UsageError
-from qualify.core.process import capture
+from qualify.core.errors import ConfigError, ExitCode, UsageError
+from qualify.core.groups import end_recorded_groups, recording_groups
 from qualify.core.runstore import (
     RunDir,
-    create_run,
-    new_run_id,
+    new_run,
     now_iso,
     open_run,
     read_json,
@@ -40,6 +38,7 @@ from qualify.core.verdicts import (
     run_verdict,
 )
 from qualify.pipeline.plan import DEFAULT_ORDER, Plan, StageSpec, load_plan
+from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
 from qualify.pipeline.stagerun import (
     STAGE,
     StageRunner,
@@ -49,6 +48,9 @@ from qualify.pipeline.stagerun import (
     stage_outcome,
 )
 from qualify.pipeline.templates import check_templates
+
+#: The process groups a run started (a JSON line each), read back by the next attempt.
+PROCESSES = "processes.jsonl"
 
 
 @dataclass(frozen=True)
@@ -134,13 +136,13 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     arms = bind_roles(config, plan, candidate, request.pinned)
     # Everything that can be known wrong is refused here, before a build or a run directory.
     check_templates(plan, config, arms)
-    _require_nix(plan)
+    require_nix(plan)
     saved_options = run.read().get("options", {}) if run is not None else {}
     allowed = request.allow_dirty or bool(saved_options.get("allow_dirty"))
-    if _will_build(run, plan, _selected(plan, request)):
-        _require_clean_tree(config, allowed)
+    if will_build(run, plan, _selected(plan, request)):
+        require_clean_tree(config, allowed)
     if run is None:
-        run = create_run(runs_dir, new_run_id(runs_dir, candidate))
+        run = new_run(runs_dir, candidate)
         with run.locked():
             write_json(run.run_json, _new_run_document(run, config, plan, arms, request))
     selected = _selected(plan, request)
@@ -163,11 +165,19 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 invocations=[*saved.get("invocations", []), _invocation(request)],
                 config=config.snapshot(),
             )
+        # What a dead attempt left running is ended first (its watchers normally did already).
+        for ended in end_recorded_groups(run.path / PROCESSES):
+            events.echo(f"ended {ended}, left running by an earlier attempt")
         try:
-            _run_stages(run, config, plan, arms, selected, request, events)
+            with recording_groups(run.path / PROCESSES):
+                _run_stages(run, config, plan, arms, selected, request, events)
         except KeyboardInterrupt:
             run.update(status="interrupted", interrupted_at=now_iso())
             return RunOutcome(run, None, ExitCode.INTERRUPTED)
+        except BaseException as exc:
+            # Every exit path leaves the status saying what happened, never "running".
+            run.update(status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
+            raise
         verdict, outcomes = summarize(run, plan)
         run.update(
             status="complete",
@@ -195,46 +205,6 @@ def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | 
             )
         arms["reference"] = RoleArm("reference", config.arm(config.reference, role="reference"))
     return arms
-
-
-def _require_nix(plan: Plan) -> None:
-    """A plan that builds arms cannot start without nix: say so before any stage runs."""
-    builders = [
-        f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if kind_named(c.kind, c.name).builds_arms
-    ]
-    if builders and shutil.which("nix") is None:
-        raise QualifyError(
-            f"nix is not installed, and the plan's {', '.join(builders)} builds the arms with it",
-            "install nix (Debian: apt-get install nix-bin; elsewhere: https://nixos.org/download)",
-        )
-
-
-def _will_build(run: RunDir | None, plan: Plan, selected: set[str] | None) -> bool:
-    """Whether this invocation may run a stage that builds the arms."""
-    builders = [s for s in plan.stages if any(kind_named(c.kind, c.name).builds_arms for c in s.checks)]
-    if run is None:
-        return bool(builders)
-    if selected is not None:
-        return any(s.name in selected for s in builders)
-    return any(not isinstance(stage_outcome(run, s), Verdict) for s in builders)
-
-
-def _require_clean_tree(config: ProjectConfig, allow_dirty: bool) -> None:
-    """Arms built from a local flake with uncommitted changes would come from no one revision:
-    refuse it now (exit 4) unless --allow-dirty, not as a build ERROR after the work started."""
-    if allow_dirty or ":" in config.flake:
-        return
-    root = (config.root / config.flake).resolve()
-    # Nix counts changes to tracked files only: untracked files are not in the flake's source.
-    argv = ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]
-    code, status = capture(argv, timeout_s=30)
-    if code == 0 and status.strip():
-        changed = [line[3:] for line in status.splitlines()][:5]
-        raise UsageError(
-            f"the source tree {root} has uncommitted changes ({', '.join(changed)}): the arms "
-            "would not come from one revision",
-            "commit them, or pass --allow-dirty to build from the working tree anyway",
-        )
 
 
 def _with_build_facts(arms: dict[str, RoleArm], saved: dict[str, Any]) -> dict[str, RoleArm]:

@@ -18,7 +18,7 @@ from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.environment import redact_env
-from qualify.core.errors import QualifyError
+from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.judging import crashed, judge_saved
@@ -72,7 +72,11 @@ def stage_outcome_at(run: RunDir, folder: str) -> Verdict | StageState:
     path = run.stage_dir(folder) / STAGE
     if not path.is_file():
         return StageState.NOT_RUN
-    saved = read_json(path)
+    try:
+        saved = read_json(path)
+    except RunStoreError:
+        # Unreadable (cut short, edited by hand): not a result; a rerun moves it to attempts/.
+        return StageState.INTERRUPTED
     if saved.get("status") != "complete":
         return StageState.INTERRUPTED
     if saved.get("verdict") == StageState.BLOCKED.value:
@@ -257,11 +261,14 @@ def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
     """A finished check of an interrupted attempt whose inputs are unchanged, if any."""
     if previous is None or not (previous / STAGE).is_file():
         return None
-    if read_json(previous / STAGE).get("status") == "complete":
-        return None  # a finished stage is rerun on purpose: never reuse its checks
-    result = previous / name / RESULT
-    if result.is_file() and read_json(result).get("inputs_hash") == check_hash:
-        return previous / name
+    try:
+        if read_json(previous / STAGE).get("status") == "complete":
+            return None  # a finished stage is rerun on purpose: never reuse its checks
+        result = previous / name / RESULT
+        if result.is_file() and read_json(result).get("inputs_hash") == check_hash:
+            return previous / name
+    except RunStoreError:
+        return None  # an unreadable record is never reused
     return None
 
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from qualify import __version__
+from qualify.core.errors import RunStoreError
 from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
 from qualify.core.verdicts import StageState
 from qualify.pipeline.plan import DEFAULT_ORDER
@@ -98,8 +99,10 @@ def build_model(run: RunDir) -> ReportModel:
         RoleView(role, info.get("arm", ""), info.get("installable", ""), info.get("out"))
         for role, info in saved.get("roles", {}).items()
     ]
-    status = saved.get("status", "unknown")
-    verdict = saved.get("verdict") or ("INTERRUPTED" if status == "interrupted" else "RUNNING")
+    status = run.status()
+    verdict = saved.get("verdict") or {"interrupted": "INTERRUPTED", "running": "RUNNING"}.get(
+        status, "INTERRUPTED"
+    )
     model = ReportModel(
         schema_version=SCHEMA_VERSION,
         qualify_version=__version__,
@@ -150,8 +153,13 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
             True,
             earlier_attempts=attempts,
         )
-    stage = read_json(path)
-    if stage.get("status") != "complete":
+    try:
+        stage = read_json(path)
+    except RunStoreError as exc:
+        return StageView(spec["name"], spec["folder"], StageState.INTERRUPTED.value, exc.message, True)
+    if stage.get("status") == "running" and run.status() == "running":
+        outcome, reason = "RUNNING", "running now"
+    elif stage.get("status") != "complete":
         outcome, reason = StageState.INTERRUPTED.value, "interrupted before it finished"
     elif stage.get("stale"):
         outcome = StageState.STALE.value
@@ -161,7 +169,10 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
     checks = []
     for entry in stage.get("checks", []):
         result_path = folder / entry["name"] / "result.json"
-        result = read_json(result_path) if result_path.is_file() else {}
+        try:
+            result = read_json(result_path) if result_path.is_file() else {}
+        except RunStoreError as exc:
+            result = {"findings": [{"verdict": "ERROR", "message": exc.message, "role": None}]}
         checks.append(
             CheckView(
                 name=entry["name"],

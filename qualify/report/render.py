@@ -31,6 +31,7 @@ VERDICT_CLASS = {
     "NOT RUN": "notrun",
     "INTERRUPTED": "error",
     "STALE": "incomplete",
+    "RUNNING": "notrun",
 }
 
 

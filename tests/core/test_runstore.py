@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qualify.core.errors import RunStoreError
-from qualify.core.runstore import SCHEMA_VERSION, RunDir, create_run, read_json, write_json
+from qualify.core.runstore import SCHEMA_VERSION, RunDir, new_run, read_json, write_json
 
 PY = sys.executable
 
@@ -73,14 +73,14 @@ with RunDir(Path(sys.argv[1])).locked():
 
 
 def test_second_writer_is_refused_and_a_dead_holder_frees_the_lock(tmp_path: Path) -> None:
-    run = create_run(tmp_path, "r1")
+    run = new_run(tmp_path, "r1")
     holder = subprocess.Popen([PY, "-c", HOLDER, str(run.path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunStoreError) as err:
             with run.locked():
                 pass
-        assert "run r1 is being written by qualify pid" in err.value.message
+        assert f"run {run.run_id} is being written by qualify pid" in err.value.message
     finally:
         holder.kill()
         holder.wait()
@@ -89,7 +89,7 @@ def test_second_writer_is_refused_and_a_dead_holder_frees_the_lock(tmp_path: Pat
 
 
 def test_attempts_are_numbered_and_never_overwritten(tmp_path: Path) -> None:
-    run = RunDir(create_run(tmp_path, "r2").path)
+    run = RunDir(new_run(tmp_path, "r2").path)
     stage = run.stage_dir("20-compile")
     for n in (1, 2):
         stage.mkdir(exist_ok=True)
@@ -109,3 +109,30 @@ def test_written_files_follow_the_umask(tmp_path: Path) -> None:
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path: Path) -> None:
+    """Eight threads create runs for one candidate at once: eight folders, no error."""
+    import threading
+
+    made: list[Path] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            made.append(new_run(tmp_path, "cand").path)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(set(made)) == 8 and all(p.is_dir() for p in made)
+
+
+def test_a_runs_dir_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "runs").write_text("")
+    with pytest.raises(RunStoreError, match="runs directory is not a directory"):
+        new_run(tmp_path / "runs", "cand")

@@ -1,0 +1,141 @@
+"""Process groups that end with qualify: a watcher per group, and the record a resume reads.
+
+Every child of qualify runs in its own process group (`qualify.core.process`). qualify ends
+those groups on every exit it sees (a timeout, Ctrl-C, SIGTERM); these pieces cover the exits it
+does not see: a SIGKILL of qualify itself, or a machine that dies under it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+#: Seconds between SIGTERM and SIGKILL when a watcher ends a group.
+KILL_GRACE_S = 5.0
+
+
+# A watcher per process group, so that the group ends even when qualify is killed with SIGKILL
+# (no handler runs then, and PR_SET_PDEATHSIG would reach only the direct child, not the
+# grandchildren under a check's `/bin/sh -c`). The watcher is a shell in its own session that
+# blocks reading a pipe only qualify holds open: "done" means the group already ended; end of
+# file without it means qualify died, and the watcher ends the group (TERM, then KILL).
+_WATCHER = (
+    'read -r said; [ "$said" = done ] && exit 0; '
+    'kill -TERM -"$1" 2>/dev/null || exit 0; sleep "$2"; kill -KILL -"$1" 2>/dev/null; exit 0'
+)
+
+#: Where the run records the process groups it starts (one JSON line each), so that a resume
+#: can end what a dead run left behind; None outside a run.
+_group_log: Path | None = None
+
+
+@contextmanager
+def recording_groups(path: Path) -> Iterator[None]:
+    """Record every process group started inside the block in `path`."""
+    global _group_log  # noqa: PLW0603  (one run per process; set and restored here only)
+    before, _group_log = _group_log, path
+    try:
+        yield
+    finally:
+        _group_log = before
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks after boot (/proc/PID/stat field 22)."""
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class GroupWatch:
+    """The watcher of one process group (see _WATCHER)."""
+
+    def __init__(self, pgid: int, argv: Sequence[str]) -> None:
+        read_end, self._write = os.pipe()
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                ["/bin/sh", "-c", _WATCHER, "qualify-watch", str(pgid), str(KILL_GRACE_S)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in qualify's group: a Ctrl-C must not take it first
+            )
+        except OSError:
+            self._proc = None  # no shell: the run still cleans up on every exit it sees
+        finally:
+            os.close(read_end)
+        if _group_log is not None:
+            record = {"pgid": pgid, "start": _start_time(pgid), "argv": list(argv)[:8]}
+            with suppress(OSError), _group_log.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    def release(self) -> None:
+        """The group has ended: let the watcher go without touching it."""
+        with suppress(OSError):
+            os.write(self._write, b"done\n")
+        with suppress(OSError):
+            os.close(self._write)
+        if self._proc is not None:
+            with suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+
+
+def end_recorded_groups(path: Path) -> list[str]:
+    """End the process groups a dead run recorded in `path` that are still alive (a group is
+    matched by its number, its session and a start no earlier than the recorded one, so a
+    number reused since is left alone); returns what was ended."""
+    if not path.is_file():
+        return []
+    ended: list[str] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+            pgid, start = int(record["pgid"]), record.get("start")
+        except (ValueError, KeyError, TypeError):
+            continue
+        members = _group_members(pgid, start if isinstance(start, int) else None)
+        if members:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            ended.append(f"group {pgid} ({shlex.join(record.get('argv') or [])}: {len(members)} processes)")
+    path.unlink()
+    return ended
+
+
+def _group_members(pgid: int, start: int | None) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # state ppid pgrp session ... starttime (field 22 overall, index 19 here)
+        same = int(fields[2]) == pgid and int(fields[3]) == pgid and fields[0] != "Z"
+        if same and (start is None or int(fields[19]) >= start):
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process is in group `pgid` (zombies hold no resources)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
