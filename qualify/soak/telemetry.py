@@ -21,6 +21,7 @@ import re
 import shutil
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,16 @@ def memory_psi(path: Path = Path("/proc/pressure/memory")) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     for line in text.splitlines():
-        kind, *pairs = line.split()
-        fields = dict(p.split("=") for p in pairs)
-        if kind == "some":
-            out["psi_some_avg10"] = float(fields["avg10"])
-        out[f"psi_{kind}_total_us"] = float(fields["total"])
+        kind, *pairs = line.split() or [""]
+        if kind not in ("some", "full"):
+            continue
+        # A field that is missing or not a number is left out, never guessed.
+        fields = dict(p.split("=", 1) for p in pairs if "=" in p)
+        with suppress(KeyError, ValueError):
+            if kind == "some":
+                out["psi_some_avg10"] = float(fields["avg10"])
+        with suppress(KeyError, ValueError):
+            out[f"psi_{kind}_total_us"] = float(fields["total"])
     return out
 
 
