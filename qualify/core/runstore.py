@@ -53,8 +53,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     The bytes go to a temporary file in the same directory, are flushed to disk, then renamed
     over `path` (rename is atomic within one file system).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise RunStoreError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -63,6 +66,12 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fchmod(handle.fileno(), 0o666 & ~_UMASK)
             os.fsync(handle.fileno())
         Path(tmp).replace(path)
+    except OSError as exc:
+        # A full disk or a directory in the way: the old content stays, the message names it.
+        Path(tmp).unlink(missing_ok=True)
+        raise RunStoreError(
+            f"{path}: cannot write: {exc.strerror or exc}", "free space or remove what is in the way"
+        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
