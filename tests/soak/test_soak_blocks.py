@@ -113,7 +113,7 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
     # server's process (both are up): planted lines in the form of amdgpu's page-fault report.
     def fault(pid: int) -> str:
         return (f"amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 "
-                f"pasid:32785, for process llama-server pid {pid} thread llama-server pid {pid + 5})")  # fmt: skip
+                f"pasid:32785, for process llama-server pid {pid} thread llama-server pid {pid})")  # fmt: skip
 
     pinned_pid = measured["pinned"]["server"]["pids"][0]
     candidate_pid = measured["candidate"]["server"]["pids"][0]
