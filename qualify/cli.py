@@ -1,6 +1,6 @@
 """The `qualify` command line: thin commands, each calling one function.
 
-This is the one place where errors become exit codes (DESIGN.md): QualifyError is caught once,
+This is the one place where errors become exit codes (docs/design.md): QualifyError is caught once,
 rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130).
 """
 

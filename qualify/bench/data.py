@@ -121,7 +121,7 @@ def _disambiguate(tests: list[UnitTest]) -> list[UnitTest]:
 
 
 def read_metrics_unit(path: Path) -> list[UnitTest]:
-    """Tests from the metrics JSON schema (DESIGN.md): each metric is a test, its samples the
+    """Tests from the metrics JSON schema (docs/design.md): each metric is a test, its samples the
     unit's repetitions."""
     try:
         metrics = read_metrics(path)

@@ -2,7 +2,7 @@
 
 `nix build --json` / `--dry-run --json`, `--log-format internal-json`, `nix flake metadata
 --json`, `nix eval --json` and the legacy `nix-store --query` family. JSON shapes are detected,
-never inferred from the version string (reference: shared/reference/nix.md).
+never inferred from the version string.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`command`: run a command per role; optionally judge the metrics it reports.
 
 Measures: the command's exit status for each role and, when `metrics = true` or limits are
-set, the metrics JSON (DESIGN.md schema) the command writes to `{out_file}`.
+set, the metrics JSON (docs/design.md) the command writes to `{out_file}`.
 
 Verdict:
 - ERROR: a role could not be run (missing tool, unknown placeholder), or the pinned or

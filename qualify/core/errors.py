@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes of `qualify`, as DESIGN.md fixes them."""
+    """Exit codes of `qualify`, as docs/design.md lists them."""
 
     QUALIFIED = 0
     NOT_QUALIFIED = 1

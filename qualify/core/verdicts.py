@@ -1,4 +1,4 @@
-"""Verdicts of checks, stages and runs, and how they combine (DESIGN.md "Verdicts, gates")."""
+"""Verdicts of checks, stages and runs, and how they combine (docs/design.md, "Verdicts, gates, exit codes")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Store-path parsing, Nix version order and closure diffs follow nix.md section 3."""
+"""Store-path parsing, Nix version order and closure diffs follow how nix names and orders store paths."""
 
 from __future__ import annotations
 

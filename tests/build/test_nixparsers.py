@@ -1,5 +1,5 @@
 """Parsers for what nix prints, on samples of Nix 2.8 (seen here) and of current CppNix and
-Lix (written from shared/reference/nix.md, which cites their sources)."""
+Lix."""
 
 from __future__ import annotations
 

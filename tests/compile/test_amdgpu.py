@@ -1,7 +1,7 @@
 """The AMDGPU readers against real artifacts, figure by figure against LLVM's own tools.
 
 Every artifact is built here with clang-19 from tests/kernels (header-less: -nogpulib,
--nogpuinc; reference/kernels.md §2). The expected side is always an LLVM tool on the same
+-nogpuinc). The expected side is always an LLVM tool on the same
 files: clang-offload-bundler-19 / clang-offload-packager-19 extract the code objects and
 llvm-readelf-19 prints their metadata. No resource figure is written into this file.
 """
@@ -401,7 +401,7 @@ def test_bitcode_only_objects_hold_no_code_objects(artifacts: Artifacts) -> None
 
 
 def ccob(bundle: bytes, version: int, method: int) -> bytes:
-    """A CCOB per reference/kernels.md §1.3; the bundler-19 round trip below confirms v1/v2."""
+    """A compressed offload bundle (CCOB); the bundler-19 round trip below confirms v1/v2."""
     body = zlib.compress(bundle, 9) if method == 0 else zstandard.ZstdCompressor(level=19).compress(bundle)
     digest = struct.unpack("<Q", hashlib.md5(bundle).digest()[:8])[0]
     if version == 1:

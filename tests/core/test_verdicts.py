@@ -1,4 +1,4 @@
-"""Stage and run verdicts combine exactly as DESIGN.md says."""
+"""Stage and run verdicts combine exactly as docs/design.md says."""
 
 from __future__ import annotations
 

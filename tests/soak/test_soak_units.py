@@ -85,7 +85,7 @@ def test_theil_sen_interval_widens_with_the_correction() -> None:
     assert wide.low <= plain.low <= plain.slope <= plain.high <= wide.high
 
 
-# Real driver lines, each from the issue thread named beside it (reference/serving.md §8).
+# Real driver lines, each from the issue thread named beside it .
 FAILING_LINES = [
     # ggml-org/llama.cpp#21724 (llama-server on a gfx90c APU, Vulkan)
     ("ring timeout", "amdgpu 0000:c2:00.0: ring gfx_0.0.0 timeout, signaled seq=166926, emitted seq=166928"),
