@@ -1,4 +1,4 @@
-"""Verdicts of checks, stages and runs, and how they combine (docs/design.md, "Verdicts, gates, exit codes")."""
+"""Verdicts of checks, stages and runs, and how they combine (docs/design.md, "Verdicts")."""
 
 from __future__ import annotations
 
