@@ -6,6 +6,7 @@ rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -31,6 +32,7 @@ from qualify.pipeline.plan import load_plan
 from qualify.pipeline.rejudge import rejudge_with_project_plan
 from qualify.pipeline.runner import RunRequest, execute, parse_overrides, runs_dir_for
 from qualify.pipeline.templates import check_templates
+from qualify.report.github import publish
 from qualify.report.model import build_model
 from qualify.report.render import render
 from qualify.scaffold import init_project
@@ -152,6 +154,7 @@ def run(
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)
+    _publish(outcome.run, files.markdown)
     verdict = outcome.verdict.value if outcome.verdict else "INTERRUPTED"
     console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
     console.print(f"report: {escape(str(files.html))}\nsummary: {escape(str(files.markdown))}")
@@ -252,7 +255,16 @@ def report(
             Console().print(f"{where}: {badge(change.before)} → {badge(change.after)}")
         Console().print(f"re-decided; {len(changes)} check(s) changed")
     files = render(run)
-    Console().print(f"{escape(str(files.html))}\n{escape(str(files.markdown))}\n{escape(str(files.json))}")
+    _publish(run, files.markdown)
+    Console().print(
+        f"{escape(str(files.html))}\n{escape(str(files.markdown))}\n{escape(str(files.json))}\n"
+        f"{escape(str(files.junit))}"
+    )
+
+
+def _publish(run: RunDir, summary: Path) -> None:
+    # Workflow commands go to stdout unformatted: rich would wrap and colour them.
+    publish(build_model(run), summary, os.environ, lambda line: print(line, flush=True))
 
 
 @app.command()

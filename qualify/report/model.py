@@ -28,6 +28,8 @@ class CheckView:
     #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
     limits_of_evidence: list[str] = field(default_factory=list)
     rejudged_at: str | None = None
+    #: What the check judged (limits, comparisons, series), as saved in its result.
+    judged: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
                 charts=result.get("charts", []),
                 limits_of_evidence=list(result.get("facts", {}).get("limits_of_evidence", [])),
                 rejudged_at=result.get("rejudged_at"),
+                judged=[str(j) for j in result.get("judged", [])],
             )
         )
     return StageView(

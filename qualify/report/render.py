@@ -14,6 +14,7 @@ from markupsafe import Markup
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.report.charts import render_svg
+from qualify.report.junit import junit_xml
 from qualify.report.model import build_model
 
 VERDICT_CLASS = {
@@ -40,6 +41,7 @@ class ReportFiles:
     html: Path
     markdown: Path
     json: Path
+    junit: Path
 
 
 def md_cell(value: object) -> str:
@@ -82,8 +84,11 @@ def render(run: RunDir) -> ReportFiles:
     css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
     html = env.get_template("report.html.j2").render(m=model, css=css)
     markdown = env.get_template("summary.md.j2").render(m=model)
-    files = ReportFiles(run.path / "report.html", run.path / "summary.md", run.path / "report.json")
+    files = ReportFiles(
+        run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
+    )
     write_atomic(files.html, html.encode("utf-8"))
+    write_atomic(files.junit, junit_xml(model))
     write_atomic(files.markdown, markdown.encode("utf-8"))
     write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
     return files

@@ -1,0 +1,50 @@
+"""A run's outcome where GitHub Actions shows it: the step summary and error annotations.
+
+Only when the environment says so: `GITHUB_STEP_SUMMARY` names the file the Markdown summary is
+appended to, and `GITHUB_ACTIONS=true` turns every FAIL or ERROR finding into an `::error`
+workflow command on stdout. Values are escaped as GitHub documents for workflow commands: `%`,
+CR and LF everywhere, and also `:` and `,` in properties such as the title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from qualify.report.model import ReportModel
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def error_commands(model: ReportModel) -> Iterator[str]:
+    """`::error title=…::…` for every FAIL or ERROR finding (a check without findings: its reason)."""
+    for stage in model.stages:
+        for check in stage.checks:
+            if check.verdict not in ("FAIL", "ERROR"):
+                continue
+            bad = [f for f in check.findings if f.get("verdict") in ("FAIL", "ERROR")]
+            title = escape_property(f"qualify {stage.name}/{check.name}: {check.verdict}")
+            messages = [
+                (f"{f.get('role')}: " if f.get("role") else "") + str(f.get("message", "")) for f in bad
+            ] or [check.reason]
+            for message in messages:
+                yield f"::error title={title}::{escape_data(message)}"
+
+
+def publish(
+    model: ReportModel, summary: Path, environ: Mapping[str, str], out: Callable[[str], None]
+) -> None:
+    """Append the summary to the step summary and print the annotations, where GitHub asks."""
+    step_summary = environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with Path(step_summary).open("a", encoding="utf-8") as handle:
+            handle.write(summary.read_text(encoding="utf-8") + "\n")
+    if environ.get("GITHUB_ACTIONS") == "true":
+        for line in error_commands(model):
+            out(line)

@@ -1,0 +1,93 @@
+"""junit.xml for CI systems, from the report's view of a run: one testsuite per stage, one
+testcase per check (each check judges the candidate, against pinned where it has it).
+
+FAIL is a failure and ERROR an error, each with the check's reason as message and its findings
+as text; INCONCLUSIVE is a failure too (it blocks the gate as FAIL does); SKIPPED, BLOCKED, NOT
+CONFIGURED, NOT RUN, STALE and INTERRUPTED are skipped with the reason; each check's verdict and
+what it judged are properties of the stage's suite (the schema CI tools read allows them there
+only). Written with the standard library's ElementTree, which escapes text and attributes.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from qualify.report.model import CheckView, ReportModel, StageView
+
+_FAILURE = {"FAIL", "INCONCLUSIVE"}
+_ERROR = {"ERROR"}
+_PASSED = {"PASS", "WARN"}
+
+
+def junit_xml(model: ReportModel) -> bytes:
+    suites = ET.Element("testsuites", name=f"qualify run {model.run_id}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for stage in model.stages:
+        suite = ET.SubElement(suites, "testsuite", name=stage.name)
+        # The schema CI tools read allows properties on the suite only, first: one per figure.
+        ET.SubElement(suite, "properties")
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        if not stage.checks:
+            _case(suite, stage, None, counts)
+        for check in stage.checks:
+            _case(suite, stage, check, counts)
+        suite.set("time", f"{stage.duration_s or 0:.3f}")
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+    for key, value in totals.items():
+        suites.set(key, str(value))
+    ET.indent(suites)
+    document: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"
+
+
+def _case(suite: ET.Element, stage: StageView, check: CheckView | None, counts: dict[str, int]) -> None:
+    verdict = check.verdict if check else stage.outcome
+    reason = check.reason if check else stage.reason
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=f"qualify.{stage.name}",
+        name=f"{check.name} ({check.kind})" if check else stage.name,
+        time=f"{(check.duration_s if check else None) or 0:.3f}",
+    )
+    counts["tests"] += 1
+    properties = suite.find("properties")
+    assert properties is not None
+    prefix = check.name if check else stage.name
+    _property(properties, f"{prefix}.verdict", verdict)
+    if check is not None:
+        for index, item in enumerate(_judged(check), start=1):
+            _property(properties, f"{prefix}.judged.{index}", item)
+        if check.ungated:
+            _property(properties, f"{prefix}.ungated", "true")
+    if verdict in _PASSED:
+        return
+    text = "\n".join(
+        f"{f.get('verdict')} {f.get('role') or ''}: {f.get('message')}" for f in _findings(check)
+    )
+    if verdict in _FAILURE:
+        counts["failures"] += 1
+        ET.SubElement(case, "failure", message=reason, type=verdict).text = text or reason
+    elif verdict in _ERROR:
+        counts["errors"] += 1
+        ET.SubElement(case, "error", message=reason, type=verdict).text = text or reason
+    else:
+        counts["skipped"] += 1
+        ET.SubElement(case, "skipped", message=f"{verdict}: {reason}")
+
+
+def _property(parent: ET.Element, name: str, value: Any) -> None:
+    ET.SubElement(parent, "property", name=name, value=str(value))
+
+
+def _findings(check: CheckView | None) -> list[dict[str, Any]]:
+    if check is None:
+        return []
+    return [f for f in check.findings if f.get("verdict") in ("FAIL", "ERROR", "INCONCLUSIVE")]
+
+
+def _judged(check: CheckView) -> list[str]:
+    return [str(item) for item in check.judged]

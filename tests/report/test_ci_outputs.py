@@ -1,0 +1,80 @@
+"""What a CI system reads from a run: junit.xml (read back with junitparser, as CI tools parse
+it), the GitHub step summary and error annotations, escaped as GitHub documents."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import PY, Project, command_stage, qualify_proc
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+from qualify.core.runstore import RunDir
+from qualify.report.github import error_commands, escape_data, escape_property
+from qualify.report.model import build_model
+
+
+def three_stages(p: Project) -> Path:
+    p.stage("10-build.toml", command_stage("build", "true"))
+    p.stage(
+        "20-compile.toml",
+        command_stage("compile", f'{PY} -c \'import sys; sys.exit(1 if "{{role}}" == "candidate" else 0)\''),
+    )
+    p.stage("30-numerics.toml", command_stage("numerics", "true"))
+    qualify_proc("run", "--candidate", "cand", "--project", str(p.root))
+    [run] = p.run_dirs()
+    return run
+
+
+def test_junit_has_a_suite_per_stage_and_reads_back(project: Callable[..., Project]) -> None:
+    run = three_stages(project())
+    xml = JUnitXml.fromfile(str(run / "junit.xml"))
+    suites = {suite.name: suite for suite in xml}
+    assert {"build", "compile", "numerics", "serving", "soak", "bench"} <= set(suites)
+    [build] = list(suites["build"])
+    assert build.is_passed and build.name == "build-check (command)"
+    properties = {p.name: p.value for p in suites["build"].properties()}
+    assert properties["build-check.judged.1"] == "candidate exit status"
+    assert properties["build-check.verdict"] == "PASS"
+    [compile_] = list(suites["compile"])
+    [failure] = compile_.result
+    assert isinstance(failure, Failure) and "candidate: command exit code 1" in failure.message
+    [numerics] = list(suites["numerics"])
+    assert isinstance(numerics.result[0], Skipped) and "BLOCKED" in numerics.result[0].message
+    [soak] = list(suites["soak"])
+    assert isinstance(soak.result[0], Skipped) and "NOT CONFIGURED" in soak.result[0].message
+    assert xml.failures == 1 and xml.errors == 0 and xml.skipped == 4 and xml.tests == 6
+    assert not any(isinstance(r, Error) for s in xml for c in s for r in c.result)
+
+
+def test_github_step_summary_and_annotations(project: Callable[..., Project], tmp_path: Path) -> None:
+    p = project()
+    run = three_stages(p)
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    done = qualify_proc(
+        "report", run.name, "--project", str(p.root),
+        env={"PATH": "/usr/bin:/bin", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_ACTIONS": "true"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and (run / "summary.md").read_text() in text
+    errors = [line for line in done.stdout.splitlines() if line.startswith("::error ")]
+    assert errors == [
+        "::error title=qualify compile/compile-check%3A FAIL::candidate: command exit code 1"
+    ], done.stdout
+    assert json.loads((run / "report.json").read_text())["verdict"] == "NOT QUALIFIED"
+
+
+def test_workflow_command_escaping() -> None:
+    assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
+    assert escape_property("a:b,c%") == "a%3Ab%2Cc%25"
+
+
+def test_no_annotations_for_a_passing_run(project: Callable[..., Project]) -> None:
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "true"))
+    qualify_proc("run", "--candidate", "cand", "--project", str(p.root))
+    [run] = p.run_dirs()
+    assert list(error_commands(build_model(RunDir(run)))) == []
