@@ -6,6 +6,7 @@ rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from qualify import __version__, kinds
+from qualify.checks.registry import installed, kind_named
 from qualify.compile.hostkernels import DEFAULT_PATTERNS
 from qualify.compile.listing import show_kernels
 from qualify.console import ConsoleEvents, badge, plan_table
@@ -28,6 +30,7 @@ from qualify.core.config import load_config
 from qualify.core.errors import ExitCode, QualifyError
 from qualify.core.runstore import RunDir, list_runs, open_run
 from qualify.doctor import probes
+from qualify.kinddocs import kind_json
 from qualify.pipeline.plan import load_plan
 from qualify.pipeline.rejudge import rejudge_with_project_plan
 from qualify.pipeline.runner import RunRequest, execute, parse_overrides, runs_dir_for
@@ -298,6 +301,29 @@ def doctor() -> None:
         mark = "[green]ok[/]" if probe.ok else "[yellow]--[/]"
         table.add_row(mark, probe.what, escape(probe.detail), probe.needed_for)
     Console().print(table)
+
+
+@app.command(name="kinds")
+def list_kinds(
+    name: Annotated[str | None, typer.Argument(help="One kind (default: every kind).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout: one object per kind.")] = False,
+) -> None:
+    """Every check kind's parameters, defaults, limits and verdict rules."""
+    chosen = [kind_named(name, "qualify kinds")] if name else list(installed())
+    if as_json:
+        print(json.dumps([kind_json(k) for k in chosen], indent=2, default=str))
+        return
+    console = Console()
+    for kind in chosen:
+        table = Table(title=f"{kind.name}: {kind.summary}", title_justify="left")
+        for column in ("parameter", "type", "default", "help"):
+            table.add_column(column)
+        for p in kind.params:
+            default = "required" if p.required else repr(p.default)
+            table.add_row(p.name, p.type, escape(default), escape(p.help))
+        console.print(table)
+        console.print(f"limits: {', '.join(kind.limits) if kind.limits else 'any max_*, min_*, *_margin'}")
+        console.print(f"verdict: {escape(kind.verdict_rules)}\n")
 
 
 @app.command()

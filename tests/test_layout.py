@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "doctor": 5,
     "scaffold": 5,
     "kinds": 5,
+    "kinddocs": 5,
     "report": 4,
     **dict.fromkeys(STAGES, 3),
     "pipeline": 3,
