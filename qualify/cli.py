@@ -95,6 +95,7 @@ RunsDirOpt = Annotated[
     Path | None,
     typer.Option("--runs-dir", help="Where runs live (default: runs/ in the project, or $QUALIFY_RUNS_DIR)."),
 ]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout; every message goes to stderr.")]
 
 
 def _version(value: bool) -> None:
@@ -138,9 +139,10 @@ def run(
         list[str] | None,
         typer.Option(help="NAME=FLAKEREF: replace a flake input for the candidate only (repeatable)."),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
-    console = Console()
+    console = Console(stderr=as_json)
     request = RunRequest(
         project,
         candidate,
@@ -157,8 +159,19 @@ def run(
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)
-    _publish(outcome.run, files.markdown)
+    _publish(outcome.run, files.markdown, to_stderr=as_json)
     verdict = outcome.verdict.value if outcome.verdict else "INTERRUPTED"
+    if as_json:
+        stages = {s.name: s.outcome for s in build_model(outcome.run).stages}
+        document = {
+            "run_id": outcome.run.run_id,
+            "verdict": verdict,
+            "exit_code": int(outcome.exit_code),
+            "run_dir": str(outcome.run.path),
+            "report": {k: str(v) for k, v in vars(files).items()},
+            "stages": stages,
+        }
+        print(json.dumps(document, indent=2))
     console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
     console.print(f"report: {escape(str(files.html))}\nsummary: {escape(str(files.markdown))}")
     if outcome.verdict is None:
@@ -170,9 +183,10 @@ def run(
 def plan(
     project: ProjectOpt = Path(),
     profile: Annotated[str | None, typer.Option(help="Show the plan as this profile resolves it.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
-    console = Console()
+    console = Console(stderr=as_json)
     config = None
     try:
         config = load_config(project)
@@ -183,14 +197,20 @@ def plan(
     resolved = load_plan(config.plan_dir if config else None, profile)
     if config is not None:
         check_templates(resolved, config)
+    if as_json:
+        print(json.dumps({**resolved.as_json(), "not_configured": list(resolved.not_configured())}, indent=2))
+        return
     console.print(plan_table(resolved))
 
 
 @app.command()
-def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None) -> None:
+def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the saved runs, oldest first."""
     console = Console()
     directory = runs_dir_for(load_config(project), runs_dir)
+    if as_json:
+        print(json.dumps([_run_entry(entry) for entry in list_runs(directory)], indent=2))
+        return
     table = Table(title=f"runs in {directory}", title_justify="left")
     for column in ("run", "candidate", "profile", "status", "verdict", "created"):
         table.add_column(column)
@@ -218,10 +238,14 @@ def show(
     run_id: Annotated[str | None, typer.Argument(help="Run id or path (default: the latest).")] = None,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print a run's stage chain and its checks."""
     console = Console()
     model = build_model(_open(project, runs_dir, run_id))
+    if as_json:
+        print(json.dumps(model.as_json(), indent=2, default=str))
+        return
     console.print(f"run {model.run_id}: {badge(model.verdict)}  ({model.status})")
     console.print(
         " → ".join(
@@ -265,9 +289,11 @@ def report(
     )
 
 
-def _publish(run: RunDir, summary: Path) -> None:
-    # Workflow commands go to stdout unformatted: rich would wrap and colour them.
-    publish(build_model(run), summary, os.environ, lambda line: print(line, flush=True))
+def _publish(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
+    # Workflow commands go out unformatted (rich would wrap and colour them), on stdout unless
+    # stdout carries JSON; the runner reads them from the step's whole output.
+    stream = sys.stderr if to_stderr else sys.stdout
+    publish(build_model(run), summary, os.environ, lambda line: print(line, file=stream, flush=True))
 
 
 @app.command()
@@ -292,8 +318,11 @@ def kernels(
 
 
 @app.command()
-def doctor() -> None:
+def doctor(as_json: JsonOpt = False) -> None:
     """What this machine offers a qualification run (nix, compilers, GPUs, permissions)."""
+    if as_json:
+        print(json.dumps([vars(p) for p in probes()], indent=2))
+        return
     table = Table(title="qualify doctor", title_justify="left")
     for column in ("", "what", "found", "needed for"):
         table.add_column(column)
@@ -334,6 +363,23 @@ def init(
     """Write a starting qualify.toml and copy the default plan into stages/."""
     for path in init_project(directory, force=force):
         Console().print(f"wrote {escape(str(path))}")
+
+
+def _run_entry(entry: RunDir) -> dict[str, Any]:
+    try:
+        saved = entry.read()
+        status = entry.status()
+    except QualifyError as exc:
+        return {"run_id": entry.run_id, "path": str(entry.path), "status": "broken", "error": exc.message}
+    return {
+        "run_id": entry.run_id,
+        "path": str(entry.path),
+        "candidate": saved.get("roles", {}).get("candidate", {}).get("arm"),
+        "profile": saved.get("profile"),
+        "status": status,
+        "verdict": saved.get("verdict"),
+        "created_at": saved.get("created_at"),
+    }
 
 
 def _open(project: Path, runs_dir: Path | None, run_id: str | None) -> RunDir:

@@ -48,7 +48,8 @@ def show_kernels(
     console: Console | None = None,
 ) -> ExitCode:
     """List (one path) or compare (two paths) kernels; print to `console` or JSON Lines."""
-    console = console or Console()
+    # With --json, stdout carries only the JSON Lines: every message goes to stderr.
+    console = console or Console(stderr=as_json)
     if len(paths) not in (1, 2):
         raise UsageError(f"give one path to list or two to compare, not {len(paths)}")
     scans = [_scan(p, host_patterns, ptxas_logs) for p in paths]

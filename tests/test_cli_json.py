@@ -1,0 +1,34 @@
+"""--json on the commands a script reads: JSON on stdout alone, messages on stderr."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from conftest import Project, command_stage, qualify_proc
+
+
+def test_run_runs_show_plan_and_doctor_speak_json(project: Callable[..., Project]) -> None:
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "true"))
+    where = ("--project", str(p.root))
+    done = qualify_proc("run", "--candidate", "cand", "--json", *where)
+    outcome = json.loads(done.stdout)  # nothing else on stdout
+    assert done.returncode == 3 == outcome["exit_code"]
+    assert outcome["verdict"] == "INCOMPLETE" and outcome["stages"]["compile"] == "PASS"
+    assert outcome["stages"]["bench"] == "NOT CONFIGURED"
+    assert outcome["report"]["junit"].endswith("junit.xml") and "compile" in done.stderr
+    [entry] = json.loads(qualify_proc("runs", "--json", *where).stdout)
+    assert entry["run_id"] == outcome["run_id"] and entry["status"] == "complete"
+    shown = json.loads(qualify_proc("show", outcome["run_id"], "--json", *where).stdout)
+    assert shown["verdict"] == "INCOMPLETE"
+    plan = json.loads(qualify_proc("plan", "--json", *where).stdout)
+    assert [s["name"] for s in plan["stages"]] == ["compile"] and "bench" in plan["not_configured"]
+    probes = json.loads(qualify_proc("doctor", "--json").stdout)
+    assert any(probe["what"] == "nix" for probe in probes)
+
+
+def test_kernels_json_keeps_messages_off_stdout(tmp_path) -> None:
+    (tmp_path / "empty.bin").write_bytes(b"not a kernel")
+    done = qualify_proc("kernels", str(tmp_path / "empty.bin"), "--json")
+    assert done.stdout == "" and "no kernels found" in done.stderr
