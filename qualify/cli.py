@@ -55,7 +55,7 @@ class QualifyGroup(TyperGroup):
         try:
             code = super().main(*args, **kwargs)
         except typer.TyperException as exc:
-            # Usage errors (click's exit code 2), bad parameters, no arguments (help shown).
+            # Usage errors (click's exit code 2), bad parameters.
             show = getattr(exc, "show", None)
             if callable(show):
                 show()
@@ -86,6 +86,7 @@ app = typer.Typer(
     help="Qualify a toolchain move of a GPU inference engine packaged as a Nix flake.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
@@ -395,4 +396,5 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main() -> None:
     """Console-script entry point: SIGTERM stops a run as cleanly as Ctrl-C does."""
     signal.signal(signal.SIGTERM, _terminate)
-    app()
+    # `qualify` alone asks for the help: shown, and not an error.
+    app(args=sys.argv[1:] or ["--help"])

@@ -32,3 +32,10 @@ def test_kernels_json_keeps_messages_off_stdout(tmp_path) -> None:
     (tmp_path / "empty.bin").write_bytes(b"not a kernel")
     done = qualify_proc("kernels", str(tmp_path / "empty.bin"), "--json")
     assert done.stdout == "" and "no kernels found" in done.stderr
+
+
+def test_qualify_alone_prints_help_and_exits_0() -> None:
+    done = qualify_proc()
+    assert done.returncode == 0 and "Usage: qualify" in done.stdout and "Commands" in done.stdout
+    short = qualify_proc("run", "-h")
+    assert short.returncode == 0 and "Usage: qualify run" in short.stdout
