@@ -27,12 +27,6 @@ def test_usage_errors_exit_4_not_click_s_2(project: Callable[..., Project]) -> N
     assert qualify_proc("frobnicate").returncode == 4
 
 
-def test_no_arguments_prints_help_with_usage_code() -> None:
-    proc = qualify_proc()
-    assert proc.returncode == 4
-    assert "run" in proc.stdout + proc.stderr
-
-
 def test_config_error_exit_4_without_traceback(project: Callable[..., Project]) -> None:
     p = project("[arms.pinned]\ninstalable = 'x'\n")
     proc = qualify_proc("run", "--candidate", "pinned", "--project", str(p.root))

@@ -36,6 +36,6 @@ def test_kernels_json_keeps_messages_off_stdout(tmp_path) -> None:
 
 def test_qualify_alone_prints_help_and_exits_0() -> None:
     done = qualify_proc()
-    assert done.returncode == 0 and "Usage: qualify" in done.stdout and "Commands" in done.stdout
+    assert done.returncode == 0 and "qualify [OPTIONS] COMMAND" in done.stdout and "Commands" in done.stdout
     short = qualify_proc("run", "-h")
-    assert short.returncode == 0 and "Usage: qualify run" in short.stdout
+    assert short.returncode == 0 and "qualify run [OPTIONS]" in short.stdout
