@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from rich.console import Console
@@ -36,20 +37,44 @@ def badge(value: str) -> str:
     return f"[{STYLE.get(value, 'white')}]{escape(value)}[/]"
 
 
+#: Off a terminal (a CI log), a line at least this often while a stage works in silence.
+HEARTBEAT_S = 30.0
+
+
 class ConsoleEvents(Events):
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.console = console
         self._status: Status | None = None
         self._shown = 0.0
+        self._heartbeat_s = heartbeat_s
+        self._latest: str | None = None
+        self._stage: tuple[str, float] | None = None  # (name, start)
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def _beating(self) -> None:
+        # A CI log shows nothing for the minutes of a build or a soak block otherwise.
+        while not self._stop.wait(self._heartbeat_s):
+            if self._stage is None:
+                continue
+            name, start = self._stage
+            doing = f": {self._latest}" if self._latest else ""
+            line = f"{name} still running, {time.monotonic() - start:.0f} s so far{doing}"
+            self.console.print(
+                f"  [dim]{escape(line)}[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     def progress(self, text: str | None) -> None:
+        self._latest = text
         if text is None:
             if self._status is not None:
                 self._status.stop()
                 self._status = None
             return
         if not self.console.is_terminal:
-            return  # a log file gets the echoed lines, not a spinner
+            return  # a log file gets the echoed lines and the heartbeat, not a spinner
         now = time.monotonic()
         if self._status is None:
             self._status = self.console.status(escape(text))
@@ -64,8 +89,13 @@ class ConsoleEvents(Events):
     def stage_start(self, stage: StageSpec, note: str) -> None:
         extra = f"  [yellow]{escape(note)}[/]" if note else ""
         self.console.rule(f"[bold]{escape(stage.folder)}[/]{extra}", align="left")
+        self._stage = (stage.name, time.monotonic())
+        if not self.console.is_terminal and self._beat is None:
+            self._beat = threading.Thread(target=self._beating, daemon=True)
+            self._beat.start()
 
     def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None:
+        self._stage = None
         self.console.print(
             f"[bold]{escape(stage.name)}[/]: {badge(outcome)}  {escape(reason)}", highlight=False
         )

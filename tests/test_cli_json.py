@@ -39,3 +39,23 @@ def test_qualify_alone_prints_help_and_exits_0() -> None:
     assert done.returncode == 0 and "qualify [OPTIONS] COMMAND" in done.stdout and "Commands" in done.stdout
     short = qualify_proc("run", "-h")
     assert short.returncode == 0 and "qualify run [OPTIONS]" in short.stdout
+
+
+def test_a_ci_log_hears_from_a_silent_stage(project: Callable[..., Project]) -> None:
+    """Off a terminal, a stage that prints nothing for longer than the heartbeat still gets a
+    line saying it runs and for how long (the heartbeat shortened to 1 s here)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from qualify.console import ConsoleEvents
+    from qualify.pipeline.runner import RunRequest, execute
+
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "sleep 3"))
+    out = StringIO()
+    execute(
+        RunRequest(p.root, candidate="cand"), ConsoleEvents(Console(file=out, width=200), heartbeat_s=1.0)
+    )
+    lines = [line for line in out.getvalue().splitlines() if "still running" in line]
+    assert len(lines) >= 2 and "compile still running" in lines[0] and "s so far" in lines[0]
