@@ -100,7 +100,7 @@ def end_recorded_groups(path: Path) -> list[str]:
             pgid, start = int(record["pgid"]), record.get("start")
         except (ValueError, KeyError, TypeError):
             continue
-        members = _group_members(pgid, start if isinstance(start, int) else None)
+        members = group_members(pgid, session=True, started_after=start if isinstance(start, int) else None)
         if members:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
@@ -109,33 +109,29 @@ def end_recorded_groups(path: Path) -> list[str]:
     return ended
 
 
-def _group_members(pgid: int, start: int | None) -> list[int]:
+def group_members(pgid: int, *, session: bool = False, started_after: int | None = None) -> list[int]:
+    """Live (non-zombie) processes of group `pgid`; with `session`, only those whose session is
+    the group too (qualify starts each child as a session leader); with `started_after`, only
+    those started at or after that many clock ticks after boot (a reused number is not ours)."""
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            # After the parenthesised command: state ppid pgrp session ... starttime (index 19).
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            if int(fields[2]) != pgid or fields[0] == "Z":
+                continue
+            if session and int(fields[3]) != pgid:
+                continue
+            if started_after is not None and int(fields[19]) < started_after:
+                continue
+        except (OSError, IndexError, ValueError):
             continue
-        # state ppid pgrp session ... starttime (field 22 overall, index 19 here)
-        same = int(fields[2]) == pgid and int(fields[3]) == pgid and fields[0] != "Z"
-        if same and (start is None or int(fields[19]) >= start):
-            members.append(int(entry.name))
+        members.append(int(entry.name))
     return members
 
 
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process is in group `pgid` (zombies hold no resources)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return bool(group_members(pgid))

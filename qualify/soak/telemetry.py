@@ -28,25 +28,11 @@ from typing import Any
 import pandas as pd
 
 from qualify.core import process
+from qualify.core.groups import group_members
 from qualify.core.runstore import write_parquet
 
 _DRM_KEY = re.compile(r"^drm-(memory|resident)-(vram|gtt|system)\s*:\s*(\d+)\s*(KiB|MiB|GiB)?", re.M)
 _UNITS = {None: 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
-
-
-def group_pids(pgid: int) -> list[int]:
-    """Live processes of process group `pgid` (the server and anything it started)."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            pids.append(int(entry.name))
-    return pids
 
 
 def smaps_rollup(pid: int) -> dict[str, int]:
@@ -207,7 +193,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> dict[str, Any]:
-        pids = group_pids(self.pgid)
+        pids = group_members(self.pgid)
         self.pids.update(pids)
         row: dict[str, Any] = {"t_s": round(time.monotonic() - self.t0, 3), "block": self.block}
         rollups = [smaps_rollup(pid) for pid in pids]
