@@ -91,10 +91,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory holding qualify.toml.")]
+ProjectOpt = Annotated[
+    Path, typer.Option("--project", "-C", metavar="DIR", help="Project directory holding qualify.toml.")
+]
 RunsDirOpt = Annotated[
     Path | None,
-    typer.Option("--runs-dir", help="Where runs live (default: runs/ in the project, or $QUALIFY_RUNS_DIR)."),
+    typer.Option(
+        "--runs-dir",
+        metavar="DIR",
+        help="Where runs live (default: runs/ in the project, or $QUALIFY_RUNS_DIR).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout; every message goes to stderr.")]
 
@@ -117,18 +123,26 @@ def root(
 
 @app.command()
 def run(
-    candidate: Annotated[str | None, typer.Option(help="The arm to qualify.")] = None,
+    candidate: Annotated[str | None, typer.Option(metavar="ARM", help="The arm to qualify.")] = None,
     pinned: Annotated[
-        str | None, typer.Option(help="The arm it is compared with (default: the config's).")
+        str | None, typer.Option(metavar="ARM", help="The arm it is compared with (default: the config's).")
     ] = None,
     project: ProjectOpt = Path(),
-    profile: Annotated[str | None, typer.Option(help="A plan profile (e.g. quick, full).")] = None,
-    run_id: Annotated[str | None, typer.Option("--run", help="Resume or rerun this saved run.")] = None,
-    only: Annotated[str | None, typer.Option(help="Rerun only this stage of a saved run.")] = None,
-    from_stage: Annotated[
-        str | None, typer.Option("--from", help="Rerun this stage and the later ones.")
+    profile: Annotated[
+        str | None, typer.Option(metavar="NAME", help="A plan profile (e.g. quick, full).")
     ] = None,
-    force: Annotated[bool, typer.Option(help="Rerun stages that passed with unchanged inputs.")] = False,
+    run_id: Annotated[
+        str | None, typer.Option("--run", metavar="RUN", help="Resume or rerun this saved run.")
+    ] = None,
+    only: Annotated[
+        str | None, typer.Option(metavar="STAGE", help="Rerun only this stage of a saved run.")
+    ] = None,
+    from_stage: Annotated[
+        str | None, typer.Option("--from", metavar="STAGE", help="Rerun this stage and the later ones.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rerun stages that passed with unchanged inputs.")
+    ] = False,
     no_gate: Annotated[
         bool, typer.Option("--no-gate", help="Run later stages past a failed gate (marked ungated).")
     ] = False,
@@ -138,7 +152,9 @@ def run(
     ] = False,
     override_input: Annotated[
         list[str] | None,
-        typer.Option(help="NAME=FLAKEREF: replace a flake input for the candidate only (repeatable)."),
+        typer.Option(
+            metavar="NAME=FLAKEREF", help="Replace a flake input for the candidate only (repeatable)."
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -183,7 +199,9 @@ def run(
 @app.command()
 def plan(
     project: ProjectOpt = Path(),
-    profile: Annotated[str | None, typer.Option(help="Show the plan as this profile resolves it.")] = None,
+    profile: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Show the plan as this profile resolves it.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
@@ -305,11 +323,16 @@ def kernels(
     as_json: Annotated[bool, typer.Option("--json", help="JSON Lines: one object per kernel.")] = False,
     host_pattern: Annotated[
         list[str] | None,
-        typer.Option(help="Host function glob (repeatable; default: ggml's kernels).", show_default=False),
+        typer.Option(
+            metavar="GLOB",
+            help="Host function glob (repeatable; default: ggml's kernels).",
+            show_default=False,
+        ),
     ] = None,
     no_host: Annotated[bool, typer.Option("--no-host", help="GPU kernels only.")] = False,
     ptxas_log: Annotated[
-        list[Path] | None, typer.Option(help="A saved `ptxas -v` output (CUDA spill bytes; repeatable).")
+        list[Path] | None,
+        typer.Option(metavar="PATH", help="A saved `ptxas -v` output (CUDA spill bytes; repeatable)."),
     ] = None,
 ) -> None:
     """List the kernels of a build, or compare two builds' kernels (exit 1 on a regression)."""
