@@ -344,16 +344,21 @@ def kernels(
 @app.command()
 def doctor(as_json: JsonOpt = False) -> None:
     """What this machine offers a qualification run (nix, compilers, GPUs, permissions)."""
+    found = probes()
+    missing = [p.what for p in found if p.required and not p.ok]
     if as_json:
-        print(json.dumps([vars(p) for p in probes()], indent=2))
-        return
+        print(json.dumps([vars(p) for p in found], indent=2))
+        raise typer.Exit(1 if missing else 0)
     table = Table(title="qualify doctor", title_justify="left")
     for column in ("", "what", "found", "needed for"):
         table.add_column(column)
-    for probe in probes():
-        mark = "[green]ok[/]" if probe.ok else "[yellow]--[/]"
+    for probe in found:
+        mark = "[green]ok[/]" if probe.ok else ("[red]missing[/]" if probe.required else "[yellow]--[/]")
         table.add_row(mark, probe.what, escape(probe.detail), probe.needed_for)
     Console().print(table)
+    if missing:
+        Console(stderr=True).print(f"[red]a run needs what is missing here:[/] {', '.join(missing)}")
+        raise typer.Exit(1)
 
 
 @app.command(name="kinds")

@@ -16,6 +16,8 @@ class Probe:
     ok: bool
     detail: str
     needed_for: str
+    #: A run cannot go without it (the rest narrows what a run can measure).
+    required: bool = False
 
 
 def _version(argv: list[str]) -> tuple[bool, str]:
@@ -46,7 +48,7 @@ def _compact_memory() -> tuple[bool, str]:
 def probes() -> list[Probe]:
     out: list[Probe] = []
     ok, detail = _version(["nix", "--version"])
-    out.append(Probe("nix", ok, detail, "building arms (build stage)"))
+    out.append(Probe("nix", ok, detail, "building arms (build stage)", required=True))
     for compiler in ("gcc", "clang", "clang-19", "nvcc"):
         ok, detail = _version([compiler, "--version"])
         out.append(Probe(compiler, ok, detail, "example builds, kernel objects"))

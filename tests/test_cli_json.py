@@ -59,3 +59,16 @@ def test_a_ci_log_hears_from_a_silent_stage(project: Callable[..., Project]) -> 
     )
     lines = [line for line in out.getvalue().splitlines() if "still running" in line]
     assert len(lines) >= 2 and "compile still running" in lines[0] and "s so far" in lines[0]
+
+
+def test_doctor_exits_non_zero_when_a_run_could_not_go(tmp_path) -> None:
+    """With nix off PATH (a folder holding only git), doctor says so and exits 1."""
+    import os
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    done = qualify_proc("doctor", env={**os.environ, "PATH": str(bin_dir)})
+    assert done.returncode == 1 and "a run needs what is missing here: nix" in done.stderr
+    assert qualify_proc("doctor").returncode == 0  # this machine has nix
