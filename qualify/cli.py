@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,27 +21,24 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from qualify import __version__, kinds
-from qualify.checks.registry import installed, kind_named
-from qualify.compile.hostkernels import DEFAULT_PATTERNS
-from qualify.compile.listing import show_kernels
-from qualify.console import ConsoleEvents, badge, plan_table
-from qualify.core.config import load_config
+from qualify import __version__
+from qualify.checks import registry
 from qualify.core.errors import ExitCode, QualifyError
-from qualify.core.runstore import RunDir, list_runs, open_run
-from qualify.doctor import probes
-from qualify.kinddocs import kind_json
-from qualify.pipeline.plan import load_plan
-from qualify.pipeline.rejudge import rejudge_with_project_plan
-from qualify.pipeline.runner import RunRequest, execute, parse_overrides, runs_dir_for
-from qualify.pipeline.templates import check_templates
-from qualify.report.github import publish
-from qualify.report.model import build_model
-from qualify.report.render import render
-from qualify.scaffold import init_project
 
-# The CLI is an entry point: it hands the one list of kinds to the spine's registry.
-kinds.install()
+if TYPE_CHECKING:
+    from qualify.checks.base import CheckKind
+    from qualify.core.runstore import RunDir
+
+
+def _all_kinds() -> tuple[CheckKind, ...]:
+    from qualify.kinds import KINDS
+
+    return KINDS
+
+
+# The CLI is an entry point: it hands the one list of kinds to the spine's registry, imported
+# when a command first needs a kind (the stage packages pull in pandas; --help must not wait).
+registry.install_on_demand(_all_kinds)
 
 _state = {"debug": False}
 
@@ -159,6 +156,11 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
+    from qualify.console import ConsoleEvents, badge
+    from qualify.pipeline.runner import RunRequest, execute, parse_overrides
+    from qualify.report.model import build_model
+    from qualify.report.render import render
+
     console = Console(stderr=as_json)
     request = RunRequest(
         project,
@@ -205,6 +207,11 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
+    from qualify.console import plan_table
+    from qualify.core.config import load_config
+    from qualify.pipeline.plan import load_plan
+    from qualify.pipeline.templates import check_templates
+
     console = Console(stderr=as_json)
     config = None
     try:
@@ -225,6 +232,11 @@ def plan(
 @app.command()
 def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the saved runs, oldest first."""
+    from qualify.console import badge
+    from qualify.core.config import load_config
+    from qualify.core.runstore import list_runs
+    from qualify.pipeline.runner import runs_dir_for
+
     console = Console()
     directory = runs_dir_for(load_config(project), runs_dir)
     if as_json:
@@ -260,6 +272,9 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a run's stage chain and its checks."""
+    from qualify.console import badge
+    from qualify.report.model import build_model
+
     console = Console()
     model = build_model(_open(project, runs_dir, run_id))
     if as_json:
@@ -293,6 +308,10 @@ def report(
     ] = False,
 ) -> None:
     """Write report.html, summary.md and report.json from a saved run."""
+    from qualify.console import badge
+    from qualify.pipeline.rejudge import rejudge_with_project_plan
+    from qualify.report.render import render
+
     run = _open(project, runs_dir, run_id)
     if rejudge:
         changes = rejudge_with_project_plan(run)
@@ -311,6 +330,9 @@ def report(
 def _publish(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
     # Workflow commands go out unformatted (rich would wrap and colour them), on stdout unless
     # stdout carries JSON; the runner reads them from the step's whole output.
+    from qualify.report.github import publish
+    from qualify.report.model import build_model
+
     stream = sys.stderr if to_stderr else sys.stdout
     publish(build_model(run), summary, os.environ, lambda line: print(line, file=stream, flush=True))
 
@@ -336,6 +358,9 @@ def kernels(
     ] = None,
 ) -> None:
     """List the kernels of a build, or compare two builds' kernels (exit 1 on a regression)."""
+    from qualify.compile.hostkernels import DEFAULT_PATTERNS
+    from qualify.compile.listing import show_kernels
+
     patterns = () if no_host else tuple(host_pattern or DEFAULT_PATTERNS)
     code = show_kernels(paths, as_json=as_json, host_patterns=patterns, ptxas_logs=ptxas_log or ())
     raise typer.Exit(int(code))
@@ -344,6 +369,8 @@ def kernels(
 @app.command()
 def doctor(as_json: JsonOpt = False) -> None:
     """What this machine offers a qualification run (nix, compilers, GPUs, permissions)."""
+    from qualify.doctor import probes
+
     found = probes()
     missing = [p.what for p in found if p.required and not p.ok]
     if as_json:
@@ -367,7 +394,9 @@ def list_kinds(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout: one object per kind.")] = False,
 ) -> None:
     """Every check kind's parameters, defaults, limits and verdict rules."""
-    chosen = [kind_named(name, "qualify kinds")] if name else list(installed())
+    from qualify.kinddocs import kind_json
+
+    chosen = [registry.kind_named(name, "qualify kinds")] if name else list(registry.installed())
     if as_json:
         print(json.dumps([kind_json(k) for k in chosen], indent=2, default=str))
         return
@@ -390,6 +419,8 @@ def init(
     force: Annotated[bool, typer.Option(help="Overwrite an existing qualify.toml and stages/.")] = False,
 ) -> None:
     """Write a starting qualify.toml and copy the default plan into stages/."""
+    from qualify.scaffold import init_project
+
     for path in init_project(directory, force=force):
         Console().print(f"wrote {escape(str(path))}")
 
@@ -412,6 +443,10 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
 
 
 def _open(project: Path, runs_dir: Path | None, run_id: str | None) -> RunDir:
+    from qualify.core.config import load_config
+    from qualify.core.runstore import open_run
+    from qualify.pipeline.runner import runs_dir_for
+
     if run_id is not None and (Path(run_id) / "run.json").is_file():
         return open_run(Path(run_id).parent, run_id)  # a run given by its path
     return open_run(runs_dir_for(load_config(project), runs_dir), run_id)

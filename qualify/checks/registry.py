@@ -7,13 +7,21 @@ depends on the contract, never the other way round.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from qualify.checks.base import CheckKind
 from qualify.core.errors import ConfigError
 from qualify.core.tomlfile import suggest
 
 _installed: dict[str, CheckKind] = {}
+_loader: Callable[[], Iterable[CheckKind]] | None = None
+
+
+def install_on_demand(loader: Callable[[], Iterable[CheckKind]]) -> None:
+    """Install what `loader` returns when a kind is first needed (an entry point's choice, so
+    that a command which needs no kind does not import every stage)."""
+    global _loader  # noqa: PLW0603  (one registry per process, set by its entry point)
+    _loader = loader
 
 
 def install(kinds: Iterable[CheckKind]) -> None:
@@ -27,6 +35,8 @@ def install(kinds: Iterable[CheckKind]) -> None:
 
 
 def installed() -> tuple[CheckKind, ...]:
+    if not _installed and _loader is not None:
+        install(_loader())
     if not _installed:
         # A programming error, not a user's: the entry point forgot qualify.kinds.install().
         raise RuntimeError("no check kinds are installed; call qualify.kinds.install() first")
