@@ -1,0 +1,54 @@
+"""Failing builds through real nix, on the fixture flake built with `builtins.derivation` (no
+compiler, seconds): the candidate's failure is FAIL, the baseline's ERROR; the log and the
+console say FAILED for the derivation, every JSON parses, nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import qualify_proc
+from nixflakes import NIX_CONFIG, have_nix, make_rocm_project
+from test_scenarios import settled
+
+pytestmark = [pytest.mark.nix, pytest.mark.skipif(not have_nix(), reason="nix is not installed")]
+
+PLAN = """
+name = "build"
+[[check]]
+kind = "nix-build"
+name = "arms"
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_rocm_project(tmp_path_factory.mktemp("faults"), PLAN)
+
+
+def build(project: Path, *args: str) -> tuple[int, Path, str]:
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+    done = qualify_proc("run", *args, "--project", str(project), env=env)
+    run = max((project / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    return done.returncode, run, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("args", "verdict", "code"), [
+    (("--candidate", "broken"), "FAIL", 1),
+    (("--candidate", "rocm10", "--pinned", "broken"), "ERROR", 3),
+])  # fmt: skip
+def test_a_failing_build_names_its_derivation(
+    project: Path, args: tuple[str, ...], verdict: str, code: int
+) -> None:
+    returncode, run, said = build(project, *args)
+    assert returncode == code, said
+    result = json.loads((run / "10-build" / "arms" / "result.json").read_text())
+    assert result["verdict"] == verdict, result["reason"]
+    flat = " ".join(said.split())
+    assert "FAILED engine-1.0: builder for" in flat and "failed with exit code 1" in flat
+    role = "candidate" if verdict == "FAIL" else "pinned"
+    built = json.loads((run / "10-build" / "arms" / role / "measurement.json").read_text())["built"]
+    assert any(b["failed"] and "engine-1.0" in b["drv"] for b in built)
+    settled(run)
