@@ -4,13 +4,15 @@ export HOME="$TMPDIR"
 cd "$TMPDIR"
 tar xzf "$src"
 tree="$TMPDIR/llama_cpp_python-0.3.36/vendor/llama.cpp"
+no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # -fstack-usage leaves a .su file per object: the compile stage reads stack frame sizes.
 # AMX is off: some virtual machines list it in /proc/cpuinfo without granting it, and a native
-# build then dies of SIGILL on its first tile instruction; AVX-512 and below stay native.
+# build then dies of SIGILL on its first tile instruction; AVX-512 and below stay native. With
+# GGML_NATIVE, -march=native turns AMX on whatever GGML_AMX_* say: the -mno-amx-* flags win.
 cmake -S "$tree" -B build -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_COMPILER="$cc/bin/cc" -DCMAKE_CXX_COMPILER="$cc/bin/c++" \
-  -DCMAKE_C_FLAGS=-fstack-usage -DCMAKE_CXX_FLAGS=-fstack-usage \
+  -DCMAKE_C_FLAGS="-fstack-usage $no_amx" -DCMAKE_CXX_FLAGS="-fstack-usage $no_amx" \
   -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE="$native" \
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
   -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
