@@ -207,7 +207,7 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
-    from qualify.console import plan_table
+    from qualify.console import plan_text
     from qualify.core.config import load_config
     from qualify.pipeline.plan import load_plan
     from qualify.pipeline.templates import check_templates
@@ -226,7 +226,8 @@ def plan(
     if as_json:
         print(json.dumps({**resolved.as_json(), "not_configured": list(resolved.not_configured())}, indent=2))
         return
-    console.print(plan_table(resolved))
+    # Plain lines, not a table: long commands and globs stay whole and copyable at any width.
+    console.print(escape(plan_text(resolved)), highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
-from rich.table import Table
 
 from qualify.checks.base import Judgement
 from qualify.checks.registry import kind_named
@@ -107,26 +107,33 @@ class ConsoleEvents(Events):
         )
 
 
-def plan_table(plan: Plan) -> Table:
-    title = f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")
-    table = Table(title=title, title_justify="left")
-    for column in ("stage", "check", "kind", "roles", "limits / parameters"):
-        table.add_column(column)
+def toml_value(value: object) -> str:
+    """A value as it would be written in a stage file."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+def plan_text(plan: Plan) -> str:
+    """The resolved plan as indented lines (readable at 80 columns), values in TOML syntax."""
+    lines = [f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")]
     for stage in plan.stages:
-        gate = " (inconclusive → warn)" if stage.inconclusive_as_warn else ""
-        for index, check in enumerate(stage.checks):
-            params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
-            variables = {f"vars.{k}": v for k, v in check.vars.items()}
+        gate = "  (inconclusive → warn)" if stage.inconclusive_as_warn else ""
+        lines.append(f"{stage.folder}{gate}")
+        for check in stage.checks:
             builds = kind_named(check.kind, check.name).builds_arms
             roles = "every role of the run" if builds else ", ".join(check.roles)
-            shown = ", ".join(f"{k}={v}" for k, v in {**check.limits, **params, **variables}.items())
-            table.add_row(
-                escape(f"{stage.folder}{gate}") if index == 0 else "",
-                escape(check.name),
-                check.kind,
-                roles,
-                escape(shown),
-            )
-    for name in plan.not_configured():
-        table.add_row(f"[grey50]{name}[/]", "", "", "", badge("NOT CONFIGURED"))
-    return table
+            lines.append(f"  {check.name}  [{check.kind}]  roles: {roles}")
+            params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
+            if check.limits:
+                lines.append(f"    limits = {toml_value(dict(check.limits))}")
+            lines += [f"    {k} = {toml_value(v)}" for k, v in params.items()]
+            lines += [f"    vars.{k} = {toml_value(v)}" for k, v in check.vars.items()]
+    lines += [f"{name}  NOT CONFIGURED" for name in plan.not_configured()]
+    return "\n".join(lines)

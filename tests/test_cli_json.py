@@ -72,3 +72,18 @@ def test_doctor_exits_non_zero_when_a_run_could_not_go(tmp_path) -> None:
     done = qualify_proc("doctor", env={**os.environ, "PATH": str(bin_dir)})
     assert done.returncode == 1 and "a run needs what is missing here: nix" in done.stderr
     assert qualify_proc("doctor").returncode == 0  # this machine has nix
+
+
+def test_plan_reads_at_80_columns_in_toml_syntax() -> None:
+    import os
+
+    from conftest import REPO
+
+    done = qualify_proc(
+        "plan", "-C", str(REPO / "examples" / "llama-cpp"), env={**os.environ, "COLUMNS": "80"}
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert '    paths = ["bin/*"]' in lines and '    copy = "{out}/share/tests"' in lines
+    assert any(line.startswith("    limits = { max_mean_kld = ") for line in lines)
+    assert not any(c in done.stdout for c in "┃━…")  # no table to cut values short
