@@ -12,12 +12,15 @@
         "aarch64-linux"
       ];
       forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f system nixpkgs.legacyPackages.${system});
-      # Hatch reads the version from qualify/__init__.py; keep this in step with it.
-      version = "0.1.0";
+      # One place for the version: qualify/__init__.py, which Hatch reads too.
+      version = builtins.head (
+        builtins.match ''.*__version__ = "([^"]+)".*'' (builtins.readFile ./qualify/__init__.py)
+      );
       runtimeDeps =
         ps: with ps; [
           typer
           rich
+          numpy
           pandas
           pyarrow
           scipy
@@ -42,7 +45,19 @@
           dependencies = runtimeDeps pkgs.python3Packages;
           # The test suite runs real nix builds and compilers, which the build sandbox lacks.
           doCheck = false;
-          pythonImportsCheck = [ "qualify" ];
+          pythonImportsCheck = [
+            "qualify"
+            "qualify.cli"
+            "qualify.kinds"
+          ];
+          # The installed command starts, and reads the default plan shipped in the wheel.
+          doInstallCheck = true;
+          installCheckPhase = ''
+            runHook preInstallCheck
+            $out/bin/qualify --version
+            $out/bin/qualify plan > /dev/null
+            runHook postInstallCheck
+          '';
           meta.mainProgram = "qualify";
         };
         default = qualify;
@@ -64,6 +79,7 @@
               ++ (with ps; [
                 hatchling
                 pytest
+                hypothesis
                 mypy
                 pandas-stubs
               ])
