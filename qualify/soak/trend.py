@@ -144,7 +144,7 @@ class Trend:
             "tau": t.tau if t else None,
             "p_value": t.p_value if t else None,
             "variance_factor": t.variance_factor if t else None,
-            "reachable": t.reachable if t else False,
+            "reachable": self.decidable,  # either test can reach its level
             "slope_per_h": self.sen.slope if self.sen else None,
             "slope_low_per_h": self.slope_bounds()[0] if self.sen else None,
             "slope_high_per_h": self.slope_bounds()[1] if self.sen else None,
