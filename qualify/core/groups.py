@@ -59,8 +59,9 @@ class GroupWatch:
 
     def __init__(self, pgid: int, argv: Sequence[str]) -> None:
         read_end, self._write = os.pipe()
+        self._proc = None
         try:
-            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 ["/bin/sh", "-c", _WATCHER, "qualify-watch", str(pgid), str(KILL_GRACE_S)],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
@@ -68,7 +69,10 @@ class GroupWatch:
                 start_new_session=True,  # not in qualify's group: a Ctrl-C must not take it first
             )
         except OSError:
-            self._proc = None  # no shell: the run still cleans up on every exit it sees
+            pass  # no shell: the run still ends the group on every exit it sees
+        except BaseException:
+            os.close(self._write)  # interrupted while starting: no watcher left waiting on us
+            raise
         finally:
             os.close(read_end)
         if _group_log is not None:

@@ -181,7 +181,12 @@ def run(
     watch: _GroupWatch | None = None
     try:
         proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
-        watch = _GroupWatch(proc.pid, argv)
+        try:
+            watch = _GroupWatch(proc.pid, argv)
+        except BaseException:
+            # An interrupt between the spawn and the wait below must not leave the child behind.
+            kill_group(proc)
+            raise
         assert proc.stdout is not None
         data: list[bytes] = []
         reader: threading.Thread | None = None
@@ -310,7 +315,11 @@ def serve(
     log_file.write(f"$ {shown} &\n# env: {redact_env(env)}\n")
     log_file.flush()
     proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
-    watch = _GroupWatch(proc.pid, argv)
+    try:
+        watch = _GroupWatch(proc.pid, argv)
+    except BaseException:
+        kill_group(proc)
+        raise
     assert proc.stdout is not None
     pump = _Pump(proc.stdout, log_file, (), 60)
     pump.start()

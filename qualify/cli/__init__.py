@@ -1,0 +1,11 @@
+"""The `qualify` command line: thin commands, each calling one function.
+
+`app` holds the error handling and the options every command shares; importing this package
+registers the commands on it (typer's decorators), starting work in `running`, reading what
+exists in `reading`.
+"""
+
+from qualify.cli import reading, running
+from qualify.cli.app import app, main
+
+__all__ = ["app", "main", "reading", "running"]

@@ -1,0 +1,126 @@
+"""The `qualify` application: where errors become exit codes, the shared options, the entry point.
+
+This is the one place where errors become exit codes (docs/design.md): QualifyError is caught once,
+rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130). The commands are
+in `qualify.cli.running` and `qualify.cli.reading`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from qualify import __version__
+from qualify.checks import registry
+from qualify.core.errors import ExitCode, QualifyError
+
+if TYPE_CHECKING:
+    from qualify.checks.base import CheckKind
+
+
+def _all_kinds() -> tuple[CheckKind, ...]:
+    from qualify.kinds import KINDS
+
+    return KINDS
+
+
+# The CLI is an entry point: it hands the one list of kinds to the spine's registry, imported
+# when a command first needs a kind (the stage packages pull in pandas; --help must not wait).
+registry.install_on_demand(_all_kinds)
+
+_state = {"debug": False}
+
+
+class QualifyGroup(TyperGroup):
+    """Runs click in non-standalone mode so that every exit code is ours."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        err = Console(stderr=True, soft_wrap=True)  # paths and commands stay copyable
+        try:
+            code = super().main(*args, **kwargs)
+        except typer.TyperException as exc:
+            # Usage errors (click's exit code 2), bad parameters.
+            show = getattr(exc, "show", None)
+            if callable(show):
+                show()
+            else:
+                err.print(escape(exc.format_message()))
+            sys.exit(ExitCode.USAGE_ERROR)
+        except (typer.Abort, KeyboardInterrupt):
+            err.print("[yellow]interrupted[/]")
+            sys.exit(ExitCode.INTERRUPTED)
+        except QualifyError as exc:
+            if _state["debug"]:
+                err.print(escape(traceback.format_exc()))
+            err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+            if exc.hint:
+                err.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False)
+            sys.exit(exc.exit_code)
+        except Exception as exc:
+            if _state["debug"]:
+                err.print(escape(traceback.format_exc()))
+            err.print(f"[bold red]internal error:[/] {escape(repr(exc))}", highlight=False)
+            err.print("[dim]hint:[/] rerun with --debug for the traceback")
+            sys.exit(ExitCode.HARNESS_ERROR)
+        sys.exit(int(code or 0))
+
+
+app = typer.Typer(
+    cls=QualifyGroup,
+    help="Qualify a toolchain move of a GPU inference engine packaged as a Nix flake.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+ProjectOpt = Annotated[
+    Path, typer.Option("--project", "-C", metavar="DIR", help="Project directory holding qualify.toml.")
+]
+RunsDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--runs-dir",
+        metavar="DIR",
+        help="Where runs live (default: runs/ in the project, or $QUALIFY_RUNS_DIR).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout; every message goes to stderr.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"qualify {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Console-script entry point: SIGTERM stops a run as cleanly as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, _terminate)
+    # `qualify` alone asks for the help: shown, and not an error.
+    app(args=sys.argv[1:] or ["--help"])

@@ -1,0 +1,141 @@
+"""The commands that start work: `qualify run` and `qualify plan`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app
+from qualify.core.errors import QualifyError
+
+if TYPE_CHECKING:
+    from qualify.core.runstore import RunDir
+
+
+@app.command()
+def run(
+    candidate: Annotated[str | None, typer.Option(metavar="ARM", help="The arm to qualify.")] = None,
+    pinned: Annotated[
+        str | None, typer.Option(metavar="ARM", help="The arm it is compared with (default: the config's).")
+    ] = None,
+    project: ProjectOpt = Path(),
+    profile: Annotated[
+        str | None, typer.Option(metavar="NAME", help="A plan profile (e.g. quick, full).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run", metavar="RUN", help="Resume or rerun this saved run.")
+    ] = None,
+    only: Annotated[
+        str | None, typer.Option(metavar="STAGE", help="Rerun only this stage of a saved run.")
+    ] = None,
+    from_stage: Annotated[
+        str | None, typer.Option("--from", metavar="STAGE", help="Rerun this stage and the later ones.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rerun stages that passed with unchanged inputs.")
+    ] = False,
+    no_gate: Annotated[
+        bool, typer.Option("--no-gate", help="Run later stages past a failed gate (marked ungated).")
+    ] = False,
+    runs_dir: RunsDirOpt = None,
+    allow_dirty: Annotated[
+        bool, typer.Option("--allow-dirty", help="Build from a tree with uncommitted changes (reported).")
+    ] = False,
+    override_input: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=FLAKEREF", help="Replace a flake input for the candidate only (repeatable)."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the arms and run the plan's stages in order, each gating the next."""
+    from qualify.console import ConsoleEvents, badge
+    from qualify.pipeline.runner import RunRequest, execute, parse_overrides
+    from qualify.report.model import build_model
+    from qualify.report.render import render
+
+    console = Console(stderr=as_json)
+    request = RunRequest(
+        project,
+        candidate,
+        pinned,
+        profile,
+        run_id,
+        only,
+        from_stage,
+        force,
+        no_gate,
+        runs_dir,
+        allow_dirty,
+        parse_overrides(override_input or []),
+    )
+    outcome = execute(request, ConsoleEvents(console))
+    files = render(outcome.run)
+    publish_for(outcome.run, files.markdown, to_stderr=as_json)
+    verdict = outcome.verdict.value if outcome.verdict else "INTERRUPTED"
+    if as_json:
+        stages = {s.name: s.outcome for s in build_model(outcome.run).stages}
+        document = {
+            "run_id": outcome.run.run_id,
+            "verdict": verdict,
+            "exit_code": int(outcome.exit_code),
+            "run_dir": str(outcome.run.path),
+            "report": {k: str(v) for k, v in vars(files).items()},
+            "stages": stages,
+        }
+        print(json.dumps(document, indent=2))
+    console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
+    console.print(f"report: {escape(str(files.html))}\nsummary: {escape(str(files.markdown))}")
+    if outcome.verdict is None:
+        console.print(f"resume with: qualify run --run {outcome.run.run_id}")
+    raise typer.Exit(int(outcome.exit_code))
+
+
+@app.command()
+def plan(
+    project: ProjectOpt = Path(),
+    profile: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Show the plan as this profile resolves it.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
+    from qualify.console import plan_text
+    from qualify.core.config import load_config
+    from qualify.pipeline.plan import load_plan
+    from qualify.pipeline.templates import check_templates
+
+    console = Console(stderr=as_json)
+    config = None
+    try:
+        config = load_config(project)
+    except QualifyError:
+        if (project / "qualify.toml").exists():
+            raise
+        console.print("[dim]no qualify.toml here: showing the built-in default plan[/]")
+    resolved = load_plan(config.plan_dir if config else None, profile)
+    if config is not None:
+        check_templates(resolved, config)
+    if as_json:
+        print(json.dumps({**resolved.as_json(), "not_configured": list(resolved.not_configured())}, indent=2))
+        return
+    # Plain lines, not a table: long commands and globs stay whole and copyable at any width.
+    console.print(escape(plan_text(resolved)), highlight=False, soft_wrap=True)
+
+
+def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
+    # Workflow commands go out unformatted (rich would wrap and colour them), on stdout unless
+    # stdout carries JSON; the runner reads them from the step's whole output.
+    from qualify.report.github import publish
+    from qualify.report.model import build_model
+
+    stream = sys.stderr if to_stderr else sys.stdout
+    publish(build_model(run), summary, os.environ, lambda line: print(line, file=stream, flush=True))
