@@ -87,3 +87,16 @@ def test_plan_reads_at_80_columns_in_toml_syntax() -> None:
     assert '    paths = ["bin/*"]' in lines and '    copy = "{out}/share/tests"' in lines
     assert any(line.startswith("    limits = { max_mean_kld = ") for line in lines)
     assert not any(c in done.stdout for c in "┃━…")  # no table to cut values short
+
+
+def test_override_input_as_nix_spells_it(project: Callable[..., Project]) -> None:
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "true"))
+    done = qualify_proc(
+        "run", "--candidate", "cand", "--override-input", "nixpkgs", "path:/x", "--project", str(p.root)
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    [run] = p.run_dirs()
+    assert json.loads((run / "run.json").read_text())["options"]["override_inputs"] == [
+        ["nixpkgs", "path:/x"]
+    ]

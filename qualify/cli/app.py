@@ -123,4 +123,25 @@ def main() -> None:
     """Console-script entry point: SIGTERM stops a run as cleanly as Ctrl-C does."""
     signal.signal(signal.SIGTERM, _terminate)
     # `qualify` alone asks for the help: shown, and not an error.
-    app(args=sys.argv[1:] or ["--help"])
+    app(args=nix_style_overrides(sys.argv[1:]) or ["--help"])
+
+
+def nix_style_overrides(args: list[str]) -> list[str]:
+    """`--override-input NAME FLAKEREF`, as nix spells it, turned into the NAME=FLAKEREF form."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        pair = args[i + 1 : i + 3]
+        if (
+            word == "--override-input"
+            and len(pair) == 2
+            and "=" not in pair[0]
+            and not pair[1].startswith("-")
+        ):
+            out += [word, f"{pair[0]}={pair[1]}"]
+            i += 3
+            continue
+        out.append(word)
+        i += 1
+    return out
