@@ -139,7 +139,8 @@ def test_numerics_gcc_vs_clang_reaches_a_verdict_from_real_scores(example_runs: 
     assert result["verdict"] in ("PASS", "WARN", "FAIL", "INCONCLUSIVE"), (result["reason"], out)
     assert not [f for f in result["findings"] if f["verdict"] == "ERROR"], result["findings"]
     ni = result["facts"]["noninferiority"]
-    assert ni["method"] == "BCa" and ni["bound"] >= ni["theta"]  # two builds: scores differ
+    # Two builds: the scores differ; on skewed chunks the bound is guarded by Cantelli's.
+    assert ni["method"] in ("BCa", "BCa+Cantelli") and ni["bound"] >= ni["theta"]
     # Head to head, the two builds differ too: pinned -> candidate is no zero vector.
     kld_pc = saved_vectors(run_dir, "candidate")["pair:pinned:candidate:kld"]
     assert np.abs(kld_pc).max() > 0
