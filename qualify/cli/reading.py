@@ -37,21 +37,18 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
     table = Table(title=f"runs in {directory}", title_justify="left")
     for column in ("run", "candidate", "profile", "status", "verdict", "created"):
         table.add_column(column)
-    for entry in list_runs(directory):
-        try:
-            saved = entry.read()
-            status = entry.status()
-        except QualifyError as exc:
+    for entry in map(_run_entry, list_runs(directory)):
+        if entry["status"] == "broken":
             # One broken run must not hide the others: list it, say what is wrong.
-            table.add_row(entry.run_id, "?", "", "[red]broken[/]", "—", escape(exc.message))
+            table.add_row(entry["run_id"], "?", "", "[red]broken[/]", "—", escape(entry["error"]))
             continue
         table.add_row(
-            entry.run_id,
-            saved.get("roles", {}).get("candidate", {}).get("arm", "?"),
-            saved.get("profile") or "",
-            status,
-            badge(saved.get("verdict") or "—"),
-            saved.get("created_at", ""),
+            entry["run_id"],
+            entry["candidate"] or "?",
+            entry["profile"] or "",
+            entry["status"],
+            badge(entry["verdict"] or "—"),
+            entry["created_at"] or "",
         )
     console.print(table)
 

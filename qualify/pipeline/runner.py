@@ -270,13 +270,12 @@ def _run_stages(
         wanted = selected is None or stage.name in selected
         keep = _keep(run, stage, outcome, stage_hash, wanted, selected is None, request.force)
         if keep is not None:
-            if isinstance(saved_verdict_at(run, stage.folder), Verdict) and mark_stale(
-                run, stage.folder, stage_hash
-            ):
-                keep = "STALE: kept, but its inputs changed since it ran; rerun it to qualify"
-            events.stage_end(stage, stage_outcome(run, stage).value, keep)
             # A stale stage still gates by the verdict it had; the run verdict counts it STALE.
             outcome = saved_verdict_at(run, stage.folder)
+            stale = isinstance(outcome, Verdict) and mark_stale(run, stage.folder, stage_hash)
+            if stale:
+                keep = "STALE: kept, but its inputs changed since it ran; rerun it to qualify"
+            events.stage_end(stage, StageState.STALE.value if stale else outcome.value, keep)
         elif blocked_by is not None and not request.no_gate:
             name, why = blocked_by
             runner.blocked(stage, name, why)
