@@ -2,6 +2,11 @@
 
 Explicit, in the default order of the stages (no discovery, no import-time magic): entry points
 call `install()` once, and the spine then finds the kinds through `qualify.checks.registry`.
+
+A stage declares its kind in `<stage>/kind.py` (name, parameters, limits, verdict rules: all that
+`qualify plan`, `qualify kinds` and the preflight read) and measures and judges it in
+`<stage>/check.py`, which pulls in pandas, numpy or httpx. The loaders below bind the two, and
+import a stage's `check` only when a check of its kind first runs or is judged.
 """
 
 from __future__ import annotations
@@ -9,21 +14,58 @@ from __future__ import annotations
 from qualify.bench import kind as bench
 from qualify.build import kind as build
 from qualify.checks import command, registry, tests
-from qualify.checks.base import CheckKind
+from qualify.checks.base import CheckKind, Judge, Measure
 from qualify.compile import kind as compile_
 from qualify.numerics import kind as numerics
 from qualify.serving import kind as serving
 from qualify.soak import kind as soak
 
+
+def _build() -> tuple[Measure, Judge]:
+    from qualify.build.check import judge, measure
+
+    return measure, judge
+
+
+def _compile() -> tuple[Measure, Judge]:
+    from qualify.compile.check import judge, measure
+
+    return measure, judge
+
+
+def _numerics() -> tuple[Measure, Judge]:
+    from qualify.numerics.check import judge, measure
+
+    return measure, judge
+
+
+def _serving() -> tuple[Measure, Judge]:
+    from qualify.serving.check import judge, measure
+
+    return measure, judge
+
+
+def _soak() -> tuple[Measure, Judge]:
+    from qualify.soak.check import judge, measure
+
+    return measure, judge
+
+
+def _bench() -> tuple[Measure, Judge]:
+    from qualify.bench.check import judge, measure
+
+    return measure, judge
+
+
 KINDS: tuple[CheckKind, ...] = (
-    build.KIND,
+    build.KIND.implemented_by(_build),
     command.KIND,
     tests.KIND,
-    compile_.KIND,
-    numerics.KIND,
-    serving.KIND,
-    soak.KIND,
-    bench.KIND,
+    compile_.KIND.implemented_by(_compile),
+    numerics.KIND.implemented_by(_numerics),
+    serving.KIND.implemented_by(_serving),
+    soak.KIND.implemented_by(_soak),
+    bench.KIND.implemented_by(_bench),
 )
 
 

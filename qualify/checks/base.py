@@ -3,12 +3,18 @@
 `measure(ctx)` runs the check for each role and saves raw data under the check's folder.
 `judge(saved)` decides from that saved data and the plan's limits alone, so a run can be
 re-judged with new limits without measuring again.
+
+A kind is declared apart from its implementation: the declaration (name, parameters, limits,
+verdict rules, what the plan must refuse) is all that `qualify plan`, `qualify kinds` and the
+preflight read, and imports nothing heavy; `measure` and `judge` come from a loader, called when
+a check of the kind first runs or is judged (a stage's implementation pulls in pandas, numpy,
+httpx).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -145,6 +151,12 @@ class SavedCheck:
         return read_json(path) if path.is_file() else None
 
 
+Measure = Callable[["CheckContext"], None]
+Judge = Callable[[SavedCheck], Judgement]
+#: Returns a kind's `measure` and `judge`; importing them is what it defers.
+Implementation = Callable[[], tuple[Measure, Judge]]
+
+
 @dataclass(frozen=True)
 class CheckKind:
     """A kind of check, listed in `qualify.kinds.KINDS`."""
@@ -152,8 +164,6 @@ class CheckKind:
     name: str
     summary: str
     params: tuple[Param, ...]
-    measure: Callable[[CheckContext], None]
-    judge: Callable[[SavedCheck], Judgement]
     #: How findings map onto the verdict; shown in the report next to the check.
     verdict_rules: str
     default_roles: tuple[str, ...] = ("pinned", "candidate")
@@ -169,3 +179,21 @@ class CheckKind:
     #: Why these parameters cannot be measured or judged soundly (None when they can); the
     #: plan is refused before anything runs.
     invalid: Callable[[CheckSpec], str | None] = lambda _spec: None
+    #: Where `measure` and `judge` come from. A stage declares its kind without it (the
+    #: declaration stays light) and `qualify.kinds` binds it with `implemented_by`.
+    implementation: Implementation | None = None
+
+    def implemented_by(self, implementation: Implementation) -> CheckKind:
+        return replace(self, implementation=implementation)
+
+    def measure(self, ctx: CheckContext) -> None:
+        self._implemented()[0](ctx)
+
+    def judge(self, saved: SavedCheck) -> Judgement:
+        return self._implemented()[1](saved)
+
+    def _implemented(self) -> tuple[Measure, Judge]:
+        if self.implementation is None:
+            # A programming error: a declaration used where qualify.kinds' bound kind belongs.
+            raise RuntimeError(f"check kind {self.name!r} has no implementation bound (qualify.kinds)")
+        return self.implementation()

@@ -175,8 +175,7 @@ KIND = CheckKind(
         Param("run", "string", required=True, help="the command template"),
         Param("metrics", "boolean", False, help="read the metrics JSON written to {out_file}"),
     ),
-    measure=measure,
-    judge=judge,
+    implementation=lambda: (measure, judge),  # light: nothing to defer
     needs_pinned=_needs_pinned,
     verdict_rules=(
         "FAIL if the candidate fails, crosses a max_/min_ limit, or is worse than pinned beyond "

@@ -254,8 +254,7 @@ KIND = CheckKind(
         Param("junit", "string", "{out_file}", help="where the command writes JUnit XML"),
         Param("copy", "string", None, help="a directory to run the command in, copied first"),
     ),
-    measure=measure,
-    judge=judge,
+    implementation=lambda: (measure, judge),  # light: nothing to defer
     verdict_rules=(
         "FAIL if a test passing in pinned does not pass in the candidate, if either role executed "
         "zero tests, or the candidate wrote no JUnit; WARN for tests failing in both roles; "

@@ -137,7 +137,7 @@ def kernels(
     ] = None,
 ) -> None:
     """List the kernels of a build, or compare two builds' kernels (exit 1 on a regression)."""
-    from qualify.compile.hostkernels import DEFAULT_PATTERNS
+    from qualify.compile.kind import DEFAULT_PATTERNS
     from qualify.compile.listing import show_kernels
 
     patterns = () if no_host else tuple(host_pattern or DEFAULT_PATTERNS)

@@ -75,15 +75,6 @@ class Limits:
         )
 
 
-LIMIT_NAMES = (
-    "max_spill_growth",
-    "max_scratch_growth_pct",
-    "max_occupancy_drop",
-    "max_host_code_growth_pct",
-    "max_host_stack_growth_pct",
-)
-
-
 @dataclass(frozen=True)
 class KernelDiff:
     """One kernel in both builds: the worst copy's figures per side (None when absent)."""

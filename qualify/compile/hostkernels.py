@@ -29,12 +29,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-DEFAULT_PATTERNS: tuple[str, ...] = (
-    "ggml_vec_dot_*",
-    "ggml_compute_forward_*",
-    "quantize_*",
-    "dequantize_row_*",
-)
+from qualify.compile.kind import DEFAULT_PATTERNS
 
 # Clone suffixes gcc and clang append to specialised copies of one function. The number is
 # optional because gcc's .su files name clones without it ("helper.constprop").

@@ -27,187 +27,24 @@ a kernel compiled at run time (JIT, Triton) is not in the files and is not seen.
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any
+from qualify.checks.base import CheckKind, Param
 
-from qualify.checks.base import CheckKind, Finding, Judgement, Param, SavedCheck, TableData
-from qualify.checks.findings import headline, worst
-from qualify.checks.roleruns import run_findings
-from qualify.compile.diff import LIMIT_NAMES, KernelDiff, Limits, diff
-from qualify.compile.hostkernels import DEFAULT_PATTERNS
-from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
-from qualify.compile.tables import counts_table, diff_frame, kernel_tables
-from qualify.core.context import CheckContext
-from qualify.core.errors import QualifyError
-from qualify.core.runstore import write_parquet
-from qualify.core.verdicts import Verdict
-
-_LISTED = 30  # findings listed one by one before the rest are counted
-_SEVERITY_VERDICT = {"FAIL": Verdict.FAIL, "ERROR": Verdict.ERROR, "WARN": Verdict.WARN}
-
-
-def measure(ctx: CheckContext) -> None:
-    for role in ctx.roles:
-        started = time.monotonic()
-        measurement: dict[str, Any] = {"role": role, "arm": ctx.arms[role].arm.name}
-        try:
-            unknown = set(ctx.spec.params["require"]) - set(FAMILIES)
-            if unknown:
-                raise QualifyError(
-                    f"require: unknown kernel families {sorted(unknown)}", "use " + ", ".join(FAMILIES)
-                )
-            root = _one_path(ctx, ctx.spec.params["root"], role, "root")
-            su = ctx.spec.params.get("stack_usage")
-            stack_usage = _one_path(ctx, su, role, "stack_usage") if su else root / "share" / "stack-usage"
-            logs = [Path(p) for t in ctx.spec.params["ptxas_logs"] for p in ctx.argv(t, role)]
-            for log in logs:
-                if not log.is_file():
-                    raise QualifyError(f"ptxas_logs: {log} does not exist", "save `ptxas -v` output there")
-            ctx.progress(f"{role}: reading kernels under {root}")
-            found = scan(
-                root,
-                globs=ctx.spec.params["paths"],
-                host_patterns=ctx.spec.params["host_patterns"],
-                stack_usage=stack_usage,
-                ptxas_logs=logs,
-            )
-        except (QualifyError, FileNotFoundError) as exc:
-            message = exc.message if isinstance(exc, QualifyError) else str(exc)
-            hint = exc.hint if isinstance(exc, QualifyError) else "check the check's `root` parameter"
-            measurement["error"] = {"message": message, "hint": hint}
-            ctx.save(role, measurement)
-            continue
-        finally:
-            ctx.progress(None)
-        measurement.update(
-            root=str(root),
-            counts=found.counts(),
-            files=found.files,
-            unreadable=found.unreadable,
-            tables=save_tables(found, ctx.role_dir(role)),
-            seconds=round(time.monotonic() - started, 3),
-        )
-        ctx.echo(
-            f"{role}: "
-            + ", ".join(f"{n} {family}" for family, n in found.counts().items())
-            + f" kernels in {len(found.files)} files"
-        )
-        ctx.save(role, measurement)
-    measured = [r for r in ("pinned", "candidate") if (ctx.role_dir(r) / "amdgpu.parquet").is_file()]
-    if len(measured) == 2:
-        limits = Limits.from_plan(ctx.spec.limits, ctx.spec.params["cuda_block_size"])
-        results = diff(load_tables(ctx.role_dir("pinned")), load_tables(ctx.role_dir("candidate")), limits)
-        write_parquet(ctx.folder / "diff.parquet", diff_frame(results))
-
-
-def _one_path(ctx: CheckContext, template: str, role: str, param: str) -> Path:
-    argv = ctx.argv(template, role)
-    if len(argv) != 1 or not argv[0]:
-        raise QualifyError(f"{param}: {template!r} must name exactly one path, got {argv}")
-    return Path(argv[0])
-
-
-def judge(saved: SavedCheck) -> Judgement:
-    tables: dict[str, dict[str, Any]] = {}
-    counts: dict[str, dict[str, int]] = {}
-    required = tuple(saved.spec.params.get("require") or ())
-    # No command runs here: a role's only failure is not being scanned (ERROR).
-    findings = run_findings(saved, failed_run_fails=False)
-    for role in saved.roles:
-        m = saved.measurement(role)
-        if m is None or "error" in m:
-            continue
-        counts[role] = m["counts"]
-        for item in m.get("unreadable", [])[:_LISTED]:
-            findings.append(Finding(Verdict.ERROR, f"{item['file']}: {item['message']}", role))
-        if not sum(m["counts"].values()):
-            globs = ", ".join(saved.spec.params.get("paths") or ["*"])
-            findings.append(
-                Finding(
-                    Verdict.FAIL,
-                    f"no kernels found under {m['root']} (paths {globs}; {len(m['files'])} "
-                    "files held device code or ELF): nothing was measured",
-                    role,
-                )
-            )
-        for family in required:
-            if not m["counts"].get(family):
-                findings.append(
-                    Finding(Verdict.FAIL, f"no {family} kernels found, and the plan requires them", role)
-                )
-        tables[role] = load_tables(saved.role_dir(role))
-    results: list[KernelDiff] = []
-    out_tables: list[TableData] = []
-    if "pinned" in tables and "candidate" in tables:
-        limits = Limits.from_plan(saved.spec.limits, saved.spec.params.get("cuda_block_size") or 256)
-        results = diff(tables["pinned"], tables["candidate"], limits)
-        findings.extend(_findings(results))
-        out_tables = [counts_table(counts, results), *kernel_tables(results)]
-    verdict = worst(findings)
-    summary = _summary(counts, results)
-    reason = headline(verdict, findings, summary)
-    if reason != summary and summary:
-        reason += f" — {summary}"
-    severities = {s: sum(r.severity == s for r in results) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
-    return Judgement(
-        verdict,
-        reason,
-        tuple(findings),
-        tuple(out_tables),
-        facts={"counts": counts, "kernels_by_severity": severities},
-        judged=(f"{len(results)} kernels compared with pinned",) if results else (),
-    )
-
-
-def _findings(results: list[KernelDiff]) -> list[Finding]:
-    """FAIL and ERROR kernels one by one (up to a cap); WARNs summarised per family."""
-    findings: list[Finding] = []
-    for severity in ("FAIL", "ERROR"):
-        bad = [r for r in results if r.severity == severity]
-        for r in bad[:_LISTED]:
-            where = f"{r.family} {r.target} " if r.target else f"{r.family} "
-            findings.append(
-                Finding(_SEVERITY_VERDICT[severity], f"{where}{r.key}: {'; '.join(r.reasons)}", "candidate")
-            )
-        if len(bad) > _LISTED:
-            findings.append(
-                Finding(
-                    _SEVERITY_VERDICT[severity],
-                    f"+{len(bad) - _LISTED} more {severity} kernels (see the table)",
-                    "candidate",
-                )
-            )
-    for family in FAMILIES:
-        warned = [r for r in results if r.family == family and r.severity == "WARN"]
-        if warned:
-            # One line per family: how many for each kind of change, and the first example.
-            kinds: dict[str, int] = {}
-            for r in warned:
-                kind = r.reasons[0].split(" → ")[0].split(" (")[0].rstrip("0123456789 ")
-                kinds[kind] = kinds.get(kind, 0) + 1
-            counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda k: -k[1]))
-            first = f"{warned[0].key}: {warned[0].reasons[0]}"
-            findings.append(
-                Finding(
-                    Verdict.WARN,
-                    f"{len(warned)} {family} kernels changed ({counted}); first: {first}",
-                    "candidate",
-                )
-            )
-    return findings
-
-
-def _summary(counts: dict[str, dict[str, int]], results: list[KernelDiff]) -> str:
-    parts = []
-    for role, by_family in counts.items():
-        found = ", ".join(f"{n} {family}" for family, n in by_family.items() if n)
-        parts.append(f"{role} {found or 'no'} kernels")
-    changed = sum(r.severity != "same" for r in results)
-    if results:
-        parts.append(f"{changed} of {len(results)} changed")
-    return "; ".join(parts)
-
+#: Host functions compared by default: ggml's vector dot products, per-op forward passes and
+#: quantizers (llama.cpp's CPU kernels); also `qualify kernels`' default.
+DEFAULT_PATTERNS: tuple[str, ...] = (
+    "ggml_vec_dot_*",
+    "ggml_compute_forward_*",
+    "quantize_*",
+    "dequantize_row_*",
+)
+#: The limits of `qualify.compile.diff.Limits`, as the plan names them.
+LIMIT_NAMES = (
+    "max_spill_growth",
+    "max_scratch_growth_pct",
+    "max_occupancy_drop",
+    "max_host_code_growth_pct",
+    "max_host_stack_growth_pct",
+)
 
 KIND = CheckKind(
     name="kernel-resources",
@@ -223,8 +60,6 @@ KIND = CheckKind(
         Param("require", "strings", [], help="families that must have kernels: amdgpu, cuda, host"),
         Param("cuda_block_size", "integer", 256, help="threads per block for undeclared CUDA kernels"),
     ),
-    measure=measure,
-    judge=judge,
     needs_pinned=lambda _spec: "its judgement is the per-kernel diff against the pinned build",
     verdict_rules=(
         "FAIL on a missing GPU kernel, new or grown spills or scratch, a wave-size change, dynamic "

@@ -30,13 +30,8 @@ import pandas as pd
 from qualify.compile.amdgpu import AmdKernel, base_name, iter_kernels
 from qualify.compile.containers import ARCHIVE_MAGIC, ELF_MAGIC
 from qualify.compile.cubin import CudaKernel, iter_cuda_kernels
-from qualify.compile.hostkernels import (
-    DEFAULT_PATTERNS,
-    HostKernelError,
-    identifier,
-    read_stack_usage,
-    read_symbols,
-)
+from qualify.compile.hostkernels import HostKernelError, identifier, read_stack_usage, read_symbols
+from qualify.compile.kind import DEFAULT_PATTERNS
 from qualify.compile.nvfatbin import CubinError
 from qualify.compile.offloadbundle import BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_BINARY_MAGIC, CodeObjectError
 from qualify.compile.ptxaslog import attach_spills, read_ptxas_log

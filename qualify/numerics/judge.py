@@ -22,6 +22,7 @@ from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds, noninferiority_bound
 from qualify.numerics.charts import distribution_chart
+from qualify.numerics.kind import GATES, Gate
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
 
@@ -30,28 +31,6 @@ DEFAULT_NI_MARGIN = 0.10
 FLOOR_FACTOR = 3.0  # δ is at least 3 × the pinned arm's run-to-run floor
 
 
-@dataclass(frozen=True)
-class Gate:
-    """A model limit: the plan's name, the bound it is judged on, and how it is shown."""
-
-    limit: str
-    bound: str
-    label: str
-    scale: float = 1.0  # shown value = scale × statistic (fractions as %)
-
-    @property
-    def upper(self) -> bool:
-        return self.limit.startswith("max_")
-
-
-GATES = (
-    Gate("max_mean_kld", "mean_kld", "mean KLD (nats)"),
-    Gate("max_p99_kld", "p99_kld", "p99 KLD (nats)"),
-    Gate("min_top1_agreement", "top1_agreement", "top-1 agreement"),
-    Gate("max_abs_dppl_pct", "abs_dppl_pct", "|ΔPPL| %"),
-    Gate("max_confident_flips", "confident_flips", "confident flips per 100 000 tokens"),
-)
-LIMIT_NAMES = (*(g.limit for g in GATES), "noninferiority_margin")
 KLD_BINS = (-math.inf, 0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, math.inf)
 CONFIDENCE_BUCKETS = (0.0, 0.25, 0.5, 0.75, 0.95, 1.0 + 1e-12)
 

@@ -13,7 +13,7 @@ from benchsim import LLAMA_CONFIG, saved_check, simulate, spec, steady
 from conftest import Project
 from typer.testing import CliRunner
 
-from qualify.bench import kind as bench
+from qualify.bench import check as bench
 from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate, look_points
 from qualify.checks.base import SavedCheck
 from qualify.cli import app

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from qualify.checks.base import SavedCheck
 from qualify.cli import app
 from qualify.core.checkspec import CheckSpec
+from qualify.numerics.check import judge
 from qualify.numerics.formats import write_logprob_dir
-from qualify.numerics.kind import judge
 from qualify.numerics.llamalogits import write_llama_logits
 from qualify.numerics.stream import log_softmax
 

@@ -101,7 +101,7 @@ def test_a_crashing_judge_is_error(tmp_path: Path) -> None:
     def boom(_saved: SavedCheck) -> Judgement:
         raise ZeroDivisionError("bug")
 
-    kind = CheckKind("boom", "", (), lambda _ctx: None, boom, "")
+    kind = CheckKind("boom", "", (), "", implementation=lambda: (lambda _ctx: None, boom))
     spec = CheckSpec(name="c", kind="boom", params={}, limits={}, roles=("candidate",))
     out = judge_saved(kind, SavedCheck(tmp_path, spec, ("candidate",)))
     assert out.verdict is Verdict.ERROR and "ZeroDivisionError" in out.reason

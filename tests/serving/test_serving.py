@@ -275,3 +275,10 @@ def test_a_case_pinned_ran_and_the_candidate_did_not_fails() -> None:
     [lost] = [f for f in findings if f.verdict is Verdict.FAIL]
     assert lost.role == "candidate" and "tools/b: ran in pinned, not in the candidate" in lost.message
     assert [r.across for r in rows] == ["equal", "one role only"]
+
+
+def test_the_declared_suites_are_those_that_run_in_their_order() -> None:
+    from qualify.serving.kind import SUITE_NAMES
+    from qualify.serving.suites import SUITES
+
+    assert tuple(SUITES) == SUITE_NAMES

@@ -10,11 +10,11 @@ from qualify.checks.base import Judgement, SavedCheck
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ArmSpec, ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
-from qualify.soak import kind as soak
+from qualify.soak import check, kind
 
 
 def soak_spec(params: dict[str, Any], limits: dict[str, float], roles: tuple[str, ...]) -> CheckSpec:
-    full = {p.name: p.default for p in soak.KIND.params}
+    full = {p.name: p.default for p in kind.KIND.params}
     full.update(params)
     return CheckSpec("soak", "soak", full, limits, roles)
 
@@ -46,6 +46,6 @@ def run_soak(
     spec = soak_spec(params, limits, tuple(arms))
     folder = tmp / "soak"
     ctx = CheckContext(spec, folder, tmp, config, bound, echo=lambda _line: None)
-    soak.measure(ctx)
+    check.measure(ctx)
     saved = SavedCheck(folder, spec, tuple(arms))
-    return soak.judge(saved), saved
+    return check.judge(saved), saved

@@ -20,7 +20,7 @@ from qualify.core.errors import ConfigError
 from qualify.core.process import group_alive
 from qualify.core.verdicts import Verdict
 from qualify.pipeline.plan import load_plan
-from qualify.soak import kind as soak
+from qualify.soak import check as soak
 from qualify.soak.telemetry import Sampler
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"

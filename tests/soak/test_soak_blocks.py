@@ -18,7 +18,7 @@ from soakrig import run_soak
 
 from qualify.core.errors import QualifyError
 from qualify.core.verdicts import Verdict
-from qualify.soak import kind as soak
+from qualify.soak import check as soak
 from qualify.soak.blocks import plan_blocks
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"

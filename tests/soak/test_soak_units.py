@@ -231,3 +231,11 @@ def test_trendless_autocorrelated_windows_are_rarely_called_a_trend(phi: float, 
         covered += low <= 0 <= high
     assert rising / runs <= 0.01 + 2 * (0.01 * 0.99 / runs) ** 0.5, rising
     assert covered / runs >= 0.94, covered
+
+
+def test_the_declared_budgets_and_margins_are_those_the_trend_rules_use() -> None:
+    from qualify.soak.kind import BUDGETS, MARGINS
+    from qualify.soak.trend import RULES
+
+    assert {r.budget for r in RULES if r.budget} == set(BUDGETS)
+    assert {r.margin for r in RULES} == set(MARGINS)

@@ -1,0 +1,259 @@
+"""The `bench` kind's measure and judge.
+
+`qualify.bench.kind` declares the kind (parameters, limits, verdict rules) and documents what it
+measures and how it decides; `qualify.kinds` imports this module when such a check first runs
+or is judged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import pandas as pd
+
+from qualify.bench import tables
+from qualify.bench.data import FORMATS, config_differences
+from qualify.bench.judge import (
+    INCONCLUSIVE,
+    INVALID,
+    SLOWER,
+    Outcome,
+    Series,
+    evaluate,
+    series_from,
+)
+from qualify.bench.schedule import DEFAULT_MARGIN, run_schedule
+from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.findings import headline, worst
+from qualify.core.context import CheckContext
+from qualify.core.errors import QualifyError
+from qualify.core.runstore import read_json
+from qualify.core.verdicts import Verdict
+from qualify.stats import abtests
+
+
+def measure(ctx: CheckContext) -> None:
+    if ctx.spec.params["format"] not in FORMATS:
+        raise QualifyError(
+            f"bench: unknown format {ctx.spec.params['format']!r}", "use " + " or ".join(FORMATS)
+        )
+    run_schedule(ctx)
+
+
+def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], dict[str, tuple[str, bool]]]:
+    values: dict[int, dict[str, tuple[float, ...]]] = defaultdict(dict)
+    kinds: dict[str, tuple[str, bool]] = {}
+    for role in ("pinned", "candidate"):
+        path = saved.role_dir(role) / "samples.parquet"
+        if not path.is_file():
+            continue
+        frame = pd.read_parquet(path)
+        if frame.empty:
+            continue
+        for (unit, test), group in frame.groupby(["unit", "test"], sort=False):
+            values[int(str(unit))][str(test)] = tuple(float(v) for v in group.sort_values("rep")["value"])
+            kinds.setdefault(
+                str(test), (str(group["unit_name"].iloc[0]), bool(group["higher_is_better"].iloc[0]))
+            )
+    return dict(values), kinds
+
+
+def judge(saved: SavedCheck) -> Judgement:
+    path = saved.folder / "schedule.json"
+    if not path.is_file():
+        return Judgement(Verdict.ERROR, "not measured (the run stopped first)")
+    schedule = read_json(path)
+    units: list[dict[str, Any]] = schedule["units"]
+    plan: dict[str, Any] | None = schedule.get("plan")
+    findings: list[Finding] = []
+    for unit in units:
+        where = _where(unit)
+        if "error" in unit:
+            hint = unit["error"].get("hint")
+            findings.append(
+                Finding(
+                    Verdict.ERROR,
+                    f"{where}: {unit['error']['message']}" + (f" ({hint})" if hint else ""),
+                    unit["role"],
+                )
+            )
+        elif not unit.get("ok"):
+            verdict = Verdict.FAIL if unit["role"] == "candidate" else Verdict.ERROR
+            tail = "\n".join(unit.get("output_tail", [])[-6:])
+            findings.append(
+                Finding(verdict, f"INVALID: {where} {unit.get('outcome')}\n{tail}".rstrip(), unit["role"])
+            )
+        for note in unit.get("env_notes", []):
+            findings.append(
+                Finding(Verdict.ERROR, f"INVALID: environment changed during {where}: {note}", unit["role"])
+            )
+    holders = schedule.get("baseline_env", {}).get("gpu_processes", [])
+    if holders:
+        findings.append(
+            Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
+        )
+
+    findings += _engine_differences(saved)
+    values, kinds = _load(saved)
+    series = series_from(units, values, kinds)
+    margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
+    outcomes = evaluate(series, plan["looks"], plan["alpha"], margin) if plan else []
+    invalid = _invalid_tests(saved, units, values, kinds)
+    pairs = schedule.get("pairs", 0)
+    # Nothing measured is FAIL, unless a baseline or harness failure already explains it.
+    if pairs == 0 and not any(f.verdict in (Verdict.FAIL, Verdict.ERROR) for f in findings):
+        findings.append(Finding(Verdict.FAIL, "no pair completed: nothing was measured", "candidate"))
+    for outcome in outcomes:
+        findings.append(_finding(outcome, invalid.get(outcome.label), margin))
+    verdict = worst(findings)
+    counted: dict[str, int] = defaultdict(int)
+    for outcome in outcomes:
+        counted[INVALID if outcome.label in invalid else outcome.finding] += 1
+    summary = ", ".join(f"{n} {name}" for name, n in counted.items()) or "no tests"
+    summary += f" — {pairs} pairs ({schedule.get('stop_reason') or 'stopped'})"
+    reason = headline(verdict, findings, summary)
+    if reason != summary:
+        reason += f" — {summary}"
+    by_label = {s.label: s for s in series}
+    ratios = [o.shift.ratio for o in outcomes if o.shift is not None]
+    aa = _arms(saved)
+    return Judgement(
+        verdict,
+        reason,
+        tuple(findings),
+        (
+            tables.results_table(outcomes, by_label, invalid, ratios, margin),
+            tables.ratios_table(outcomes, by_label),
+            tables.schedule_table(units),
+        ),
+        charts=(tables.ratios_chart(outcomes, by_label, margin),) if outcomes else (),
+        facts={
+            "limits_of_evidence": tables.limits_of_evidence(schedule, outcomes, by_label, margin, aa),
+            "pairs": pairs,
+            "stop_reason": schedule.get("stop_reason"),
+            "plan": plan,
+            "margin": margin,
+            "a_a": aa,
+            "geometric_mean_ratio": abtests.geometric_mean(ratios) if ratios else None,
+            "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
+        },
+        judged=tuple(
+            f"{o.label} against pinned" for o in outcomes if o.shift is not None and o.label not in invalid
+        ),
+    )
+
+
+def _engine_differences(saved: SavedCheck) -> list[Finding]:
+    """Build and device facts (llama-bench's build_commit, backends, gpu_info) that differ
+    between roles: legitimate across toolchains at times, always worth a reviewer's look."""
+    engines = [(saved.measurement(role) or {}).get("engine", {}) for role in ("pinned", "candidate")]
+    changed = [
+        f"{key}: {engines[0][key]!r} → {engines[1][key]!r}"
+        for key in sorted(set(engines[0]) & set(engines[1]))
+        if engines[0][key] != engines[1][key]
+    ]
+    if not changed:
+        return []
+    return [Finding(Verdict.WARN, "the roles report different builds or devices: " + "; ".join(changed))]
+
+
+def _where(unit: dict[str, Any]) -> str:
+    if unit.get("phase") == "pair":
+        return f"unit {unit['index']} (pair {unit['pair']}, {unit['role']})"
+    return f"unit {unit['index']} ({unit.get('phase')}, {unit['role']})"
+
+
+def _arms(saved: SavedCheck) -> bool:
+    arms = {role: (saved.measurement(role) or {}).get("arm") for role in ("pinned", "candidate")}
+    return arms["pinned"] is not None and arms["pinned"] == arms["candidate"]
+
+
+def _invalid_tests(
+    saved: SavedCheck,
+    units: list[dict[str, Any]],
+    values: dict[int, dict[str, tuple[float, ...]]],
+    kinds: dict[str, tuple[str, bool]],
+) -> dict[str, str]:
+    """Why a test is INVALID (configuration differs between roles, units too noisy)."""
+    reasons: dict[str, str] = {}
+    configs = {role: (saved.measurement(role) or {}).get("configs", {}) for role in ("pinned", "candidate")}
+    allowed = set(saved.spec.params.get("allow_config_diff") or ())
+    for label in kinds:
+        if label in configs["pinned"] and label in configs["candidate"]:
+            differences = config_differences(configs["pinned"][label], configs["candidate"][label], allowed)
+            if differences:
+                reasons[label] = "configuration differs between roles: " + "; ".join(differences)
+                continue
+        # Every unit against pinned's first: another -t or another build later in the run counts.
+        base = configs["pinned"].get(label)
+        for unit in units:
+            config = (unit.get("configs") or {}).get(label)
+            if base is None or config is None:
+                continue
+            differences = config_differences(base, config, allowed)
+            if differences:
+                reasons[label] = (
+                    f"configuration of {_where(unit)} differs from pinned's first unit: "
+                    + "; ".join(differences)
+                )
+                break
+    limit = saved.spec.limits.get("max_unit_cv")
+    if limit is not None:
+        for label in kinds:
+            cvs = [abtests.cv(v[label]) for u, v in values.items() if label in v]
+            noisy = [c for c in cvs if c > limit]
+            if cvs and len(noisy) * 4 > len(cvs):
+                reasons.setdefault(
+                    label,
+                    f"{len(noisy)} of {len(cvs)} units vary more than max_unit_cv = {limit:g} "
+                    f"(worst {max(noisy):.1%})",
+                )
+    return reasons
+
+
+def _finding(outcome: Outcome, invalid: str | None, margin: float) -> Finding:
+    text = f"{outcome.label}: {_describe(outcome)}"
+    if invalid:
+        return Finding(Verdict.ERROR, f"{outcome.label}: INVALID — {invalid}", "candidate")
+    if outcome.finding == SLOWER:
+        if outcome.regression:
+            return Finding(Verdict.FAIL, f"{text} — a regression beyond {margin:.1%}", "candidate")
+        return Finding(Verdict.WARN, f"{text} — slower, within {margin:.1%}", "candidate")
+    if outcome.finding == INCONCLUSIVE:
+        return Finding(
+            Verdict.INCONCLUSIVE, f"{text}" + (f" — {outcome.note}" if outcome.note else ""), "candidate"
+        )
+    return Finding(Verdict.PASS, text, "candidate")
+
+
+def _describe(outcome: Outcome) -> str:
+    shift = outcome.shift
+    if shift is None:
+        return f"{outcome.finding} ({outcome.note})"
+    return (
+        f"{outcome.finding}, R = {shift.ratio:.4f} [{tables.interval(shift)}], p = {shift.p_value:.3g} "
+        f"at level {shift.level:.3g}, {outcome.pairs} pairs (look {outcome.look})"
+    )
+
+
+def _fact(outcome: Outcome, series: Series, invalid: str | None) -> dict[str, Any]:
+    shift = outcome.shift
+    return {
+        "finding": INVALID if invalid else outcome.finding,
+        "regression": outcome.regression,
+        "invalid": invalid,
+        "ratio": shift.ratio if shift else None,
+        "low": shift.ratio_low if shift else None,
+        "high": None if shift is None or math.isinf(shift.ratio_high) else shift.ratio_high,
+        "p_value": shift.p_value if shift else None,
+        "level": shift.level if shift else None,
+        "method": shift.method if shift else None,
+        "pairs": outcome.pairs,
+        "look": outcome.look,
+        "pinned": tables.median_value(series, 0),
+        "candidate": tables.median_value(series, 1),
+        "unit": series.unit,
+        "pair_noise": tables.noise(series),
+    }

@@ -1,0 +1,347 @@
+"""The `nix-build` kind's measure and judge.
+
+`qualify.build.kind` declares the kind (parameters, limits, verdict rules) and documents what it
+measures and how it decides; `qualify.kinds` imports this module when such a check first runs
+or is judged.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from typing import Any
+
+import pandas as pd
+
+from qualify.build import flakeinputs, nix, toolchain
+from qualify.build.closure import diff_summary, store_name
+from qualify.build.internaljson import BuildLog
+from qualify.build.tables import (
+    arms_table,
+    column,
+    diff_table,
+    inputs_table,
+    plan_table,
+    toolchain_table,
+    write_diff,
+)
+from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.findings import headline, worst
+from qualify.core.context import CheckContext
+from qualify.core.environment import child_env
+from qualify.core.errors import QualifyError
+from qualify.core.runstore import read_json, write_json
+from qualify.core.verdicts import Verdict
+
+SOURCE = "source.json"
+PLAN = "plan.json"
+
+
+def _system() -> str:
+    machine = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+    return f"{machine.get(platform.machine().lower(), platform.machine())}-linux"
+
+
+def measure(ctx: CheckContext) -> None:
+    env = child_env(ctx.spec.env, inherit=ctx.config.inherit_env)
+    try:
+        source = _resolve(ctx, env)
+    except QualifyError as exc:
+        write_json(ctx.folder / SOURCE, {"error": {"message": exc.message, "hint": exc.hint}})
+        return
+    if source.get("refused"):
+        return
+    refs = _refs(ctx, source)
+    _dry_runs(ctx, refs, env)
+    built: dict[str, dict[str, Any]] = {}
+    for role in ctx.roles:
+        key = json.dumps(refs[role]["argv"])
+        measurement = _build_role(ctx, role, refs[role], env, shared_with=built.get(key))
+        built.setdefault(key, measurement)
+        ctx.save(role, measurement)
+        if measurement.get("ok"):
+            ctx.record_arm(role, drv=measurement["drv"], out=measurement["out"])
+            _closures(ctx, role, measurement, env)
+    _inputs(ctx, source, env)
+
+
+def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
+    flake = ctx.config.flake
+    ref = flake if ":" in flake else str((ctx.config.root / flake).resolve())
+    version = nix.version(env)
+    if version is None:
+        raise QualifyError("nix is not installed", "install nix (Debian: apt-get install nix-bin)")
+    meta = nix.flake_metadata(ref, env, cwd=ctx.config.root)
+    allow_dirty = bool(ctx.options.get("allow_dirty"))
+    source = {
+        "nix_version": version,
+        "flake": ref,
+        "locked_url": meta.locked_url,
+        "type": meta.type,
+        "revision": meta.revision,
+        "dirty": meta.dirty,
+        "allow_dirty": allow_dirty,
+        "last_modified": meta.last_modified,
+        "locks": meta.locks,
+        "override_inputs": ctx.options.get("override_inputs", []),
+        "system": ctx.spec.params.get("system") or _system(),
+        "refused": bool(meta.dirty) and not allow_dirty,
+    }
+    write_json(ctx.folder / SOURCE, source)
+    return source
+
+
+def _refs(ctx: CheckContext, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    locked = nix.FlakeSource(
+        source["flake"],
+        source["locked_url"],
+        source["type"],
+        source["revision"],
+        source["dirty"],
+        source["last_modified"],
+        source["locks"],
+        {},
+    )
+    overrides = [(str(o[0]), str(o[1])) for o in source.get("override_inputs", [])]
+    refs = {}
+    for role in ctx.roles:
+        arm = ctx.arms[role].arm
+        ref, ours = nix.installable_ref(locked, arm.installable)
+        extra = [*arm.nix_args]
+        if role == "candidate" and overrides:
+            extra += nix.override_args(overrides)
+        for option, value in (("--max-jobs", "max_jobs"), ("--cores", "cores")):
+            if ctx.spec.params.get(value) is not None:
+                extra += [option, str(ctx.spec.params[value])]
+        refs[role] = {"ref": ref, "extra": extra, "from_project": ours, "argv": [ref, *extra]}
+    return refs
+
+
+def _dry_runs(ctx: CheckContext, refs: dict[str, dict[str, Any]], env: dict[str, str]) -> None:
+    plans: dict[str, Any] = {}
+    for role in ctx.roles:
+        try:
+            planned = nix.plan(refs[role]["ref"], refs[role]["extra"], env, ctx.log(role, "dry-run"))
+        except QualifyError as exc:
+            plans[role] = {"error": exc.message, "hint": exc.hint}
+            continue
+        plans[role] = {
+            "drv": planned.drv,
+            "will_build": list(planned.dry_run.will_build),
+            "will_fetch": list(planned.dry_run.will_fetch),
+            "fetch_summary": planned.dry_run.fetch_summary,
+        }
+    sets = {r: set(p.get("will_build", [])) for r, p in plans.items()}
+    for role, planned_role in plans.items():
+        others = set().union(*(s for r, s in sets.items() if r != role)) if len(sets) > 1 else set()
+        planned_role["shared"] = sorted(sets[role] & others)
+        planned_role["exclusive"] = sorted(sets[role] - others)
+        ctx.echo(
+            f"{role}: {len(sets[role])} derivations to build "
+            f"({len(planned_role['exclusive'])} its own, {len(planned_role['shared'])} shared), "
+            f"{len(planned_role.get('will_fetch', []))} paths to fetch"
+        )
+    write_json(ctx.folder / PLAN, {"roles": plans})
+
+
+def _build_role(
+    ctx: CheckContext, role: str, ref: dict[str, Any], env: dict[str, str], shared_with: dict[str, Any] | None
+) -> dict[str, Any]:
+    out_link = ctx.run_dir / "gcroots" / role
+
+    def progress(events: BuildLog, drv: str) -> None:
+        done = [b for b in events.built() if b.stopped is not None]
+        build = next(b for b in events.built() if b.drv == drv)
+        name = store_name(drv).removesuffix(".drv")
+        if build.failed is not None:
+            ctx.echo(f"{role}: FAILED {name}: {build.failed}")
+        elif build.stopped is None:
+            ctx.echo(f"{role}: building {name} ({len(done)} done)")
+        else:
+            # Nix reports a failure only after the stop: "finished", not "built", until then.
+            ctx.echo(f"{role}: finished {name} after {build.seconds:.1f} s ({len(done)} done)")
+
+    def log_line(drv: str, text: str) -> None:
+        ctx.progress(f"{role}: {store_name(drv).removesuffix('.drv')}> {text[:120]}")
+
+    result = nix.build(
+        ref["ref"], out_link, ref["extra"], env, ctx.log(role, "build"), progress, on_log=log_line
+    )
+    ctx.progress(None)
+    measurement: dict[str, Any] = {
+        "role": role,
+        "arm": ctx.arms[role].arm.name,
+        "installable": ctx.arms[role].arm.installable,
+        "ref": ref["ref"],
+        "extra_args": ref["extra"],
+        "from_project_flake": ref["from_project"],
+        "ok": result.ok,
+        "returncode": result.returncode,
+        "seconds": round(result.seconds, 3),
+        "drv": result.drv,
+        "outputs": result.outputs,
+        "out": result.outputs.get("out") or next(iter(result.outputs.values()), None),
+        "gcroot": str(out_link),
+        "shared_build_with": shared_with["role"] if shared_with else None,
+        "built": [
+            {"drv": b.drv, "seconds": None if b.seconds is None else round(b.seconds, 3), "failed": b.failed}
+            for b in result.log.built()
+        ],
+        "progress": list(result.log.progress) if result.log.progress else None,
+        "messages": result.log.messages[-20:],
+        "log": str(ctx.log(role, "build")),
+    }
+    if not result.ok:
+        measurement["failed"] = _failed(result.log, env)
+    return measurement
+
+
+def _failed(log: BuildLog, env: dict[str, str]) -> list[dict[str, Any]]:
+    """The derivations that failed, found by output validity, each with its log tail."""
+    started = [b for b in log.built()]
+    try:
+        bad = set(nix.invalid_outputs([b.drv for b in started if b.stopped is not None], env))
+    except QualifyError:
+        bad = set()
+    failed = [b for b in started if b.drv in bad] or [b for b in started if b.drv in log.error_paths()]
+    return [{"drv": b.drv, "tail": list(b.tail)} for b in failed]
+
+
+def _closures(ctx: CheckContext, role: str, measurement: dict[str, Any], env: dict[str, str]) -> None:
+    folder = ctx.role_dir(role)
+    runtime = nix.requisites(measurement["out"], env)
+    sizes = nix.sizes(runtime, env)
+    derivers = nix.derivers(runtime, env)
+    pd.DataFrame({"path": runtime, "size": sizes, "deriver": derivers}).to_csv(
+        folder / "runtime-closure.csv", index=False
+    )
+    build_closure = [p for p in nix.requisites(measurement["drv"], env) if p.endswith(".drv")]
+    pd.DataFrame({"drv": build_closure}).to_csv(folder / "build-closure.csv", index=False)
+
+
+def _inputs(ctx: CheckContext, source: dict[str, Any], env: dict[str, str]) -> None:
+    direct = flakeinputs.direct_inputs(source["locks"])
+    overridden = {name for name, _ in source.get("override_inputs", [])}
+    probes: dict[str, str] | None = None
+    for role in ctx.roles:
+        measurement = read_json(ctx.role_dir(role) / "measurement.json")
+        if not measurement.get("ok"):
+            continue
+        arm = ctx.arms[role].arm.name
+        names = flakeinputs.declared(source["locked_url"], arm, env)
+        method = "declared by the flake (qualify.<arm>.inputs)"
+        if names is None:
+            if probes is None:
+                probes = flakeinputs.probe_drvs(source["locked_url"], list(direct), source["system"], env)
+            closure = set(pd.read_csv(ctx.role_dir(role) / "build-closure.csv")["drv"])
+            names = flakeinputs.used_by(closure, probes) or None
+            method = "probe package found in the build closure" if names else "unknown"
+        used = {}
+        for name in names or []:
+            entry = dict(direct.get(name, {}))
+            if role == "candidate" and name in overridden:
+                entry = {"original": dict(source["override_inputs"]).get(name), "override": True}
+            used[name] = entry
+        write_json(
+            ctx.role_dir(role) / "inputs.json",
+            {"method": method, "inputs": used, "flake_inputs": sorted(direct)},
+        )
+
+
+def judge(saved: SavedCheck) -> Judgement:
+    source_path = saved.folder / SOURCE
+    if not source_path.is_file():
+        return Judgement(Verdict.ERROR, "the build was not measured (the run stopped first)")
+    source = read_json(source_path)
+    if "error" in source:
+        error = source["error"]
+        return Judgement(
+            Verdict.ERROR, error["message"] + (f" ({error['hint']})" if error.get("hint") else "")
+        )
+    if source.get("refused"):
+        return Judgement(
+            Verdict.ERROR,
+            f"the source tree {source['flake']} has uncommitted changes: the arms would not come "
+            "from one revision (commit them, or pass --allow-dirty)",
+        )
+    findings: list[Finding] = []
+    if source.get("dirty"):
+        findings.append(Finding(Verdict.WARN, "built from a dirty tree (--allow-dirty)"))
+    builds = {role: saved.measurement(role) for role in saved.roles}
+    parts = toolchain.components(
+        saved.spec.params.get("toolchain") or None, saved.spec.params.get("single_version")
+    )
+    found: dict[str, dict[str, list[str]]] = {}
+    for role, m in builds.items():
+        if m is None:
+            findings.append(Finding(Verdict.ERROR, "not built (the run stopped first)", role))
+            continue
+        if not m.get("from_project_flake"):
+            findings.append(
+                Finding(Verdict.WARN, f"{m['installable']} is not from the project's flake", role)
+            )
+        if not m.get("ok"):
+            findings.append(_build_failure(role, m))
+            continue
+        names = [store_name(d).removesuffix(".drv") for d in column(saved, role, "build-closure.csv", "drv")]
+        found[role] = toolchain.versions(names, parts)
+        for component, versions in toolchain.mixed(found[role], parts).items():
+            verdict = Verdict.FAIL if role == "candidate" else Verdict.WARN
+            findings.append(
+                Finding(
+                    verdict,
+                    f"mixed toolchain: {component} in {len(versions)} versions ({', '.join(versions)})",
+                    role,
+                )
+            )
+        if not found[role]:
+            findings.append(Finding(Verdict.WARN, "no toolchain component found in the build closure", role))
+    tables = [arms_table(builds, saved)]
+    if (saved.folder / PLAN).is_file():
+        tables.append(plan_table(read_json(saved.folder / PLAN)))
+    if found:
+        tables.append(toolchain_table(found))
+    facts: dict[str, Any] = {
+        "source": {
+            k: source.get(k)
+            for k in (
+                "nix_version",
+                "flake",
+                "locked_url",
+                "revision",
+                "dirty",
+                "allow_dirty",
+                "override_inputs",
+            )
+        }
+    }
+    if all(builds.get(r) and builds[r].get("ok") for r in ("pinned", "candidate")):  # type: ignore[union-attr]
+        for kind, label in (("runtime", "Runtime closure"), ("build", "Build-time closure")):
+            diff = write_diff(saved, kind)
+            facts[f"{kind}_diff"] = diff_summary(diff)
+            tables.append(diff_table(diff, label))
+        tables.append(inputs_table(saved))
+    verdict = worst(findings)
+    built = sum(len(m.get("built", [])) for m in builds.values() if m)
+    ok = f"{len(builds)} roles built from one revision ({built} derivations built)"
+    judged = [f"{role} built, its toolchain components checked" for role in found]
+    judged += [
+        f"{kind} closure compared with pinned" for kind in ("runtime", "build") if f"{kind}_diff" in facts
+    ]
+    return Judgement(
+        verdict, headline(verdict, findings, ok), tuple(findings), tuple(tables), facts, judged=tuple(judged)
+    )
+
+
+def _build_failure(role: str, m: dict[str, Any]) -> Finding:
+    verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
+    failed = m.get("failed") or []
+    if failed:
+        first = failed[0]
+        tail = "\n".join(first.get("tail", [])[-15:])
+        text = f"build failed in {store_name(first['drv'])}" + (
+            f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        )
+        return Finding(verdict, f"{text}\n{tail}".rstrip(), role)
+    messages = "\n".join(m.get("messages", [])[-5:])
+    return Finding(verdict, f"nix build failed (exit {m.get('returncode')})\n{messages}".rstrip(), role)
