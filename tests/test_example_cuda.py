@@ -1,0 +1,111 @@
+"""The CUDA example (examples/llama-cpp-cuda): its plan, its flake and its toolchain pins.
+
+Everything here is real and needs no GPU: the plan is loaded by qualify, the flake is evaluated
+by nix (instantiating derivations needs none of their inputs in the store), and the toolchain
+pins are read from the script that makes the trees. The arms themselves are built and run on a
+GPU host; what that showed is in examples/llama-cpp-cuda/recorded/ and test_cuda_recorded.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
+NIX_CONFIG = "experimental-features = nix-command flakes\nbuild-users-group =\nsubstituters ="
+
+
+def plan(profile: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "qualify", "plan", "-C", str(EXAMPLE), "--profile", profile, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def check(stages: list[dict], stage: str, name: str) -> dict:
+    for spec in stages:
+        if spec["name"] == stage:
+            for chk in spec["checks"]:
+                if chk["name"] == name:
+                    return chk
+    raise AssertionError(f"no check {stage}/{name}")
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_plan_runs_every_stage_on_the_gpu(profile: str) -> None:
+    stages = plan(profile)["stages"]
+    assert [s["name"] for s in stages] == ["build", "compile", "numerics", "serving", "soak", "bench"]
+    kernels = check(stages, "compile", "kernel-resources")["params"]
+    assert kernels["paths"] == ["lib/libggml-cuda.so"] and kernels["require"] == ["cuda"]
+    assert kernels["ptxas_logs"] == ["{out}/share/ptxas.log"]
+    for stage, name, key in (
+        ("numerics", "matched-token-kld", "run"),
+        ("serving", "llama-server", "server"),
+        ("soak", "llama-server-soak", "server"),
+        ("bench", "llama-bench", "run"),
+    ):
+        assert "{gpu_args}" in check(stages, stage, name)["params"][key], (stage, name)
+    numerics = check(stages, "numerics", "matched-token-kld")
+    assert numerics["roles"] == ["pinned", "candidate", "reference"]
+    chunks = numerics["vars"]["chunks"]
+    assert chunks >= numerics["params"]["min_chunks"], "fewer chunks than the judgement needs"
+
+
+def load_toolchains() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cuda_toolchain", EXAMPLE / "cuda_toolchain.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cuda_toolchain"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def flake_hashes() -> dict[str, str]:
+    text = (EXAMPLE / "flake.nix").read_text()
+    return dict(re.findall(r'name = "([^"]+)";\s*hash = "([0-9a-z]+)";', text))
+
+
+def test_flake_pins_the_trees_the_toolchain_script_makes() -> None:
+    toolchains = load_toolchains().TOOLCHAINS
+    pinned = flake_hashes()
+    assert set(pinned) == {"llama-cpp-src-0.3.36", "cuda_nvcc-13.0.88", "cuda_nvcc-13.5.37"}
+    for version, toolchain in toolchains.items():
+        assert pinned[f"cuda_nvcc-{version}"] == toolchain.nar_sha256, version
+
+
+@pytest.mark.nix
+@pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed")
+def test_each_arm_holds_its_own_cuda_in_its_build_closure() -> None:
+    """The build stage finds CUDA's version by derivation name: each arm's build-time closure
+    holds exactly one cuda_nvcc, its own; the CPU reference holds none."""
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+    found = {}
+    for attr in ("default", "cuda135", "reference"):
+        drv = subprocess.run(
+            ["nix", "eval", "--raw", f"path:{EXAMPLE}#{attr}.drvPath"],
+            capture_output=True, text=True, env=env, check=True,
+        ).stdout
+        closure = subprocess.run(
+            ["nix-store", "-qR", drv], capture_output=True, text=True, env=env, check=True
+        ).stdout.split()
+        found[attr] = sorted(
+            re.sub(r"^/nix/store/[0-9a-z]{32}-|\.drv$", "", p) for p in closure if "-cuda_nvcc-" in p
+        )
+    assert found == {
+        "default": ["cuda_nvcc-13.0.88"],
+        "cuda135": ["cuda_nvcc-13.5.37"],
+        "reference": [],
+    }
