@@ -57,7 +57,7 @@ def probes() -> list[Probe]:
         Probe(
             "GPUs",
             bool(gpus),
-            ", ".join(f"{g['vendor']} {g['device']} ({g['driver']})" for g in gpus) or "none visible",
+            "; ".join(provenance.describe_gpu(g) for g in gpus) or "none visible",
             "GPU stages",
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,69 @@ def tool_version(argv: list[str]) -> str | None:
     return text.strip().splitlines()[0] if code == 0 and text.strip() else None
 
 
+#: nvidia-smi's query fields -> our keys. compute_cap "9.0" becomes the target "sm_90".
+_NVIDIA_FIELDS = {
+    "index": "index",
+    "name": "name",
+    "driver_version": "driver",
+    "compute_cap": "compute_cap",
+    "memory.total": "memory_mib",
+    "vbios_version": "vbios",
+    "pci.bus_id": "pci",
+    "uuid": "uuid",
+}
+
+
+def nvidia_gpus(nvidia_smi: str = "nvidia-smi") -> list[dict[str, Any]]:
+    """NVIDIA GPUs as the driver names them: model, target (sm_XY), driver, the CUDA version the
+    driver supports, memory, VBIOS, PCI address. Empty without nvidia-smi or a working driver."""
+    code, text = capture(
+        [nvidia_smi, f"--query-gpu={','.join(_NVIDIA_FIELDS)}", "--format=csv,noheader,nounits"],
+        timeout_s=20,
+    )
+    if code != 0:
+        return []
+    _, banner = capture([nvidia_smi], timeout_s=20)
+    version = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+    cuda = version.group(1) if version else None
+    found = []
+    for line in text.splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(_NVIDIA_FIELDS):
+            continue
+        gpu: dict[str, Any] = {"vendor": "NVIDIA", **dict(zip(_NVIDIA_FIELDS.values(), values, strict=True))}
+        major, _, minor = str(gpu.pop("compute_cap")).partition(".")
+        gpu["target"] = f"sm_{major}{minor}" if major.isdigit() and minor.isdigit() else None
+        gpu["cuda_driver"] = cuda
+        gpu["memory_mib"] = int(gpu["memory_mib"]) if str(gpu["memory_mib"]).isdigit() else None
+        gpu["source"] = "nvidia-smi"
+        found.append(gpu)
+    return found
+
+
+def describe_gpu(gpu: dict[str, Any]) -> str:
+    """One line for a GPU record, as reports and `doctor` print it."""
+    if gpu.get("name"):
+        parts = [f"{gpu['name']} ({gpu.get('target') or '?'})", f"driver {gpu.get('driver') or '?'}"]
+        if gpu.get("cuda_driver"):
+            parts.append(f"CUDA {gpu['cuda_driver']} (driver)")
+        if gpu.get("memory_mib"):
+            parts.append(f"{gpu['memory_mib']} MiB")
+        if gpu.get("vbios"):
+            parts.append(f"VBIOS {gpu['vbios']}")
+        return ", ".join(parts)
+    card, vendor, device = gpu.get("card", "?"), gpu.get("vendor", "?"), gpu.get("device", "?")
+    return f"{card}: {vendor} {device} ({gpu.get('driver', '?')})"
+
+
 def gpus() -> list[dict[str, Any]]:
+    """The GPUs of this machine: NVIDIA's from nvidia-smi where it answers, the others (and
+    NVIDIA's without it) from sysfs (vendor, device id, driver)."""
+    nvidia = nvidia_gpus()
+    return nvidia + [g for g in sysfs_gpus() if not (nvidia and g["vendor"] == "NVIDIA")]
+
+
+def sysfs_gpus() -> list[dict[str, Any]]:
     """GPUs visible through sysfs (vendor, device id, driver), without vendor tools."""
     vendors = {"0x1002": "AMD", "0x10de": "NVIDIA", "0x8086": "Intel"}
     found = []

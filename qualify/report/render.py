@@ -11,6 +11,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.report.charts import render_svg
@@ -65,6 +66,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["md"] = md_cell
+    env.filters["gpu"] = describe_gpu
     env.filters["vclass"] = lambda v: VERDICT_CLASS.get(str(v), "notrun")
     drawn = itertools.count()  # one number per chart in the page keeps SVG ids unique
 
