@@ -5,8 +5,10 @@ call `install()` once, and the spine then finds the kinds through `qualify.check
 
 A stage declares its kind in `<stage>/kind.py` (name, parameters, limits, verdict rules: all that
 `qualify plan`, `qualify kinds` and the preflight read) and measures and judges it in
-`<stage>/check.py`, which pulls in pandas, numpy or httpx. The loaders below bind the two, and
-import a stage's `check` only when a check of its kind first runs or is judged.
+`<stage>/check.py`, which pulls in pandas, numpy or httpx; the generic kinds do the same in
+`checks/command.py` and `checks/command_check.py`, `checks/tests.py` and `checks/tests_check.py`.
+The loaders below bind the two, and import an implementation only when a check of its kind first
+runs or is judged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ from qualify.soak import kind as soak
 
 def _build() -> tuple[Measure, Judge]:
     from qualify.build.check import judge, measure
+
+    return measure, judge
+
+
+def _command() -> tuple[Measure, Judge]:
+    from qualify.checks.command_check import judge, measure
+
+    return measure, judge
+
+
+def _tests() -> tuple[Measure, Judge]:
+    from qualify.checks.tests_check import judge, measure
 
     return measure, judge
 
@@ -59,8 +73,8 @@ def _bench() -> tuple[Measure, Judge]:
 
 KINDS: tuple[CheckKind, ...] = (
     build.KIND.implemented_by(_build),
-    command.KIND,
-    tests.KIND,
+    command.KIND.implemented_by(_command),
+    tests.KIND.implemented_by(_tests),
     compile_.KIND.implemented_by(_compile),
     numerics.KIND.implemented_by(_numerics),
     serving.KIND.implemented_by(_serving),
