@@ -1,19 +1,36 @@
-"""Rich output: the live stage log of a run, stage chains and plan tables."""
+"""Rich output: what a run shows while it works.
+
+Off a terminal (a CI log) a run prints a plain line at every step and, while a stage works in
+silence, a heartbeat line every 30 s (elapsed, and the check's counts or time left when it told
+them). On a terminal the same lines scroll above a live display (`LiveView`): stage, check, role,
+elapsed, the check's planned steps done (derivations, pairs, runs) or its time left, and the
+newest status line.
+"""
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 import time
+from collections.abc import Callable
+from contextlib import suppress
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
-from rich.status import Status
+from rich.text import Text
 
-from qualify.checks.base import Judgement
-from qualify.checks.registry import kind_named
-from qualify.pipeline.plan import Plan, StageSpec
-from qualify.pipeline.runner import Events
+from qualify.pipeline.events import Events
+from qualify.pipeline.plan import StageSpec
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    from qualify.checks.base import Judgement
+    from qualify.core.progress import Progress
+
+log = logging.getLogger(__name__)
 
 STYLE = {
     "PASS": "green",
@@ -41,47 +58,176 @@ def badge(value: str) -> str:
 HEARTBEAT_S = 30.0
 
 
+def clock(seconds: float) -> str:
+    """1:05, 1:02:03."""
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def told(progress: Progress, since_s: float, seconds: Callable[[float], str]) -> str:
+    """What a check told of its progress, `since_s` ago: "candidate 12/40 derivations"."""
+    parts = [progress.role or "", progress.counts()]
+    if progress.left_s is not None:
+        parts.append(f"about {seconds(progress.left_s - since_s)} left")
+    return " ".join(p for p in parts if p)
+
+
+class LiveView:
+    """The live display of a run on a terminal, drawn by rich's `Live` while a stage works.
+
+    It must never stop a run: the first exception, in an update or in rendering, is logged once
+    and turns the display off for the rest of the run.
+    """
+
+    REFRESH_S = 0.2  # a compiler's output can be thousands of status lines a second
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.stage: str | None = None
+        self.check: str | None = None
+        self.stage_t0 = self.check_t0 = time.monotonic()
+        self.told: tuple[Progress, float] | None = None  # and when
+        self.status: str | None = None
+        self.broken = False
+        self._live: Live | None = None
+        self._spinner: Spinner | None = None
+        self._shown = 0.0
+
+    def stage_start(self, name: str) -> None:
+        def start() -> None:
+            from rich.live import Live
+
+            self.stage, self.check, self.told, self.status = name, None, None, None
+            self.stage_t0 = time.monotonic()
+            self._live = Live(
+                console=self.console,
+                get_renderable=self._renderable,
+                refresh_per_second=4,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start(refresh=True)
+
+        self._safely(start)
+
+    def check_start(self, name: str) -> None:
+        def start() -> None:
+            self.check, self.told, self.status = name, None, None
+            self.check_t0 = time.monotonic()
+            self._refresh()
+
+        self._safely(start)
+
+    def advance(self, progress: Progress) -> None:
+        def update() -> None:
+            self.told = (progress, time.monotonic())
+            self._refresh()
+
+        self._safely(update)
+
+    def show_status(self, text: str | None) -> None:
+        def update() -> None:
+            self.status = text
+            now = time.monotonic()
+            if text is None or now - self._shown > self.REFRESH_S:
+                self._refresh()
+                self._shown = now
+
+        self._safely(update)
+
+    def stop(self) -> None:
+        self._safely(self._stop)
+
+    def render(self) -> RenderableType:
+        from rich.spinner import Spinner
+
+        now = time.monotonic()
+        head = Text(" › ".join(p for p in (self.stage, self.check) if p), style="bold")
+        if self.told is not None:
+            progress, at = self.told
+            head.append("  " + told(progress, now - at, clock), style="cyan")
+        head.append(f"  {clock(now - self.check_t0 if self.check else now - self.stage_t0)}", style="dim")
+        if self.check and self.stage:
+            head.append(f" (stage {clock(now - self.stage_t0)})", style="dim")
+        if self._spinner is None:
+            self._spinner = Spinner("dots")  # one instance: its frame follows the time it started
+        self._spinner.update(text=head)
+        lines: list[RenderableType] = [self._spinner]
+        if self.status:
+            lines.append(Text("  " + self.status, style="dim", no_wrap=True, overflow="ellipsis"))
+        return Group(*lines)
+
+    def _renderable(self) -> RenderableType:
+        # Called on rich's refresh thread: fail quietly there, the next update stops the display.
+        try:
+            return self.render()
+        except Exception:
+            self._fail()
+            return Text("")
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+    def _stop(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+
+    def _safely(self, action: Callable[[], None]) -> None:
+        if not self.broken:
+            try:
+                action()
+            except Exception:
+                self._fail()
+        if self.broken:
+            with suppress(Exception):
+                self._stop()
+
+    def _fail(self) -> None:
+        if not self.broken:
+            self.broken = True
+            log.warning("the live progress display failed; the run goes on without it", exc_info=True)
+
+
 class ConsoleEvents(Events):
     def __init__(self, console: Console, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.console = console
-        self._status: Status | None = None
-        self._shown = 0.0
         self._heartbeat_s = heartbeat_s
         self._latest: str | None = None
+        self._told: tuple[Progress, float] | None = None
         self._stage: tuple[str, float] | None = None  # (name, start)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._live = LiveView(console) if console.is_terminal else None
 
-    def _beating(self) -> None:
+    def _beating(self, stop: threading.Event) -> None:
         # A CI log shows nothing for the minutes of a build or a soak block otherwise.
-        while not self._stop.wait(self._heartbeat_s):
+        while not stop.wait(self._heartbeat_s):
             if self._stage is None:
                 continue
             name, start = self._stage
-            doing = f": {self._latest}" if self._latest else ""
-            line = f"{name} still running, {time.monotonic() - start:.0f} s so far{doing}"
-            self.console.print(
-                f"  [dim]{escape(line)}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
+            now = time.monotonic()
+            line = f"{name} still running, {now - start:.0f} s so far"
+            if self._told is not None:
+                progress, at = self._told
+                counted = told(progress, now - at, lambda s: f"{max(0.0, s):.0f} s")
+                line += f", {counted}" if counted else ""
+            line += f": {self._latest}" if self._latest else ""
+            self.console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
 
     def progress(self, text: str | None) -> None:
         self._latest = text
-        if text is None:
-            if self._status is not None:
-                self._status.stop()
-                self._status = None
-            return
-        if not self.console.is_terminal:
-            return  # a log file gets the echoed lines and the heartbeat, not a spinner
-        now = time.monotonic()
-        if self._status is None:
-            self._status = self.console.status(escape(text))
-            self._status.start()
-        elif now - self._shown > 0.2:  # a compiler's output can be thousands of lines a second
-            self._status.update(escape(text))
-        self._shown = now
+        if self._live is not None:
+            self._live.show_status(text)
+        # Off a terminal, a log file gets the echoed lines and the heartbeat, not a status line.
+
+    def advance(self, progress: Progress) -> None:
+        self._told = (progress, time.monotonic())
+        if self._live is not None:
+            self._live.advance(progress)
 
     def echo(self, line: str) -> None:
         self.console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
@@ -90,50 +236,36 @@ class ConsoleEvents(Events):
         extra = f"  [yellow]{escape(note)}[/]" if note else ""
         self.console.rule(f"[bold]{escape(stage.folder)}[/]{extra}", align="left")
         self._stage = (stage.name, time.monotonic())
-        if not self.console.is_terminal and self._beat is None:
-            self._beat = threading.Thread(target=self._beating, daemon=True)
+        self._told = None
+        if self._live is not None:
+            self._live.stage_start(stage.name)
+        elif self._beat is None:
+            self._beat = threading.Thread(target=self._beating, args=(self._stop,), daemon=True)
             self._beat.start()
+
+    def check_start(self, stage: str, check: str) -> None:
+        self._told = None
+        if self._live is not None:
+            self._live.check_start(check)
 
     def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None:
         self._stage = None
+        if self._live is not None:
+            self._live.stop()
         self.console.print(
             f"[bold]{escape(stage.name)}[/]: {badge(outcome)}  {escape(reason)}", highlight=False
         )
 
     def check_end(self, stage: str, check: str, judgement: Judgement) -> None:
+        self._told = None
         self.console.print(
             f"  {escape(check)}: {badge(judgement.verdict.value)}  {escape(judgement.reason)}",
             highlight=False,
         )
 
-
-def toml_value(value: object) -> str:
-    """A value as it would be written in a stage file."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return str(value)
-
-
-def plan_text(plan: Plan) -> str:
-    """The resolved plan as indented lines (readable at 80 columns), values in TOML syntax."""
-    lines = [f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")]
-    for stage in plan.stages:
-        gate = "  (inconclusive → warn)" if stage.inconclusive_as_warn else ""
-        lines.append(f"{stage.folder}{gate}")
-        for check in stage.checks:
-            builds = kind_named(check.kind, check.name).builds_arms
-            roles = "every role of the run" if builds else ", ".join(check.roles)
-            lines.append(f"  {check.name}  [{check.kind}]  roles: {roles}")
-            params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
-            if check.limits:
-                lines.append(f"    limits = {toml_value(dict(check.limits))}")
-            lines += [f"    {k} = {toml_value(v)}" for k, v in params.items()]
-            lines += [f"    vars.{k} = {toml_value(v)}" for k, v in check.vars.items()]
-    lines += [f"{name}  NOT CONFIGURED" for name in plan.not_configured()]
-    return "\n".join(lines)
+    def close(self) -> None:
+        self._stage = None
+        self._stop.set()
+        self._stop, self._beat = threading.Event(), None
+        if self._live is not None:
+            self._live.stop()

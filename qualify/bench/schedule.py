@@ -19,6 +19,7 @@ from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from
 from qualify.core import process
 from qualify.core.context import CheckContext, abba_order
 from qualify.core.errors import QualifyError
+from qualify.core.progress import Progress
 from qualify.core.runstore import now_iso, write_json, write_parquet
 from qualify.stats import abtests
 
@@ -214,6 +215,7 @@ def run_schedule(ctx: CheckContext) -> None:
         return
     if ctx.spec.params["warmup"]:
         for role in ROLES:
+            ctx.advance(Progress(role))
             if not schedule.run_unit(role, "warmup", None):
                 schedule.stop_reason = f"the {role} warm-up unit failed"
                 schedule.save()
@@ -248,8 +250,13 @@ def run_schedule(ctx: CheckContext) -> None:
             schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
             break
         pair += 1
-        first, second = abba_order(ROLES, pair)[pair - 1]
-        crashed = next((r for r in (first, second) if not schedule.run_unit(r, "pair", pair)), None)
+        crashed = None
+        for role in abba_order(ROLES, pair)[pair - 1]:
+            # Pairs planned so far: the current look's (unknown before the first unit's tests).
+            ctx.advance(Progress(role, pair - 1, planned[look] if schedule.plan else None, "pairs"))
+            if not schedule.run_unit(role, "pair", pair):
+                crashed = role
+                break
         if crashed:
             schedule.stop_reason = f"a {crashed} unit failed in pair {pair}"
             break

@@ -30,6 +30,7 @@ from qualify.checks.findings import headline, worst
 from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
+from qualify.core.progress import Progress
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
 
@@ -52,11 +53,15 @@ def measure(ctx: CheckContext) -> None:
     if source.get("refused"):
         return
     refs = _refs(ctx, source)
-    _dry_runs(ctx, refs, env)
+    plans = _dry_runs(ctx, refs, env)
     built: dict[str, dict[str, Any]] = {}
+    valid: set[str] = set()  # derivations an earlier role built: nix will not build them again
     for role in ctx.roles:
         key = json.dumps(refs[role]["argv"])
-        measurement = _build_role(ctx, role, refs[role], env, shared_with=built.get(key))
+        planned = plans[role].get("will_build")  # None when the dry run failed
+        todo = None if planned is None else len(set(planned) - valid)
+        measurement = _build_role(ctx, role, refs[role], env, shared_with=built.get(key), todo=todo)
+        valid |= {b["drv"] for b in measurement["built"] if b["seconds"] is not None and not b["failed"]}
         built.setdefault(key, measurement)
         ctx.save(role, measurement)
         if measurement.get("ok"):
@@ -117,7 +122,10 @@ def _refs(ctx: CheckContext, source: dict[str, Any]) -> dict[str, dict[str, Any]
     return refs
 
 
-def _dry_runs(ctx: CheckContext, refs: dict[str, dict[str, Any]], env: dict[str, str]) -> None:
+def _dry_runs(
+    ctx: CheckContext, refs: dict[str, dict[str, Any]], env: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Each role's dry run: what nix will build and fetch (saved as plan.json, returned)."""
     plans: dict[str, Any] = {}
     for role in ctx.roles:
         try:
@@ -142,12 +150,20 @@ def _dry_runs(ctx: CheckContext, refs: dict[str, dict[str, Any]], env: dict[str,
             f"{len(planned_role.get('will_fetch', []))} paths to fetch"
         )
     write_json(ctx.folder / PLAN, {"roles": plans})
+    return plans
 
 
 def _build_role(
-    ctx: CheckContext, role: str, ref: dict[str, Any], env: dict[str, str], shared_with: dict[str, Any] | None
+    ctx: CheckContext,
+    role: str,
+    ref: dict[str, Any],
+    env: dict[str, str],
+    shared_with: dict[str, Any] | None,
+    todo: int | None = None,
 ) -> dict[str, Any]:
+    """Build one role's arm; `todo` is how many derivations the dry run left it to build."""
     out_link = ctx.run_dir / "gcroots" / role
+    ctx.advance(Progress(role, 0, todo, "derivations"))
 
     def progress(events: BuildLog, drv: str) -> None:
         done = [b for b in events.built() if b.stopped is not None]
@@ -160,6 +176,8 @@ def _build_role(
         else:
             # Nix reports a failure only after the stop: "finished", not "built", until then.
             ctx.echo(f"{role}: finished {name} after {build.seconds:.1f} s ({len(done)} done)")
+        failed = sum(b.failed is not None for b in events.built())
+        ctx.advance(Progress(role, len(done), todo, "derivations", failed=failed))
 
     def log_line(drv: str, text: str) -> None:
         ctx.progress(f"{role}: {store_name(drv).removesuffix('.drv')}> {text[:120]}")

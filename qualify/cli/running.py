@@ -108,9 +108,8 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
-    from qualify.console import plan_text
     from qualify.core.config import load_config
-    from qualify.pipeline.plan import load_plan
+    from qualify.pipeline.plan import load_plan, plan_text
     from qualify.pipeline.templates import check_templates
 
     console = Console(stderr=as_json)

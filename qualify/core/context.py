@@ -14,6 +14,7 @@ from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ArmSpec, ProjectConfig
 from qualify.core.environment import child_env
 from qualify.core.placeholders import Value, expand
+from qualify.core.progress import Progress
 from qualify.core.runstore import RunDir, write_json
 
 
@@ -76,6 +77,8 @@ class CheckContext:
     roles_override: tuple[str, ...] | None = None
     #: A transient status line for long steps (a build's newest log line); None clears it.
     progress: Callable[[str | None], None] = lambda _text: None
+    #: How far the measurement is (the role at work, counts, time left), for the console.
+    advance: Callable[[Progress], None] = lambda _progress: None
 
     @property
     def roles(self) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
+from qualify.core.progress import Progress
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
 from qualify.numerics.formats import open_stream
@@ -205,15 +206,21 @@ def measure(ctx: CheckContext) -> None:
     state.params = {**state.params, "cache_dir": _cache_dir(ctx)}
     state.record["settings"] = state.settings
     floor = "pinned" in roles and bool(ctx.spec.params.get("floor_rerun", True))
+    planned = ["reference", *(["pinned"] if "pinned" in roles else []), *([FLOOR_ROLE] if floor else [])]
+    planned.append("candidate")
+
+    def run(role: str) -> None:
+        ctx.advance(Progress(role, planned.index(role), len(planned), "scoring runs"))
+        state.run(role)
+
     stats: TokenStats | None = None
-    for role in ("reference", "pinned", FLOOR_ROLE):
-        if role in roles or (role == FLOOR_ROLE and floor):
-            state.run(role)
+    for role in planned[:-1]:
+        run(role)
     if floor:
         pairs = [("reference", "pinned"), ("reference", FLOOR_ROLE), ("pinned", FLOOR_ROLE)]
         stats = state.reduce(["reference", "pinned", FLOOR_ROLE], pairs)
         state.discard(FLOOR_ROLE)
-    state.run("candidate")
+    run("candidate")
     others = [r for r in ("pinned", "candidate") if r in roles]
     pairs = [("reference", "candidate")] + ([("pinned", "candidate")] if "pinned" in others else [])
     if stats is None and "pinned" in others:

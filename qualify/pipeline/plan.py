@@ -1,8 +1,10 @@
-"""The plan: ordered stages read from `stages/*.toml`, each a group of checks with one gate."""
+"""The plan: ordered stages read from `stages/*.toml`, each a group of checks with one gate;
+`plan_text` writes it out as `qualify plan` shows it."""
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -308,3 +310,35 @@ def _apply_profile(stage: StageSpec, table: Table) -> StageSpec:
         checks=tuple(resolved),
         inconclusive=table.string("inconclusive", stage.inconclusive) or stage.inconclusive,
     )
+
+
+def toml_value(value: object) -> str:
+    """A value as it would be written in a stage file."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+def plan_text(plan: Plan) -> str:
+    """The resolved plan as indented lines (readable at 80 columns), values in TOML syntax."""
+    lines = [f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")]
+    for stage in plan.stages:
+        gate = "  (inconclusive → warn)" if stage.inconclusive_as_warn else ""
+        lines.append(f"{stage.folder}{gate}")
+        for check in stage.checks:
+            builds = kind_named(check.kind, check.name).builds_arms
+            roles = "every role of the run" if builds else ", ".join(check.roles)
+            lines.append(f"  {check.name}  [{check.kind}]  roles: {roles}")
+            params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
+            if check.limits:
+                lines.append(f"    limits = {toml_value(dict(check.limits))}")
+            lines += [f"    {k} = {toml_value(v)}" for k, v in params.items()]
+            lines += [f"    vars.{k} = {toml_value(v)}" for k, v in check.vars.items()]
+    lines += [f"{name}  NOT CONFIGURED" for name in plan.not_configured()]
+    return "\n".join(lines)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from qualify import __version__
-from qualify.checks.base import Judgement
 from qualify.checks.registry import kind_named
 from qualify.core import provenance
 from qualify.core.config import ProjectConfig, load_config
@@ -37,6 +36,7 @@ from qualify.core.verdicts import (
     exit_code_for,
     run_verdict,
 )
+from qualify.pipeline.events import Events
 from qualify.pipeline.plan import DEFAULT_ORDER, Plan, StageSpec, load_plan
 from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
 from qualify.pipeline.stagerun import (
@@ -74,17 +74,6 @@ class RunOutcome:
     run: RunDir
     verdict: RunVerdict | None  # None when interrupted
     exit_code: ExitCode
-
-
-class Events:
-    """What the pipeline tells the console; the CLI supplies a rich implementation."""
-
-    def echo(self, line: str) -> None: ...
-    def stage_start(self, stage: StageSpec, note: str) -> None: ...
-    def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None: ...
-    def check_end(self, stage: str, check: str, judgement: Judgement) -> None: ...
-    def progress(self, text: str | None) -> None:
-        """A transient status line (the newest build log line); None clears it."""
 
 
 def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
@@ -170,7 +159,10 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             events.echo(f"ended {ended}, left running by an earlier attempt")
         try:
             with recording_groups(run.path / PROCESSES):
-                _run_stages(run, config, plan, arms, selected, request, events)
+                try:
+                    _run_stages(run, config, plan, arms, selected, request, events)
+                finally:
+                    events.close()
         except KeyboardInterrupt:
             run.update(status="interrupted", interrupted_at=now_iso())
             return RunOutcome(run, None, ExitCode.INTERRUPTED)
@@ -257,9 +249,7 @@ def _run_stages(
         "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
         "options": options,
     }
-    runner = StageRunner(
-        run, config, arms, events.echo, events.check_end, plan.profile, options, source, events.progress
-    )
+    runner = StageRunner(run, config, arms, events, plan.profile, options, source)
     timings: dict[str, float] = dict(run.read().get("timings", {}))
     blocked_by: tuple[str, str] | None = None
     for stage in plan.stages:

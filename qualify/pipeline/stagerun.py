@@ -7,7 +7,7 @@ import json
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
+from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.plan import StageSpec
 
@@ -117,12 +118,10 @@ class StageRunner:
     run: RunDir
     config: ProjectConfig
     arms: Mapping[str, RoleArm]
-    echo: Callable[[str], None]
-    report: Callable[[str, str, Judgement], None]  # (stage, check, judgement) for the console
+    events: Events  # what the console hears
     profile: str | None
     options: Mapping[str, Any]
     source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
-    progress: Callable[[str | None], None] = lambda _text: None
 
     def roles_for(self, check: CheckSpec, kind: CheckKind) -> dict[str, RoleArm]:
         if kind.builds_arms:
@@ -210,14 +209,25 @@ class StageRunner:
         if reused is not None:
             shutil.copytree(reused, check_dir, symlinks=True)
             judgement = _judgement_from(read_json(check_dir / RESULT))
-            self.echo(f"{spec.name}: kept from the interrupted attempt (inputs unchanged)")
-            self.report(stage.name, spec.name, judgement)
+            self.events.echo(f"{spec.name}: kept from the interrupted attempt (inputs unchanged)")
+            self.events.check_end(stage.name, spec.name, judgement)
             return judgement
         check_dir.mkdir(parents=True, exist_ok=True)
         roles = tuple(arms)
+        events = self.events
         ctx = CheckContext(
-            spec, check_dir, self.run.path, self.config, arms, self.echo, self.options, roles, self.progress
+            spec,
+            check_dir,
+            self.run.path,
+            self.config,
+            arms,
+            events.echo,
+            self.options,
+            roles,
+            events.progress,
+            events.advance,
         )
+        events.check_start(stage.name, spec.name)
         started = now_iso()
         t0 = time.monotonic()
         crash: str | None = None
@@ -231,7 +241,7 @@ class StageRunner:
             log.write_text(traceback.format_exc(), encoding="utf-8")
             crash = f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
         finally:
-            self.progress(None)
+            events.progress(None)
         # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
         judgement = (
             crashed(crash) if crash is not None else judge_saved(kind, SavedCheck(check_dir, spec, roles))
@@ -253,7 +263,7 @@ class StageRunner:
                 **judgement.as_json(),
             },
         )
-        self.report(stage.name, spec.name, judgement)
+        events.check_end(stage.name, spec.name, judgement)
         return judgement
 
 

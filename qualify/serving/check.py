@@ -114,7 +114,7 @@ def measure(ctx: CheckContext) -> None:
                 float(p["alpha"]),
             )
             ctx.echo(f"timing: {plan.pairs} pairs per request type (computed from alpha {plan.alpha})")
-            records = run_timing({r: servers[r].client for r in alive}, plan, ctx.progress)
+            records = run_timing({r: servers[r].client for r in alive}, plan, ctx.progress, ctx.advance)
             write_json(
                 ctx.folder / TIMING,
                 {

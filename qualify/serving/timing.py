@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qualify.core.context import abba_order
+from qualify.core.progress import Progress
 from qualify.serving.cases import GREEDY, repeated_tokens
 from qualify.serving.client import Client
 from qualify.stats import abtests
@@ -91,7 +92,10 @@ def _request(client: Client, kind: str, plan: TimingPlan, long_prompt: list[int]
 
 
 def run_timing(
-    clients: Mapping[str, Client], plan: TimingPlan, progress: Callable[[str | None], None]
+    clients: Mapping[str, Client],
+    plan: TimingPlan,
+    progress: Callable[[str | None], None],
+    advance: Callable[[Progress], None] = lambda _progress: None,
 ) -> list[dict[str, Any]]:
     """Warm-up then ABBA pairs for every request type; one record per request."""
     roles = ("pinned", "candidate")
@@ -106,6 +110,7 @@ def run_timing(
                 _request(clients[role], kind, plan, long_prompt)
         for pair, order in enumerate(abba_order(roles, plan.pairs)):
             progress(f"timing {kind}: pair {pair + 1}/{plan.pairs}")
+            advance(Progress(done=pair, total=plan.pairs, unit=f"{kind} pairs"))
             for position, role in enumerate(order):
                 record = _request(clients[role], kind, plan, long_prompt)
                 records.append({"type": kind, "pair": pair, "role": role, "position": position, **record})

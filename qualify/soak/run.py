@@ -11,7 +11,8 @@ import time
 from contextlib import ExitStack
 
 from qualify.core.context import CheckContext
-from qualify.soak.blocks import plan_blocks
+from qualify.core.progress import Progress
+from qualify.soak.blocks import Block, plan_blocks
 from qualify.soak.role import RoleSoak, SoakSettings
 from qualify.soak.workload import Request
 
@@ -28,6 +29,7 @@ def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSetting
             with ExitStack() as stack:
                 soaks[role].start(stack)
                 if soaks[role].running:
+                    _tell(ctx, blocks, blocks[roles.index(role)])
                     soaks[role].run_block(blocks[roles.index(role)])
                 soaks[role].finish()
             soaks[role].save()
@@ -37,8 +39,16 @@ def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSetting
             soaks[role].start(stack)
         for block in blocks:
             if soaks[block.role].running:
+                _tell(ctx, blocks, block)
                 soaks[block.role].run_block(block)
         for soak in soaks.values():
             soak.finish()
     for soak in soaks.values():
         soak.save()
+
+
+def _tell(ctx: CheckContext, blocks: list[Block], block: Block) -> None:
+    """The soak's load time left as `block` starts: its own and every later block's (server
+    starts and the grace after each block come on top)."""
+    later = blocks[blocks.index(block) :]
+    ctx.advance(Progress(block.role, left_s=sum(b.end_s - b.start_s for b in later)))

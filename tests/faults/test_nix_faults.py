@@ -52,3 +52,29 @@ def test_a_failing_build_names_its_derivation(
     built = json.loads((run / "10-build" / "arms" / role / "measurement.json").read_text())["built"]
     assert any(b["failed"] and "engine-1.0" in b["drv"] for b in built)
     settled(run)
+
+
+def test_the_live_display_counts_derivations_from_the_dry_run_and_says_failed(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal: the candidate's derivations done out of those its dry run planned, and
+    the failed one counted as failed."""
+    import re
+    from io import StringIO
+
+    from rich.console import Console
+
+    from qualify.console import ConsoleEvents
+    from qualify.pipeline.runner import RunRequest, execute
+
+    monkeypatch.setenv("NIX_CONFIG", NIX_CONFIG)
+    out = StringIO()
+    terminal = Console(file=out, force_terminal=True, width=200)
+    outcome = execute(RunRequest(project, candidate="broken"), ConsoleEvents(terminal))
+    assert outcome.exit_code == 1
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "\n", re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()))
+    planned = json.loads((outcome.run.path / "10-build" / "arms" / "plan.json").read_text())
+    todo = len(planned["roles"]["candidate"]["will_build"])
+    assert f"candidate 0/{todo} derivations" in shown
+    assert re.search(rf"candidate \d+/{todo} derivations, 1 failed", shown)
+    settled(outcome.run.path)
