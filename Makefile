@@ -15,6 +15,16 @@ substituters =
 endef
 export NIX_CONFIG
 
+# Inside `nix develop` (the flake's dev shell sets IN_NIX_SHELL) its python, with every
+# dependency, and its tools are used as they are: no apt, no venv.
+ifdef IN_NIX_SHELL
+BIN   :=
+SETUP :=
+else
+BIN   := $(VENV)/bin/
+SETUP := $(VENV)/bin/qualify
+endif
+
 .PHONY: setup example demo demo-full test lint
 
 $(VENV)/.apt-done:
@@ -31,27 +41,27 @@ $(VENV)/bin/qualify: pyproject.toml $(VENV)/.apt-done
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	@touch $@
 
-setup: $(VENV)/bin/qualify
+setup: $(SETUP)
 
 # The example's source in the nix store, its model and corpus (downloads once).
 example: setup
-	PYTHON=$(VENV)/bin/python examples/llama-cpp/setup.sh
+	PYTHON=$(BIN)python examples/llama-cpp/setup.sh
 
 # llama.cpp built by gcc 12 and by clang 19 through nix, qualified stage by stage.
 # The first run builds three arms (about 20-40 minutes on 2 cores); later runs reuse them.
 # demo: the quick profile (CI-sized); demo-full: the whole corpus, 30-minute soaks, more pairs.
 demo: example
-	@$(VENV)/bin/qualify run -C examples/llama-cpp --candidate clang19 --profile quick; code=$$?; \
+	@$(BIN)python -m qualify run -C examples/llama-cpp --candidate clang19 --profile quick; code=$$?; \
 	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
 
 demo-full: example
-	@$(VENV)/bin/qualify run -C examples/llama-cpp --candidate clang19 --profile full; code=$$?; \
+	@$(BIN)python -m qualify run -C examples/llama-cpp --candidate clang19 --profile full; code=$$?; \
 	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
 
 test: example
-	$(VENV)/bin/python -m pytest -q
+	$(BIN)python -m pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check qualify tests examples
-	$(VENV)/bin/ruff format --check qualify tests examples
-	$(VENV)/bin/mypy
+	$(BIN)ruff check qualify tests examples
+	$(BIN)ruff format --check qualify tests examples
+	$(BIN)mypy

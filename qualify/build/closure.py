@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -173,11 +175,6 @@ def compare_versions(a: str, b: str) -> int:
 
 def pep440_order(a: str, b: str) -> int | None:
     """Compare two versions by PEP 440: -1, 0 or 1, or None if either is not a PEP 440 version."""
-    try:
-        # packaging is not a declared dependency; it is almost always present via pip/pytest.
-        from packaging.version import InvalidVersion, Version
-    except ImportError:
-        return None
     try:
         va, vb = Version(a), Version(b)
     except InvalidVersion:
