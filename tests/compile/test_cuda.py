@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cuda_wheels import find_nvcc
 from elftools.elf.elffile import ELFFile
 
 from qualify.compile.cubin import CubinError, CudaKernel, iter_cuda_kernels, read_cubin
@@ -43,11 +44,8 @@ def find_cuobjdump() -> str | None:
     return None
 
 
-NVCC, CUOBJDUMP = shutil.which("nvcc"), find_cuobjdump()
-pytestmark = [
-    pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) on PATH"),
-    pytest.mark.skipif(CUOBJDUMP is None, reason="needs cuobjdump (pip install nvidia-cuda-cuobjdump)"),
-]
+CUOBJDUMP = find_cuobjdump()  # nvcc: on PATH, else CUDA 13.0.88's from PyPI wheels (cuda_wheels)
+pytestmark = pytest.mark.skipif(CUOBJDUMP is None, reason="needs cuobjdump (nvidia-cuda-cuobjdump)")
 
 GENCODE = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 # nvcc 13 compresses only PTX by default; "size" compresses cubins with zstd; LZ4 for cubins
@@ -93,8 +91,9 @@ class Artifacts:
     """Builds each artifact once, on first use, in one temporary directory. A build with
     `-Xptxas -v` leaves ptxas's report next to the artifact as `<name>.log`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, nvcc: str) -> None:
         self.root = root
+        self.nvcc_path = nvcc
         self.built: dict[str, Path] = {}
         (root / "main.cpp").write_text("int main() { return 0; }\n")
 
@@ -108,7 +107,7 @@ class Artifacts:
 
     def nvcc(self, out: Path, *args: str | Path, ptxas_log: bool = False) -> None:
         verbose = ["-Xptxas", "-v"] if ptxas_log else []
-        self.run(NVCC or "nvcc", "-O3", *verbose, *args, "-o", out, log=self.log(out) if ptxas_log else None)
+        self.run(self.nvcc_path, "-O3", *verbose, *args, "-o", out, log=self.log(out) if ptxas_log else None)
 
     def get(self, name: str) -> Path:
         if name not in self.built:
@@ -201,7 +200,7 @@ FAT += ["tu_one.o", "two_tu.exe", "two_tu.a", "tu_one_rdc.o", "two_tu_rdc.exe"]
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
-    return Artifacts(tmp_path_factory.mktemp("cuda"))
+    return Artifacts(tmp_path_factory.mktemp("cuda"), find_nvcc())
 
 
 def section_registers(cubin: bytes) -> dict[str, int]:
@@ -325,7 +324,7 @@ def ptx_directives(ptx: str) -> dict[str, dict[str, tuple[int, ...]]]:
 
 def test_launch_bounds_match_the_ptx_directives(artifacts: Artifacts) -> None:
     ptx = artifacts.root / "resources_sm90.ptx"
-    artifacts.run(NVCC or "nvcc", "-ptx", "-arch=sm_90", "-O3", SOURCES / "resources.cu", "-o", ptx)
+    artifacts.run(artifacts.nvcc_path, "-ptx", "-arch=sm_90", "-O3", SOURCES / "resources.cu", "-o", ptx)
     directives = ptx_directives(ptx.read_text())
     kernels = read_cubin(artifacts.get("resources_sm90.cubin").read_bytes(), "cubin")
     assert sorted(directives) == sorted(k.name for k in kernels)
@@ -380,7 +379,7 @@ def test_nvlink_and_other_tools_lines_are_skipped(artifacts: Artifacts) -> None:
     link = artifacts.root / "link.log"
     out = artifacts.root / "linked.exe"
     artifacts.run(
-        NVCC or "nvcc", *GENCODE, "-rdc=true", "--resource-usage", artifacts.get("tu_one_rdc.o"),
+        artifacts.nvcc_path, *GENCODE, "-rdc=true", "--resource-usage", artifacts.get("tu_one_rdc.o"),
         artifacts.get("tu_two_rdc.o"), "-o", out, log=link,
     )  # fmt: skip
     assert "nvlink info" in link.read_text()

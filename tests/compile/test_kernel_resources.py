@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Project, qualify_proc
+from cuda_wheels import find_nvcc
 
 KERNELS = Path(__file__).parent / "kernels"
 TOOLS = ["clang-19", "clang++-19", "gcc-12", "llvm-readelf-19"]
@@ -297,18 +298,19 @@ def test_kernels_command_names_a_missing_path(tmp_path) -> None:
     assert "nope" in proc.stderr and "no such file" in proc.stderr
 
 
-NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) on PATH")
+@pytest.fixture(scope="module")
+def nvcc() -> str:
+    return find_nvcc()  # on PATH, else CUDA 13.0.88 from NVIDIA's PyPI wheels
 
 
-def build_cuda(root: Path, *flags: str) -> Path:
+def build_cuda(nvcc: str, root: Path, *flags: str) -> Path:
     """lib/resources.cubin for sm_90 by nvcc, with ptxas's -v report in share/ptxas.log."""
     (root / "lib").mkdir(parents=True)
     (root / "share").mkdir()
     source = KERNELS / "cuda" / "resources.cu"
     proc = subprocess.run(
         [
-            NVCC or "nvcc",
+            nvcc,
             "-cubin",
             "-arch=sm_90",
             "-O3",
@@ -339,10 +341,9 @@ def ptxas_spills(log: Path, name: str) -> tuple[int, int]:
 CUDA_PLAN = 'ptxas_logs = ["{tree}/share/ptxas.log"]\nhost_patterns = []\nrequire = ["cuda"]'
 
 
-@needs_nvcc
-def test_cuda_spill_bytes_from_ptxas_logs_fail_when_they_grow(project, tmp_path) -> None:
-    pinned = build_cuda(tmp_path / "o3")
-    cand = build_cuda(tmp_path / "ptxas-o0", "-Xptxas", "-O0")  # ptxas without optimisation
+def test_cuda_spill_bytes_from_ptxas_logs_fail_when_they_grow(project, tmp_path, nvcc) -> None:
+    pinned = build_cuda(nvcc, tmp_path / "o3")
+    cand = build_cuda(nvcc, tmp_path / "ptxas-o0", "-Xptxas", "-O0")  # ptxas without optimisation
     name = "_Z9acc_spillPKfPfi"
     before, after = (
         ptxas_spills(pinned / "share" / "ptxas.log", name),
@@ -353,14 +354,13 @@ def test_cuda_spill_bytes_from_ptxas_logs_fail_when_they_grow(project, tmp_path)
     assert result["verdict"] == "FAIL"
     fail = next(t for t in finding_texts(result, "FAIL") if name in t)
     assert f"spill stores {before[0]} → {after[0]} B" in fail and "cuda sm_90" in fail
-    same, _ = run_kernels(project, pinned, build_cuda(tmp_path / "o3-again"), CUDA_PLAN)
+    same, _ = run_kernels(project, pinned, build_cuda(nvcc, tmp_path / "o3-again"), CUDA_PLAN)
     assert same["verdict"] == "PASS", same["reason"]
     assert same["facts"]["counts"]["pinned"]["cuda"] >= 4
 
 
-@needs_nvcc
-def test_a_missing_ptxas_log_is_an_error_naming_it(project, tmp_path) -> None:
-    tree = build_cuda(tmp_path / "o3")
+def test_a_missing_ptxas_log_is_an_error_naming_it(project, tmp_path, nvcc) -> None:
+    tree = build_cuda(nvcc, tmp_path / "o3")
     (tree / "share" / "ptxas.log").unlink()
     result, _ = run_kernels(project, tree, tree, CUDA_PLAN)
     assert result["verdict"] == "ERROR"

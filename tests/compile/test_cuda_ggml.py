@@ -1,0 +1,248 @@
+"""The compile stage's CUDA path on real ggml kernels: CUDA 13.0.88 (pinned) against 13.5.37
+(candidate) for sm_90, judged by the real `kernel-resources` check through `qualify run`.
+
+Everything is real. The sources are llama.cpp's own (`vendor/llama.cpp/ggml` of the
+llama-cpp-python 0.3.36 sdist that `make example` puts in the nix store): `mmvq.cu`, one MMQ
+and one vector flash-attention template instance. The compilers are NVIDIA's nvcc, ptxas and
+cicc from PyPI wheels pinned by sha256 (examples/llama-cpp-cuda/cuda_toolchain.py), run with
+ggml's CMake flags; each writes a cubin and its `ptxas -v` report. Every figure asserted is
+read back by a second tool on the same files (cuobjdump, and a regular expression on ptxas's
+report) or derived from the first judgement; none is written here. Outputs are cached under
+test-artifacts/cuda keyed by toolchain, source and flags: the first run compiles for about
+two minutes on two idle cores (195 s of CPU), later runs read the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import Project, qualify_proc
+from cuda_wheels import load_toolchain, wheel_tree
+from ggml_cuda import TOOLCHAINS, Build, compile_all, ggml_tree, sdist_path
+
+from qualify.compile.cubin import read_cubin
+from qualify.compile.ptxaslog import read_ptxas_log
+
+pytestmark = pytest.mark.slow
+PINNED, CANDIDATE = TOOLCHAINS
+Builds = dict[tuple[str, str], Build]
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[str, Path]:
+    return {version: wheel_tree(version) for version in TOOLCHAINS}
+
+
+@pytest.fixture(scope="module")
+def builds(trees: dict[str, Path]) -> Builds:
+    sdist = sdist_path()
+    if sdist is None:
+        pytest.skip("the llama-cpp-python 0.3.36 sdist is not in the nix store (`make example` adds it)")
+    return compile_all(ggml_tree(sdist), trees)
+
+
+def role_tree(root: Path, version: str, builds: Builds) -> Path:
+    """An out-path-like tree of one toolchain's outputs: lib/<stem>.cubin, share/<stem>.log."""
+    (root / "lib").mkdir(parents=True)
+    (root / "share").mkdir()
+    for (v, _), build in sorted(builds.items()):
+        if v == version:
+            shutil.copy(build.cubin, root / "lib" / f"{build.stem}.cubin")
+            shutil.copy(build.log, root / "share" / f"{build.stem}.log")
+    return root
+
+
+@dataclass
+class Judge:
+    """Runs `qualify run` on plans of one kernel-resources check, each in a project of its own."""
+
+    root: Path
+    made: int = 0
+
+    def __call__(self, pinned: Path, candidate: Path, limits: str = "") -> tuple[dict[str, Any], Path]:
+        self.made += 1
+        p = Project(self.root / f"proj{self.made}")
+        (p.root / "stages").mkdir(parents=True)
+        arms = f"""
+            plan = "stages"
+            [arms.pinned]
+            installable = ".#cuda13_0"
+            vars = {{ tree = "{pinned}" }}
+            [arms.cand]
+            installable = ".#cuda13_5"
+            vars = {{ tree = "{candidate}" }}
+            """
+        (p.root / "qualify.toml").write_text(textwrap.dedent(arms))
+        logs = ", ".join(f'"{{tree}}/share/{log.name}"' for log in sorted((pinned / "share").glob("*.log")))
+        p.stage(
+            "20-compile.toml",
+            f"""
+            [[check]]
+            kind = "kernel-resources"
+            name = "kernels"
+            root = "{{tree}}"
+            ptxas_logs = [{logs}]
+            host_patterns = []
+            require = ["cuda"]
+            {limits}
+            """,
+        )
+        proc = qualify_proc("run", "--candidate", "cand", "--project", str(p.root))
+        assert proc.returncode in (0, 1, 3), proc.stdout + proc.stderr
+        check = p.run_dirs()[0] / "20-compile" / "kernels"
+        return json.loads((check / "result.json").read_text()), check
+
+
+@dataclass
+class Judged:
+    judge: Judge
+    pinned: Path
+    candidate: Path
+    result: dict[str, Any]
+    table: pd.DataFrame
+
+
+@pytest.fixture(scope="module")
+def judged(builds: Builds, tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    """13.0.88's outputs as pinned, 13.5.37's as candidate, judged at the default limits."""
+    root = tmp_path_factory.mktemp("ggml-judged")
+    judge = Judge(root)
+    pinned = role_tree(root / "pinned", PINNED, builds)
+    candidate = role_tree(root / "candidate", CANDIDATE, builds)
+    result, check = judge(pinned, candidate)
+    return Judged(judge, pinned, candidate, result, pd.read_parquet(check / "diff.parquet"))
+
+
+def messages(result: dict[str, Any], verdict: str) -> list[str]:
+    return [f["message"] for f in result["findings"] if f["verdict"] == verdict]
+
+
+REPORT = re.compile(
+    r"Compiling entry function '(?P<name>[^']+)' for 'sm_90'\n"
+    r"ptxas info *: Function properties for (?P=name)\n"
+    r" +(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads\n"
+    r"ptxas info *: Used (\d+) registers"
+)
+
+
+def report_figures(log: Path) -> dict[str, tuple[int, int, int, int]]:
+    """(registers, stack frame, spill stores, spill loads) per entry as ptxas printed them, read
+    with a regular expression of its own (every entry of these sources has all four)."""
+    found = REPORT.findall(log.read_text())
+    return {
+        name: (int(regs), int(stack), int(stores), int(loads)) for name, stack, stores, loads, regs in found
+    }
+
+
+def cuobjdump_registers(tree: Path, cubin: Path) -> dict[str, int]:
+    """REG per function as the toolchain's own cuobjdump prints it."""
+    argv = [str(tree / "bin" / "cuobjdump"), "--dump-resource-usage", str(cubin)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return {name: int(count) for name, count in re.findall(r"Function (\S+):\n\s+REG:(\d+)", out)}
+
+
+def test_the_trees_are_the_pinned_ones(trees: dict[str, Path]) -> None:
+    toolchain = load_toolchain()
+    for version, tree in trees.items():
+        assert toolchain.check(version, tree) is None  # its NAR hash, computed here, is the pinned one
+        out = subprocess.run([str(tree / "bin" / "nvcc"), "--version"], capture_output=True, text=True)
+        assert f"V{version}" in out.stdout
+        assert not list(tree.rglob("libnvvm.so*")) and (tree / "nvvm" / "bin" / "cicc").is_file()
+        if shutil.which("nix-hash"):
+            argv = ["nix-hash", "--type", "sha256", "--base32", str(tree)]
+            nix = subprocess.run(argv, capture_output=True, text=True, check=True)
+            assert nix.stdout.strip() == toolchain.TOOLCHAINS[version].nar_sha256
+
+
+def test_cubins_reports_and_cuobjdump_agree_kernel_by_kernel(builds: Builds, trees: dict[str, Path]) -> None:
+    for (version, _), build in sorted(builds.items()):
+        kernels = {k.name: k for k in read_cubin(build.cubin.read_bytes(), str(build.cubin))}
+        usage = read_ptxas_log(build.log.read_text(), str(build.log))
+        report = report_figures(build.log)
+        tool = cuobjdump_registers(trees[version], build.cubin)
+        assert len(kernels) > 0, build
+        assert set(kernels) == set(report) == set(tool) == {n for (_, n), u in usage.items() if u.entry}
+        for name, kernel in kernels.items():
+            ptxas = usage[("sm_90", name)]
+            figures = (ptxas.registers, ptxas.stack_frame, ptxas.spill_stores, ptxas.spill_loads)
+            assert figures == report[name], (build, name)
+            assert kernel.registers == tool[name] == report[name][0] > 0, (build, name)
+            assert kernel.stack == report[name][1], (build, name)
+
+
+def test_the_candidate_is_judged_kernel_by_kernel(judged: Judged, builds: Builds) -> None:
+    result, table = judged.result, judged.table
+    counts = result["facts"]["counts"]
+    names = {k.name for p in (judged.pinned / "lib").iterdir() for k in read_cubin(p.read_bytes(), p.name)}
+    assert counts["pinned"]["cuda"] == counts["candidate"]["cuda"] == len(names) > 300
+    # Every kernel matched by name: one row each, with both sides' figures.
+    assert sorted(table["key"]) == sorted(names)
+    assert table["pinned_registers"].notna().all() and table["candidate_registers"].notna().all()
+    # The register changes the judgement lists are the ones ptxas reported for the two builds.
+    before: dict[str, tuple[int, int, int, int]] = {}
+    after: dict[str, tuple[int, int, int, int]] = {}
+    for (version, _), build in builds.items():
+        (before if version == PINNED else after).update(report_figures(build.log))
+    changed = {name for name in before if before[name][0] != after[name][0]}
+    listed = set(table.loc[table["reasons"].str.contains("registers"), "key"])
+    assert changed == listed and changed  # nvcc 13.5 allocates registers differently
+    # What 13.5 does to these kernels, as measured: some lose occupancy to registers (FAIL at
+    # the default max_occupancy_drop of 0), more grow registers in the same occupancy (WARN).
+    assert result["verdict"] == "FAIL"
+    failed = messages(result, "FAIL")
+    assert failed and all("mul_mat_vec_q" in m and "limited by registers" in m for m in failed)
+    assert any("registers" in m and "keeps occupancy" in m for m in messages(result, "WARN"))
+    # Spill bytes are ptxas's, per side; the one kernel that spills (an MMQ tile) spills alike
+    # in both builds, so no spill is a finding.
+    for side, figures in (("pinned", before), ("candidate", after)):
+        spills = dict(zip(table["key"], table[f"{side}_spill_store_bytes"], strict=True))
+        assert spills == {name: f[2] for name, f in figures.items()}, side
+    spilling = [name for name, f in before.items() if f[2]]
+    assert (
+        len(spilling) == 1 and "mul_mat_q" in spilling[0] and after[spilling[0]][2] == before[spilling[0]][2]
+    )
+    assert not table["reasons"].str.contains("spill").any()
+
+
+def test_the_occupancy_limit_passes_at_the_measured_drop_and_fails_below(judged: Judged) -> None:
+    table = judged.table
+    drops = dict(zip(table["key"], table["pinned_occupancy"] - table["candidate_occupancy"], strict=True))
+    worst = max(drops.values())
+    assert worst > 0
+    allowed, _ = judged.judge(judged.pinned, judged.candidate, f"limits = {{ max_occupancy_drop = {worst} }}")
+    assert allowed["verdict"] == "WARN", allowed["reason"]
+    tight, _ = judged.judge(
+        judged.pinned, judged.candidate, f"limits = {{ max_occupancy_drop = {worst - 1} }}"
+    )
+    assert tight["verdict"] == "FAIL"
+    named = {m.split(": ")[0].split()[-1] for m in messages(tight, "FAIL")}
+    assert named == {key for key, drop in drops.items() if drop == worst}
+
+
+def test_a_toolchain_that_cannot_compile_is_an_error_naming_the_file(
+    judged: Judged, builds: Builds, trees: dict[str, Path], tmp_path: Path
+) -> None:
+    candidate = tmp_path / "candidate"
+    shutil.copytree(judged.candidate, candidate)
+    stem = "fattn-vec-instance-f16-f16"
+    (candidate / "lib" / f"{stem}.cubin").unlink()
+    source = next(b.source for b in builds.values() if b.stem == stem)
+    argv = [str(trees[CANDIDATE] / "bin" / "nvcc"), "--no-such-flag", "-cubin", "-arch=sm_90", str(source)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    assert proc.returncode != 0 and "--no-such-flag" in proc.stderr
+    (candidate / "share" / f"{stem}.log").write_text(proc.stdout + proc.stderr)
+    result, _ = judged.judge(judged.pinned, candidate)
+    assert result["verdict"] == "ERROR"
+    # The measurement's error is the reason (today by way of the harness's crash report).
+    assert any(
+        f"candidate/share/{stem}.log" in text for text in [result["reason"], *messages(result, "ERROR")]
+    )
