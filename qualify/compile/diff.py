@@ -2,9 +2,10 @@
 
 Contract of `diff(pinned, candidate, limits)`: both sides are the per-family tables of
 `qualify.compile.scan`. GPU kernels are matched by (target processor or sm, name with `.kd` and
-`.intern.<hash>` stripped), host kernels by their folded name. A kernel present several times
-on one side (template instances in several translation units, a kernel linked into two
-libraries) is compared by its worst copy per figure, and its copy count is kept. Occupancy
+`.intern.<hash>` stripped; CUDA names with nvcc's translation-unit hashes and CCCL's versioned
+namespaces folded, `qualify.compile.cudanames`), host kernels by their folded name. A kernel
+present several times on one side (template instances in several translation units, a kernel
+linked into two libraries) is compared by its worst copy per figure, and its copy count is kept. Occupancy
 comes from `qualify.compile.occupancy` for both sides alike, never from a compiler.
 
 Each result carries a severity and the reasons for it:
@@ -31,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from qualify.compile.cudanames import match_key
 from qualify.compile.occupancy import amd_occupancy, cuda_occupancy
 
 SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
@@ -154,6 +156,7 @@ def aggregate(family: str, table: pd.DataFrame, limits: Limits) -> dict[tuple[st
         else:
             target = row["target"]
             row["occupancy"], row["occupancy_limiter"] = _cuda_warps(row, limits.cuda_block_size)
+            row["key"] = match_key(row["key"])
         groups.setdefault((target, row["key"]), []).append(row)
     return {key: _worst(family, rows) for key, rows in groups.items()}
 
