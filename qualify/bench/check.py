@@ -45,6 +45,7 @@ def measure(ctx: CheckContext) -> None:
 def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], dict[str, tuple[str, bool]]]:
     values: dict[int, dict[str, tuple[float, ...]]] = defaultdict(dict)
     kinds: dict[str, tuple[str, bool]] = {}
+    discard = int(saved.spec.params.get("discard_reps") or 0)
     for role in ("pinned", "candidate"):
         path = saved.role_dir(role) / "samples.parquet"
         if not path.is_file():
@@ -53,7 +54,8 @@ def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], d
         if frame.empty:
             continue
         for (unit, test), group in frame.groupby(["unit", "test"], sort=False):
-            values[int(str(unit))][str(test)] = tuple(float(v) for v in group.sort_values("rep")["value"])
+            reps = group[group["rep"] >= discard].sort_values("rep")
+            values[int(str(unit))][str(test)] = tuple(float(v) for v in reps["value"])
             kinds.setdefault(
                 str(test), (str(group["unit_name"].iloc[0]), bool(group["higher_is_better"].iloc[0]))
             )

@@ -66,9 +66,20 @@ KIND = CheckKind(
             "budget_s", "number", None, help="stop adding pairs when the next would pass this many seconds"
         ),
         Param("warmup", "boolean", True, help="one thrown-away unit per role first"),
+        Param(
+            "discard_reps",
+            "integer",
+            0,
+            help="repetitions left out at the start of every unit (saved, not analysed)",
+        ),
         Param("allow_config_diff", "strings", [], help="llama-bench fields allowed to differ between roles"),
     ),
     needs_pinned=lambda _spec: "it compares the candidate's throughput with pinned's, pair by pair",
+    invalid=lambda spec: (
+        f"discard_reps = {spec.params['discard_reps']}: give 0 or more repetitions to leave out"
+        if int(spec.params.get("discard_reps") or 0) < 0
+        else None
+    ),
     verdict_rules=(
         "per test FASTER / SLOWER / NO CHANGE / INCONCLUSIVE / INVALID on the candidate/pinned ratio; "
         "FAIL on a significant slowdown beyond speed_margin, a candidate crash, or no pairs; ERROR on "
@@ -76,4 +87,5 @@ KIND = CheckKind(
         "INCONCLUSIVE if any test is; WARN on a slowdown within the margin; PASS otherwise"
     ),
     limits=("speed_margin", "max_unit_cv"),
+    judge_params=("discard_reps",),
 )

@@ -124,7 +124,10 @@ class Schedule:
             self.engine[role].update(test.engine)
             if phase != "pair":
                 continue  # warm-up values are thrown away (kept only in the unit's output file)
-            self.values.setdefault(index, {})[test.label] = test.values
+            # Every repetition is saved; the first `discard_reps` of each unit are left out of
+            # the analysis (a GPU's first repetition can run at its idle clock).
+            discard = int(self.params.get("discard_reps") or 0)
+            self.values.setdefault(index, {})[test.label] = test.values[discard:]
             for rep, value in enumerate(test.values):
                 self.rows[role].append(
                     {

@@ -179,6 +179,9 @@ class CheckKind:
     #: Why these parameters cannot be measured or judged soundly (None when they can); the
     #: plan is refused before anything runs.
     invalid: Callable[[CheckSpec], str | None] = lambda _spec: None
+    #: Parameters that only the judgement reads (which saved samples it analyses): a rejudge
+    #: takes them, like the limits, from the current plan.
+    judge_params: tuple[str, ...] = ()
     #: Where `measure` and `judge` come from. A stage declares its kind without it (the
     #: declaration stays light) and `qualify.kinds` binds it with `implemented_by`.
     implementation: Implementation | None = None

@@ -103,7 +103,7 @@ def report(
 
     run = _open(project, runs_dir, run_id)
     if rejudge:
-        changes = rejudge_with_project_plan(run)
+        changes = rejudge_with_project_plan(run, project)
         for change in changes:
             where = escape(f"{change.stage}/{change.check}")
             Console().print(f"{where}: {badge(change.before)} → {badge(change.after)}")

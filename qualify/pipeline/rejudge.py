@@ -15,7 +15,7 @@ shows them as they ran).
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +43,25 @@ class Change:
     after: str
     limits_before: dict[str, float]
     limits_after: dict[str, float]
+    #: The kind's judgement-only parameters (`CheckKind.judge_params`) that the plan changed.
+    params_before: dict[str, Any] = field(default_factory=dict)
+    params_after: dict[str, Any] = field(default_factory=dict)
 
 
-def rejudge_with_project_plan(run: RunDir) -> list[Change]:
+def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Change]:
     """`rejudge` with the current plan of the project the run was made from (its saved root),
-    resolved with the run's profile."""
+    resolved with the run's profile. A run moved to another machine (a run directory copied from
+    a GPU host) is re-decided with the plan of `here`, the project the command was given."""
     saved = run.read()
     root = saved.get("project", {}).get("root")
     if not root or not Path(root, "qualify.toml").is_file():
-        raise QualifyError(
-            f"run {run.run_id}: its project {root or '(not recorded)'} has no qualify.toml any more",
-            "rejudge needs the plan whose limits it applies",
-        )
+        if here is None or not (here / "qualify.toml").is_file():
+            raise QualifyError(
+                f"run {run.run_id}: its project {root or '(not recorded)'} has no qualify.toml here",
+                "run it from the project's directory (or give -C PROJECT): rejudge needs the plan "
+                "whose limits it applies",
+            )
+        root = str(here)
     plan = load_plan(load_config(Path(root)).plan_dir, profile=saved.get("profile"))
     return rejudge(run, plan)
 
@@ -78,7 +85,10 @@ def rejudge(run: RunDir, plan: Plan) -> list[Change]:
                 change = _rejudge_check(folder / check["name"], current.get((entry["name"], check["name"])))
                 if change is not None:
                     changes.append(change)
-                    check.update(verdict=change.after, reason=_reason(folder / check["name"]))
+                    check.update(verdict=change.after)
+                if (folder / check["name"] / RESULT).is_file():
+                    # The same verdict can come with other figures: the reason always follows.
+                    check.update(reason=_reason(folder / check["name"]))
             verdicts = [Verdict(c["verdict"]) for c in record["checks"]]
             verdict = stage_verdict(verdicts, inconclusive_as_warn=record.get("inconclusive") == "warn")
             if verdict.value != record.get("verdict"):
@@ -116,13 +126,18 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
     result = read_json(result_path)
     saved_spec = result.get("spec") or {}
     limits_before = dict(saved_spec.get("limits") or {})
-    limits_after = (
-        dict(now.limits) if now is not None and now.kind == saved_spec.get("kind") else limits_before
-    )
+    same_kind = now is not None and now.kind == saved_spec.get("kind")
+    limits_after = dict(now.limits) if now is not None and same_kind else limits_before
+    params = dict(saved_spec.get("params") or {})
+    kind = kind_named(saved_spec.get("kind", result.get("kind", "")), str(result_path))
+    params_before = {n: params.get(n) for n in kind.judge_params}
+    if now is not None and same_kind:
+        params.update({n: now.params[n] for n in kind.judge_params if n in now.params})
+    params_after = {n: params.get(n) for n in kind.judge_params}
     spec = CheckSpec(
         name=saved_spec.get("name", check_dir.name),
         kind=saved_spec.get("kind", result.get("kind", "")),
-        params=dict(saved_spec.get("params") or {}),
+        params=params,
         limits=limits_after,
         roles=tuple(result.get("roles", {})),
         timeout_s=saved_spec.get("timeout_s"),
@@ -130,7 +145,6 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         description=saved_spec.get("description", ""),
         vars=dict(saved_spec.get("vars") or {}),
     )
-    kind = kind_named(spec.kind, str(result_path))
     if result.get("crashed"):
         judgement = crashed(str(result["crashed"]))  # new limits cannot mend a crashed measurement
     else:
@@ -139,10 +153,11 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         shutil.copyfile(result_path, check_dir / MEASURED)
     updated: dict[str, Any] = {k: v for k, v in result.items() if k != "schema_version"}
     updated.update(judgement.as_json())
-    updated["spec"] = {**saved_spec, "limits": limits_after}
+    updated["spec"] = {**saved_spec, "limits": limits_after, "params": params}
     updated["rejudged_at"] = now_iso()
     write_json(result_path, updated)
-    if judgement.verdict.value == result.get("verdict") and limits_after == limits_before:
+    unchanged = limits_after == limits_before and params_after == params_before
+    if judgement.verdict.value == result.get("verdict") and unchanged:
         return None
     return Change(
         stage=str(result.get("stage", "")),
@@ -151,4 +166,6 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         after=judgement.verdict.value,
         limits_before=limits_before,
         limits_after=limits_after,
+        params_before={k: v for k, v in params_before.items() if params_after.get(k) != v},
+        params_after={k: v for k, v in params_after.items() if params_before.get(k) != v},
     )
