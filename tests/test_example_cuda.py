@@ -96,7 +96,10 @@ def test_each_arm_holds_its_own_cuda_in_its_build_closure() -> None:
     for attr in ("default", "cuda135", "reference"):
         drv = subprocess.run(
             ["nix", "eval", "--raw", f"path:{EXAMPLE}#{attr}.drvPath"],
-            capture_output=True, text=True, env=env, check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
         ).stdout
         closure = subprocess.run(
             ["nix-store", "-qR", drv], capture_output=True, text=True, env=env, check=True

@@ -12,7 +12,8 @@ first() { for f in "$@"; do [ -e "$f" ] && { echo "$f"; return 0; }; done; retur
 cuda_args=""
 cuda_flags=""
 if [ -n "$cuda" ]; then
-  # cuBLAS and libcuda from the host (see flake.nix): the toolkit's own directories first, then
+  # cuBLAS and libcuda from the host (see flake.nix), its headers from the toolchain (the host's
+  # include directory would mix its own CUDA's headers in): the toolkit's directories first, then
   # the wheels of a Python environment, then the system's.
   roots="/usr/local/cuda /usr/local/cuda-13 /usr/local/cuda-13.0 /opt/cuda"
   sites=$(ls -d /opt/torch/.venv/lib/python3*/site-packages /usr/local/lib/python3*/dist-packages \
@@ -28,7 +29,7 @@ if [ -n "$cuda" ]; then
   done
   libdirs="$libdirs /usr/lib/x86_64-linux-gnu"; incdirs="$incdirs /usr/include"
   cublas_lib=""; for d in $libdirs; do [ -e "$d/libcublas.so.13" ] && { cublas_lib=$d; break; }; done
-  cublas_inc=""; for d in $incdirs "$cuda/include"; do [ -e "$d/cublas_v2.h" ] && { cublas_inc=$d; break; }; done
+  cublas_inc=""; for d in "$cuda/include" $incdirs; do [ -e "$d/cublas_v2.h" ] && { cublas_inc=$d; break; }; done
   libcuda=""
   for r in $roots; do
     libcuda=$(first "$r/lib64/stubs/libcuda.so" "$r/lib/stubs/libcuda.so" \
@@ -47,6 +48,8 @@ if [ -n "$cuda" ]; then
     ls "$cublas_lib"/libcublas.so.* 2>/dev/null | head -3
   } > "$out/share/host-cuda.txt"
   "$cuda/bin/nvcc" --version > "$out/share/nvcc-version"
+  # nvcc.profile links from lib64/, the wheels' layout has lib/ (libcudart_static.a among them).
+  export NVCC_APPEND_FLAGS="-L$cuda/lib"
   # -Xptxas=-v: ptxas reports every kernel's registers, stack frame and spills into the build
   # log, kept as share/ptxas.log for the compile stage.
   cuda_flags="-Xptxas=-v -I$cublas_inc"

@@ -15,9 +15,10 @@ Left out: libnvvm.so (63-75 MB; nvcc runs cicc, which does not load it), the whe
 its headers (ggml's CUDA sources include cublas_v2.h; no kernel calls cuBLAS).
 
 The tree is deterministic: files in sorted order, modes 0755/0644 from the wheels' executable
-bits, every mtime 1 (the store's), lib/libcudart.so a symlink to the versioned library and
-lib64 to lib (as in a CUDA install; nvcc 13.0 links from lib64), and WHEELS listing what it was
-made of (written last). Its NAR hash is pinned here, and a tree that has it is reused as it is;
+bits, every mtime 1 (the store's), lib/libcudart.so a symlink to the versioned library, and
+WHEELS listing what it was made of (written last). There is no lib64: nvcc's nvcc.profile links
+programs from lib64, so a link step needs `-L DEST/lib` (NVCC_APPEND_FLAGS does it for every
+call); compiling to cubins, objects and PTX needs nothing. Its NAR hash is pinned here, and a tree that has it is reused as it is;
 add it to the store as a fixed-output path with
 
     nix-store --add-fixed --recursive sha256 DEST
@@ -77,7 +78,7 @@ CUDA_13_0 = Toolchain(
         nvidia-cublas          13.1.0.3    ee8722c1f0145ab246bccb9e452153b5e0515fd094c3678df50b2a0888b8b171
         """
     ),
-    nar_sha256="0zirgpk7khm33j033yl9g45hmlisl6ylkijnax4nbwpm44pw8l12",
+    nar_sha256="0jp5vqnm1xck8pyw6awjajg85kc9g9z883h0m9sk953hz4xm7izr",
 )
 
 # CUDA 13.5: every wheel of the release (one upload date) at its own version; CCCL now has its
@@ -94,7 +95,7 @@ CUDA_13_5 = Toolchain(
         nvidia-cublas          13.10.0.20  dcc6d63884c53d07e267ce7e6feac17b2538cebaafec5db865736c3e28e4dc84
         """
     ),
-    nar_sha256="0aybzqkh4dqdd2ghyflrpl6cvjif1r0f57ny9fwjk5p178s8x19v",
+    nar_sha256="028zn6h7dwzs0vnhpcfmyxxvq0w182s49lzpzky3dlfibrvdx56d",
 )
 
 TOOLCHAINS: dict[str, Toolchain] = {"13.0.88": CUDA_13_0, "13.5.37": CUDA_13_5}
@@ -214,8 +215,6 @@ def unpack(version: str, wheels: list[Path], tree: Path) -> None:
         versioned = sorted(lib.glob("libcudart.so.*"))
         if versioned:
             (lib / "libcudart.so").symlink_to(versioned[-1].name)
-    if not (tree / "lib64").exists():  # nvcc 13.0's nvcc.profile links from lib64, as installed
-        (tree / "lib64").symlink_to("lib")
     (tree / _MANIFEST).write_text(manifest(version))
     (tree / _MANIFEST).chmod(0o644)
     for item in [*sorted(tree.rglob("*"), reverse=True), tree]:

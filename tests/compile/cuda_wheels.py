@@ -8,6 +8,7 @@ the tree; a test skips only when no tree is there and PyPI cannot be reached.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -60,5 +61,14 @@ def wheel_tree(version: str) -> Path:
 
 
 def find_nvcc() -> str:
-    """nvcc on PATH, else the pinned toolchain's (13.0.88) from the wheel tree."""
-    return shutil.which("nvcc") or str(wheel_tree(load_toolchain().PINNED) / "bin" / "nvcc")
+    """nvcc on PATH, else the pinned toolchain's (13.0.88) from the wheel tree.
+
+    The tree has lib/ where nvcc.profile links from lib64/ (as the example's flake builds
+    them): nvcc takes `-L tree/lib` from NVCC_APPEND_FLAGS for the tests that link programs.
+    """
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    tree = wheel_tree(load_toolchain().PINNED)
+    os.environ["NVCC_APPEND_FLAGS"] = f"-L{tree / 'lib'}"
+    return str(tree / "bin" / "nvcc")

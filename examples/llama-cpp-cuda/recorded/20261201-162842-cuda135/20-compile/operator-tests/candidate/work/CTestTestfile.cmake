@@ -1,0 +1,10 @@
+# operator tests of /nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36
+add_test(test-backend-ops-MUL_MAT "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "MUL_MAT" "-j" "8")
+add_test(test-backend-ops-MUL_MAT_ID "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "MUL_MAT_ID" "-j" "8")
+add_test(test-backend-ops-FLASH_ATTN_EXT "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "FLASH_ATTN_EXT" "-j" "8" "-p" "hsk=256")
+add_test(test-backend-ops-ROPE "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "ROPE" "-j" "8")
+add_test(test-backend-ops-SOFT_MAX "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "SOFT_MAX" "-j" "8")
+add_test(test-backend-ops-RMS_NORM "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "RMS_NORM" "-j" "8")
+add_test(test-backend-ops-GET_ROWS "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "GET_ROWS" "-j" "8")
+add_test(test-backend-ops-CPY "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "CPY" "-j" "8")
+add_test(test-backend-ops-ADD "/nix/store/hsliwd6cqp4simsql6w9hlgmn1jah8xr-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "ADD" "-j" "8")

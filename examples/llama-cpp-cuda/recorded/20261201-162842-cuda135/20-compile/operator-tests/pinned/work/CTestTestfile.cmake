@@ -1,0 +1,10 @@
+# operator tests of /nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36
+add_test(test-backend-ops-MUL_MAT "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "MUL_MAT" "-j" "8")
+add_test(test-backend-ops-MUL_MAT_ID "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "MUL_MAT_ID" "-j" "8")
+add_test(test-backend-ops-FLASH_ATTN_EXT "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "FLASH_ATTN_EXT" "-j" "8" "-p" "hsk=256")
+add_test(test-backend-ops-ROPE "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "ROPE" "-j" "8")
+add_test(test-backend-ops-SOFT_MAX "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "SOFT_MAX" "-j" "8")
+add_test(test-backend-ops-RMS_NORM "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "RMS_NORM" "-j" "8")
+add_test(test-backend-ops-GET_ROWS "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "GET_ROWS" "-j" "8")
+add_test(test-backend-ops-CPY "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "CPY" "-j" "8")
+add_test(test-backend-ops-ADD "/nix/store/75zxq2i43xg7fcxn5f53aai7jy42vl6g-llama-cpp-cuda-0.3.36/libexec/llama-tests/test-backend-ops" "-b" "CUDA0" "-o" "ADD" "-j" "8")
