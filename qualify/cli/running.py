@@ -127,7 +127,7 @@ def plan(
         print(json.dumps({**resolved.as_json(), "not_configured": list(resolved.not_configured())}, indent=2))
         return
     # Plain lines, not a table: long commands and globs stay whole and copyable at any width.
-    console.print(escape(plan_text(resolved)), highlight=False, soft_wrap=True)
+    console.print(plan_text(resolved), markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
 def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:

@@ -56,12 +56,6 @@ def free_port() -> int:
         return port
 
 
-#: Placeholders every command template may use, whatever the project defines.
-BUILTINS = (
-    "out", "bin", "arm", "role", "dir", "out_file", "run_dir", "port", "installable", "devshell", "project",
-)  # fmt: skip
-
-
 @dataclass
 class CheckContext:
     """Handed to `measure`: everything a check needs to run its roles."""

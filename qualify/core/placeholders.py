@@ -16,6 +16,12 @@ from qualify.core.tomlfile import suggest
 
 Value = str | int | float | bool | Sequence[str] | None
 
+#: Placeholders every command template may use, whatever the project defines (filled by
+#: `qualify.core.context.CheckContext.values`).
+BUILTINS = (
+    "out", "bin", "arm", "role", "dir", "out_file", "run_dir", "port", "installable", "devshell", "project",
+)  # fmt: skip
+
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
 
 

@@ -5,14 +5,17 @@ key, not a check ERROR after a long build."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
-from qualify.core.context import BUILTINS, RoleArm
 from qualify.core.errors import ConfigError, PlaceholderError
-from qualify.core.placeholders import placeholders_in, split
+from qualify.core.placeholders import BUILTINS, placeholders_in, split
 from qualify.core.tomlfile import suggest
 from qualify.pipeline.plan import Plan
+
+if TYPE_CHECKING:
+    from qualify.core.context import RoleArm
 
 
 def _templates(value: object) -> Iterable[str]:

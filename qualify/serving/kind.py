@@ -5,7 +5,7 @@ Measures: per role, the plan's `server` template (`{bin}/llama-server -m {model}
 127.0.0.1 --port {port} ...`) started on a free loopback port and waited on through `/health`
 (503 while loading) for `ready_timeout` seconds; `/props` is recorded (build, slots, context).
 The selected `suites` run in order (readiness, completion, streaming, chat, long-context,
-prefix-cache, tools, structured-output, sampling, concurrency; see `qualify.servingsuites_*`),
+prefix-cache, tools, structured-output, sampling, concurrency; see `qualify.serving.suites_*`),
 greedy (temperature 0, top-k 1, seed 42, no prompt cache) with the top `n_probs` log-probs; the
 cases are saved as the role's `cases.json`. With both servers up, `timing` request types are
 sent in interleaved pairs (`qualify.serving.timing`), saved as `timing.json`. Every server is
