@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -294,3 +295,19 @@ def test_a_slowdown_within_the_margin_is_rarely_called_a_regression(slower: floa
         regressions += outcome.finding == SLOWER and outcome.regression
     # 0.05 plus two Monte Carlo standard errors of a rate of 0.05 over 400 runs.
     assert regressions / runs <= 0.05 + 2 * (0.05 * 0.95 / runs) ** 0.5, regressions
+
+
+def test_a_slow_first_repetition_is_left_out_when_the_plan_says_so(tmp_path: Path) -> None:
+    """As on an H200 (examples/llama-cpp-cuda): each llama-bench process runs its first
+    repetition at about half speed, so every unit varies more than max_unit_cv, unless the
+    plan leaves that repetition out. The saved repetitions are the same either way."""
+    rng = np.random.default_rng(3)
+    pairs = [tuple([50.0, *list(100 * (1 + rng.normal(0, 0.004, 4)))] for _ in range(2)) for _ in range(12)]
+    saved = saved_check(tmp_path, {"pp512": pairs}, looks=[9, 16], limits={"max_unit_cv": 0.1})
+    assert bench.judge(saved).facts["tests"]["pp512"]["finding"] == "INVALID"
+    kept = SavedCheck(
+        saved.folder, replace(saved.spec, params={**saved.spec.params, "discard_reps": 1}), saved.roles
+    )
+    judgement = bench.judge(kept)
+    assert judgement.facts["tests"]["pp512"]["finding"] == NO_CHANGE, judgement.reason
+    assert judgement.verdict is Verdict.PASS
