@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from conftest import Project, command_stage, qualify_proc
 
@@ -100,3 +101,15 @@ def test_override_input_as_nix_spells_it(project: Callable[..., Project]) -> Non
     assert json.loads((run / "run.json").read_text())["options"]["override_inputs"] == [
         ["nixpkgs", "path:/x"]
     ]
+
+
+def test_a_host_label_is_kept_with_the_run_and_named_in_its_reports(project: Callable[..., Project]) -> None:
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "true"))
+    where = ("--project", str(p.root))
+    done = qualify_proc("run", "--candidate", "cand", "--host-label", "gfx1151-runner-3", "--json", *where)
+    run_dir = Path(json.loads(done.stdout)["run_dir"])
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["provenance"]["host"]["label"] == "gfx1151-runner-3"
+    assert "**gfx1151-runner-3**" in (run_dir / "summary.md").read_text()
+    assert "<strong>gfx1151-runner-3</strong>" in (run_dir / "report.html").read_text()

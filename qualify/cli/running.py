@@ -54,6 +54,14 @@ def run(
             metavar="NAME=FLAKEREF", help="Replace a flake input for the candidate only (repeatable)."
         ),
     ] = None,
+    host_label: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LABEL",
+            envvar="QUALIFY_HOST_LABEL",
+            help="What this host is called (a CI runner label), kept with the run and shown in reports.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
@@ -76,6 +84,7 @@ def run(
         runs_dir,
         allow_dirty,
         parse_overrides(override_input or []),
+        host_label,
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)

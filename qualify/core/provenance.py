@@ -194,9 +194,9 @@ def gpu_processes(exclude: set[int] | None = None) -> list[dict[str, Any]]:
     return holders
 
 
-def collect(root: Path) -> dict[str, Any]:
+def collect(root: Path, label: str | None = None) -> dict[str, Any]:
     return {
-        "host": host(),
+        "host": {**host(), "label": label},
         "git": git(root),
         "flake_lock": flake_lock(root),
         "tools": {"nix": tool_version(["nix", "--version"])},

@@ -67,6 +67,8 @@ class RunRequest:
     runs_dir: Path | None = None
     allow_dirty: bool = False
     override_inputs: tuple[tuple[str, str], ...] = ()
+    #: What the host's owners call it (a CI runner label, "strix-halo-3"), kept in provenance.
+    host_label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -371,7 +373,7 @@ def _new_run_document(
         "profile": plan.profile,
         "plan": plan.as_json(),
         "config": config.snapshot(),
-        "provenance": provenance.collect(config.root),
+        "provenance": provenance.collect(config.root, request.host_label),
         "timings": {},
         "options": {
             "allow_dirty": request.allow_dirty,
