@@ -15,6 +15,7 @@ from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
 from qualify.compile.diff import KernelDiff, Limits, diff
+from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables
 from qualify.core.context import CheckContext
@@ -51,9 +52,14 @@ def measure(ctx: CheckContext) -> None:
                 stack_usage=stack_usage,
                 ptxas_logs=logs,
             )
-        except (QualifyError, FileNotFoundError) as exc:
+        except (QualifyError, FileNotFoundError, PtxasLogError) as exc:
             message = exc.message if isinstance(exc, QualifyError) else str(exc)
-            hint = exc.hint if isinstance(exc, QualifyError) else "check the check's `root` parameter"
+            if isinstance(exc, QualifyError):
+                hint = exc.hint
+            elif isinstance(exc, PtxasLogError):
+                hint = "ptxas_logs must name the saved `ptxas -v` output of this build (nvcc -Xptxas -v)"
+            else:
+                hint = "check the check's `root` parameter"
             measurement["error"] = {"message": message, "hint": hint}
             ctx.save(role, measurement)
             continue
