@@ -131,7 +131,14 @@ def describe_gpu(gpu: dict[str, Any]) -> str:
             parts.append(f"VBIOS {gpu['vbios']}")
         return ", ".join(parts)
     card, vendor, device = gpu.get("card", "?"), gpu.get("vendor", "?"), gpu.get("device", "?")
-    return f"{card}: {vendor} {device} ({gpu.get('driver', '?')})"
+    line = f"{card}: {vendor} {device}" + (f" ({gpu['target']})" if gpu.get("target") else "")
+    line += f", driver {gpu.get('driver') or '?'}"
+    if gpu.get("vbios"):
+        line += f", VBIOS {gpu['vbios']}"
+    firmware = gpu.get("firmware") or {}
+    if firmware:
+        line += ", firmware " + " ".join(f"{k} {v}" for k, v in sorted(firmware.items()))
+    return line
 
 
 def gpus() -> list[dict[str, Any]]:
@@ -141,11 +148,13 @@ def gpus() -> list[dict[str, Any]]:
     return nvidia + [g for g in sysfs_gpus() if not (nvidia and g["vendor"] == "NVIDIA")]
 
 
-def sysfs_gpus() -> list[dict[str, Any]]:
-    """GPUs visible through sysfs (vendor, device id, driver), without vendor tools."""
+def sysfs_gpus(sys_root: Path = Path("/sys")) -> list[dict[str, Any]]:
+    """GPUs visible through sysfs (vendor, device id, driver, VBIOS), without vendor tools; for
+    AMD also the target (gfx1151) from the KFD topology and the firmware versions amdgpu lists."""
     vendors = {"0x1002": "AMD", "0x10de": "NVIDIA", "0x8086": "Intel"}
+    targets = _kfd_targets(sys_root)
     found = []
-    for card in sorted(Path("/sys/class/drm").glob("card[0-9]*")):
+    for card in sorted((sys_root / "class" / "drm").glob("card[0-9]*")):
         if "-" in card.name:
             continue  # connectors such as card0-DP-1
         device = card / "device"
@@ -153,16 +162,45 @@ def sysfs_gpus() -> list[dict[str, Any]]:
         if vendor is None:
             continue
         driver = device / "driver"
-        found.append(
-            {
-                "card": card.name,
-                "vendor": vendors.get(vendor, vendor),
-                "device": _read(str(device / "device")),
-                "driver": driver.resolve().name if driver.exists() else None,
-                "vbios": _read(str(device / "vbios_version")),
-            }
-        )
+        gpu: dict[str, Any] = {
+            "card": card.name,
+            "vendor": vendors.get(vendor, vendor),
+            "device": _read(str(device / "device")),
+            "driver": driver.resolve().name if driver.exists() else None,
+            "vbios": _read(str(device / "vbios_version")),
+        }
+        minors = [int(p.name[len("renderD") :]) for p in (device / "drm").glob("renderD[0-9]*")]
+        target = next((targets[m] for m in minors if m in targets), None)
+        if target:
+            gpu["target"] = target
+        firmware = {
+            f.name.removesuffix("_fw_version"): _read(str(f))
+            for f in sorted((device / "fw_version").glob("*_fw_version"))
+        }
+        if firmware:
+            gpu["firmware"] = firmware
+        found.append(gpu)
     return found
+
+
+def _kfd_targets(sys_root: Path) -> dict[int, str]:
+    """DRM render minor -> gfx target, from /sys/class/kfd/kfd/topology/nodes/*/properties.
+
+    `gfx_target_version` is major * 10000 + minor * 100 + stepping, the last two written in
+    hex in the target's name: 110501 is gfx1151, 90010 gfx90a. CPU nodes have 0.
+    """
+    targets = {}
+    for props in (sys_root / "class" / "kfd" / "kfd" / "topology" / "nodes").glob("*/properties"):
+        values = dict(
+            line.split(maxsplit=1) for line in (_read(str(props)) or "").splitlines() if " " in line
+        )
+        try:
+            version, minor = int(values.get("gfx_target_version", "0")), int(values["drm_render_minor"])
+        except (KeyError, ValueError):
+            continue
+        if version:
+            targets[minor] = f"gfx{version // 10000}{(version // 100) % 100:x}{version % 100:x}"
+    return targets
 
 
 _GPU_NODES = ("/dev/kfd", "/dev/dri/renderD", "/dev/nvidia")

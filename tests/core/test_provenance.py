@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qualify.core.provenance import describe_gpu, nvidia_gpus
+from qualify.core.provenance import _kfd_targets, describe_gpu, nvidia_gpus, sysfs_gpus
 
 RECORDED = (
     Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda" / "recorded" / "host" / "host.txt"
@@ -49,4 +49,45 @@ def test_no_driver_or_no_tool_is_no_gpu(tmp_path: Path) -> None:
 
 def test_a_sysfs_card_is_described_without_vendor_tools() -> None:
     card = {"card": "card0", "vendor": "AMD", "device": "0x1586", "driver": "amdgpu"}
-    assert describe_gpu(card) == "card0: AMD 0x1586 (amdgpu)"
+    assert describe_gpu(card) == "card0: AMD 0x1586, driver amdgpu"
+
+
+def test_an_amd_gpus_target_and_firmware_come_from_sysfs(tmp_path: Path) -> None:
+    """No AMD GPU exists here: a sysfs tree laid out as amdgpu and KFD lay it out stands in
+    (a Strix Halo iGPU, gfx1151, on render minor 128; a CPU node with target 0)."""
+    device = tmp_path / "devices" / "0000:c3:00.0"
+    (device / "drm" / "renderD128").mkdir(parents=True)
+    (device / "fw_version").mkdir()
+    (device / "vendor").write_text("0x1002\n")
+    (device / "device").write_text("0x1586\n")
+    (device / "vbios_version").write_text("113-STRXLGEN-001\n")
+    (device / "fw_version" / "mec_fw_version").write_text("0x0000001f\n")
+    (device / "fw_version" / "sos_fw_version").write_text("0x00480d66\n")
+    drm = tmp_path / "class" / "drm"
+    (drm / "card1").mkdir(parents=True)
+    (drm / "card1" / "device").symlink_to(device)
+    (drm / "card1-eDP-1").mkdir()
+    nodes = tmp_path / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for node, props in {
+        "0": "gfx_target_version 0\ndrm_render_minor 0\n",
+        "1": "cpu_cores_count 0\ngfx_target_version 110501\ndrm_render_minor 128\n",
+    }.items():
+        (nodes / node).mkdir(parents=True)
+        (nodes / node / "properties").write_text(props)
+    (gpu,) = sysfs_gpus(tmp_path)
+    assert (gpu["vendor"], gpu["target"], gpu["vbios"]) == ("AMD", "gfx1151", "113-STRXLGEN-001")
+    assert gpu["firmware"] == {"mec": "0x0000001f", "sos": "0x00480d66"}
+    assert describe_gpu(gpu) == (
+        "card1: AMD 0x1586 (gfx1151), driver ?, VBIOS 113-STRXLGEN-001, firmware mec 0x0000001f sos 0x00480d66"
+    )
+
+
+def test_kfd_target_versions_name_their_targets(tmp_path: Path) -> None:
+    nodes = tmp_path / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for minor, version in ((128, 90010), (129, 90402), (130, 100300), (131, 120001)):
+        (nodes / str(minor)).mkdir(parents=True)
+        (nodes / str(minor) / "properties").write_text(
+            f"gfx_target_version {version}\ndrm_render_minor {minor}\n"
+        )
+    assert sysfs_gpus(tmp_path) == []  # no DRM cards: targets alone name no GPU
+    assert _kfd_targets(tmp_path) == {128: "gfx90a", 129: "gfx942", 130: "gfx1030", 131: "gfx1201"}
