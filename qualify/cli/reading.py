@@ -55,7 +55,9 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
 
 @app.command()
 def show(
-    run_id: Annotated[str | None, typer.Argument(help="Run id or path (default: the latest).")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="RUN", help="Run id or path (default: the latest).")
+    ] = None,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
     as_json: JsonOpt = False,
@@ -89,7 +91,9 @@ def show(
 
 @app.command()
 def report(
-    run_id: Annotated[str | None, typer.Argument(help="Run id or path (default: the latest).")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="RUN", help="Run id or path (default: the latest).")
+    ] = None,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
     rejudge: Annotated[
@@ -119,7 +123,8 @@ def report(
 @app.command()
 def kernels(
     paths: Annotated[
-        list[Path], typer.Argument(help="A build's out path or binary; a second one to compare.")
+        list[Path],
+        typer.Argument(metavar="PATH", help="A build's out path or binary; a second one to compare."),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="JSON Lines: one object per kernel.")] = False,
     host_pattern: Annotated[
@@ -169,7 +174,9 @@ def doctor(as_json: JsonOpt = False) -> None:
 
 @app.command(name="kinds")
 def list_kinds(
-    name: Annotated[str | None, typer.Argument(help="One kind (default: every kind).")] = None,
+    name: Annotated[
+        str | None, typer.Argument(metavar="KIND", help="One kind (default: every kind).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout: one object per kind.")] = False,
 ) -> None:
     """Every check kind's parameters, defaults, limits and verdict rules."""
@@ -194,7 +201,7 @@ def list_kinds(
 
 @app.command()
 def init(
-    directory: Annotated[Path, typer.Argument(help="The project directory.")] = Path(),
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The project directory.")] = Path(),
     force: Annotated[bool, typer.Option(help="Overwrite an existing qualify.toml and stages/.")] = False,
 ) -> None:
     """Write a starting qualify.toml and copy the default plan into stages/."""
