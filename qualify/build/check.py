@@ -13,11 +13,12 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.build import flakeinputs, nix, toolchain
+from qualify.build import builders, flakeinputs, nix, toolchain
 from qualify.build.closure import diff_summary, store_name
 from qualify.build.internaljson import BuildLog
 from qualify.build.tables import (
     arms_table,
+    built_where_table,
     column,
     diff_table,
     inputs_table,
@@ -78,6 +79,9 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
         raise QualifyError("nix is not installed", "install nix (Debian: apt-get install nix-bin)")
     meta = nix.flake_metadata(ref, env, cwd=ctx.config.root)
     allow_dirty = bool(ctx.options.get("allow_dirty"))
+    nix_settings = builders.settings(ctx.spec.params, ctx.options.get("nix_options", []))
+    # Before any evaluation or build: a builder that is down fails here, by name.
+    builders.probe(builders.builder_uris(nix_settings.get("builders", "")), env)
     source = {
         "nix_version": version,
         "flake": ref,
@@ -89,6 +93,7 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
         "last_modified": meta.last_modified,
         "locks": meta.locks,
         "override_inputs": ctx.options.get("override_inputs", []),
+        "nix_options": nix_settings,
         "system": ctx.spec.params.get("system") or _system(),
         "refused": bool(meta.dirty) and not allow_dirty,
     }
@@ -118,6 +123,7 @@ def _refs(ctx: CheckContext, source: dict[str, Any]) -> dict[str, dict[str, Any]
         for option, value in (("--max-jobs", "max_jobs"), ("--cores", "cores")):
             if ctx.spec.params.get(value) is not None:
                 extra += [option, str(ctx.spec.params[value])]
+        extra += builders.option_args(source.get("nix_options") or {})
         refs[role] = {"ref": ref, "extra": extra, "from_project": ours, "argv": [ref, *extra]}
     return refs
 
@@ -202,7 +208,12 @@ def _build_role(
         "gcroot": str(out_link),
         "shared_build_with": shared_with["role"] if shared_with else None,
         "built": [
-            {"drv": b.drv, "seconds": None if b.seconds is None else round(b.seconds, 3), "failed": b.failed}
+            {
+                "drv": b.drv,
+                "seconds": None if b.seconds is None else round(b.seconds, 3),
+                "failed": b.failed,
+                "machine": b.machine,
+            }
             for b in result.log.built()
         ],
         "progress": list(result.log.progress) if result.log.progress else None,
@@ -315,6 +326,9 @@ def judge(saved: SavedCheck) -> Judgement:
         if not found[role]:
             findings.append(Finding(Verdict.WARN, "no toolchain component found in the build closure", role))
     tables = [arms_table(builds, saved)]
+    where = built_where_table(builds)
+    if where is not None:
+        tables.append(where)
     if (saved.folder / PLAN).is_file():
         tables.append(plan_table(read_json(saved.folder / PLAN)))
     if found:
@@ -330,6 +344,7 @@ def judge(saved: SavedCheck) -> Judgement:
                 "dirty",
                 "allow_dirty",
                 "override_inputs",
+                "nix_options",
             )
         }
     }

@@ -54,6 +54,8 @@ class DerivationBuild:
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     #: Nix's error for this derivation when its builder failed (it comes after the stop).
     failed: str | None = None
+    #: The remote builder that built it (its store URI, as nix names it); "" for this machine.
+    machine: str = ""
 
     @property
     def seconds(self) -> float | None:
@@ -83,7 +85,8 @@ class BuildLog:
             self._activity_type[ident] = kind if isinstance(kind, int) else -1
             fields = event.get("fields") or []
             if kind == ACT_BUILD and fields and isinstance(fields[0], str):
-                build = DerivationBuild(fields[0], at)
+                machine = fields[1] if len(fields) > 1 and isinstance(fields[1], str) else ""
+                build = DerivationBuild(fields[0], at, machine=machine)
                 self.builds[ident] = build
                 return build
             if kind in (ACT_SUBSTITUTE, ACT_COPY_PATH) and fields and isinstance(fields[0], str):

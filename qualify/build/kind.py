@@ -32,6 +32,13 @@ KIND = CheckKind(
         Param("single_version", "strings", None, help="components an arm may hold in one version"),
         Param("max_jobs", "integer", None, help="nix --max-jobs, the same for every arm"),
         Param("cores", "integer", None, help="nix --cores, the same for every arm"),
+        Param(
+            "builders",
+            "string",
+            None,
+            help="nix's builders setting (remote builders; max_jobs = 0 builds on them alone)",
+        ),
+        Param("builders_use_substitutes", "boolean", None, help="let remote builders substitute"),
         Param("system", "string", None, help="the system for input probes (default: this host's)"),
     ),
     verdict_rules=(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.build.closure import Package, diff_closures, diff_summary, package_of
+from qualify.build.closure import Package, diff_closures, diff_summary, package_of, store_name
 from qualify.checks.base import SavedCheck, TableData
 from qualify.core.runstore import read_json
 
@@ -105,6 +105,35 @@ def arms_table(builds: dict[str, dict[str, Any] | None], saved: SavedCheck) -> T
         "runtime closure",
     )
     return TableData("Arms", columns, tuple(rows))
+
+
+def built_where_table(builds: dict[str, dict[str, Any] | None]) -> TableData | None:
+    """Every derivation a role built: the machine that built it (a remote builder's store URI,
+    or this machine) and how long it took. None when nothing was built."""
+    rows = []
+    for role, m in builds.items():
+        for b in (m or {}).get("built", []):
+            if not isinstance(b, dict):
+                continue
+            seconds = b.get("seconds")
+            rows.append(
+                (
+                    role,
+                    store_name(str(b.get("drv", ""))).removesuffix(".drv"),
+                    b.get("machine") or "this machine",
+                    "—" if seconds is None else f"{seconds:.1f} s",
+                    "FAILED" if b.get("failed") else "ok",
+                )
+            )
+    if not rows:
+        return None
+    machines = sorted({str(r[2]) for r in rows})
+    return TableData(
+        f"Derivations built, and where ({', '.join(machines)})",
+        ("role", "derivation", "built on", "time", "result"),
+        tuple(rows),
+        collapsed=len(rows) > 20,
+    )
 
 
 def toolchain_table(found: dict[str, dict[str, list[str]]]) -> TableData:

@@ -127,14 +127,15 @@ def main() -> None:
 
 
 def nix_style_overrides(args: list[str]) -> list[str]:
-    """`--override-input NAME FLAKEREF`, as nix spells it, turned into the NAME=FLAKEREF form."""
+    """`--override-input NAME FLAKEREF` and `--nix-option NAME VALUE`, spelt as nix spells its
+    own (`--option NAME VALUE`), turned into the NAME=VALUE form."""
     out: list[str] = []
     i = 0
     while i < len(args):
         word = args[i]
         pair = args[i + 1 : i + 3]
         if (
-            word == "--override-input"
+            word in ("--override-input", "--nix-option")
             and len(pair) == 2
             and "=" not in pair[0]
             and not pair[1].startswith("-")

@@ -54,6 +54,13 @@ def run(
             metavar="NAME=FLAKEREF", help="Replace a flake input for the candidate only (repeatable)."
         ),
     ] = None,
+    nix_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=VALUE",
+            help="A nix setting for every nix build of the run, e.g. builders or max-jobs (repeatable).",
+        ),
+    ] = None,
     host_label: Annotated[
         str | None,
         typer.Option(
@@ -66,7 +73,7 @@ def run(
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
     from qualify.console import ConsoleEvents, badge
-    from qualify.pipeline.runner import RunRequest, execute, parse_overrides
+    from qualify.pipeline.runner import RunRequest, execute, parse_nix_options, parse_overrides
     from qualify.report.model import build_model
     from qualify.report.render import render
 
@@ -84,6 +91,7 @@ def run(
         runs_dir,
         allow_dirty,
         parse_overrides(override_input or []),
+        parse_nix_options(nix_option or []),
         host_label,
     )
     outcome = execute(request, ConsoleEvents(console))

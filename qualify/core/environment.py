@@ -25,6 +25,9 @@ ALLOWLIST = (
     "NIX_PATH",
     "NIX_REMOTE",
     "NIX_SSL_CERT_FILE",
+    # Remote builders: nix's ssh options and the ssh agent that holds the builder's key.
+    "NIX_SSHOPTS",
+    "SSH_AUTH_SOCK",
     "SSL_CERT_FILE",
     "XDG_CACHE_HOME",
     "XDG_RUNTIME_DIR",

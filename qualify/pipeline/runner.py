@@ -67,6 +67,8 @@ class RunRequest:
     runs_dir: Path | None = None
     allow_dirty: bool = False
     override_inputs: tuple[tuple[str, str], ...] = ()
+    #: nix settings for every nix call of the build stage (remote builders, max-jobs).
+    nix_options: tuple[tuple[str, str], ...] = ()
     #: What the host's owners call it (a CI runner label, "strix-halo-3"), kept in provenance.
     host_label: str | None = None
 
@@ -80,15 +82,21 @@ class RunOutcome:
 
 def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
     """`NAME=FLAKEREF` pairs from `--override-input`."""
+    return _pairs(values, "--override-input", "NAME=FLAKEREF", "nixpkgs-rocm10=github:me/nixpkgs/rocm-10.1")
+
+
+def parse_nix_options(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """`NAME=VALUE` pairs from `--nix-option` (the value may hold `=` and spaces)."""
+    return _pairs(values, "--nix-option", "NAME=VALUE", "'builders=ssh-ng://gpu-builder x86_64-linux'")
+
+
+def _pairs(values: list[str], flag: str, form: str, example: str) -> tuple[tuple[str, str], ...]:
     pairs = []
     for value in values:
-        name, sep, ref = value.partition("=")
-        if not sep or not name or not ref:
-            raise UsageError(
-                f"--override-input {value!r}: expected NAME=FLAKEREF",
-                "for example --override-input nixpkgs-rocm10=github:me/nixpkgs/rocm-10.1",
-            )
-        pairs.append((name, ref))
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise UsageError(f"{flag} {value!r}: expected {form}", f"for example {flag} {example}")
+        pairs.append((name, rest))
     return tuple(pairs)
 
 
@@ -148,6 +156,8 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 options["allow_dirty"] = True
             if request.override_inputs:
                 options["override_inputs"] = [list(o) for o in request.override_inputs]
+            if request.nix_options:
+                options["nix_options"] = [list(o) for o in request.nix_options]
             run.update(
                 status="running",
                 profile=plan.profile,
@@ -344,6 +354,7 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
         "no_gate": request.no_gate,
         "allow_dirty": request.allow_dirty,
         "override_inputs": [list(o) for o in request.override_inputs],
+        "nix_options": [list(o) for o in request.nix_options],
     }
 
 
@@ -378,6 +389,7 @@ def _new_run_document(
         "options": {
             "allow_dirty": request.allow_dirty,
             "override_inputs": [list(o) for o in request.override_inputs],
+            "nix_options": [list(o) for o in request.nix_options],
         },
         "invocations": [_invocation(request)],
     }
