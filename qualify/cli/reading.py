@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from qualify.checks import registry
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app
@@ -24,6 +23,8 @@ from qualify.cli.running import publish_for
 @app.command()
 def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the saved runs, oldest first."""
+    from rich.table import Table
+
     from qualify.console import badge
     from qualify.core.config import load_config
     from qualify.core.runstore import list_runs
@@ -63,6 +64,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a run's stage chain and its checks."""
+    from rich.table import Table
+
     from qualify.console import badge
     from qualify.report.model import build_model
 
@@ -153,6 +156,8 @@ def kernels(
 @app.command()
 def doctor(as_json: JsonOpt = False) -> None:
     """What this machine offers a qualification run (nix, compilers, GPUs, permissions)."""
+    from rich.table import Table
+
     from qualify.doctor import probes
 
     found = probes()
@@ -180,6 +185,8 @@ def list_kinds(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout: one object per kind.")] = False,
 ) -> None:
     """Every check kind's parameters, defaults, limits and verdict rules."""
+    from rich.table import Table
+
     from qualify.kinddocs import kind_json
 
     chosen = [registry.kind_named(name, "qualify kinds")] if name else list(registry.installed())
