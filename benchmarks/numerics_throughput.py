@@ -1,16 +1,19 @@
 """How fast the numerics stage reads llama.cpp logits files and computes per-token statistics.
 
-    python benchmarks/numerics_throughput.py [--chunks 6] [--ctx 128] [--vocab 262144]
+    python benchmarks/numerics_throughput.py [--chunks 6] [--ctx 128] [--vocab 262144] [--threads N]
 
 Writes three `--kl-divergence-base` files (reference, pinned, candidate) for a vocabulary of
 Gemma 3's size with the exact llama.cpp encoding, from seeded random logits whose candidate and
-pinned differ from the reference by small noise. Then prints, best of --repeat:
+pinned differ from the reference by small noise. Then prints, best of --repeat, in one run:
 - a plain numpy read of the three files (np.fromfile, summed so nothing is skipped): this
   machine's streaming bandwidth from the page cache, the ceiling for any reader;
 - `token_stats` over the three streams (every role's NLL, top-1, margins; KL for the reference
-  against each role and pinned against candidate), in tokens/s and bytes/s.
-Random logits put nearly every entry above llama-perplexity's −16-nat floor, the worst case
-for the KL (a real model leaves most of the vocabulary below it, so real files go faster).
+  against each role and pinned against candidate), in tokens/s, bytes/s and as a share of the
+  plain read;
+and each one's peak resident memory (VmHWM, reset before each; the plain read holds a whole file,
+token_stats about a chunk per file). token_stats' first call, which loads or compiles its loops,
+is timed apart. Random logits put a third of the vocabulary above llama-perplexity's −16-nat
+floor where a real model leaves about a tenth; the compiled loops take the same time either way.
 The figures are printed, never judged.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +43,30 @@ def _write(folder: Path, chunks: int, ctx: int, vocab: int, seed: int) -> dict[s
     return paths
 
 
-def _best(repeat: int, work: object) -> float:
-    assert callable(work)
+def _best(repeat: int, work: Callable[[], object]) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         work()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def _reset_peak() -> bool:
+    """Reset this process's peak resident memory (Linux: clear_refs 5); False where it cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def _memory_mib(field: str) -> float:
+    """VmHWM (peak) or VmRSS (now) of this process, MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def main() -> None:
@@ -57,6 +77,7 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=128, help="context per chunk, as -c (default 128)")
     parser.add_argument("--vocab", type=int, default=262_144, help="vocabulary (default: Gemma 3's)")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes (default 3)")
+    parser.add_argument("--threads", type=int, help="token_stats' threads (default: every core)")
     parser.add_argument("--workdir", type=Path, help="where the files go (default: a temporary dir)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -71,17 +92,30 @@ def main() -> None:
                 float(np.fromfile(path, dtype=np.uint16).sum(dtype=np.uint64))
 
         def qualify_stats() -> None:
-            token_stats({role: LlamaLogitsFile(path) for role, path in paths.items()})
+            token_stats({role: LlamaLogitsFile(path) for role, path in paths.items()}, threads=args.threads)
 
         plain()  # warm the page cache so both sides read from memory
+        start = time.perf_counter()
+        qualify_stats()  # loads (or compiles, in a fresh tree) the compiled loops
+        t_first = time.perf_counter() - start
+        peaks = _reset_peak()
+        rss = _memory_mib("VmRSS")
         t_plain = _best(args.repeat, plain)
+        rss_plain = _memory_mib("VmHWM")
+        _reset_peak()
         t_stats = _best(args.repeat, qualify_stats)
-        print(f"3 files, {total / 2**20:.0f} MiB, vocab {args.vocab}, {tokens} scored tokens per role")
-        print(f"  plain numpy read   {t_plain:7.3f} s  {total / t_plain / 2**20:8.1f} MiB/s")
+        rss_stats = _memory_mib("VmHWM")
+        mib = total / 2**20
+        print(f"3 files, {mib:.0f} MiB, vocab {args.vocab}, {tokens} scored tokens per role")
+        print(f"  resident memory before either: {rss:.0f} MiB; peak resident memory of each below")
+        if not peaks:
+            print("  (the peak could not be reset: both peaks are the whole run's)")
+        print(f"  plain numpy read   {t_plain:7.3f} s  {mib / t_plain:8.1f} MiB/s  peak {rss_plain:6.0f} MiB")
         print(
-            f"  token_stats        {t_stats:7.3f} s  {total / t_stats / 2**20:8.1f} MiB/s"
+            f"  token_stats        {t_stats:7.3f} s  {mib / t_stats:8.1f} MiB/s  peak {rss_stats:6.0f} MiB"
             f"  {tokens / t_stats:8.1f} tokens/s (per role, 3 roles, 3 pairs)"
         )
+        print(f"  token_stats / plain read: {t_plain / t_stats:.2f}; first call {t_first:.2f} s")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,11 @@ writer ``perplexity`` 455-530, reader ``kl_divergence`` 1675-1745; upstream aba3
 same layout (numerics.md §1.1). Builds from before May 2026 (#23496/#23623) computed record
 offsets in 32-bit int and wrote corrupt files once ``n_ctx*nv >= 2**31``.
 
+The file is mapped, never read whole: a chunk's rows are decoded a block at a time
+(``DenseChunk.logprobs``) or handed out still encoded (``DenseChunk.encoded``, views of the
+mapping), and once ``chunks()`` moves past a chunk its pages leave the process's memory (the page
+cache keeps them), so resident memory stays at about a chunk per file however long the file.
+
 Errors name the file and, where it applies, the byte offset or chunk, and say the likely cause:
 a size that does not match the header (truncated, appended, or an old build's 32-bit overflow),
 a bad magic or header field, token ids outside the vocabulary, and (checked as each chunk is
@@ -28,14 +33,16 @@ opened) a row whose scale or minimum the encoder cannot produce.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import mmap
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from qualify.numerics.stream import F64, DenseChunk, LogprobFileError, LogprobStream
+from qualify.numerics.stream import F64, U16, DenseChunk, LogprobChunk, LogprobFileError, LogprobStream
 
 LLAMA_MAGIC = b"_logits_"
 LLAMA_HEADER_BYTES = 20
@@ -102,15 +109,36 @@ class LlamaLogitsFile(LogprobStream):
                 n_chunk, n_ctx
             )
         self._check_tokens()
-        # Records are 4-byte aligned (2*nv bytes each, nv even), so one structured dtype maps them.
-        self._records: np.memmap[Any, np.dtype[np.void]] | None = None
+        # Records are 4-byte aligned (2*nv bytes each, nv even), so one structured dtype maps them,
+        # and plain uint16 words map the same bytes for the encoded rows.
+        self._map: mmap.mmap | None = None
+        self._records: npt.NDArray[np.void] | None = None
+        self._words: U16 | None = None
         if n_chunk:
-            offset = LLAMA_HEADER_BYTES + 4 * n_chunk * n_ctx
-            self._records = np.memmap(self.path, _llama_dtype(n_vocab), "r", offset, (n_chunk, self.n_rows))
+            try:
+                with self.path.open("rb") as f:
+                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except OSError as e:
+                raise LogprobFileError(f"{self.path}: cannot map: {e.strerror}") from e
+            rows, width = n_chunk * self.n_rows, llama_row_width(n_vocab)
+            data0 = self._data_offset
+            self._records = np.frombuffer(self._map, _llama_dtype(n_vocab), rows, data0).reshape(
+                n_chunk, self.n_rows
+            )
+            self._words = np.frombuffer(self._map, "<u2", rows * width, data0).reshape(
+                n_chunk, self.n_rows, width
+            )
+
+    @property
+    def _data_offset(self) -> int:
+        return LLAMA_HEADER_BYTES + 4 * self.n_chunk * self.n_ctx
+
+    @property
+    def _record_bytes(self) -> int:
+        return 2 * self.n_rows * llama_row_width(self.n_vocab)
 
     def _size_message(self, size: int, expected: int) -> str:
-        data0 = LLAMA_HEADER_BYTES + 4 * self.n_chunk * self.n_ctx
-        record = 2 * self.n_rows * llama_row_width(self.n_vocab)
+        data0, record = self._data_offset, self._record_bytes
         shape = f"n_ctx={self.n_ctx}, n_vocab={self.n_vocab}, n_chunk={self.n_chunk}"
         if size < expected:
             whole = max(0, (size - data0) // record)
@@ -150,7 +178,7 @@ class LlamaLogitsFile(LogprobStream):
         if bad.size:
             j = int(bad[0])
             row_bytes = 2 * llama_row_width(self.n_vocab)
-            offset = LLAMA_HEADER_BYTES + 4 * self.n_chunk * self.n_ctx + (k * self.n_rows + j) * row_bytes
+            offset = self._data_offset + (k * self.n_rows + j) * row_bytes
             raise LogprobFileError(
                 f"{self.path}: chunk {k}, row {j} (offset {offset}): scale {float(scale[j])} and "
                 f"min_log_prob {float(min_lp[j])} cannot come from llama-perplexity "
@@ -158,10 +186,27 @@ class LlamaLogitsFile(LogprobStream):
                 hint="the file is corrupt",
             )
 
+    def chunks(self) -> Iterator[LogprobChunk]:
+        """The chunks in order; a chunk's pages are let go when the next one is asked for."""
+        for k in range(self.n_chunk):
+            yield self.chunk(k)
+            self._release(k)
+
+    def _release(self, k: int) -> None:
+        """Drop chunk k's pages from this process's memory (MADV_DONTNEED on a read-only file
+        mapping: the page cache keeps them, and a later read maps them again). The range starts
+        at chunk k-1: the kernel maps pages around a faulting one, some of them behind it."""
+        if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = self._data_offset + max(k - 1, 0) * self._record_bytes
+        stop = self._data_offset + (k + 1) * self._record_bytes
+        page = start - start % mmap.PAGESIZE
+        self._map.madvise(mmap.MADV_DONTNEED, page, stop - page)
+
     def chunk(self, k: int) -> DenseChunk:
-        if not 0 <= k < self.n_chunk or self._records is None:
+        if not 0 <= k < self.n_chunk or self._records is None or self._words is None:
             raise IndexError(f"{self.path}: chunk {k} out of range 0..{self.n_chunk - 1}")
-        rec = self._records[k]
+        rec, words = self._records[k], self._words[k]
         n_vocab = self.n_vocab
         self._check_rows(k, rec)
 
@@ -174,7 +219,13 @@ class LlamaLogitsFile(LogprobStream):
         def floor(start: int, stop: int) -> F64:
             return np.asarray(rec[start:stop]["min_lp"], np.float64)
 
-        return DenseChunk(k, self.tokens[k], self.first, n_vocab, self.n_rows, decode, floor)
+        def encoded(start: int, stop: int) -> U16:
+            rows: U16 = words[start:stop]
+            return rows
+
+        # The encoded rows are read as native uint16 and float32 (little-endian, like the file).
+        native = encoded if sys.byteorder == "little" else None
+        return DenseChunk(k, self.tokens[k], self.first, n_vocab, self.n_rows, decode, floor, native)
 
 
 def encode_llama_rows(logits: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.void]:

@@ -1,12 +1,13 @@
 """Per-token log-probability artifacts, streamed chunk by chunk: the shapes every reader yields.
 
-Every format holds the same thing: for each chunk of ``n_ctx`` tokens, the model's distribution
-at positions ``first .. n_ctx-2`` (``n_rows = n_ctx - 1 - first`` rows), row ``j`` predicting
-token ``tokens[first + j + 1]``. Every reader validates what it can before the first chunk is
-read, and yields chunks whose rows are decoded on demand (a block of rows at a time), so only the
-rows being worked on are ever in memory. The readers: ``qualify.numerics.llamalogits`` (llama.cpp's
-``--kl-divergence-base`` files) and ``qualify.numerics.formats`` (qualify's own formats, and
-``open_stream`` for any of them).
+Every format holds the same thing: for each chunk of ``n_ctx`` tokens, the model's distribution at
+positions ``first .. n_ctx-2`` (``n_rows = n_ctx - 1 - first`` rows), row ``j`` predicting token
+``tokens[first + j + 1]``. Every reader validates what it can before the first chunk is read, and
+yields chunks whose rows are decoded on demand (a block of rows at a time), so only the rows being
+worked on are ever in memory. A llama.cpp file's chunks also hand out their rows still encoded
+(``DenseChunk.encoded``), which ``qualify.numerics.tokenstats`` reduces without decoding. The
+readers: ``qualify.numerics.llamalogits`` (llama.cpp's ``--kl-divergence-base`` files) and
+``qualify.numerics.formats`` (qualify's own formats, and ``open_stream`` for any of them).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from qualify.core.errors import QualifyError
 
 F64 = npt.NDArray[np.float64]
 I32 = npt.NDArray[np.int32]
+U16 = npt.NDArray[np.uint16]
 
 
 class LogprobFileError(QualifyError):
@@ -41,6 +43,10 @@ class DenseChunk:
     n_rows: int
     decode: Callable[[int, int], F64]  # rows [start, stop) -> float64 [stop - start, n_vocab]
     floor: Callable[[int, int], F64] | None = None  # lowest representable log-prob per row
+    #: Rows [start, stop) as llama.cpp stores them, without decoding: uint16 words
+    #: [stop - start, 2*ceil(n_vocab/2) + 4], each row's float32 scale and min_log_prob in its
+    #: first four words, then the codes q (log p = scale*q + min_log_prob). None for other formats.
+    encoded: Callable[[int, int], U16] | None = None
 
     @property
     def targets(self) -> I32:

@@ -1,11 +1,14 @@
-"""Per-token statistics between roles' log-prob streams (reference, pinned, candidate), in float64.
+"""Per-token statistics between roles' log-prob streams (reference, pinned, candidate).
 
-Contract: ``token_stats`` walks the streams in lockstep, one chunk at a time and, within a chunk,
-a block of rows at a time (``block_bytes`` bounds the decoded rows held at once), so memory does
-not grow with the number of chunks. All streams must score the same tokens: same ``n_ctx``,
-``first`` and vocabulary, and identical token windows, else ``StreamMismatch`` names the first
-difference (chunk, position, the two ids). It returns per-token vectors (``TokenStats``), grouped
-by chunk through ``offsets``.
+Contract: ``token_stats`` walks the streams in lockstep, one chunk at a time, so memory does not
+grow with the number of chunks. Where every role is a llama.cpp file, ``qualify.numerics.encoded``
+reduces a chunk's uint16 codes as they are, on ``threads`` cores, at about the speed the files can
+be read; otherwise (other formats, or a row of NaN/Inf) ``qualify.numerics.decoded`` decodes the
+rows to float64 a block at a time (``block_bytes`` bounds the decoded rows held at once). Both
+give the same vectors, the KL to float64 rounding. All streams must score the same tokens: same
+``n_ctx``, ``first`` and vocabulary, and identical token windows, else ``StreamMismatch`` names
+the first difference (chunk, position, the two ids). It returns per-token vectors
+(``TokenStats``), grouped by chunk through ``offsets``.
 
 Definitions, for a pair (base B, other Q) and a scored token with target y; b and q are B's
 and Q's log-probs (llama-perplexity's ``--kl-divergence``, tools/perplexity/perplexity.cpp
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -46,6 +50,8 @@ import numpy as np
 import numpy.typing as npt
 
 from qualify.core.errors import QualifyError
+from qualify.numerics.decoded import decoded_stats
+from qualify.numerics.encoded import default_threads, encoded_stats
 from qualify.numerics.stream import DenseChunk, LogprobChunk
 
 F64 = npt.NDArray[np.float64]
@@ -55,7 +61,6 @@ Bools = npt.NDArray[np.bool_]
 ROLE_REFERENCE = "reference"
 LLAMA_KL_FLOOR = -16.0
 DEFAULT_FLIP_MARGIN = 0.1  # nats
-TAIL_EPS = 1e-6  # tail masses of top-K rows below this are float32 rounding (K log-probs summed)
 DEFAULT_BLOCK_BYTES = 64 * 2**20  # measured fastest for a 262 144 vocabulary (16 and 256 MiB are slower)
 
 
@@ -184,103 +189,6 @@ class TokenStats:
         )
 
 
-class _Rows:
-    """One role's rows [start, stop) of a chunk, dense or top-K, with the lookups the pairs need."""
-
-    def __init__(self, chunk: LogprobChunk, start: int, stop: int) -> None:
-        self.targets = chunk.targets[start:stop].astype(np.int64)
-        self.rix = np.arange(stop - start)
-        self.dense: F64 | None = None
-        self.floor: F64 | None = None
-        self.sources: list[tuple[I64, F64]] = []  # top-K: (ids, log-probs) pairs to look ids up in
-        if isinstance(chunk, DenseChunk):
-            self.dense = chunk.logprobs(start, stop)
-            self.floor = chunk.floors(start, stop)
-        else:
-            self.sources.append((chunk.ids[start:stop].astype(np.int64), chunk.logp[start:stop]))
-            self.sources.append((self.targets[:, None], chunk.target_logp[start:stop, None]))
-            if chunk.ref_ids is not None and chunk.logp_at_ref_ids is not None:
-                self.sources.append(
-                    (chunk.ref_ids[start:stop].astype(np.int64), chunk.logp_at_ref_ids[start:stop])
-                )
-
-    @property
-    def topk_ids(self) -> I64:
-        return self.sources[0][0]
-
-    def at(self, ids: I64) -> F64:
-        """Log-probs at ids [n, m] (one row of ids per row); NaN where a top-K row does not know."""
-        if self.dense is not None:
-            found: F64 = np.take_along_axis(self.dense, ids, axis=1)
-            return found
-        out = np.full(ids.shape, np.nan)
-        for own_ids, own_lp in self.sources:
-            eq = ids[:, :, None] == own_ids[:, None, :]
-            hit = eq.any(axis=2) & np.isnan(out)
-            out = np.where(hit, np.take_along_axis(own_lp, eq.argmax(axis=2), axis=1), out)
-        return out
-
-    def target_logp(self) -> F64:
-        return self.at(self.targets[:, None])[:, 0]
-
-    def top(self) -> tuple[I64, F64, F64]:
-        """Top-1 id, its log-prob, and the top-1 minus top-2 margin."""
-        if self.dense is not None:
-            # Not np.partition: decoded llama.cpp rows hold long runs of equal codes (the floor),
-            # on which its selection degrades by orders of magnitude. Mask the top-1 and take the max.
-            d = self.dense if self.dense.flags.writeable else self.dense.copy()
-            top1 = np.argmax(d, axis=1)
-            best = d[self.rix, top1]
-            d[self.rix, top1] = -np.inf
-            second = d.max(axis=1)
-            d[self.rix, top1] = best
-            return top1, best, best - second
-        ids, lp = self.sources[0]
-        return ids[:, 0], lp[:, 0], lp[:, 0] - lp[:, 1]
-
-    def nonfinite(self) -> I64:
-        arrays = [self.dense] if self.dense is not None else [lp for _, lp in self.sources]
-        count = np.zeros(len(self.rix), np.int64)
-        for a in arrays:
-            count += (~np.isfinite(a)).sum(axis=1)
-        return count
-
-    def target_at_floor(self) -> Bools:
-        if self.floor is None:
-            return np.zeros(len(self.rix), bool)
-        at: Bools = self.target_logp() <= self.floor
-        return at
-
-
-def _kld(base: _Rows, other: _Rows, kl_floor: float | None) -> F64:
-    if base.dense is not None and other.dense is not None:
-        b, q = base.dense, other.dense
-        # Gather the kept entries first: with the -16 floor they are a small share of a large
-        # vocabulary (7 % for Gemma 3), and exp() over the rest is most of the cost.
-        rows, cols = np.nonzero(b > kl_floor if kl_floor is not None else np.isfinite(b))
-        kept_b = b[rows, cols]
-        with np.errstate(invalid="ignore", over="ignore"):
-            terms = np.exp(kept_b) * (kept_b - q[rows, cols])
-        kld: F64 = np.bincount(rows, terms, len(b)).astype(np.float64)
-        return kld
-    # Coarse-grained lower bound over the ids both sides know plus one tail bucket.
-    ids = base.topk_ids if base.dense is None else other.topk_ids
-    lb, lq = base.at(ids), other.at(ids)
-    known = ~np.isnan(lb) & ~np.isnan(lq)
-    pb = np.where(known, np.exp(np.where(known, lb, 0.0)), 0.0)
-    pq = np.where(known, np.exp(np.where(known, lq, 0.0)), 0.0)
-    with np.errstate(invalid="ignore"):
-        body = np.where(known & (pb > 0), pb * (lb - lq), 0.0).sum(axis=1)
-    # Tail masses within float32 rounding of zero (TAIL_EPS) count as zero on the base side and
-    # as TAIL_EPS on the other: a larger t_Q only lowers the term, so the bound stays a bound.
-    tb = 1.0 - pb.sum(axis=1)
-    tb = np.where(tb > TAIL_EPS, tb, 0.0)
-    tq = np.maximum(1.0 - pq.sum(axis=1), TAIL_EPS)
-    tail = np.where(tb > 0, tb * (np.log(np.maximum(tb, TAIL_EPS)) - np.log(tq)), 0.0)
-    out: F64 = body + tail
-    return out
-
-
 def _check_same(chunks: Mapping[str, LogprobChunk], reference: str) -> None:
     ref = chunks[reference]
     for role, ch in chunks.items():
@@ -333,14 +241,17 @@ def token_stats(
     pairs: Sequence[tuple[str, str]] | None = None,
     kl_floor: float | None = LLAMA_KL_FLOOR,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    threads: int | None = None,
 ) -> TokenStats:
-    """Per-token vectors for every role and every pair (base, other) of ``pairs``."""
+    """Per-token vectors for every role and every pair (base, other) of ``pairs``; ``threads``
+    (default: every core this process may use) reduce llama.cpp files' chunks."""
     roles = tuple(streams)
     if reference not in roles:
         raise ValueError(f"no stream for the reference role {reference!r} among {roles}")
     pairs = list(pairs) if pairs is not None else default_pairs(roles, reference)
     if (reference, reference) in pairs or any(r not in roles for p in pairs for r in p):
         raise ValueError(f"pairs {pairs} name a role without a stream (roles: {roles})")
+    threads = threads or default_threads()
     role_parts: dict[str, dict[str, list[npt.NDArray[Any]]]] = {r: _parts(ROLE_FIELDS) for r in roles}
     pair_parts = {p: _parts(PAIR_FIELDS) for p in pairs}
     lower_bound = dict.fromkeys(pairs, False)
@@ -348,31 +259,32 @@ def token_stats(
     positions: list[I64] = [np.zeros(0, np.int64)]
     targets: list[I64] = [np.zeros(0, np.int64)]
     shape = (0, 0, 0)
-    for chunks in _lockstep(streams):
-        _check_same(chunks, reference)
-        ref = chunks[reference]
-        shape = (len(ref.tokens), ref.first, ref.n_vocab)
-        if ref.n_vocab < 2:
-            raise StreamMismatch(f"chunk {ref.index}: a vocabulary of {ref.n_vocab} has no top-2", ref.index)
-        chunk_index.append(ref.index)
-        positions.append(ref.first + np.arange(ref.n_rows, dtype=np.int64))
-        targets.append(ref.targets.astype(np.int64))
-        # Decoded rows are float64 [rows, n_vocab]; the KL needs a few temporaries of that size.
-        step = max(1, block_bytes // (8 * ref.n_vocab * (len(roles) + 4)))
-        for start in range(0, ref.n_rows, step):
-            rows = {r: _Rows(ch, start, min(start + step, ref.n_rows)) for r, ch in chunks.items()}
-            tops = {r: rv.top() for r, rv in rows.items()}
-            tlp = {r: rv.target_logp() for r, rv in rows.items()}
-            for r, rv in rows.items():
-                _add(role_parts[r], -tlp[r], tops[r][0], tops[r][2], rv.nonfinite(), rv.target_at_floor())
-            for a, b in pairs:
-                base, other = rows[a], rows[b]
-                btop, btop_lp, _ = tops[a]
-                lower_bound[(a, b)] |= base.dense is None or other.dense is None
-                same_top = btop == tops[b][0]
-                dp_target = np.exp(tlp[b]) - np.exp(tlp[a])
-                dp_top = np.exp(other.at(btop[:, None])[:, 0]) - np.exp(btop_lp)
-                _add(pair_parts[(a, b)], _kld(base, other, kl_floor), same_top, dp_target, dp_top)
+    with ThreadPoolExecutor(threads, thread_name_prefix="token-stats") as pool:  # threads start on use
+        for chunks in _lockstep(streams):
+            _check_same(chunks, reference)
+            ref = chunks[reference]
+            shape = (len(ref.tokens), ref.first, ref.n_vocab)
+            if ref.n_vocab < 2:
+                raise StreamMismatch(
+                    f"chunk {ref.index}: a vocabulary of {ref.n_vocab} has no top-2", ref.index
+                )
+            chunk_index.append(ref.index)
+            positions.append(ref.first + np.arange(ref.n_rows, dtype=np.int64))
+            targets.append(ref.targets.astype(np.int64))
+            encoded = {r: ch for r, ch in chunks.items() if isinstance(ch, DenseChunk) and ch.encoded}
+            got = (
+                encoded_stats(encoded, pairs, kl_floor, pool, threads)
+                if len(encoded) == len(chunks)
+                else None
+            )
+            role_values, pair_values = got or decoded_stats(chunks, pairs, kl_floor, block_bytes)
+            for r, values in role_values.items():
+                _add(role_parts[r], *values)
+            for (a, b), values in pair_values.items():
+                _add(pair_parts[(a, b)], *values)
+                lower_bound[(a, b)] |= not isinstance(chunks[a], DenseChunk) or not isinstance(
+                    chunks[b], DenseChunk
+                )
     sizes = [len(p) for p in positions]
     return TokenStats(
         reference=reference,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import re
 import shutil
 import subprocess
@@ -87,7 +88,8 @@ def test_llama_round_trip_within_half_a_code_step(tmp_path: Path, n_vocab: int) 
     assert raw[:8] == LLAMA_MAGIC
     f = LlamaLogitsFile(path)
     assert (f.n_ctx, f.n_vocab, f.n_chunk, f.first, f.n_rows) == (n_ctx, n_vocab, n_chunk, 4, 4)
-    assert isinstance(f._records, np.memmap)  # rows are mapped, not read
+    assert isinstance(f._map, mmap.mmap) and f._records is not None  # rows are mapped, not read
+    assert not f._records.flags.owndata and not f._records.flags.writeable
     np.testing.assert_array_equal(f.tokens, tokens)
     chunks = list(f.chunks())
     assert [c.index for c in chunks] == [0, 1, 2]
