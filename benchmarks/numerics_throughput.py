@@ -12,8 +12,8 @@ pinned differ from the reference by small noise. Then prints, best of --repeat, 
   plain read;
 and each one's peak resident memory (VmHWM, reset before each; the plain read holds a whole file,
 token_stats about a chunk per file). token_stats' first call, which loads or compiles its loops,
-is timed apart. Random logits put a third of the vocabulary above llama-perplexity's −16-nat
-floor where a real model leaves about a tenth; the compiled loops take the same time either way.
+is timed apart. Random logits put 38 % of the vocabulary above llama-perplexity's −16-nat
+floor where Gemma 3 leaves about 7 %; the compiled loops take the same time either way.
 The figures are printed, never judged.
 """
 
