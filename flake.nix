@@ -24,6 +24,7 @@
           typer
           rich
           numpy
+          numba
           packaging
           pandas
           pyarrow
