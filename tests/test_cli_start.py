@@ -1,6 +1,6 @@
 """The CLI starts without the heavy libraries: `qualify --version`, `--help`, `qualify plan` and
 `qualify kinds` read declarations only, and the stages' implementations (pandas, numpy,
-matplotlib, scipy, pyarrow, httpx) are imported when a check runs or is judged.
+matplotlib, scipy, pyarrow, httpx, numba) are imported when a check runs or is judged.
 
 Checked on what a real process has imported when the command returns, not on a time: a timed
 assertion fails on a busy machine; `benchmarks/cli_start.py` measures the time.
@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from conftest import PY, REPO
 
-HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "pyarrow", "httpx")
+HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "pyarrow", "httpx", "numba")
 
 # The console script's path (qualify.cli.main), then the names of what was imported, on stderr.
 PROBE = """
