@@ -94,13 +94,14 @@ def test_override_input_as_nix_spells_it(project: Callable[..., Project]) -> Non
     p = project()
     p.stage("20-compile.toml", command_stage("compile", "true"))
     done = qualify_proc(
-        "run", "--candidate", "cand", "--override-input", "nixpkgs", "path:/x", "--project", str(p.root)
-    )
+        "run", "--candidate", "cand", "--override-input", "nixpkgs", "path:/x",
+        "--nix-option", "builders-use-substitutes", "true", "--project", str(p.root),
+    )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     [run] = p.run_dirs()
-    assert json.loads((run / "run.json").read_text())["options"]["override_inputs"] == [
-        ["nixpkgs", "path:/x"]
-    ]
+    options = json.loads((run / "run.json").read_text())["options"]
+    assert options["override_inputs"] == [["nixpkgs", "path:/x"]]
+    assert options["nix_options"] == [["builders-use-substitutes", "true"]]
 
 
 def test_a_host_label_is_kept_with_the_run_and_named_in_its_reports(project: Callable[..., Project]) -> None:

@@ -18,8 +18,8 @@ The tree is deterministic: files in sorted order, modes 0755/0644 from the wheel
 bits, every mtime 1 (the store's), lib/libcudart.so a symlink to the versioned library, and
 WHEELS listing what it was made of (written last). There is no lib64: nvcc's nvcc.profile links
 programs from lib64, so a link step needs `-L DEST/lib` (NVCC_APPEND_FLAGS does it for every
-call); compiling to cubins, objects and PTX needs nothing. Its NAR hash is pinned here, and a tree that has it is reused as it is;
-add it to the store as a fixed-output path with
+call); compiling to cubins, objects and PTX needs nothing. Its NAR hash is pinned here, and a
+tree that has it is reused as it is; add it to the store as a fixed-output path with
 
     nix-store --add-fixed --recursive sha256 DEST
 

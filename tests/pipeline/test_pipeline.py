@@ -400,9 +400,23 @@ def test_rerun_records_new_build_options(project: Callable[..., Project]) -> Non
     p.stage("20-compile.toml", command_stage("compile", "true"))
     cli(p, "run", "--candidate", "cand")
     run = p.run_dirs()[0]
-    assert run_json(run)["options"] == {"allow_dirty": False, "override_inputs": []}
-    cli(p, "run", "--only", "compile", "--force", "--allow-dirty", "--override-input", "nixpkgs=path:/x")
+    assert run_json(run)["options"] == {"allow_dirty": False, "override_inputs": [], "nix_options": []}
+    cli(
+        p,
+        "run",
+        "--only",
+        "compile",
+        "--force",
+        "--allow-dirty",
+        "--override-input",
+        "nixpkgs=path:/x",
+        "--nix-option",
+        "max-jobs=0",
+    )
     options = run_json(run)["options"]
     assert options["allow_dirty"] is True and options["override_inputs"] == [["nixpkgs", "path:/x"]]
+    assert options["nix_options"] == [["max-jobs", "0"]]
     code, out = cli(p, "run", "--only", "compile", "--override-input", "broken")
     assert code == 4 and "expected NAME=FLAKEREF" in out
+    code, out = cli(p, "run", "--only", "compile", "--nix-option", "max-jobs")
+    assert code == 4 and "expected NAME=VALUE" in out
