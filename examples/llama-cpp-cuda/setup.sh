@@ -57,5 +57,6 @@ for version in 13.0.88 13.5.37; do
   else
     "$python" "$here/cuda_toolchain.py" "$version" "$work/$name"
     add_tree "$work/$name" "$name" "$hash"
+    rm -rf "${work:?}/$name"  # the store holds it now
   fi
 done
