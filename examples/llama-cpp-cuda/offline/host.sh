@@ -111,7 +111,6 @@ build cuda135 8 llama-cpp-src-0.3.36 cuda_nvcc-13.5.37
 built() { [ -f "$state/build-$1.rc" ] && [ "$(head -1 "$state/build-$1.rc")" = 0 ]; }
 if [ ! -f "$state/run.started" ] && built reference && built default && built cuda135 && [ -f "$model" ]; then
   date +%s > "$state/run.started"
-  dirty=()
   # The run reads a copy of the repository: the next step's transfer replaces this one. The
   # copy has no .git (nix then reads the flake as a plain path: a transferred checkout's git
   # index need not match its files).
@@ -120,9 +119,9 @@ if [ ! -f "$state/run.started" ] && built reference && built default && built cu
   tar -C "$repo" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$state/repo" -xf -
   export PYTHONPATH=$state/site:$state/repo
   setsid nohup bash -c "cd '$state/repo/examples/llama-cpp-cuda' && python3 -m qualify run --candidate cuda135 --profile quick \
-    --runs-dir '$state/runs' --json ${dirty[*]} $* > '$state/run.json' 2> '$state/run.log'; echo \$? > '$state/run.rc'" \
+    --runs-dir '$state/runs' --json $* > '$state/run.json' 2> '$state/run.log'; echo \$? > '$state/run.rc'" \
     < /dev/null > /dev/null 2>&1 &
-  log "qualify run started ${dirty[*]} $*"
+  log "qualify run started $*"
 fi
 
 # 7. wait for what runs, reporting every minute
