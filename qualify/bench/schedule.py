@@ -1,5 +1,9 @@
 """Running a bench check's units: warm-up, ABBA pairs, planned looks, a time budget.
 
+With more than one candidate role (a run set measures its members' bench once), each block
+runs pinned and every candidate in a Williams order (`qualify.bench.design`), and the schedule
+goes on while any candidate has a test undecided.
+
 Every unit is one run of the check's command for one role. Its output is kept under
 `<role>/units/`, its values go to `<role>/samples.parquet`, and the schedule (units in run
 order with timestamps, outcome and the machine's state before and after) to `schedule.json`,
@@ -15,15 +19,15 @@ import pandas as pd
 
 from qualify.bench import machine
 from qualify.bench.data import UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
+from qualify.bench.design import block_order, candidate_view, complete_pairs
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from
 from qualify.core import process
-from qualify.core.context import CheckContext, abba_order
+from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
 from qualify.core.runstore import now_iso, write_json, write_parquet
 from qualify.stats import abtests
 
-ROLES = ("pinned", "candidate")
 DEFAULT_MARGIN = 0.03
 
 
@@ -33,12 +37,14 @@ class Schedule:
     def __init__(self, ctx: CheckContext) -> None:
         self.ctx = ctx
         self.params = ctx.spec.params
+        #: pinned first, then the candidate roles (one in a run, a set's members in a set).
+        self.roles = ("pinned", *(r for r in ctx.roles if r not in ("pinned", "reference")))
         self.units: list[dict[str, Any]] = []
         self.values: dict[int, dict[str, tuple[float, ...]]] = {}
         self.kinds: dict[str, tuple[str, bool]] = {}
-        self.rows: dict[str, list[dict[str, Any]]] = {role: [] for role in ROLES}
-        self.configs: dict[str, dict[str, dict[str, Any]]] = {role: {} for role in ROLES}
-        self.engine: dict[str, dict[str, Any]] = {role: {} for role in ROLES}
+        self.rows: dict[str, list[dict[str, Any]]] = {role: [] for role in self.roles}
+        self.configs: dict[str, dict[str, dict[str, Any]]] = {role: {} for role in self.roles}
+        self.engine: dict[str, dict[str, Any]] = {role: {} for role in self.roles}
         self.baseline = machine.snapshot()
         self.plan: dict[str, Any] | None = None
         self.stop_reason = ""
@@ -160,12 +166,18 @@ class Schedule:
         }
 
     def pairs_done(self) -> int:
-        done = {u["pair"] for u in self.units if u["phase"] == "pair" and u["ok"]}
-        return sum(
-            1
-            for p in done
-            if sum(u["pair"] == p and u["ok"] for u in self.units if u["phase"] == "pair") == 2
-        )
+        return complete_pairs(self.units, self.roles)
+
+    def open_tests(self) -> list[str]:
+        """Tests still INCONCLUSIVE for some candidate at the current pairs ("role: test")."""
+        assert self.plan is not None
+        found = []
+        for role in self.roles[1:]:
+            series = series_from(candidate_view(self.units, role), self.values, self.kinds)
+            outcomes = evaluate(series, self.plan["looks"], self.plan["alpha"], self.plan["margin"])
+            prefix = f"{role}: " if len(self.roles) > 2 else ""
+            found += [prefix + o.label for o in outcomes if o.finding == INCONCLUSIVE]
+        return found
 
     def save(self) -> None:
         ctx = self.ctx
@@ -176,11 +188,13 @@ class Schedule:
                 "plan": self.plan,
                 "stop_reason": self.stop_reason,
                 "pairs": self.pairs_done(),
+                "roles": list(self.roles),
+                "design": "ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles",
                 "baseline_env": self.baseline,
                 "units": self.units,
             },
         )
-        for role in ROLES:
+        for role in self.roles:
             write_parquet(ctx.role_dir(role) / "samples.parquet", _frame(self.rows[role]))
             ctx.save(
                 role,
@@ -199,10 +213,11 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def run_schedule(ctx: CheckContext) -> None:
-    """Warm-up, then ABBA pairs until every test is decided at a planned look, the planned
-    maximum is reached, the time budget would be exceeded, or a unit crashes."""
+    """Warm-up, then blocks (ABBA pairs for one candidate) until every test of every candidate
+    is decided at a planned look, the planned maximum is reached, the time budget would be
+    exceeded, or a unit crashes."""
     schedule = Schedule(ctx)
-    if set(ctx.roles) != set(ROLES):
+    if "pinned" not in ctx.roles or len(schedule.roles) < 2 or "reference" in ctx.roles:
         schedule.stop_reason = f"a bench check compares pinned and candidate; roles {list(ctx.roles)}"
         schedule.units.append(
             {
@@ -217,7 +232,7 @@ def run_schedule(ctx: CheckContext) -> None:
         schedule.save()
         return
     if ctx.spec.params["warmup"]:
-        for role in ROLES:
+        for role in schedule.roles:
             ctx.advance(Progress(role))
             if not schedule.run_unit(role, "warmup", None):
                 schedule.stop_reason = f"the {role} warm-up unit failed"
@@ -231,9 +246,7 @@ def run_schedule(ctx: CheckContext) -> None:
             schedule.plan = schedule.make_plan()
         planned = schedule.plan["looks"] if schedule.plan else [1]
         if schedule.plan is not None and pair >= planned[look]:
-            series = series_from(schedule.units, schedule.values, schedule.kinds)
-            outcomes = evaluate(series, planned, schedule.plan["alpha"], schedule.plan["margin"])
-            open_tests = [o.label for o in outcomes if o.finding == INCONCLUSIVE]
+            open_tests = schedule.open_tests()
             if not open_tests:
                 schedule.stop_reason = f"every test decided at look {look + 1} of {len(planned)}"
                 break
@@ -248,13 +261,13 @@ def run_schedule(ctx: CheckContext) -> None:
             )
             continue
         durations = [u.get("duration_s", 0.0) for u in schedule.units if u["phase"] == "pair"]
-        per_pair = 2 * sum(durations) / len(durations) if durations else 0.0
+        per_pair = len(schedule.roles) * sum(durations) / len(durations) if durations else 0.0
         if budget is not None and pair and time.monotonic() - started + per_pair > float(budget):
             schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
             break
         pair += 1
         crashed = None
-        for role in abba_order(ROLES, pair)[pair - 1]:
+        for role in block_order(schedule.roles, pair):
             # Pairs planned so far: the current look's (unknown before the first unit's tests).
             ctx.advance(Progress(role, pair - 1, planned[look] if schedule.plan else None, "pairs"))
             if not schedule.run_unit(role, "pair", pair):

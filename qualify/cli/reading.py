@@ -70,7 +70,11 @@ def show(
     from qualify.report.model import build_model
 
     console = Console()
-    model = build_model(_open(project, runs_dir, run_id))
+    opened = _open(project, runs_dir, run_id)
+    if opened.read().get("kind") == "set":
+        _show_set(console, opened, as_json=as_json)
+        return
+    model = build_model(opened)
     if as_json:
         print(json.dumps(model.as_json(), indent=2, default=str))
         return
@@ -89,6 +93,31 @@ def show(
             table.add_row(stage.name, "", badge(stage.outcome), escape(stage.reason))
         for check in stage.checks:
             table.add_row(stage.name, check.name, badge(check.verdict), escape(check.reason))
+    console.print(table)
+
+
+def _show_set(console: Console, run: RunDir, *, as_json: bool) -> None:
+    """A run set as `show` prints it: the verdict, the controls, stages × members."""
+    from rich.table import Table
+
+    from qualify.console import badge
+    from qualify.report.matrix import build_set_model
+
+    model = build_set_model(run)
+    if as_json:
+        print(json.dumps(model.as_json(), indent=2, default=str))
+        return
+    console.print(f"run set {model.run_id}: {badge(model.verdict)}  ({model.status})")
+    console.print(escape(model.verdict_reason))
+    if model.controls_line:
+        console.print(escape(model.controls_line))
+    table = Table(title_justify="left")
+    table.add_column("stage")
+    for column in model.columns:
+        table.add_column(f"{escape(column.title)}\n[dim]{column.role}[/]")
+    for stage in model.stages:
+        table.add_row(stage, *(badge(model.cells[stage][c.key].outcome) for c in model.columns))
+    table.add_row("verdict", *(badge(c.verdict) for c in model.columns))
     console.print(table)
 
 
@@ -227,12 +256,23 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
     return {
         "run_id": entry.run_id,
         "path": str(entry.path),
-        "candidate": saved.get("roles", {}).get("candidate", {}).get("arm"),
+        "candidate": _candidates(saved),
         "profile": saved.get("profile"),
         "status": status,
         "verdict": saved.get("verdict"),
         "created_at": saved.get("created_at"),
     }
+
+
+def _candidates(saved: dict[str, Any]) -> str | None:
+    """The run's candidate arm; a run set's candidates, and how many controls ran with them."""
+    if saved.get("kind") != "set":
+        arm = saved.get("roles", {}).get("candidate", {}).get("arm")
+        return str(arm) if arm is not None else None
+    members = saved.get("members", [])
+    names = ", ".join(m["arm"] for m in members if m.get("role") == "candidate")
+    controls = sum(m.get("role") != "candidate" for m in members)
+    return names + (f" (+{controls} control{'s' if controls > 1 else ''})" if controls else "")
 
 
 def _open(project: Path, runs_dir: Path | None, run_id: str | None) -> RunDir:

@@ -21,7 +21,13 @@ if TYPE_CHECKING:
 
 @app.command()
 def run(
-    candidate: Annotated[str | None, typer.Option(metavar="ARM", help="The arm to qualify.")] = None,
+    candidate: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="ARM",
+            help="The arm to qualify (repeatable: several candidates, measured together, in one run set).",
+        ),
+    ] = None,
     pinned: Annotated[
         str | None, typer.Option(metavar="ARM", help="The arm it is compared with (default: the config's).")
     ] = None,
@@ -69,18 +75,21 @@ def run(
             help="What this host is called (a CI runner label), kept with the run and shown in reports.",
         ),
     ] = None,
+    no_controls: Annotated[
+        bool, typer.Option("--no-controls", help="Leave out the controls qualify.toml declares.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
     from qualify.console import ConsoleEvents, badge
     from qualify.pipeline.runner import RunRequest, execute, parse_nix_options, parse_overrides
-    from qualify.report.model import build_model
     from qualify.report.render import render
 
     console = Console(stderr=as_json)
+    candidates = tuple(candidate or ())
     request = RunRequest(
         project,
-        candidate,
+        candidates[0] if len(candidates) == 1 else None,
         pinned,
         profile,
         run_id,
@@ -93,20 +102,21 @@ def run(
         parse_overrides(override_input or []),
         parse_nix_options(nix_option or []),
         host_label,
+        candidates,
+        not no_controls,
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)
     publish_for(outcome.run, files.markdown, to_stderr=as_json)
     verdict = outcome.verdict.value if outcome.verdict else "INTERRUPTED"
     if as_json:
-        stages = {s.name: s.outcome for s in build_model(outcome.run).stages}
         document = {
             "run_id": outcome.run.run_id,
             "verdict": verdict,
             "exit_code": int(outcome.exit_code),
             "run_dir": str(outcome.run.path),
             "report": {k: str(v) for k, v in vars(files).items()},
-            "stages": stages,
+            **outcome_fields(outcome.run),
         }
         print(json.dumps(document, indent=2))
     console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
@@ -147,11 +157,39 @@ def plan(
     console.print(plan_text(resolved), markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
+def outcome_fields(run: RunDir) -> dict[str, object]:
+    """What `--json` adds for a run: its stages; for a run set, each member's verdict too."""
+    from qualify.report.matrix import build_set_model
+    from qualify.report.model import build_model
+
+    if run.read().get("kind") != "set":
+        return {"stages": {s.name: s.outcome for s in build_model(run).stages}}
+    model = build_set_model(run)
+    return {
+        "verdict_reason": model.verdict_reason,
+        "controls_behaved": run.read().get("controls_behaved"),
+        "members": [
+            {
+                "label": c.key,
+                "arm": c.arm,
+                "role": c.role,
+                "verdict": c.verdict,
+                "behaved": c.behaved,
+                "run_dir": str(run.path / c.key),
+                "stages": {s: model.cells[s][c.key].outcome for s in model.stages},
+            }
+            for c in model.columns
+        ],
+    }
+
+
 def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
     # Workflow commands go out unformatted (rich would wrap and colour them), on stdout unless
     # stdout carries JSON; the runner reads them from the step's whole output.
     from qualify.report.github import publish
+    from qualify.report.matrix import build_set_model
     from qualify.report.model import build_model
 
     stream = sys.stderr if to_stderr else sys.stdout
-    publish(build_model(run), summary, os.environ, lambda line: print(line, file=stream, flush=True))
+    model = build_set_model(run) if run.read().get("kind") == "set" else build_model(run)
+    publish(model, summary, os.environ, lambda line: print(line, file=stream, flush=True))

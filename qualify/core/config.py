@@ -42,6 +42,24 @@ class ArmSpec:
 
 
 @dataclass(frozen=True)
+class Controls:
+    """`[controls]`: arms run with every qualification to show the gates could tell.
+
+    A positive control (the pinned arm as a candidate, an A/A) must pass every stage; a
+    negative control must FAIL each stage named for it (a change the gate has to catch).
+    """
+
+    positive: tuple[str, ...] = ()
+    negative: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.positive or self.negative)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"positive": list(self.positive), "negative": {k: list(v) for k, v in self.negative.items()}}
+
+
+@dataclass(frozen=True)
 class ProjectConfig:
     """Everything `qualify.toml` says, resolved against the file's directory."""
 
@@ -55,6 +73,7 @@ class ProjectConfig:
     arms: dict[str, ArmSpec]
     vars: dict[str, VarValue]
     inherit_env: tuple[str, ...]
+    controls: Controls = field(default_factory=Controls)
 
     def arm(self, name: str, *, role: str) -> ArmSpec:
         if name not in self.arms:
@@ -78,6 +97,7 @@ class ProjectConfig:
             "reference": self.reference,
             "runs_dir": str(self.runs_dir),
             "inherit_env": list(self.inherit_env),
+            "controls": self.controls.as_json(),
             "vars": _jsonable(self.vars),
             "arms": {
                 name: {
@@ -111,7 +131,9 @@ def load_config(project: Path) -> ProjectConfig:
     path = find_config(project).resolve()
     doc = read_toml(path)
     top = Table(doc, doc.data)
-    top.reject_unknown(["flake", "plan", "pinned", "reference", "runs_dir", "arms", "vars", "inherit_env"])
+    top.reject_unknown(
+        ["flake", "plan", "pinned", "reference", "runs_dir", "arms", "vars", "inherit_env", "controls"]
+    )
     root = path.parent
     arms_table = top.table("arms", required=True)
     arms = {name: _load_arm(arms_table, name) for name in arms_table.data}
@@ -146,7 +168,42 @@ def load_config(project: Path) -> ProjectConfig:
         arms=arms,
         vars=load_vars(top.table("vars")),
         inherit_env=top.strings("inherit_env"),
+        controls=_load_controls(top.table("controls"), arms),
     )
+
+
+def _load_controls(table: Table, arms: dict[str, ArmSpec]) -> Controls:
+    """`[controls]`, with every arm named checked here (stage names are checked against the
+    plan when a run binds its members)."""
+    table.reject_unknown(["positive", "negative"])
+    positive = table.strings("positive")
+    for index, name in enumerate(positive):
+        if name not in arms:
+            raise table.doc.error(
+                (*table.key("positive"), index),
+                f"names no arm {name!r}{suggest(name, arms)}",
+                "arms defined: " + ", ".join(sorted(arms)),
+            )
+    if len(set(positive)) != len(positive):
+        raise table.error("positive", "names an arm twice")
+    negative_table = table.table("negative")
+    negative: dict[str, tuple[str, ...]] = {}
+    for name in negative_table.data:
+        if name not in arms:
+            raise negative_table.error(
+                name,
+                f"names no arm {name!r}{suggest(name, arms)}",
+                "arms defined: " + ", ".join(sorted(arms)),
+            )
+        stages = negative_table.strings(name)
+        if not stages:
+            raise negative_table.error(
+                name,
+                "a negative control needs the stages it must fail",
+                f'for example {name} = ["numerics"]',
+            )
+        negative[name] = stages
+    return Controls(positive, negative)
 
 
 def _load_arm(arms: Table, name: str) -> ArmSpec:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SCHEMA_VERSION = 1
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 def _current_umask() -> int:
@@ -214,7 +214,7 @@ def new_run(runs_dir: Path, candidate: str) -> RunDir:
     """A new run directory named `<UTC time>-<candidate>[-N]`, created atomically: two runs
     started in the same second get different folders (mkdir is the test, not a look first)."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", candidate)
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", candidate)
     base = f"{stamp}-{safe}"
     if runs_dir.exists() and not runs_dir.is_dir():
         raise RunStoreError(f"{runs_dir}: the runs directory is not a directory", "point runs_dir elsewhere")

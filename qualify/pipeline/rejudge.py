@@ -15,7 +15,7 @@ shows them as they ran).
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,25 @@ def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Cha
             )
         root = str(here)
     plan = load_plan(load_config(Path(root)).plan_dir, profile=saved.get("profile"))
+    if saved.get("kind") == "set":
+        return rejudge_set(run, plan)
     return rejudge(run, plan)
+
+
+def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
+    """Re-decide every member of a run set with its share of `plan`, then the set's verdict."""
+    from qualify.pipeline.members import Member, member_plan
+    from qualify.pipeline.runset import summarize_set
+
+    members = [Member.from_json(m) for m in run.read().get("members", [])]
+    changes: list[Change] = []
+    for m in members:
+        member = RunDir(run.path / m.label)
+        if member.run_json.is_file():
+            found = rejudge(member, member_plan(plan, m, members))
+            changes += [replace(c, stage=f"{m.label}/{c.stage}") for c in found]
+    summarize_set(run)
+    return changes
 
 
 def rejudge(run: RunDir, plan: Plan) -> list[Change]:

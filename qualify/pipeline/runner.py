@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qualify import __version__
+from qualify.checks.base import Measure
 from qualify.checks.registry import kind_named
 from qualify.core import provenance
 from qualify.core.config import ProjectConfig, load_config
@@ -71,6 +73,14 @@ class RunRequest:
     nix_options: tuple[tuple[str, str], ...] = ()
     #: What the host's owners call it (a CI runner label, "strix-halo-3"), kept in provenance.
     host_label: str | None = None
+    #: Every `--candidate` given (a run set when more than one, or when the project has controls).
+    candidates: tuple[str, ...] = ()
+    #: Run the project's `[controls]` with the candidates (`--no-controls` turns it off).
+    controls: bool = True
+
+    def __post_init__(self) -> None:
+        if self.candidate and not self.candidates:
+            object.__setattr__(self, "candidates", (self.candidate,))
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,8 @@ def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
 
 def execute(request: RunRequest, events: Events) -> RunOutcome:
     """Run (or resume, or partly rerun) a qualification; the run directory holds the result."""
+    from qualify.pipeline.runset import execute_set, is_set, wants_set
+
     if request.only and request.from_stage:
         raise UsageError("--only and --from cannot be combined", "pick one stage selection")
     config = load_config(request.project)
@@ -117,18 +129,22 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     if existing:
         run = open_run(runs_dir, request.run_id)
         saved = run.read()
-        candidate = request.candidate or saved["roles"]["candidate"]["arm"]
-        if candidate != saved["roles"]["candidate"]["arm"]:
+        if is_set(saved):
+            return execute_set(request, events, run)
+        candidate = request.candidates[0] if request.candidates else saved["roles"]["candidate"]["arm"]
+        if len(request.candidates) > 1 or candidate != saved["roles"]["candidate"]["arm"]:
             raise UsageError(
                 f"run {run.run_id} qualifies candidate {saved['roles']['candidate']['arm']!r}, "
-                f"not {candidate!r}",
+                f"not {', '.join(request.candidates)}",
                 "start a new run for another candidate (omit --run)",
             )
         profile = request.profile if request.profile is not None else saved.get("profile")
     else:
-        if not request.candidate:
+        if not request.candidates:
             raise UsageError("which arm is the candidate?", "pass --candidate ARM")
-        candidate = request.candidate
+        if wants_set(config, request):
+            return execute_set(request, events, None)
+        candidate = request.candidates[0]
         profile = request.profile
         run = None
     plan = load_plan(config.plan_dir, profile)
@@ -138,34 +154,15 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     require_nix(plan)
     saved_options = run.read().get("options", {}) if run is not None else {}
     allowed = request.allow_dirty or bool(saved_options.get("allow_dirty"))
-    if will_build(run, plan, _selected(plan, request)):
+    if will_build(run, plan, selected_stages(plan, request)):
         require_clean_tree(config, allowed)
     if run is None:
         run = new_run(runs_dir, candidate)
         with run.locked():
-            write_json(run.run_json, _new_run_document(run, config, plan, arms, request))
-    selected = _selected(plan, request)
+            write_json(run.run_json, new_run_document(run, config, plan, arms, request))
+    selected = selected_stages(plan, request)
     with run.locked():
-        if existing:
-            saved = run.read()
-            arms = _with_build_facts(arms, saved)
-            _check_same_roles(run, saved, arms)
-            # Build options given again on a rerun replace the saved ones; otherwise they stay.
-            options = dict(saved.get("options", {}))
-            if request.allow_dirty:
-                options["allow_dirty"] = True
-            if request.override_inputs:
-                options["override_inputs"] = [list(o) for o in request.override_inputs]
-            if request.nix_options:
-                options["nix_options"] = [list(o) for o in request.nix_options]
-            run.update(
-                status="running",
-                profile=plan.profile,
-                plan=plan.as_json(),
-                options=options,
-                invocations=[*saved.get("invocations", []), _invocation(request)],
-                config=config.snapshot(),
-            )
+        arms = refresh_saved_run(run, config, plan, arms, request, existing=bool(existing))
         # What a dead attempt left running is ended first (its watchers normally did already).
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")
@@ -182,15 +179,56 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             # Every exit path leaves the status saying what happened, never "running".
             run.update(status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
             raise
-        verdict, outcomes = summarize(run, plan)
-        run.update(
-            status="complete",
-            verdict=verdict.value,
-            exit_code=int(exit_code_for(verdict)),
-            stages={name: o.value for name, o in outcomes.items()},
-            finished_at=now_iso(),
-        )
+        verdict = finish_run(run, plan)
     return RunOutcome(run, verdict, exit_code_for(verdict))
+
+
+def refresh_saved_run(
+    run: RunDir,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    request: RunRequest,
+    *,
+    existing: bool,
+) -> dict[str, RoleArm]:
+    """A resumed or rerun run's roles with what its build learned, its options and invocations
+    brought up to date (the caller holds its lock)."""
+    if not existing:
+        return arms
+    saved = run.read()
+    arms = _with_build_facts(arms, saved)
+    _check_same_roles(run, saved, arms)
+    # Build options given again on a rerun replace the saved ones; otherwise they stay.
+    options = dict(saved.get("options", {}))
+    if request.allow_dirty:
+        options["allow_dirty"] = True
+    if request.override_inputs:
+        options["override_inputs"] = [list(o) for o in request.override_inputs]
+    if request.nix_options:
+        options["nix_options"] = [list(o) for o in request.nix_options]
+    run.update(
+        status="running",
+        profile=plan.profile,
+        plan=plan.as_json(),
+        options=options,
+        invocations=[*saved.get("invocations", []), _invocation(request)],
+        config=config.snapshot(),
+    )
+    return arms
+
+
+def finish_run(run: RunDir, plan: Plan) -> RunVerdict:
+    """The run's verdict from its saved stages, written to its run.json."""
+    verdict, outcomes = summarize(run, plan)
+    run.update(
+        status="complete",
+        verdict=verdict.value,
+        exit_code=int(exit_code_for(verdict)),
+        stages={name: o.value for name, o in outcomes.items()},
+        finished_at=now_iso(),
+    )
+    return verdict
 
 
 def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | None) -> dict[str, RoleArm]:
@@ -233,7 +271,7 @@ def _check_same_roles(run: RunDir, saved: dict[str, Any], arms: dict[str, RoleAr
             )
 
 
-def _selected(plan: Plan, request: RunRequest) -> set[str] | None:
+def selected_stages(plan: Plan, request: RunRequest) -> set[str] | None:
     """Stages to rerun explicitly (None: every stage that has no finished result yet)."""
     names = [s.name for s in plan.stages]
     if request.only:
@@ -253,24 +291,77 @@ def _run_stages(
     request: RunRequest,
     events: Events,
 ) -> None:
-    saved = run.read()
-    options = saved.get("options", {})
-    provenance_ = saved.get("provenance", {})
-    source = {
-        "git": provenance_.get("git"),
-        "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
-        "options": options,
-    }
-    runner = StageRunner(run, config, arms, events, plan.profile, options, source)
-    timings: dict[str, float] = dict(run.read().get("timings", {}))
-    blocked_by: tuple[str, str] | None = None
+    loop = StageLoop(run, config, arms, selected, request, events)
     for stage in plan.stages:
-        outcome = stage_outcome(run, stage)
+        loop.step(stage)
+
+
+class StageLoop:
+    """One run's stages, taken one at a time: kept, blocked by an earlier gate, or run.
+
+    A run set steps its members' loops stage by stage, so a candidate failing a gate stops its
+    own later stages while the others go on.
+    """
+
+    def __init__(
+        self,
+        run: RunDir,
+        config: ProjectConfig,
+        arms: dict[str, RoleArm],
+        selected: set[str] | None,
+        request: RunRequest,
+        events: Events,
+    ) -> None:
+        saved = run.read()
+        options = saved.get("options", {})
+        provenance_ = saved.get("provenance", {})
+        self.source = {
+            "git": provenance_.get("git"),
+            "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
+            "options": options,
+        }
+        self.run, self.config, self.selected, self.request, self.events = (
+            run,
+            config,
+            selected,
+            request,
+            events,
+        )
+        self.saved = saved
+        self.runner = StageRunner(run, config, arms, events, saved.get("profile"), options, self.source)
+        self.timings: dict[str, float] = dict(saved.get("timings", {}))
+        self.blocked_by: tuple[str, str] | None = None
+
+    def stage_hash(self, stage: StageSpec) -> str:
         builds = any(kind_named(c.kind, c.name).builds_arms for c in stage.checks)
-        stage_arms = dict(runner.arms) if builds else {r: runner.arms[r] for r in _stage_roles(stage)}
-        stage_hash = inputs_hash(stage.as_json(), stage_arms, config, source=source if builds else None)
-        wanted = selected is None or stage.name in selected
-        keep = _keep(run, stage, outcome, stage_hash, wanted, selected is None, request.force)
+        stage_arms = (
+            dict(self.runner.arms) if builds else {r: self.runner.arms[r] for r in _stage_roles(stage)}
+        )
+        return inputs_hash(stage.as_json(), stage_arms, self.config, source=self.source if builds else None)
+
+    def will_run(self, stage: StageSpec) -> bool:
+        """Whether `step` would measure this stage (not keep it, not block it)."""
+        outcome = stage_outcome(self.run, stage)
+        wanted = self.selected is None or stage.name in self.selected
+        keep = _keep(
+            self.run,
+            stage,
+            outcome,
+            self.stage_hash(stage),
+            wanted,
+            self.selected is None,
+            self.request.force,
+        )
+        return keep is None and (self.blocked_by is None or self.request.no_gate)
+
+    def step(self, stage: StageSpec, measured: Mapping[str, Measure] | None = None) -> Verdict | StageState:
+        """Keep, block or run `stage`; `measured` replaces the measurement of the checks it names
+        (a run set measures a bench once for all its members)."""
+        run, events, request = self.run, self.events, self.request
+        outcome = stage_outcome(run, stage)
+        stage_hash = self.stage_hash(stage)
+        wanted = self.selected is None or stage.name in self.selected
+        keep = _keep(run, stage, outcome, stage_hash, wanted, self.selected is None, request.force)
         if keep is not None:
             # A stale stage still gates by the verdict it had; the run verdict counts it STALE.
             outcome = saved_verdict_at(run, stage.folder)
@@ -278,26 +369,29 @@ def _run_stages(
             if stale:
                 keep = "STALE: kept, but its inputs changed since it ran; rerun it to qualify"
             events.stage_end(stage, StageState.STALE.value if stale else outcome.value, keep)
-        elif blocked_by is not None and not request.no_gate:
-            name, why = blocked_by
-            runner.blocked(stage, name, why)
+        elif self.blocked_by is not None and not request.no_gate:
+            name, why = self.blocked_by
+            self.runner.blocked(stage, name, why)
             events.stage_end(stage, StageState.BLOCKED.value, f"blocked by {name} ({why})")
             outcome = StageState.BLOCKED
         else:
-            ungated = blocked_by is not None
-            note = f"{blocked_by[0]} ({blocked_by[1]})" if blocked_by else None
+            ungated = self.blocked_by is not None
+            note = f"{self.blocked_by[0]} ({self.blocked_by[1]})" if self.blocked_by else None
             events.stage_start(stage, f"UNGATED: runs past {note}" if ungated else "")
             t0 = time.monotonic()
-            outcome = runner.execute(stage, stage_hash=stage_hash, ungated=ungated, gate_note=note)
-            timings[stage.name] = round(time.monotonic() - t0, 3)
-            run.update(timings=timings)
+            outcome = self.runner.execute(
+                stage, stage_hash=stage_hash, ungated=ungated, gate_note=note, measured=measured or {}
+            )
+            self.timings[stage.name] = round(time.monotonic() - t0, 3)
+            run.update(timings=self.timings)
             # A build stage records store paths; later stages fill {out} and {bin} from them.
-            runner.arms = _with_build_facts(dict(runner.arms), run.read())
+            self.runner.arms = _with_build_facts(dict(self.runner.arms), run.read())
             events.stage_end(stage, outcome.value, _saved_reason(run, stage))
         # FAIL, ERROR and INCONCLUSIVE gate; so does a stage that has no result (not run,
         # interrupted, itself blocked): nothing downstream may count on it.
-        if blocked_by is None and (outcome in GATE_BLOCKING or isinstance(outcome, StageState)):
-            blocked_by = (stage.name, outcome.value)
+        if self.blocked_by is None and (outcome in GATE_BLOCKING or isinstance(outcome, StageState)):
+            self.blocked_by = (stage.name, outcome.value)
+        return outcome
 
 
 def _keep(
@@ -347,6 +441,8 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
     return {
         "at": now_iso(),
         "candidate": request.candidate,
+        "candidates": list(request.candidates),
+        "controls": request.controls,
         "profile": request.profile,
         "only": request.only,
         "from": request.from_stage,
@@ -358,7 +454,7 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
     }
 
 
-def _new_run_document(
+def new_run_document(
     run: RunDir,
     config: ProjectConfig,
     plan: Plan,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualify.checks.base import CheckKind, Judgement, SavedCheck
+from qualify.checks.base import CheckKind, Judgement, Measure, SavedCheck
 from qualify.checks.registry import kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
@@ -145,7 +145,15 @@ class StageRunner:
             },
         )
 
-    def execute(self, stage: StageSpec, *, stage_hash: str, ungated: bool, gate_note: str | None) -> Verdict:
+    def execute(
+        self,
+        stage: StageSpec,
+        *,
+        stage_hash: str,
+        ungated: bool,
+        gate_note: str | None,
+        measured: Mapping[str, Measure] | None = None,
+    ) -> Verdict:
         folder = self.run.stage_dir(stage.folder)
         previous = self.run.move_to_attempts(stage.folder)
         attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
@@ -169,7 +177,9 @@ class StageRunner:
         start = time.monotonic()
         try:
             for spec in stage.checks:
-                judgement = self._check(stage, spec, folder, previous, ungated)
+                judgement = self._check(
+                    stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
+                )
                 record["checks"].append(
                     {
                         "name": spec.name,
@@ -198,7 +208,13 @@ class StageRunner:
         return verdict
 
     def _check(
-        self, stage: StageSpec, spec: CheckSpec, folder: Path, previous: Path | None, ungated: bool
+        self,
+        stage: StageSpec,
+        spec: CheckSpec,
+        folder: Path,
+        previous: Path | None,
+        ungated: bool,
+        measured: Measure | None = None,
     ) -> Judgement:
         check_dir = folder / spec.name
         kind = kind_named(spec.kind, str(stage.file))
@@ -232,7 +248,10 @@ class StageRunner:
         t0 = time.monotonic()
         crash: str | None = None
         try:
-            kind.measure(ctx)
+            if measured is not None:
+                measured(ctx)  # measured with other runs (a run set's bench): this fills its folder
+            else:
+                kind.measure(ctx)
         except QualifyError as exc:
             crash = str(exc).replace("\n", " — ")
         except Exception as exc:  # a harness bug must not lose the run: record it as ERROR

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel
 
 
@@ -22,14 +23,16 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def error_commands(model: ReportModel) -> Iterator[str]:
-    """`::error title=…::…` for every FAIL or ERROR finding (a check without findings: its reason)."""
+def error_commands(model: ReportModel, member: str = "") -> Iterator[str]:
+    """`::error title=…::…` for every FAIL or ERROR finding (a check without findings: its reason);
+    `member` names the candidate of a run set in each title."""
+    where = f"{member}/" if member else ""
     for stage in model.stages:
         for check in stage.checks:
             if check.verdict not in ("FAIL", "ERROR"):
                 continue
             bad = [f for f in check.findings if f.get("verdict") in ("FAIL", "ERROR")]
-            title = escape_property(f"qualify {stage.name}/{check.name}: {check.verdict}")
+            title = escape_property(f"qualify {where}{stage.name}/{check.name}: {check.verdict}")
             messages = [
                 (f"{f.get('role')}: " if f.get("role") else "") + str(f.get("message", "")) for f in bad
             ] or [check.reason]
@@ -37,8 +40,18 @@ def error_commands(model: ReportModel) -> Iterator[str]:
                 yield f"::error title={title}::{escape_data(message)}"
 
 
+def set_error_commands(model: MatrixModel) -> Iterator[str]:
+    """A run set's annotations: each candidate's, and one per control that did not behave."""
+    for column, member in zip(model.columns, model.members, strict=True):
+        if column.role == "candidate":
+            yield from error_commands(member, column.key)
+        elif column.behaved is False:
+            title = escape_property(f"qualify control {column.key}: did not behave")
+            yield f"::error title={title}::{escape_data(column.note)}"
+
+
 def publish(
-    model: ReportModel, summary: Path, environ: Mapping[str, str], out: Callable[[str], None]
+    model: ReportModel | MatrixModel, summary: Path, environ: Mapping[str, str], out: Callable[[str], None]
 ) -> None:
     """Append the summary to the step summary and print the annotations, where GitHub asks."""
     step_summary = environ.get("GITHUB_STEP_SUMMARY")
@@ -46,5 +59,6 @@ def publish(
         with Path(step_summary).open("a", encoding="utf-8") as handle:
             handle.write(summary.read_text(encoding="utf-8") + "\n")
     if environ.get("GITHUB_ACTIONS") == "true":
-        for line in error_commands(model):
+        lines = set_error_commands(model) if isinstance(model, MatrixModel) else error_commands(model)
+        for line in lines:
             out(line)

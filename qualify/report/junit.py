@@ -13,6 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from qualify.report.matrix import MatrixModel
 from qualify.report.model import CheckView, ReportModel, StageView
 
 _FAILURE = {"FAIL", "INCONCLUSIVE"}
@@ -23,8 +24,52 @@ _PASSED = {"PASS", "WARN"}
 def junit_xml(model: ReportModel) -> bytes:
     suites = ET.Element("testsuites", name=f"qualify run {model.run_id}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    _stage_suites(suites, model, "", totals)
+    return _document(suites, totals)
+
+
+def set_junit_xml(model: MatrixModel) -> bytes:
+    """A run set's junit.xml: each candidate's stages as suites named `<candidate>/<stage>`,
+    and a suite `controls` with a case per control (a failure when it did not behave)."""
+    suites = ET.Element("testsuites", name=f"qualify run set {model.run_id}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    controls = []
+    for column, member in zip(model.columns, model.members, strict=True):
+        if column.role == "candidate":
+            _stage_suites(suites, member, f"{column.key}/", totals)
+        else:
+            controls.append(column)
+    if controls:
+        suite = ET.SubElement(suites, "testsuite", name="controls")
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        for column in controls:
+            case = ET.SubElement(
+                suite, "testcase", classname="qualify.controls", name=f"{column.key} ({column.role})"
+            )
+            counts["tests"] += 1
+            if column.behaved is False:
+                counts["failures"] += 1
+                ET.SubElement(case, "failure", message=column.note, type="CONTROL").text = column.note
+            elif column.behaved is None:
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=column.note or "not judged")
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+    return _document(suites, totals)
+
+
+def _document(suites: ET.Element, totals: dict[str, int]) -> bytes:
+    for key, value in totals.items():
+        suites.set(key, str(value))
+    ET.indent(suites)
+    document: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"
+
+
+def _stage_suites(suites: ET.Element, model: ReportModel, prefix: str, totals: dict[str, int]) -> None:
     for stage in model.stages:
-        suite = ET.SubElement(suites, "testsuite", name=stage.name)
+        suite = ET.SubElement(suites, "testsuite", name=prefix + stage.name)
         # The schema CI tools read allows properties on the suite only, first: one per figure.
         ET.SubElement(suite, "properties")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -36,11 +81,6 @@ def junit_xml(model: ReportModel) -> bytes:
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
-    for key, value in totals.items():
-        suites.set(key, str(value))
-    ET.indent(suites)
-    document: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
-    return document + b"\n"
 
 
 def _case(suite: ET.Element, stage: StageView, check: CheckView | None, counts: dict[str, int]) -> None:

@@ -15,7 +15,8 @@ from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.report.charts import render_svg
-from qualify.report.junit import junit_xml
+from qualify.report.junit import junit_xml, set_junit_xml
+from qualify.report.matrix import build_set_model
 from qualify.report.model import build_model
 
 VERDICT_CLASS = {
@@ -81,6 +82,8 @@ def _environment() -> Environment:
 
 
 def render(run: RunDir) -> ReportFiles:
+    if run.read().get("kind") == "set":
+        return render_set(run)
     model = build_model(run)
     env = _environment()
     css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
@@ -92,5 +95,23 @@ def render(run: RunDir) -> ReportFiles:
     write_atomic(files.html, html.encode("utf-8"))
     write_atomic(files.junit, junit_xml(model))
     write_atomic(files.markdown, markdown.encode("utf-8"))
+    write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
+    return files
+
+
+def render_set(run: RunDir) -> ReportFiles:
+    """A run set's report: every member's own report, then the set's matrix over them."""
+    for member in run.read().get("members", []):
+        if (run.path / member["label"] / "run.json").is_file():
+            render(RunDir(run.path / member["label"]))
+    model = build_set_model(run)
+    env = _environment()
+    css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
+    files = ReportFiles(
+        run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
+    )
+    write_atomic(files.html, env.get_template("set.html.j2").render(m=model, css=css).encode("utf-8"))
+    write_atomic(files.markdown, env.get_template("set.md.j2").render(m=model).encode("utf-8"))
+    write_atomic(files.junit, set_junit_xml(model))
     write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
     return files

@@ -1,0 +1,209 @@
+"""The members of a run set: the candidates of one qualification and the controls run with them.
+
+A run with several `--candidate`s, or a project that declares `[controls]`, is a run set: one
+folder holding an ordinary run per member, named by the member's label. Pinned and reference
+are the same arms in every member; each member's candidate role is its own arm.
+
+- a candidate is qualified against pinned, as in a run of one;
+- a positive control (`positive = ["pinned"]`, an A/A) must pass every stage: a gate that fails
+  it cannot tell a change from noise;
+- a negative control (`negative = { kvq4 = ["numerics"] }`) runs the stages that build arms and
+  the stages named, and must FAIL each named one: a gate that passes it cannot see the change it
+  is there to catch.
+
+Statistical checks split their family-wise `alpha` evenly over the members that run their
+stage (Bonferroni across members; each member's tests keep Holm's steps within its share), so
+the chance that any member of the set sees a false alarm stays at the plan's `alpha`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from qualify.checks.registry import kind_named
+from qualify.core.config import ProjectConfig
+from qualify.core.errors import ConfigError, UsageError
+from qualify.core.tomlfile import suggest
+from qualify.core.verdicts import RunVerdict, StageState, Verdict
+from qualify.pipeline.plan import Plan, StageSpec
+
+MemberRole = Literal["candidate", "positive", "negative"]
+
+#: How a member's role reads in the report.
+ROLE_TITLES: dict[str, str] = {
+    "candidate": "candidate",
+    "positive": "positive control",
+    "negative": "negative control",
+}
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a run set: the arm in its candidate role and what it must show."""
+
+    label: str  # the member's folder and its name in every report
+    arm: str
+    role: MemberRole
+    must_fail: tuple[str, ...] = ()  # a negative control's stages
+
+    @property
+    def is_control(self) -> bool:
+        return self.role != "candidate"
+
+    @property
+    def title(self) -> str:
+        return ROLE_TITLES[self.role]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"label": self.label, "arm": self.arm, "role": self.role, "must_fail": list(self.must_fail)}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Member:
+        return Member(str(data["label"]), str(data["arm"]), data["role"], tuple(data.get("must_fail", ())))
+
+    def runs_stage(self, stage: StageSpec) -> bool:
+        """A negative control runs only the stages that build arms and the stages it must fail."""
+        if self.role != "negative":
+            return True
+        return stage.name in self.must_fail or any(
+            kind_named(c.kind, c.name).builds_arms for c in stage.checks
+        )
+
+
+def members_for(
+    config: ProjectConfig, plan: Plan, candidates: Iterable[str], *, controls: bool = True
+) -> list[Member]:
+    """The candidates given on the command line, then the project's controls (unless
+    `controls` is off), each checked against the arms and the plan before anything runs."""
+    members: list[Member] = []
+    for arm in candidates:
+        config.arm(arm, role="candidate")
+        if any(m.arm == arm for m in members):
+            raise UsageError(f"--candidate {arm} is given twice", "name each candidate once")
+        members.append(Member(_safe(arm), arm, "candidate"))
+    if controls:
+        for arm in config.controls.positive:
+            members.append(Member(f"positive-{_safe(arm)}", arm, "positive"))
+        names = [s.name for s in plan.stages]
+        for arm, stages in config.controls.negative.items():
+            for name in stages:
+                if name not in names:
+                    raise ConfigError(
+                        f"{config.path}: controls.negative.{arm} names stage {name!r}, which the plan "
+                        f"{'(profile ' + plan.profile + ') ' if plan.profile else ''}has not"
+                        f"{suggest(name, names)}",
+                        "stages in this plan: " + ", ".join(names),
+                    )
+            members.append(Member(f"negative-{_safe(arm)}", arm, "negative", tuple(stages)))
+    labels = [m.label for m in members]
+    for label in labels:
+        if labels.count(label) > 1:
+            raise UsageError(
+                f"two members of the run would be named {label!r}",
+                "rename an arm, or leave the control out with --no-controls",
+            )
+    return members
+
+
+def _safe(name: str) -> str:
+    return _SAFE.sub("_", name)
+
+
+def member_plan(plan: Plan, member: Member, members: list[Member]) -> Plan:
+    """The plan as `member` runs it: a negative control's stages only, and every statistical
+    check's `alpha` split over the members that run its stage."""
+    stages = []
+    for stage in plan.stages:
+        if not member.runs_stage(stage):
+            continue
+        sharing = sum(m.runs_stage(stage) for m in members)
+        stages.append(_split_alpha(stage, sharing))
+    return replace(plan, stages=tuple(stages))
+
+
+def _split_alpha(stage: StageSpec, sharing: int) -> StageSpec:
+    if sharing <= 1:
+        return stage
+    checks = []
+    for spec in stage.checks:
+        check = spec
+        kind = kind_named(check.kind, check.name)
+        if any(p.name == "alpha" for p in kind.params) and check.params.get("alpha") is not None:
+            alpha = float(check.params["alpha"])
+            params = {
+                **check.params,
+                "alpha": alpha / sharing,
+                "alpha_family": alpha,
+                "alpha_shared_by": sharing,
+            }
+            check = replace(check, params=params)
+        checks.append(check)
+    return replace(stage, checks=tuple(checks))
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """Whether a control did what it is there for, and why not."""
+
+    behaved: bool | None  # None: not known yet (a stage not finished, not measured)
+    why: str
+
+
+def behaviour(member: Member, outcomes: Mapping[str, Verdict | StageState]) -> Behaviour:
+    """A control's behaviour from its stage outcomes (`outcomes` holds the member's stages)."""
+    if member.role == "positive":
+        bad = {n: o for n, o in outcomes.items() if o in (Verdict.FAIL, Verdict.INCONCLUSIVE)}
+        if bad:
+            what = ", ".join(f"{n} {o.value}" for n, o in bad.items())
+            return Behaviour(False, f"the gate could not tell: the positive control {member.arm} got {what}")
+        unknown = {n: o for n, o in outcomes.items() if o not in (Verdict.PASS, Verdict.WARN)}
+        if unknown:
+            what = ", ".join(f"{n} {o.value}" for n, o in unknown.items())
+            return Behaviour(None, f"the positive control {member.arm} was not judged throughout ({what})")
+        return Behaviour(True, f"the positive control {member.arm} passed every stage")
+    if member.role == "negative":
+        slipped = {n: outcomes.get(n) for n in member.must_fail if outcomes.get(n) in _SLIPPED}
+        if slipped:
+            what = ", ".join(f"{n} {o.value if o else '?'}" for n, o in slipped.items())
+            return Behaviour(
+                False, f"the gate could not tell: the negative control {member.arm} was not caught ({what})"
+            )
+        pending = [(n, outcomes.get(n)) for n in member.must_fail if outcomes.get(n) is not Verdict.FAIL]
+        if pending:
+            what = ", ".join(f"{n} {o.value if o else 'NOT RUN'}" for n, o in pending)
+            return Behaviour(None, f"the negative control {member.arm} was not judged ({what})")
+        return Behaviour(
+            True, f"the negative control {member.arm} failed {', '.join(member.must_fail)} as it must"
+        )
+    return Behaviour(None, "")
+
+
+#: Outcomes of a stage a negative control must fail that show the gate let it through.
+_SLIPPED = (Verdict.PASS, Verdict.WARN, Verdict.INCONCLUSIVE, Verdict.SKIPPED)
+
+
+def set_verdict(
+    verdicts: Mapping[str, RunVerdict | None], behaviours: Mapping[str, Behaviour], members: list[Member]
+) -> tuple[RunVerdict, str]:
+    """The set's verdict: QUALIFIED only when every candidate is and every control behaved.
+
+    A control that misbehaved makes it NOT QUALIFIED whatever the candidates did (their PASS
+    proves nothing on that day); a control not judged leaves it INCOMPLETE at best.
+    """
+    misbehaved = [b.why for m in members if (b := behaviours.get(m.label)) is not None and b.behaved is False]
+    if misbehaved:
+        return RunVerdict.NOT_QUALIFIED, "; ".join(misbehaved)
+    candidates = [m for m in members if m.role == "candidate"]
+    failed = [m.label for m in candidates if verdicts.get(m.label) is RunVerdict.NOT_QUALIFIED]
+    if failed:
+        return RunVerdict.NOT_QUALIFIED, "not qualified: " + ", ".join(failed)
+    unknown = [m.label for m in candidates if verdicts.get(m.label) is not RunVerdict.QUALIFIED]
+    unknown += [m.label for m in members if m.is_control and behaviours[m.label].behaved is not True]
+    if unknown:
+        return RunVerdict.INCOMPLETE, "not decided: " + ", ".join(unknown)
+    return RunVerdict.QUALIFIED, "every candidate qualified and every control behaved"

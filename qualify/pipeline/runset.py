@@ -1,0 +1,342 @@
+"""A run set: several candidates and the project's controls qualified in one run.
+
+runs/<id>/run.json              kind "set": the members, each one's verdict, the set's verdict
+runs/<id>/<label>/              an ordinary run per member (its run.json names its roles)
+runs/<id>/<NN-stage>/<check>/   what the set measured once for all members (the bench)
+
+The stages run in the plan's order, each for every member before the next stage starts, so
+the members are measured close together on the same day; each member's gate is its own (a
+candidate failing compile stops its own later stages, the others go on). A bench measures all
+members in one interleaved schedule (`qualify.bench.members`). Pinned and the reference are the
+same arms in every member: nix builds each once, and the numerics reference's scores come from
+its cache after the first member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from qualify.bench.members import member_view
+from qualify.checks.base import Measure
+from qualify.checks.registry import kind_named
+from qualify.core.config import ProjectConfig, load_config
+from qualify.core.context import CheckContext, RoleArm
+from qualify.core.errors import ExitCode, UsageError
+from qualify.core.groups import end_recorded_groups, recording_groups
+from qualify.core.runstore import RunDir, new_run, now_iso, write_json
+from qualify.core.verdicts import RunVerdict, StageState, Verdict, exit_code_for
+from qualify.pipeline.events import Events
+from qualify.pipeline.members import Member, behaviour, member_plan, members_for, set_verdict
+from qualify.pipeline.plan import Plan, StageSpec, load_plan
+from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
+from qualify.pipeline.runner import (
+    PROCESSES,
+    RunOutcome,
+    RunRequest,
+    StageLoop,
+    bind_roles,
+    finish_run,
+    new_run_document,
+    refresh_saved_run,
+    runs_dir_for,
+)
+from qualify.pipeline.templates import check_templates
+
+SET = "set"
+#: Check kinds a set measures once for all its members, and how each member reads its share.
+JOINT = {"bench"}
+
+
+def is_set(saved: dict[str, Any]) -> bool:
+    return saved.get("kind") == SET
+
+
+def member_runs(run: RunDir) -> list[tuple[Member, RunDir]]:
+    """A set's members, each with its run directory."""
+    return [
+        (m, RunDir(run.path / m.label)) for m in (Member.from_json(d) for d in run.read().get("members", []))
+    ]
+
+
+def wants_set(config: ProjectConfig, request: RunRequest) -> bool:
+    """A new run is a set when it qualifies several candidates or the project has controls."""
+    return len(request.candidates) > 1 or (bool(config.controls) and request.controls)
+
+
+def execute_set(request: RunRequest, events: Events, existing: RunDir | None) -> RunOutcome:
+    """Run (or resume, or partly rerun) a run set."""
+    config = load_config(request.project)
+    runs_dir = runs_dir_for(config, request.runs_dir)
+    saved = existing.read() if existing is not None else None
+    profile = request.profile if request.profile is not None else (saved or {}).get("profile")
+    plan = load_plan(config.plan_dir, profile)
+    if saved is not None:
+        members = [Member.from_json(m) for m in saved["members"]]
+        chosen = _chosen(members, request.candidates, existing)
+    else:
+        if not request.candidates:
+            raise UsageError("which arm is the candidate?", "pass --candidate ARM (repeatable)")
+        members = members_for(config, plan, request.candidates, controls=request.controls)
+        chosen = members
+    plans = {m.label: member_plan(plan, m, members) for m in members}
+    arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in members}
+    # Everything that can be known wrong is refused before a build or a run directory.
+    for m in members:
+        check_templates(plans[m.label], config, arms[m.label])
+    require_nix(plan)
+    saved_options = (saved or {}).get("options", {})
+    allowed = request.allow_dirty or bool(saved_options.get("allow_dirty"))
+    if any(
+        will_build(
+            RunDir(existing.path / m.label) if existing else None,
+            plans[m.label],
+            _selected(plans[m.label], plan, request),
+        )
+        for m in chosen
+    ):
+        require_clean_tree(config, allowed)
+    run = existing
+    if run is None:
+        run = new_run(runs_dir, "+".join(m.label for m in members if m.role == "candidate"))
+        with run.locked():
+            document = new_run_document(
+                run, config, plan, {"pinned": arms[members[0].label]["pinned"]}, request
+            )
+            document.pop("roles")
+            write_json(run.run_json, {"kind": SET, **document, "members": [m.as_json() for m in members]})
+            for m in members:
+                member = RunDir(run.path / m.label)
+                (member.path / "gcroots").mkdir(parents=True)
+                doc = new_run_document(member, config, plans[m.label], arms[m.label], request)
+                write_json(member.run_json, {**doc, "set": {"run_id": run.run_id, **m.as_json()}})
+    with ExitStack() as stack:
+        stack.enter_context(run.locked())
+        runs = {m.label: RunDir(run.path / m.label) for m in members}
+        for m in chosen:
+            stack.enter_context(runs[m.label].locked())
+        if saved is not None:
+            run.update(status="running", profile=plan.profile, plan=plan.as_json(), config=config.snapshot())
+        loops: dict[str, StageLoop] = {}
+        for m in chosen:
+            bound = refresh_saved_run(
+                runs[m.label], config, plans[m.label], arms[m.label], request, existing=saved is not None
+            )
+            loops[m.label] = StageLoop(
+                runs[m.label],
+                config,
+                bound,
+                _selected(plans[m.label], plan, request),
+                request,
+                _MemberEvents(events, m),
+            )
+        for ended in end_recorded_groups(run.path / PROCESSES):
+            events.echo(f"ended {ended}, left running by an earlier attempt")
+        try:
+            with recording_groups(run.path / PROCESSES):
+                try:
+                    for stage in plan.stages:
+                        _step_all(run, config, plans, loops, chosen, stage, events)
+                finally:
+                    events.close()
+        except KeyboardInterrupt:
+            for m in chosen:
+                runs[m.label].update(status="interrupted", interrupted_at=now_iso())
+            run.update(status="interrupted", interrupted_at=now_iso())
+            return RunOutcome(run, None, ExitCode.INTERRUPTED)
+        except BaseException as exc:
+            for m in chosen:
+                runs[m.label].update(
+                    status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}"
+                )
+            run.update(status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
+            raise
+        for m in chosen:
+            finish_run(runs[m.label], plans[m.label])
+        verdict = summarize_set(run)
+    return RunOutcome(run, verdict, exit_code_for(verdict))
+
+
+def summarize_set(run: RunDir) -> RunVerdict:
+    """Each member's verdict and behaviour, and the set's verdict, saved in the set's run.json."""
+    saved = run.read()
+    members = [Member.from_json(m) for m in saved["members"]]
+    verdicts: dict[str, RunVerdict | None] = {}
+    behaviours = {}
+    rows = {}
+    for m, member in member_runs(run):
+        doc = member.read()
+        stages = doc.get("stages", {})
+        verdict = RunVerdict(doc["verdict"]) if doc.get("verdict") else None
+        verdicts[m.label] = verdict
+        planned = [s["name"] for s in doc.get("plan", {}).get("stages", [])]
+        outcomes = {name: _outcome(stages.get(name)) for name in planned}
+        behaviours[m.label] = behaviour(m, outcomes)
+        rows[m.label] = {
+            **m.as_json(),
+            "status": member.status(),
+            "verdict": verdict.value if verdict else None,
+            "stages": stages,
+            "behaved": behaviours[m.label].behaved,
+            "behaviour": behaviours[m.label].why,
+        }
+    verdict, why = set_verdict(verdicts, behaviours, members)
+    controls = [m for m in members if m.is_control]
+    behaved = all(behaviours[m.label].behaved for m in controls) if controls else None
+    statuses = {r["status"] for r in rows.values()}
+    status = (
+        "complete"
+        if statuses == {"complete"}
+        else next((s for s in ("failed", "interrupted", "dead", "running") if s in statuses), "complete")
+    )
+    run.update(
+        status=status,
+        verdict=verdict.value,
+        verdict_reason=why,
+        exit_code=int(exit_code_for(verdict)),
+        controls_behaved=behaved,
+        member_results=rows,
+        finished_at=now_iso(),
+    )
+    return verdict
+
+
+def _outcome(value: str | None) -> Verdict | StageState:
+    if value is None:
+        return StageState.NOT_RUN
+    try:
+        return Verdict(value)
+    except ValueError:
+        return StageState(value)
+
+
+def _chosen(members: list[Member], wanted: Sequence[str], run: RunDir | None) -> list[Member]:
+    """The members a rerun of a saved set works on: those `--candidate` names (by arm or label),
+    or all."""
+    if not wanted:
+        return members
+    out = []
+    for name in wanted:
+        found = [m for m in members if name in (m.label, m.arm)]
+        if not found:
+            raise UsageError(
+                f"run {run.run_id if run else ''} has no member {name!r}",
+                "its members: " + ", ".join(m.label for m in members),
+            )
+        out += [m for m in found if m not in out]
+    return [m for m in members if m in out]
+
+
+def _selected(own: Plan, plan: Plan, request: RunRequest) -> set[str] | None:
+    """The stages a member reruns (`--only`, `--from` read against the set's whole plan); a
+    stage the member's plan leaves out selects none of its own."""
+    names = {s.name for s in own.stages}
+    if request.only:
+        return {plan.stage(request.only).name} & names
+    if request.from_stage:
+        order = [s.name for s in plan.stages]
+        start = order.index(plan.stage(request.from_stage).name)
+        return set(order[start:]) & names
+    return None
+
+
+def _step_all(
+    run: RunDir,
+    config: ProjectConfig,
+    plans: dict[str, Plan],
+    loops: dict[str, StageLoop],
+    chosen: list[Member],
+    stage: StageSpec,
+    events: Events,
+) -> None:
+    here = [m for m in chosen if any(s.name == stage.name for s in plans[m.label].stages)]
+    own = {m.label: plans[m.label].stage(stage.name) for m in here}
+    measuring = [m for m in here if loops[m.label].will_run(own[m.label])]
+    measured: dict[str, dict[str, Measure]] = {m.label: {} for m in here}
+    if len(measuring) > 1:
+        for check in stage.checks:
+            if check.kind in JOINT:
+                joint = _measure_jointly(run, config, loops, own, measuring, stage, check.name, events)
+                for m in measuring:
+                    measured[m.label][check.name] = member_view(joint, m.label)
+    for m in here:
+        loops[m.label].step(own[m.label], measured[m.label])
+
+
+def _measure_jointly(
+    run: RunDir,
+    config: ProjectConfig,
+    loops: dict[str, StageLoop],
+    own: dict[str, StageSpec],
+    measuring: list[Member],
+    stage: StageSpec,
+    check_name: str,
+    events: Events,
+) -> Path:
+    """One measurement of a check with pinned and every measuring member's candidate arm."""
+    first = measuring[0]
+    spec = next(c for c in own[first.label].checks if c.name == check_name)
+    folder = run.stage_dir(stage.folder) / check_name
+    if folder.exists():
+        RunDir(run.path).move_to_attempts(stage.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    arms: dict[str, RoleArm] = {"pinned": loops[first.label].runner.arms["pinned"]}
+    for m in measuring:
+        arms[m.label] = replace(loops[m.label].runner.arms["candidate"], role=m.label)
+    roles = tuple(arms)
+    events.echo(f"{stage.name}/{check_name}: measuring {', '.join(roles)} in one schedule")
+    ctx = CheckContext(
+        spec,
+        folder,
+        run.path,
+        config,
+        arms,
+        events.echo,
+        loops[first.label].runner.options,
+        roles,
+        events.progress,
+        events.advance,
+    )
+    kind = kind_named(spec.kind, check_name)
+    try:
+        kind.measure(ctx)
+    finally:
+        events.progress(None)
+    return folder
+
+
+class _MemberEvents(Events):
+    """A member's events, its label on every stage and check the console shows."""
+
+    def __init__(self, inner: Events, member: Member) -> None:
+        self.inner, self.member = inner, member
+
+    def _named(self, stage: StageSpec) -> StageSpec:
+        return replace(stage, name=f"{stage.name} · {self.member.label}")
+
+    def echo(self, line: str) -> None:
+        self.inner.echo(line)
+
+    def stage_start(self, stage: StageSpec, note: str) -> None:
+        self.inner.stage_start(self._named(stage), note)
+
+    def stage_end(self, stage: StageSpec, outcome: str, reason: str) -> None:
+        self.inner.stage_end(self._named(stage), outcome, reason)
+
+    def check_start(self, stage: str, check: str) -> None:
+        self.inner.check_start(f"{stage} · {self.member.label}", check)
+
+    def check_end(self, stage: str, check: str, judgement: Any) -> None:
+        self.inner.check_end(f"{stage} · {self.member.label}", check, judgement)
+
+    def progress(self, text: str | None) -> None:
+        self.inner.progress(text)
+
+    def advance(self, progress: Any) -> None:
+        self.inner.advance(progress)
+
+    def close(self) -> None:
+        """The set closes the console once, after every member."""

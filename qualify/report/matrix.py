@@ -1,0 +1,182 @@
+"""The report of a run set: a matrix of stages × members at the top, then a section per member.
+
+Each member is an ordinary run with its own full report (`<label>/report.html`); the set's
+report puts their stage outcomes side by side (each cell links to the member's section of that
+stage), says whether the controls behaved, and lists what the set's evidence does not prove.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from qualify import __version__
+from qualify.core.runstore import SCHEMA_VERSION, RunDir
+from qualify.pipeline.members import Member
+from qualify.report.model import ReportModel, build_model
+
+#: A stage a member does not run (a negative control runs only what it must fail).
+NOT_IN_PLAN = "—"
+
+
+@dataclass(frozen=True)
+class Cell:
+    outcome: str
+    reason: str
+    href: str | None = None
+    #: What a control must show at this stage ("must FAIL", "must pass"), None for a candidate.
+    expected: str | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # the member's label (a folder name)
+    title: str
+    role: str  # candidate, positive control, negative control
+    arm: str
+    verdict: str
+    #: A control's behaviour: True behaved, False did not, None not known; None for candidates.
+    behaved: bool | None
+    note: str
+    href: str
+
+
+@dataclass(frozen=True)
+class MatrixModel:
+    schema_version: int
+    qualify_version: str
+    kind: str
+    run_id: str
+    status: str
+    verdict: str
+    verdict_reason: str
+    created_at: str
+    finished_at: str | None
+    profile: str | None
+    pinned: dict[str, Any]
+    source: dict[str, Any]
+    host: dict[str, Any]
+    gpus: list[dict[str, Any]]
+    stages: list[str]
+    columns: list[Column]
+    #: cells[stage][column key]
+    cells: dict[str, dict[str, Cell]]
+    controls_line: str | None
+    members: list[ReportModel]
+    not_proven: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def candidates(self) -> list[Column]:
+        return [c for c in self.columns if c.role == "candidate"]
+
+
+def build_set_model(run: RunDir) -> MatrixModel:
+    saved = run.read()
+    members = [Member.from_json(m) for m in saved.get("members", [])]
+    results = saved.get("member_results", {})
+    models = {m.label: build_model(RunDir(run.path / m.label)) for m in members}
+    plans = {m.label: RunDir(run.path / m.label).read().get("plan", {}) for m in members}
+    stages = [s["name"] for s in saved.get("plan", {}).get("stages", [])]
+    columns: list[Column] = []
+    cells: dict[str, dict[str, Cell]] = {name: {} for name in stages}
+    for m in members:
+        model, result = models[m.label], results.get(m.label, {})
+        behaved = result.get("behaved") if m.is_control else None
+        columns.append(
+            Column(
+                m.label,
+                m.label,
+                m.title,
+                m.arm,
+                model.verdict,
+                behaved,
+                result.get("behaviour") or "",
+                f"{m.label}/report.html",
+            )
+        )
+        own = {s.name: s for s in model.stages if s.configured}
+        for name in stages:
+            expected = _expected(m, name)
+            stage = own.get(name)
+            if stage is None:
+                cells[name][m.label] = Cell(NOT_IN_PLAN, "not in this control's plan", None, expected)
+            else:
+                href = f"{m.label}/report.html#stage-{name}"
+                cells[name][m.label] = Cell(stage.outcome, stage.reason, href, expected)
+    controls = [c for c in columns if c.role != "candidate"]
+    controls_line = None
+    if controls:
+        state = saved.get("controls_behaved")
+        head = {True: "Controls behaved", False: "Controls did NOT behave", None: "Controls not judged yet"}[
+            state
+        ]
+        controls_line = f"{head}: " + "; ".join(c.note or f"{c.title} {c.arm}: not judged" for c in controls)
+    first = next(iter(models.values()), None)
+    prov = saved.get("provenance", {})
+    pinned = first.role("pinned") if first else None
+    return MatrixModel(
+        schema_version=SCHEMA_VERSION,
+        qualify_version=__version__,
+        kind="set",
+        run_id=run.run_id,
+        status=run.status() if saved.get("status") == "running" else str(saved.get("status", "")),
+        verdict=str(saved.get("verdict") or "INCOMPLETE"),
+        verdict_reason=str(saved.get("verdict_reason") or ""),
+        created_at=str(saved.get("created_at", "")),
+        finished_at=saved.get("finished_at"),
+        profile=saved.get("profile"),
+        pinned={"arm": pinned.arm, "installable": pinned.installable} if pinned else {},
+        source=prov.get("git", {}),
+        host=prov.get("host", {}),
+        gpus=prov.get("gpus", []),
+        stages=stages,
+        columns=columns,
+        cells=cells,
+        controls_line=controls_line,
+        members=list(models.values()),
+        not_proven=_not_proven(members, models, plans, saved),
+    )
+
+
+def _expected(member: Member, stage: str) -> str | None:
+    if member.role == "negative":
+        return "must FAIL" if stage in member.must_fail else None
+    if member.role == "positive":
+        return "must pass"
+    return None
+
+
+def _not_proven(
+    members: list[Member],
+    models: dict[str, ReportModel],
+    plans: dict[str, dict[str, Any]],
+    saved: dict[str, Any],
+) -> list[str]:
+    notes: list[str] = []
+    if not any(m.is_control for m in members):
+        notes.append(
+            "No control ran with this set (--no-controls, or none declared): nothing shows the "
+            "gates could tell a change from noise on the day."
+        )
+    if saved.get("controls_behaved") is False:
+        notes.append(
+            "A control did not behave: the candidates' results prove nothing about the toolchain on this day."
+        )
+    if any(_shared_alpha(plan) for plan in plans.values()):
+        notes.append(
+            "Statistical checks split their alpha over the members that ran them, so each candidate "
+            "alone was held to a stricter level than a run of one would use."
+        )
+    for m in members:
+        if m.role != "candidate":
+            continue
+        notes += [f"{m.label}: {note}" for note in models[m.label].not_proven if "A/A run" not in note]
+    return notes
+
+
+def _shared_alpha(plan: dict[str, Any]) -> bool:
+    checks = [c for s in plan.get("stages", []) for c in s.get("checks", [])]
+    return any((c.get("params") or {}).get("alpha_shared_by", 1) > 1 for c in checks)
