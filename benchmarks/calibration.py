@@ -8,6 +8,11 @@ known, with its Monte Carlo standard error (√(p(1 − p)/runs) at the nominal 
   A/A false alarms (FASTER or SLOWER) per test and family-wise at 1/3/5 % unit CV for 1, 2 and
   4 tests; power to call a slowdown of 2δ a regression; a slowdown of δ/2 and of δ called a
   regression (δ = 3 %, α = 0.05, 16 pairs at most, two looks);
+- bench across candidates (a run set: `qualify.bench.design`'s Williams order, each candidate's
+  units read through `candidate_view` and `series_from` as its judge reads them, `evaluate` at
+  α/k): 1, 2 and 3 candidates all equal to pinned, under a slow drift and a 1 % penalty on every
+  unit's position after the first in its block; the chance that any candidate, on any test, is
+  called FASTER or SLOWER (family-wise over the set), and that any is called a regression;
 - numerics (`qualify.numerics.bounds`, as `judged_bounds` and the non-inferiority gate call
   it: BCa, guarded by Cantelli's bound on skewed chunks): coverage of the 95 % upper bound on a
   per-token mean whose chunk means are lognormal
@@ -33,7 +38,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from qualify.bench.judge import FASTER, SLOWER, Series, evaluate
+from qualify.bench.design import block_order, candidate_view
+from qualify.bench.judge import FASTER, SLOWER, Series, evaluate, series_from
 from qualify.numerics.bootstrap import RatioOfSums, bca_bound
 from qualify.numerics.bounds import skew_guarded, with_exact
 from qualify.soak.trend import trend
@@ -99,6 +105,66 @@ def bench(runs: int) -> list[str]:
     return out
 
 
+def simulated_set(
+    rng: np.random.Generator, roles: list[str], blocks: int, tests: int, cv: float, *, balanced: bool = True
+) -> tuple[list[dict[str, object]], dict[int, dict[str, tuple[float, ...]]]]:
+    """Units of a run set's bench in Williams order: every arm at the same speed, lognormal unit
+    noise of `cv`, a random-walk drift, and each position after the first in a block 1 % slower."""
+    units: list[dict[str, object]] = []
+    values: dict[int, dict[str, tuple[float, ...]]] = {}
+    level = 0.0
+    for block in range(1, blocks + 1):
+        for position, role in enumerate(block_order(roles, block) if balanced else roles):
+            level += rng.normal(0, 0.002)
+            index = len(units)
+            units.append({"index": index, "role": role, "phase": "pair", "pair": block, "ok": True})
+            centre = 100.0 * math.exp(level + rng.normal(0, cv)) * (0.99 if position else 1.0)
+            values[index] = {f"t{i}": tuple(centre * (1 + rng.normal(0, 0.002, 3))) for i in range(tests)}
+    return units, values
+
+
+def bench_sets(runs: int) -> list[str]:
+    out = ["bench across candidates: A/A sets, α = 0.05 split over k members (δ = 3 %, 16 blocks, two looks)"]
+    rng = np.random.default_rng(20261204)
+    for members in (1, 2, 3):
+        for tests in (1, 2):
+            alpha = ALPHA / members
+            first = abtests.min_pairs(abtests.first_holm_level(alpha, tests, 2))
+            looks = abtests.planned_looks(first, 16, 2)
+            roles = ["pinned", *(f"c{k}" for k in range(members))]
+            kinds = {f"t{i}": ("t/s", True) for i in range(tests)}
+            alarms = regressions = 0
+            for _ in range(runs):
+                units, values = simulated_set(rng, roles, looks[-1], tests, 0.03)
+                found = [
+                    o
+                    for role in roles[1:]
+                    for o in evaluate(
+                        series_from(candidate_view(units, role), values, kinds), looks, alpha, MARGIN
+                    )
+                ]
+                alarms += any(o.finding in (FASTER, SLOWER) for o in found)
+                regressions += any(o.regression for o in found)
+            what = f"{members} candidate(s), {tests} test(s)"
+            out.append(row(f"{what}: any FASTER/SLOWER", alarms / runs, ALPHA, runs))
+            out.append(row(f"{what}: any regression", regressions / runs, ALPHA, runs))
+    # The contrast: the same sets in a fixed order (pinned always first) are not balanced, and
+    # the 1 % position penalty alone reads as a slowdown of every candidate.
+    alpha, roles = ALPHA / 2, ["pinned", "c0", "c1"]
+    looks = abtests.planned_looks(abtests.min_pairs(abtests.first_holm_level(alpha, 1, 2)), 16, 2)
+    alarms = 0
+    for _ in range(runs):
+        units, values = simulated_set(rng, roles, looks[-1], 1, 0.01, balanced=False)
+        series = [series_from(candidate_view(units, r), values, {"t0": ("t/s", True)}) for r in roles[1:]]
+        alarms += any(
+            o.finding in (FASTER, SLOWER) for s in series for o in evaluate(s, looks, alpha, MARGIN)
+        )
+    out.append(
+        f"  {'2 candidates, fixed order (no design), CV 1 %: any':<52} {alarms / runs:6.3f}  (why the design)"
+    )
+    return out
+
+
 def numerics(runs: int) -> list[str]:
     out = ["numerics: 95 % upper bounds over chunks (2000 resamples each)"]
     rng = np.random.default_rng(20261202)
@@ -160,9 +226,9 @@ def soak(runs: int) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400, help="simulated data sets per cell")
-    parser.add_argument("--only", choices=("bench", "numerics", "soak"))
+    parser.add_argument("--only", choices=("bench", "bench-sets", "numerics", "soak"))
     args = parser.parse_args()
-    for name, fn in (("bench", bench), ("numerics", numerics), ("soak", soak)):
+    for name, fn in (("bench", bench), ("bench-sets", bench_sets), ("numerics", numerics), ("soak", soak)):
         if args.only in (None, name):
             start = time.perf_counter()
             print("\n".join(fn(args.runs)))
