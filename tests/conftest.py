@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -114,30 +115,28 @@ def example_outs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def example_runs(
     example_outs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[int, Path, str]]:
-    """Two runs of the example's quick profile: gcc vs clang (--no-gate) and A/A.
+    """One run set of the example's quick profile: `--candidate clang19 --no-gate` with the
+    project's controls (pinned against itself, and kvq4 for numerics), as a user runs it.
 
-    `--allow-dirty` lets the suite run in a working copy with local changes; on a clean
-    checkout (CI) it changes nothing.
+    "set" is the set's (exit code, folder, output); "clang19", "aa" and "kvq4" are each member's
+    (its own exit code, its run folder, the set's output). `--allow-dirty` lets the suite run in
+    a working copy with local changes; on a clean checkout (CI) it changes nothing.
     """
     from example_arms import qualify_run
 
     runs = tmp_path_factory.mktemp("example-runs")
-    return {
-        "clang19": qualify_run(runs, "--candidate", "clang19", "--no-gate", "--allow-dirty"),
-        "aa": qualify_run(runs, "--candidate", "pinned", "--allow-dirty"),
-    }
+    code, run_dir, out = qualify_run(runs, "--candidate", "clang19", "--no-gate", "--allow-dirty")
+    found = {"set": (code, run_dir, out)}
+    for name, label in (("clang19", "clang19"), ("aa", "positive-pinned"), ("kvq4", "negative-kvq4")):
+        member = run_dir / label
+        saved = json.loads((member / "run.json").read_text()) if (member / "run.json").is_file() else {}
+        found[name] = (int(saved.get("exit_code", -1)), member, out)
+    return found
 
 
 @pytest.fixture(scope="session")
-def example_kvq4_run(
-    example_runs: dict[str, tuple[int, Path, str]], tmp_path_factory: pytest.TempPathFactory
-) -> tuple[int, Path, str]:
-    """The negative control: the kvq4 arm (pinned's build, q4_0 KV cache) as the candidate, in
-    a plan of the example's build and numerics stages only (the compile stage would add minutes
-    and says nothing about a run-time flag). It shares the runs directory of `example_runs`, so
-    the reference's artifact comes from the numerics cache."""
-    from example_arms import numerics_project, qualify_run
-
-    runs = example_runs["aa"][1].parent
-    project = numerics_project(tmp_path_factory.mktemp("example-numerics"))
-    return qualify_run(runs, "--candidate", "kvq4", "--allow-dirty", project=project)
+def example_kvq4_run(example_runs: dict[str, tuple[int, Path, str]]) -> tuple[int, Path, str]:
+    """The negative control: the kvq4 arm (pinned's build, q4_0 KV cache) as the candidate, run
+    by the set for the build and numerics stages only. It comes after the other members, so the
+    reference's artifact comes from the numerics cache."""
+    return example_runs["kvq4"]

@@ -1,10 +1,10 @@
 """The bundled example's arms, built once per test run, and the runs made on them.
 
 Building llama.cpp takes minutes per compiler, so one session-scoped fixture builds the three
-arms (the nix store caches them across runs) and two runs of the quick profile are made once:
-gcc vs clang with --no-gate, and A/A; a third, the kvq4 negative control, runs the build and
-numerics stages only. Stage tests assert on these saved run directories
-instead of running the engine again.
+arms (the nix store caches them across runs) and one run set of the quick profile is made once:
+gcc vs clang with --no-gate, with the project's controls (A/A for every stage, and the kvq4
+negative control for numerics). Stage tests assert on its saved member runs instead of running
+the engine again.
 """
 
 from __future__ import annotations
@@ -96,16 +96,3 @@ def qualify_run(runs_dir: Path, *args: str, project: Path = EXAMPLE) -> tuple[in
     # The numerics check keeps its reference cache in runs/.cache: not a run.
     [run_dir] = {p for p in set(runs_dir.glob("*")) - before if not p.name.startswith(".")}
     return done.returncode, run_dir, done.stdout + done.stderr
-
-
-def numerics_project(root: Path) -> Path:
-    """The example's project with a plan of two stages, build and numerics: a numerics run
-    without the compile stage's minutes (the negative control needs nothing else)."""
-    root.mkdir(parents=True, exist_ok=True)
-    config = (EXAMPLE / "qualify.toml").read_text()
-    config = config.replace('flake = "."', f'flake = "{EXAMPLE}"').replace("{project}", str(EXAMPLE))
-    (root / "qualify.toml").write_text(config)
-    (root / "stages").mkdir(exist_ok=True)
-    for name in ("10-build.toml", "30-numerics.toml"):
-        (root / "stages" / name).write_text((EXAMPLE / "stages" / name).read_text())
-    return root

@@ -78,6 +78,35 @@ def test_gcc_vs_clang_run_is_made_of_real_measurements(
     assert (saved["verdict"], code) in (("QUALIFIED", 0), ("NOT QUALIFIED", 1)), out[-3000:]
 
 
+def test_the_set_qualifies_clang19_with_controls_that_behaved(example_runs: dict) -> None:
+    """One run: clang19 against pinned, the A/A positive control and the kvq4 negative control
+    measured together; the controls show the gates could tell on the day."""
+    code, run_dir, out = example_runs["set"]
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["kind"] == "set" and saved["status"] == "complete", out[-3000:]
+    assert [(m["label"], m["role"]) for m in saved["members"]] == [
+        ("clang19", "candidate"),
+        ("positive-pinned", "positive"),
+        ("negative-kvq4", "negative"),
+    ]
+    assert saved["controls_behaved"] is True, saved["member_results"]
+    clang19 = saved["member_results"]["clang19"]["verdict"]
+    assert saved["verdict"] == clang19 and code == (0 if clang19 == "QUALIFIED" else 1), out[-3000:]
+    # kvq4 ran the build and the stage it must fail, nothing else.
+    stages = saved["member_results"]["negative-kvq4"]["stages"]
+    assert [n for n, o in stages.items() if o != "NOT CONFIGURED"] == ["build", "numerics"], stages
+    assert stages["numerics"] == "FAIL"
+    summary = (run_dir / "summary.md").read_text()
+    assert "| stage | clang19 (candidate) | positive-pinned (positive control) |" in summary
+    assert "Controls behaved" in summary
+    # Pinned was built once: every member's pinned role is the same store path.
+    outs = {
+        json.loads((run_dir / m["label"] / "run.json").read_text())["roles"]["pinned"]["out"]
+        for m in saved["members"]
+    }
+    assert len(outs) == 1
+
+
 def test_a_a_run_passes_every_configured_stage(example_runs: dict) -> None:
     code, run_dir, out = example_runs["aa"]
     saved = json.loads((run_dir / "run.json").read_text())

@@ -15,6 +15,7 @@ from example_arms import example_marks
 from typer.testing import CliRunner
 
 from qualify.bench.data import read_llama_bench
+from qualify.bench.design import block_order
 from qualify.cli import app
 
 MODEL = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp" / "data" / "gemma-3-270m-q4_k_m.gguf"
@@ -72,7 +73,9 @@ def test_gcc_vs_clang_bench_reaches_a_verdict_with_pairs_recorded(example_runs: 
     result, schedule = bench_result(run_dir)
     assert result["verdict"] in ("PASS", "WARN", "FAIL", "INCONCLUSIVE"), result["reason"]
     plan = schedule["plan"]
-    # Four tests, two looks at alpha 0.05: the first Holm step is 0.00625, so 9 pairs at least.
+    # Four tests, two looks at alpha 0.05 shared by two members (clang19 and the A/A): the first
+    # Holm step is 0.025 / 2 / 4 = 0.003125, so 9 pairs at least (8 reach 0.0039 at best).
+    assert plan["alpha"] == pytest.approx(0.025)
     assert plan["tests"] == 4 and plan["computed_min_pairs"] == 9 and plan["looks"] == [9, 14]
     pairs = result["facts"]["pairs"]
     assert pairs >= 9 or "budget" in schedule["stop_reason"], schedule["stop_reason"]
@@ -80,11 +83,16 @@ def test_gcc_vs_clang_bench_reaches_a_verdict_with_pairs_recorded(example_runs: 
     units = schedule["units"]
     assert [u["phase"] for u in units[:2]] == ["warmup", "warmup"]
     paired = [u for u in units if u["phase"] == "pair"]
-    # ABBA: pinned first in odd pairs, candidate first in even ones.
-    for unit in paired:
-        first = "pinned" if unit["pair"] % 2 else "candidate"
-        position = [u for u in paired if u["pair"] == unit["pair"]].index(unit)
-        assert (unit["role"] == first) == (position == 0), unit
+    # Measured once with the A/A control in a Williams order; clang19's view keeps its units and
+    # pinned's in the order they ran, and the set's schedule holds every role of every block.
+    assert schedule["measured_with"] == ["pinned", "clang19", "positive-pinned"]
+    joint = json.loads((Path(schedule["joint"]) / "schedule.json").read_text())
+    for block in {u["pair"] for u in paired}:
+        ran = [u["role"] for u in joint["units"] if u["phase"] == "pair" and u["pair"] == block]
+        assert ran == block_order(schedule["measured_with"], block), (block, ran)
+        mine = [u["role"] for u in paired if u["pair"] == block]
+        expected = ["candidate" if r == "clang19" else r for r in ran if r in ("pinned", "clang19")]
+        assert mine == expected
     assert all("load" in u["env_before"] and "load" in u["env_after"] for u in units)
     tests = result["facts"]["tests"]
     assert set(tests) == {"pp32", "tg8", "pp32 @ d64", "tg8 @ d64"}

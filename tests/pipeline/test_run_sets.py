@@ -9,6 +9,7 @@ gates, measures together and decides.
 
 from __future__ import annotations
 
+import itertools
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PY, Project
+from conftest import Project
 from typer.testing import CliRunner
 
 from qualify.bench.design import block_order, williams_rows
@@ -91,7 +92,7 @@ def test_williams_rows_balance_order_and_carry_over() -> None:
             assert sum(r.index(0) < r.index(other) for r in rows) * 2 == len(rows)
         follows: dict[tuple[int, int], int] = {}
         for r in rows:
-            for a, b in zip(r, r[1:], strict=False):
+            for a, b in itertools.pairwise(r):
                 follows[(a, b)] = follows.get((a, b), 0) + 1
         assert len(follows) == count * (count - 1) and len(set(follows.values())) == 1
     assert [block_order(("pinned", "candidate"), b) for b in (1, 2, 3)] == [
@@ -242,8 +243,11 @@ def test_a_saved_set_is_rerun_and_rejudged_per_candidate(project: Callable[..., 
     [
         ('[controls]\npositive = ["pinnd"]\n', ["qualify.toml", "controls.positive", "'pinnd'", "pinned"]),
         ('[controls]\nnegative = { bda = ["numerics"] }\n', ["controls.negative.bda", "'bda'"]),
-        ('[controls]\nnegative = { bad = ["numerix"] }\n', ["controls.negative.bad", "'numerix'", "numerics"]),
-        ('[controls]\nnegative = { bad = [] }\n', ["controls.negative.bad", "stages it must fail"]),
+        (
+            '[controls]\nnegative = { bad = ["numerix"] }\n',
+            ["controls.negative.bad", "'numerix'", "numerics"],
+        ),
+        ("[controls]\nnegative = { bad = [] }\n", ["controls.negative.bad", "stages it must fail"]),
     ],
 )
 def test_bad_controls_are_refused_before_anything_runs(
