@@ -16,7 +16,7 @@ from __future__ import annotations
 from qualify.bench import kind as bench
 from qualify.build import kind as build
 from qualify.checks import command, registry, tests
-from qualify.checks.base import CheckKind, Judge, Measure
+from qualify.checks.base import CheckKind, Judge, Measure, MemberView
 from qualify.compile import kind as compile_
 from qualify.numerics import kind as numerics
 from qualify.serving import kind as serving
@@ -71,6 +71,12 @@ def _bench() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _bench_members() -> MemberView:
+    from qualify.bench.members import member_view
+
+    return member_view
+
+
 KINDS: tuple[CheckKind, ...] = (
     build.KIND.implemented_by(_build),
     command.KIND.implemented_by(_command),
@@ -79,7 +85,7 @@ KINDS: tuple[CheckKind, ...] = (
     numerics.KIND.implemented_by(_numerics),
     serving.KIND.implemented_by(_serving),
     soak.KIND.implemented_by(_soak),
-    bench.KIND.implemented_by(_bench),
+    bench.KIND.implemented_by(_bench, _bench_members),
 )
 
 

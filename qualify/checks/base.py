@@ -155,6 +155,9 @@ Measure = Callable[["CheckContext"], None]
 Judge = Callable[[SavedCheck], Judgement]
 #: Returns a kind's `measure` and `judge`; importing them is what it defers.
 Implementation = Callable[[], tuple[Measure, Judge]]
+#: A `measure` that fills one member's check folder from a measurement made once for several
+#: candidate roles (the folder it is in, the role the member's arm ran as).
+MemberView = Callable[[Path, str], Measure]
 
 
 @dataclass(frozen=True)
@@ -185,9 +188,25 @@ class CheckKind:
     #: Where `measure` and `judge` come from. A stage declares its kind without it (the
     #: declaration stays light) and `qualify.kinds` binds it with `implemented_by`.
     implementation: Implementation | None = None
+    #: For a kind that measures a run set's members together (the bench: one interleaved
+    #: schedule with pinned and every member's arm), how each member reads its share; None for
+    #: kinds measured member by member.
+    member_view: Callable[[], MemberView] | None = None
 
-    def implemented_by(self, implementation: Implementation) -> CheckKind:
-        return replace(self, implementation=implementation)
+    def implemented_by(
+        self, implementation: Implementation, member_view: Callable[[], MemberView] | None = None
+    ) -> CheckKind:
+        return replace(self, implementation=implementation, member_view=member_view)
+
+    @property
+    def measures_members(self) -> bool:
+        return self.member_view is not None
+
+    def view_for(self, folder: Path, role: str) -> Measure:
+        """The `measure` that fills a member's check from the joint measurement in `folder`."""
+        if self.member_view is None:
+            raise RuntimeError(f"check kind {self.name!r} does not measure members together")
+        return self.member_view()(folder, role)
 
     def measure(self, ctx: CheckContext) -> None:
         self._implemented()[0](ctx)

@@ -28,7 +28,7 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
     from qualify.console import badge
     from qualify.core.config import load_config
     from qualify.core.runstore import list_runs
-    from qualify.pipeline.runner import runs_dir_for
+    from qualify.pipeline.request import runs_dir_for
 
     console = Console()
     directory = runs_dir_for(load_config(project), runs_dir)
@@ -278,7 +278,7 @@ def _candidates(saved: dict[str, Any]) -> str | None:
 def _open(project: Path, runs_dir: Path | None, run_id: str | None) -> RunDir:
     from qualify.core.config import load_config
     from qualify.core.runstore import open_run
-    from qualify.pipeline.runner import runs_dir_for
+    from qualify.pipeline.request import runs_dir_for
 
     if run_id is not None and (Path(run_id) / "run.json").is_file():
         return open_run(Path(run_id).parent, run_id)  # a run given by its path

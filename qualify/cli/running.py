@@ -82,7 +82,8 @@ def run(
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
     from qualify.console import ConsoleEvents, badge
-    from qualify.pipeline.runner import RunRequest, execute, parse_nix_options, parse_overrides
+    from qualify.pipeline.request import RunRequest, parse_nix_options, parse_overrides
+    from qualify.pipeline.runner import execute
     from qualify.report.render import render
 
     console = Console(stderr=as_json)

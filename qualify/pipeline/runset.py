@@ -20,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qualify.bench.members import member_view
 from qualify.checks.base import Measure
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig, load_config
@@ -33,22 +32,12 @@ from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, behaviour, member_plan, members_for, set_verdict
 from qualify.pipeline.plan import Plan, StageSpec, load_plan
 from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
-from qualify.pipeline.runner import (
-    PROCESSES,
-    RunOutcome,
-    RunRequest,
-    StageLoop,
-    bind_roles,
-    finish_run,
-    new_run_document,
-    refresh_saved_run,
-    runs_dir_for,
-)
+from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
+from qualify.pipeline.rundoc import bind_roles, finish_run, new_run_document, refresh_saved_run
+from qualify.pipeline.stageloop import StageLoop
 from qualify.pipeline.templates import check_templates
 
 SET = "set"
-#: Check kinds a set measures once for all its members, and how each member reads its share.
-JOINT = {"bench"}
 
 
 def is_set(saved: dict[str, Any]) -> bool:
@@ -258,10 +247,11 @@ def _step_all(
     measured: dict[str, dict[str, Measure]] = {m.label: {} for m in here}
     if len(measuring) > 1:
         for check in stage.checks:
-            if check.kind in JOINT:
+            kind = kind_named(check.kind, check.name)
+            if kind.measures_members:
                 joint = _measure_jointly(run, config, loops, own, measuring, stage, check.name, events)
                 for m in measuring:
-                    measured[m.label][check.name] = member_view(joint, m.label)
+                    measured[m.label][check.name] = kind.view_for(joint, m.label)
     for m in here:
         loops[m.label].step(own[m.label], measured[m.label])
 

@@ -1,0 +1,77 @@
+"""What `qualify run` is asked to do, what it returns, and the option parsing behind it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from qualify.core.config import ProjectConfig
+from qualify.core.errors import ExitCode, UsageError
+from qualify.core.runstore import RunDir
+from qualify.core.verdicts import RunVerdict
+
+#: The process groups a run started (a JSON line each), read back by the next attempt.
+PROCESSES = "processes.jsonl"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    project: Path
+    candidate: str | None = None
+    pinned: str | None = None
+    profile: str | None = None
+    run_id: str | None = None
+    only: str | None = None
+    from_stage: str | None = None
+    force: bool = False
+    no_gate: bool = False
+    runs_dir: Path | None = None
+    allow_dirty: bool = False
+    override_inputs: tuple[tuple[str, str], ...] = ()
+    #: nix settings for every nix call of the build stage (remote builders, max-jobs).
+    nix_options: tuple[tuple[str, str], ...] = ()
+    #: What the host's owners call it (a CI runner label, "strix-halo-3"), kept in provenance.
+    host_label: str | None = None
+    #: Every `--candidate` given (a run set when more than one, or when the project has controls).
+    candidates: tuple[str, ...] = ()
+    #: Run the project's `[controls]` with the candidates (`--no-controls` turns it off).
+    controls: bool = True
+
+    def __post_init__(self) -> None:
+        if self.candidate and not self.candidates:
+            object.__setattr__(self, "candidates", (self.candidate,))
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: RunDir
+    verdict: RunVerdict | None  # None when interrupted
+    exit_code: ExitCode
+
+
+def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """`NAME=FLAKEREF` pairs from `--override-input`."""
+    return _pairs(values, "--override-input", "NAME=FLAKEREF", "nixpkgs-rocm10=github:me/nixpkgs/rocm-10.1")
+
+
+def parse_nix_options(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """`NAME=VALUE` pairs from `--nix-option` (the value may hold `=` and spaces)."""
+    return _pairs(values, "--nix-option", "NAME=VALUE", "'builders=ssh-ng://gpu-builder x86_64-linux'")
+
+
+def _pairs(values: list[str], flag: str, form: str, example: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise UsageError(f"{flag} {value!r}: expected {form}", f"for example {flag} {example}")
+        pairs.append((name, rest))
+    return tuple(pairs)
+
+
+def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
+    if override is not None:
+        return override
+    env = os.environ.get("QUALIFY_RUNS_DIR")
+    return Path(env) if env else config.runs_dir

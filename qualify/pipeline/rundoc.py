@@ -1,0 +1,178 @@
+"""A run's `run.json`: the roles bound to arms, the document a new run starts with, what a
+resume brings up to date, and the verdict written when the stages are over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qualify import __version__
+from qualify.core import provenance
+from qualify.core.config import ProjectConfig
+from qualify.core.context import RoleArm
+from qualify.core.errors import ConfigError, UsageError
+from qualify.core.runstore import RunDir, now_iso
+from qualify.core.verdicts import RunVerdict, StageState, Verdict, exit_code_for, run_verdict
+from qualify.pipeline.plan import DEFAULT_ORDER, Plan
+from qualify.pipeline.request import RunRequest
+from qualify.pipeline.stagerun import stage_outcome
+
+
+def refresh_saved_run(
+    run: RunDir,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    request: RunRequest,
+    *,
+    existing: bool,
+) -> dict[str, RoleArm]:
+    """A resumed or rerun run's roles with what its build learned, its options and invocations
+    brought up to date (the caller holds its lock)."""
+    if not existing:
+        return arms
+    saved = run.read()
+    arms = with_build_facts(arms, saved)
+    _check_same_roles(run, saved, arms)
+    # Build options given again on a rerun replace the saved ones; otherwise they stay.
+    options = dict(saved.get("options", {}))
+    if request.allow_dirty:
+        options["allow_dirty"] = True
+    if request.override_inputs:
+        options["override_inputs"] = [list(o) for o in request.override_inputs]
+    if request.nix_options:
+        options["nix_options"] = [list(o) for o in request.nix_options]
+    run.update(
+        status="running",
+        profile=plan.profile,
+        plan=plan.as_json(),
+        options=options,
+        invocations=[*saved.get("invocations", []), _invocation(request)],
+        config=config.snapshot(),
+    )
+    return arms
+
+
+def finish_run(run: RunDir, plan: Plan) -> RunVerdict:
+    """The run's verdict from its saved stages, written to its run.json."""
+    verdict, outcomes = summarize(run, plan)
+    run.update(
+        status="complete",
+        verdict=verdict.value,
+        exit_code=int(exit_code_for(verdict)),
+        stages={name: o.value for name, o in outcomes.items()},
+        finished_at=now_iso(),
+    )
+    return verdict
+
+
+def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | None) -> dict[str, RoleArm]:
+    """Which arm plays which role. An A/A run binds one arm to both, in separate folders."""
+    arms = {
+        "pinned": RoleArm("pinned", config.arm(pinned or config.pinned, role="pinned")),
+        "candidate": RoleArm("candidate", config.arm(candidate, role="candidate")),
+    }
+    if "reference" in plan.roles_needed():
+        if config.reference is None:
+            users = [f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if "reference" in c.roles]
+            raise ConfigError(
+                f"{config.path}: the plan's check(s) {', '.join(users)} measure the reference "
+                "role, but no reference arm is defined",
+                'add [arms.reference] or `reference = "<arm>"` to qualify.toml',
+            )
+        arms["reference"] = RoleArm("reference", config.arm(config.reference, role="reference"))
+    return arms
+
+
+def with_build_facts(arms: dict[str, RoleArm], saved: dict[str, Any]) -> dict[str, RoleArm]:
+    out = {}
+    for role, bound in arms.items():
+        facts = saved.get("roles", {}).get(role, {})
+        out[role] = RoleArm(role, bound.arm, facts.get("out"), facts.get("drv"))
+    return out
+
+
+def _check_same_roles(run: RunDir, saved: dict[str, Any], arms: dict[str, RoleArm]) -> None:
+    for role, bound in arms.items():
+        before = saved.get("roles", {}).get(role)
+        if before is None:
+            continue
+        if before.get("arm") != bound.arm.name or before.get("installable") != bound.arm.installable:
+            raise UsageError(
+                f"run {run.run_id}: the {role} role was arm {before.get('arm')!r} "
+                f"({before.get('installable')}), qualify.toml now gives {bound.arm.name!r} "
+                f"({bound.arm.installable})",
+                "start a new run; a run compares one fixed pair of arms",
+            )
+
+
+def selected_stages(plan: Plan, request: RunRequest) -> set[str] | None:
+    """Stages to rerun explicitly (None: every stage that has no finished result yet)."""
+    names = [s.name for s in plan.stages]
+    if request.only:
+        return {plan.stage(request.only).name}
+    if request.from_stage:
+        start = names.index(plan.stage(request.from_stage).name)
+        return set(names[start:])
+    return None
+
+
+def summarize(run: RunDir, plan: Plan) -> tuple[RunVerdict, dict[str, Verdict | StageState]]:
+    """The run verdict from the saved stages, with every default stage the plan leaves out."""
+    outcomes: dict[str, Verdict | StageState] = {s.name: stage_outcome(run, s) for s in plan.stages}
+    for name in DEFAULT_ORDER:
+        outcomes.setdefault(name, StageState.NOT_CONFIGURED)
+    return run_verdict(outcomes, DEFAULT_ORDER), outcomes
+
+
+def _invocation(request: RunRequest) -> dict[str, Any]:
+    return {
+        "at": now_iso(),
+        "candidate": request.candidate,
+        "candidates": list(request.candidates),
+        "controls": request.controls,
+        "profile": request.profile,
+        "only": request.only,
+        "from": request.from_stage,
+        "force": request.force,
+        "no_gate": request.no_gate,
+        "allow_dirty": request.allow_dirty,
+        "override_inputs": [list(o) for o in request.override_inputs],
+        "nix_options": [list(o) for o in request.nix_options],
+    }
+
+
+def new_run_document(
+    run: RunDir,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    request: RunRequest,
+) -> dict[str, Any]:
+    return {
+        "qualify_version": __version__,
+        "run_id": run.run_id,
+        "created_at": now_iso(),
+        "status": "running",
+        "project": {"root": str(config.root), "config": str(config.path), "flake": config.flake},
+        "roles": {
+            role: {
+                "arm": bound.arm.name,
+                "installable": bound.arm.installable,
+                "devshell": bound.arm.devshell,
+                "drv": None,
+                "out": None,
+            }
+            for role, bound in arms.items()
+        },
+        "profile": plan.profile,
+        "plan": plan.as_json(),
+        "config": config.snapshot(),
+        "provenance": provenance.collect(config.root, request.host_label),
+        "timings": {},
+        "options": {
+            "allow_dirty": request.allow_dirty,
+            "override_inputs": [list(o) for o in request.override_inputs],
+            "nix_options": [list(o) for o in request.nix_options],
+        },
+        "invocations": [_invocation(request)],
+    }

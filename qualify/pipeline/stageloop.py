@@ -1,0 +1,172 @@
+"""A run's stages taken one at a time: kept, blocked by an earlier gate, or run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from qualify.checks.base import Measure
+from qualify.checks.registry import kind_named
+from qualify.core.config import ProjectConfig
+from qualify.core.context import RoleArm
+from qualify.core.runstore import RunDir, read_json
+from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
+from qualify.pipeline.events import Events
+from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.request import RunRequest
+from qualify.pipeline.rundoc import with_build_facts
+from qualify.pipeline.stagerun import (
+    STAGE,
+    StageRunner,
+    inputs_hash,
+    mark_stale,
+    saved_verdict_at,
+    stage_outcome,
+)
+
+
+def run_stages(
+    run: RunDir,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    selected: set[str] | None,
+    request: RunRequest,
+    events: Events,
+) -> None:
+    loop = StageLoop(run, config, arms, selected, request, events)
+    for stage in plan.stages:
+        loop.step(stage)
+
+
+class StageLoop:
+    """One run's stages, taken one at a time: kept, blocked by an earlier gate, or run.
+
+    A run set steps its members' loops stage by stage, so a candidate failing a gate stops its
+    own later stages while the others go on.
+    """
+
+    def __init__(
+        self,
+        run: RunDir,
+        config: ProjectConfig,
+        arms: dict[str, RoleArm],
+        selected: set[str] | None,
+        request: RunRequest,
+        events: Events,
+    ) -> None:
+        saved = run.read()
+        options = saved.get("options", {})
+        provenance_ = saved.get("provenance", {})
+        self.source = {
+            "git": provenance_.get("git"),
+            "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
+            "options": options,
+        }
+        self.run, self.config, self.selected, self.request, self.events = (
+            run,
+            config,
+            selected,
+            request,
+            events,
+        )
+        self.saved = saved
+        self.runner = StageRunner(run, config, arms, events, saved.get("profile"), options, self.source)
+        self.timings: dict[str, float] = dict(saved.get("timings", {}))
+        self.blocked_by: tuple[str, str] | None = None
+
+    def stage_hash(self, stage: StageSpec) -> str:
+        builds = any(kind_named(c.kind, c.name).builds_arms for c in stage.checks)
+        stage_arms = (
+            dict(self.runner.arms) if builds else {r: self.runner.arms[r] for r in _stage_roles(stage)}
+        )
+        return inputs_hash(stage.as_json(), stage_arms, self.config, source=self.source if builds else None)
+
+    def will_run(self, stage: StageSpec) -> bool:
+        """Whether `step` would measure this stage (not keep it, not block it)."""
+        outcome = stage_outcome(self.run, stage)
+        wanted = self.selected is None or stage.name in self.selected
+        keep = _keep(
+            self.run,
+            stage,
+            outcome,
+            self.stage_hash(stage),
+            wanted,
+            self.selected is None,
+            self.request.force,
+        )
+        return keep is None and (self.blocked_by is None or self.request.no_gate)
+
+    def step(self, stage: StageSpec, measured: Mapping[str, Measure] | None = None) -> Verdict | StageState:
+        """Keep, block or run `stage`; `measured` replaces the measurement of the checks it names
+        (a run set measures a bench once for all its members)."""
+        run, events, request = self.run, self.events, self.request
+        outcome = stage_outcome(run, stage)
+        stage_hash = self.stage_hash(stage)
+        wanted = self.selected is None or stage.name in self.selected
+        keep = _keep(run, stage, outcome, stage_hash, wanted, self.selected is None, request.force)
+        if keep is not None:
+            # A stale stage still gates by the verdict it had; the run verdict counts it STALE.
+            outcome = saved_verdict_at(run, stage.folder)
+            stale = isinstance(outcome, Verdict) and mark_stale(run, stage.folder, stage_hash)
+            if stale:
+                keep = "STALE: kept, but its inputs changed since it ran; rerun it to qualify"
+            events.stage_end(stage, StageState.STALE.value if stale else outcome.value, keep)
+        elif self.blocked_by is not None and not request.no_gate:
+            name, why = self.blocked_by
+            self.runner.blocked(stage, name, why)
+            events.stage_end(stage, StageState.BLOCKED.value, f"blocked by {name} ({why})")
+            outcome = StageState.BLOCKED
+        else:
+            ungated = self.blocked_by is not None
+            note = f"{self.blocked_by[0]} ({self.blocked_by[1]})" if self.blocked_by else None
+            events.stage_start(stage, f"UNGATED: runs past {note}" if ungated else "")
+            t0 = time.monotonic()
+            outcome = self.runner.execute(
+                stage, stage_hash=stage_hash, ungated=ungated, gate_note=note, measured=measured or {}
+            )
+            self.timings[stage.name] = round(time.monotonic() - t0, 3)
+            run.update(timings=self.timings)
+            # A build stage records store paths; later stages fill {out} and {bin} from them.
+            self.runner.arms = with_build_facts(dict(self.runner.arms), run.read())
+            events.stage_end(stage, outcome.value, _saved_reason(run, stage))
+        # FAIL, ERROR and INCONCLUSIVE gate; so does a stage that has no result (not run,
+        # interrupted, itself blocked): nothing downstream may count on it.
+        if self.blocked_by is None and (outcome in GATE_BLOCKING or isinstance(outcome, StageState)):
+            self.blocked_by = (stage.name, outcome.value)
+        return outcome
+
+
+def _keep(
+    run: RunDir,
+    stage: StageSpec,
+    outcome: Verdict | StageState,
+    stage_hash: str,
+    wanted: bool,
+    resuming: bool,
+    force: bool,
+) -> str | None:
+    """Why a saved stage result is kept as it is, or None when the stage must run now."""
+    if not wanted:
+        return "kept (not selected)"
+    finished = isinstance(outcome, Verdict)
+    same = finished and _saved_hash(run, stage) == stage_hash
+    if resuming and finished and same and not force:
+        return "kept (finished, inputs unchanged)"
+    if outcome is Verdict.PASS and same and not force:
+        return "kept (PASS with unchanged inputs; --force reruns it)"
+    return None
+
+
+def _stage_roles(stage: StageSpec) -> set[str]:
+    return {role for check in stage.checks for role in check.roles}
+
+
+def _saved_hash(run: RunDir, stage: StageSpec) -> str | None:
+    path = run.stage_dir(stage.folder) / STAGE
+    return read_json(path).get("inputs_hash") if path.is_file() else None
+
+
+def _saved_reason(run: RunDir, stage: StageSpec) -> str:
+    path = run.stage_dir(stage.folder) / STAGE
+    return str(read_json(path).get("reason", "")) if path.is_file() else ""
