@@ -71,8 +71,9 @@ def show(
 
     console = Console()
     opened = _open(project, runs_dir, run_id)
-    if opened.read().get("kind") == "set":
-        _show_set(console, opened, as_json=as_json)
+    kind = opened.read().get("kind")
+    if kind in ("set", "fleet"):
+        _show_matrix(console, opened, as_json=as_json)
         return
     model = build_model(opened)
     if as_json:
@@ -96,27 +97,43 @@ def show(
     console.print(table)
 
 
-def _show_set(console: Console, run: RunDir, *, as_json: bool) -> None:
-    """A run set as `show` prints it: the verdict, the controls, stages × members."""
+def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
+    """A run set or a merged fleet report as `show` prints it: the verdict, the controls or the
+    hosts, then stages × members (or hosts)."""
     from rich.table import Table
 
     from qualify.console import badge
-    from qualify.report.matrix import build_set_model
+    from qualify.report.fleet import FleetModel, fleet_model
+    from qualify.report.matrix import MatrixModel, build_set_model
 
-    model = build_set_model(run)
+    fleet = run.read().get("kind") == "fleet"
+    model: FleetModel | MatrixModel = fleet_model(run.path) if fleet else build_set_model(run)
     if as_json:
         print(json.dumps(model.as_json(), indent=2, default=str))
         return
-    console.print(f"run set {model.run_id}: {badge(model.verdict)}  ({model.status})")
+    what = "fleet report" if fleet else "run set"
+    console.print(f"{what} {model.run_id}: {badge(model.verdict)}  ({model.status})")
     console.print(escape(model.verdict_reason))
-    if model.controls_line:
+    if isinstance(model, MatrixModel) and model.controls_line:
         console.print(escape(model.controls_line))
+    if isinstance(model, FleetModel):
+        for host in model.hosts:
+            gpus = "; ".join(host.gpus) or "no GPU"
+            console.print(
+                f"  {escape(host.key)}: {badge(host.verdict)}  {escape(gpus)}, kernel {escape(host.kernel)}"
+            )
+        for line in model.differences:
+            console.print(f"  differs: {escape(line)}")
     table = Table(title_justify="left")
     table.add_column("stage")
     for column in model.columns:
-        table.add_column(f"{escape(column.title)}\n[dim]{column.role}[/]")
+        sub = column.arm if fleet else column.role
+        table.add_column(f"{escape(column.title)}\n[dim]{escape(sub)}[/]")
     for stage in model.stages:
-        table.add_row(stage, *(badge(model.cells[stage][c.key].outcome) for c in model.columns))
+        table.add_row(
+            stage,
+            *(badge(cell.outcome) if (cell := model.cells[stage].get(c.key)) else "" for c in model.columns),
+        )
     table.add_row("verdict", *(badge(c.verdict) for c in model.columns))
     console.print(table)
 
@@ -266,6 +283,8 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
 
 def _candidates(saved: dict[str, Any]) -> str | None:
     """The run's candidate arm; a run set's candidates, and how many controls ran with them."""
+    if saved.get("kind") == "fleet":
+        return f"fleet of {len(saved.get('hosts', []))} hosts"
     if saved.get("kind") != "set":
         arm = saved.get("roles", {}).get("candidate", {}).get("arm")
         return str(arm) if arm is not None else None

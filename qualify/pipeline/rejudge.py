@@ -53,6 +53,11 @@ def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Cha
     resolved with the run's profile. A run moved to another machine (a run directory copied from
     a GPU host) is re-decided with the plan of `here`, the project the command was given."""
     saved = run.read()
+    if saved.get("kind") == "fleet":
+        raise QualifyError(
+            f"{run.path} is a merged fleet report: its hosts' runs are re-decided where they were made",
+            "rejudge each host's run (qualify report RUN --rejudge), then merge them again",
+        )
     root = saved.get("project", {}).get("root")
     if not root or not Path(root, "qualify.toml").is_file():
         if here is None or not (here / "qualify.toml").is_file():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import CheckView, ReportModel, StageView
 
@@ -56,6 +57,15 @@ def set_junit_xml(model: MatrixModel) -> bytes:
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
+    return _document(suites, totals)
+
+
+def fleet_junit_xml(model: FleetModel) -> bytes:
+    """A fleet's junit.xml: every host's stages for each candidate, as `<host>/<candidate>/<stage>`."""
+    suites = ET.Element("testsuites", name=f"qualify fleet {model.run_id}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for column, member in zip(model.columns, model.members, strict=True):
+        _stage_suites(suites, member, f"{column.key}/", totals)
     return _document(suites, totals)
 
 

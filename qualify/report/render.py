@@ -15,7 +15,8 @@ from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.report.charts import render_svg
-from qualify.report.junit import junit_xml, set_junit_xml
+from qualify.report.fleet import fleet_model
+from qualify.report.junit import fleet_junit_xml, junit_xml, set_junit_xml
 from qualify.report.matrix import build_set_model
 from qualify.report.model import build_model
 
@@ -82,8 +83,11 @@ def _environment() -> Environment:
 
 
 def render(run: RunDir) -> ReportFiles:
-    if run.read().get("kind") == "set":
+    kind = run.read().get("kind")
+    if kind == "set":
         return render_set(run)
+    if kind == "fleet":
+        return render_fleet(run)
     model = build_model(run)
     env = _environment()
     css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
@@ -113,5 +117,20 @@ def render_set(run: RunDir) -> ReportFiles:
     write_atomic(files.html, env.get_template("set.html.j2").render(m=model, css=css).encode("utf-8"))
     write_atomic(files.markdown, env.get_template("set.md.j2").render(m=model).encode("utf-8"))
     write_atomic(files.junit, set_junit_xml(model))
+    write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
+    return files
+
+
+def render_fleet(run: RunDir) -> ReportFiles:
+    """A merged fleet report, from its folder alone (the hosts' runs keep their own reports)."""
+    model = fleet_model(run.path)
+    env = _environment()
+    css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
+    files = ReportFiles(
+        run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
+    )
+    write_atomic(files.html, env.get_template("fleet.html.j2").render(m=model, css=css).encode("utf-8"))
+    write_atomic(files.markdown, env.get_template("fleet.md.j2").render(m=model).encode("utf-8"))
+    write_atomic(files.junit, fleet_junit_xml(model))
     write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
     return files

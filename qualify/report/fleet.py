@@ -1,0 +1,404 @@
+"""A fleet report: the runs of several GPU hosts on one revision, merged into one verdict.
+
+Each host ran `qualify run` on its own (a CI matrix job, or by hand); `qualify merge` copies the
+runs under one folder and writes this report from them alone: a matrix of stages × hosts (× the
+candidates), each host's verdict with its GPU and driver, and what differs between hosts — a
+stage that passes on one and fails on another, a kernel that spills on one target only, the
+bench's ratios side by side. The fleet is QUALIFIED only when every host is.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from qualify import __version__
+from qualify.core.errors import RunStoreError
+from qualify.core.provenance import describe_gpu
+from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
+from qualify.core.verdicts import RunVerdict
+from qualify.report.fleetinputs import HostRun, identity
+from qualify.report.matrix import Cell, Column
+from qualify.report.model import ReportModel, build_model
+
+PASSING = ("PASS", "WARN")
+FAILING = ("FAIL", "ERROR", "INCONCLUSIVE")
+#: Spill figures of the compile stage's per-kernel diff (AMDGPU and CUDA).
+SPILL_COLUMNS = (
+    "candidate_vgpr_spill_count",
+    "candidate_sgpr_spill_count",
+    "candidate_spill_store_bytes",
+    "candidate_spill_load_bytes",
+)
+
+
+@dataclass(frozen=True)
+class HostView:
+    key: str
+    label: str | None
+    hostname: str
+    kernel: str
+    gpus: list[str]
+    run_id: str
+    kind: str  # "run" or "set"
+    verdict: str
+    verdict_reason: str
+    controls_behaved: bool | None
+    created_at: str
+    finished_at: str | None
+    revision: str | None
+    dirty: bool
+    href: str
+
+
+@dataclass(frozen=True)
+class FleetModel:
+    schema_version: int
+    qualify_version: str
+    kind: str
+    run_id: str
+    status: str
+    verdict: str
+    verdict_reason: str
+    created_at: str
+    identity: dict[str, str | None]
+    hosts: list[HostView]
+    candidates: list[str]
+    stages: list[str]
+    columns: list[Column]
+    cells: dict[str, dict[str, Cell]]
+    members: list[ReportModel]
+    differences: list[str]
+    #: Kernels that spill in the candidate on some hosts and not on others: kernel, then a
+    #: cell per host ("spills (gfx1151)", "no spill (gfx950)", "" when the host has no such kernel).
+    spills: dict[str, Any]
+    #: The bench's candidate/pinned ratios per test, a cell per host, for each candidate.
+    bench: dict[str, Any]
+    #: Properties that differ between the hosts' runs, merged anyway (`--allow-mixed`).
+    mixed: list[str] = field(default_factory=list)
+    not_proven: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _members(host: HostRun) -> list[tuple[str, RunDir]]:
+    """(candidate arm, its run) of a host: the run itself, or each candidate member of a set."""
+    saved = host.saved
+    if saved.get("kind") != "set":
+        arm = saved.get("roles", {}).get("candidate", {}).get("arm", "?")
+        return [(str(arm), host.run)]
+    return [
+        (m["arm"], RunDir(host.run.path / m["label"]))
+        for m in saved.get("members", [])
+        if m.get("role") == "candidate"
+    ]
+
+
+def build_fleet_model(
+    out: Path, hosts: list[HostRun], created_at: str, mixed: list[str] | None = None
+) -> FleetModel:
+    views = [_host_view(h) for h in hosts]
+    by_host = {h.key: dict(_members(h)) for h in hosts}
+    candidates: list[str] = []
+    for members in by_host.values():
+        candidates += [c for c in members if c not in candidates]
+    stages: list[str] = []
+    for h in hosts:
+        stages += [s["name"] for s in h.saved.get("plan", {}).get("stages", []) if s["name"] not in stages]
+    columns: list[Column] = []
+    cells: dict[str, dict[str, Cell]] = {s: {} for s in stages}
+    models: list[ReportModel] = []
+    for candidate in candidates:
+        for h in hosts:
+            run = by_host[h.key].get(candidate)
+            key = f"{h.key}/{candidate}"
+            if run is None:
+                continue
+            model = build_model(run)
+            models.append(model)
+            href = f"{run.path.relative_to(out)}/report.html"
+            columns.append(Column(key, h.key, "candidate", candidate, model.verdict, None, "", href))
+            own = {s.name: s for s in model.stages if s.configured}
+            for stage in stages:
+                view = own.get(stage)
+                cells[stage][key] = (
+                    Cell(view.outcome, view.reason, f"{href}#stage-{stage}")
+                    if view
+                    else Cell("—", "not in this host's plan")
+                )
+    verdict, why = _fleet_verdict(views)
+    return FleetModel(
+        schema_version=SCHEMA_VERSION,
+        qualify_version=__version__,
+        kind="fleet",
+        run_id=out.name,
+        status="complete",
+        verdict=verdict.value,
+        verdict_reason=why,
+        created_at=created_at,
+        identity=identity(hosts[0].saved),
+        hosts=views,
+        candidates=candidates,
+        stages=stages,
+        columns=columns,
+        cells=cells,
+        members=models,
+        differences=_stage_differences(candidates, hosts, stages, cells) + _spill_lines(hosts, by_host),
+        spills=_spills(hosts, by_host),
+        bench=_bench(hosts, by_host, candidates),
+        mixed=list(mixed or []),
+        not_proven=_not_proven(views, mixed or []),
+    )
+
+
+def _host_view(host: HostRun) -> HostView:
+    saved = host.saved
+    prov = saved.get("provenance", {})
+    info = prov.get("host", {})
+    git = prov.get("git") or {}
+    return HostView(
+        key=host.key,
+        label=info.get("label"),
+        hostname=str(info.get("hostname", "?")),
+        kernel=str(info.get("kernel", "?")),
+        gpus=[describe_gpu(g) for g in prov.get("gpus", [])],
+        run_id=str(saved.get("run_id", host.run.run_id)),
+        kind="set" if saved.get("kind") == "set" else "run",
+        verdict=str(saved.get("verdict") or "INCOMPLETE"),
+        verdict_reason=str(saved.get("verdict_reason") or ""),
+        controls_behaved=saved.get("controls_behaved"),
+        created_at=str(saved.get("created_at", "")),
+        finished_at=saved.get("finished_at"),
+        revision=git.get("rev"),
+        dirty=bool(git.get("dirty")),
+        href=f"hosts/{host.key}/report.html",
+    )
+
+
+def _fleet_verdict(hosts: list[HostView]) -> tuple[RunVerdict, str]:
+    failed = [h.key for h in hosts if h.verdict == RunVerdict.NOT_QUALIFIED.value]
+    if failed:
+        return RunVerdict.NOT_QUALIFIED, "not qualified on " + ", ".join(failed)
+    open_ = [h.key for h in hosts if h.verdict != RunVerdict.QUALIFIED.value]
+    if open_:
+        return RunVerdict.INCOMPLETE, "not decided on " + ", ".join(open_)
+    return RunVerdict.QUALIFIED, f"qualified on every host ({len(hosts)})"
+
+
+def _stage_differences(
+    candidates: list[str], hosts: list[HostRun], stages: list[str], cells: dict[str, dict[str, Cell]]
+) -> list[str]:
+    lines = []
+    for candidate in candidates:
+        for stage in stages:
+            got = {h.key: cells[stage].get(f"{h.key}/{candidate}") for h in hosts}
+            seen = {k: c.outcome for k, c in got.items() if c is not None}
+            passing = [k for k, o in seen.items() if o in PASSING]
+            failing = [k for k, o in seen.items() if o in FAILING]
+            if passing and failing:
+                on = ", ".join(f"{k} ({seen[k]})" for k in failing)
+                lines.append(f"{candidate} {stage}: passes on {', '.join(passing)}, not on {on}")
+    return lines
+
+
+def _kernel_diff(run: RunDir) -> pd.DataFrame | None:
+    """The compile stage's per-kernel diff of a run, where one was saved."""
+    for path in sorted(run.path.glob("*/*/diff.parquet")):
+        result = path.parent / "result.json"
+        try:
+            if result.is_file() and read_json(result).get("kind") == "kernel-resources":
+                return pd.read_parquet(path)
+        except (RunStoreError, OSError, ValueError):
+            return None
+    return None
+
+
+def _spilling(frame: pd.DataFrame) -> dict[str, str]:
+    """kernel key -> its target, for the kernels whose candidate build spills."""
+    present = [c for c in SPILL_COLUMNS if c in frame.columns]
+    if not present or frame.empty:
+        return {}
+    spills = frame[present].apply(pd.to_numeric, errors="coerce").fillna(0).sum(axis=1) > 0
+    return {
+        str(k): str(t) for k, t in zip(frame.loc[spills, "key"], frame.loc[spills, "target"], strict=True)
+    }
+
+
+def _spills(hosts: list[HostRun], by_host: dict[str, dict[str, RunDir]]) -> dict[str, Any]:
+    """Per candidate: kernels spilling on some hosts only, with each host's target."""
+    out: dict[str, Any] = {}
+    for candidate in {c for members in by_host.values() for c in members}:
+        frames = {
+            h.key: _kernel_diff(by_host[h.key][candidate]) for h in hosts if candidate in by_host[h.key]
+        }
+        known = {k: f for k, f in frames.items() if f is not None}
+        if len(known) < 2:
+            continue
+        spilling = {k: _spilling(f) for k, f in known.items()}
+        targets = {
+            k: dict(zip(f["key"].astype(str), f["target"].astype(str), strict=True)) for k, f in known.items()
+        }
+        rows = []
+        for kernel in sorted(set().union(*(s.keys() for s in spilling.values()))):
+            where = {k: kernel in s for k, s in spilling.items()}
+            present = {k for k in known if kernel in targets[k]}
+            if all(where[k] for k in present):
+                continue  # spills wherever it exists: not a difference between hosts
+            row = [kernel]
+            for k in known:
+                if kernel not in targets[k]:
+                    row.append("")
+                else:
+                    row.append(f"{'spills' if where[k] else 'no spill'} ({targets[k][kernel]})")
+            rows.append(row)
+        if rows:
+            out[candidate] = {"columns": ["kernel", *known], "rows": rows}
+    return out
+
+
+def _spill_lines(hosts: list[HostRun], by_host: dict[str, dict[str, RunDir]]) -> list[str]:
+    lines = []
+    for candidate, table in sorted(_spills(hosts, by_host).items()):
+        for row in table["rows"][:20]:
+            on = [
+                h for h, cell in zip(table["columns"][1:], row[1:], strict=True) if cell.startswith("spills")
+            ]
+            lines.append(f"{candidate}: kernel {row[0]} spills on {', '.join(on)} only")
+    return lines
+
+
+def _bench(
+    hosts: list[HostRun], by_host: dict[str, dict[str, RunDir]], candidates: list[str]
+) -> dict[str, Any]:
+    """Per candidate: each bench test's ratio and interval on every host."""
+    out: dict[str, Any] = {}
+    for candidate in candidates:
+        per_host: dict[str, dict[str, Any]] = {}
+        for h in hosts:
+            run = by_host[h.key].get(candidate)
+            if run is None:
+                continue
+            for path in sorted(run.path.glob("*/*/result.json")):
+                try:
+                    result = read_json(path)
+                except RunStoreError:
+                    continue
+                if result.get("kind") == "bench":
+                    per_host[h.key] = (result.get("facts") or {}).get("tests", {})
+        if not per_host:
+            continue
+        tests: list[str] = []
+        for found in per_host.values():
+            tests += [t for t in found if t not in tests]
+        rows = []
+        for test in tests:
+            row = [test]
+            for h in hosts:
+                fact = per_host.get(h.key, {}).get(test)
+                row.append(_ratio(fact) if fact else "")
+            rows.append(row)
+        out[candidate] = {"columns": ["test", *(h.key for h in hosts)], "rows": rows}
+    return out
+
+
+def _ratio(fact: dict[str, Any]) -> str:
+    ratio, low, high = fact.get("ratio"), fact.get("low"), fact.get("high")
+    if ratio is None:
+        return str(fact.get("finding", ""))
+    span = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+    return f"{ratio:.3f}{span} {fact.get('finding', '')}".strip()
+
+
+def _not_proven(hosts: list[HostView], mixed: list[str]) -> list[str]:
+    notes = [
+        "Each host was measured on its own, at its own time: the hosts' results are not paired, and "
+        "a difference between hosts can be the day (load, temperature, a driver update) as much "
+        "as the GPU.",
+        "A host's verdict speaks for its GPU, driver and firmware as recorded; a GPU or driver "
+        "that no host here has is not covered.",
+    ]
+    days = sorted({h.created_at[:10] for h in hosts if h.created_at})
+    if len(days) > 1:
+        notes.append(f"The runs were made on {len(days)} different days ({', '.join(days)}).")
+    for h in hosts:
+        if h.dirty:
+            notes.append(f"{h.key} built from a tree with uncommitted changes.")
+        if not h.gpus:
+            notes.append(f"{h.key} saw no GPU: nothing there exercised GPU code.")
+        if h.kind == "set" and h.controls_behaved is not True:
+            notes.append(f"{h.key}: its controls did not all behave ({h.verdict_reason}).")
+        if h.kind == "run":
+            notes.append(f"{h.key} ran without controls: nothing there shows its gates could tell.")
+    notes += [f"Merged although they differ — {line}." for line in mixed]
+    return notes
+
+
+def merge(inputs: list[Path], out: Path, *, allow_mixed: bool = False) -> RunVerdict:
+    """Copy the hosts' runs under `out`, refuse runs that qualify different things (unless
+    `allow_mixed`), and write `out/run.json` (kind "fleet"); `render` writes the reports."""
+    from qualify.core.errors import UsageError
+    from qualify.core.runstore import now_iso, write_json
+    from qualify.core.verdicts import exit_code_for
+    from qualify.report.fleetinputs import collect, mismatches
+
+    if out.exists() and any(out.iterdir()) and not _is_fleet(out):
+        raise UsageError(f"{out}: exists and is not a fleet report", "give --out a new or empty folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        hosts = collect(inputs, staging)
+        differ = mismatches(hosts)
+        if differ and not allow_mixed:
+            raise UsageError(
+                "these runs qualify different things: " + "; ".join(differ),
+                "merge runs of one revision, lock and plan; --allow-mixed merges them anyway "
+                "(the report says what differed)",
+            )
+        created = now_iso()
+        document = {
+            "kind": "fleet",
+            "run_id": out.name,
+            "created_at": created,
+            "status": "complete",
+            "hosts": [{"key": h.key, "source": h.source, "run_id": h.saved.get("run_id")} for h in hosts],
+            "mixed": differ,
+        }
+        write_json(staging / "run.json", document)
+        model = build_fleet_model(staging, hosts, created, differ)
+        write_json(
+            staging / "run.json",
+            {
+                **document,
+                "verdict": model.verdict,
+                "verdict_reason": model.verdict_reason,
+                "exit_code": int(exit_code_for(RunVerdict(model.verdict))),
+                "identity": model.identity,
+            },
+        )
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return RunVerdict(model.verdict)
+
+
+def _is_fleet(out: Path) -> bool:
+    try:
+        return (out / "run.json").is_file() and read_json(out / "run.json").get("kind") == "fleet"
+    except RunStoreError:
+        return False
+
+
+def fleet_model(out: Path) -> FleetModel:
+    """The model of a merged report, from its folder alone."""
+    saved = read_json(out / "run.json")
+    hosts = [HostRun(h["key"], RunDir(out / "hosts" / h["key"]), h.get("source", "")) for h in saved["hosts"]]
+    return build_fleet_model(out, hosts, str(saved.get("created_at", "")), list(saved.get("mixed", [])))
