@@ -26,7 +26,7 @@ def qualify_commands() -> list[list[str]]:
 def test_every_qualify_command_of_the_workflow_exists() -> None:
     group = typer.main.get_command(app)
     commands = qualify_commands()
-    assert {c[0] for c in commands} >= {"doctor", "run", "show"}
+    assert {c[0] for c in commands} >= {"doctor", "run", "show", "merge"}
     for words in commands:
         command = group.commands[words[0]]  # type: ignore[attr-defined]
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from qualify.cli.app import JsonOpt, app
+from qualify.cli.running import publish_for
 
 
 @app.command()
@@ -43,6 +44,7 @@ def merge(
     console = Console(stderr=as_json)
     verdict = merge(runs, out, allow_mixed=allow_mixed)
     files = render(RunDir(out))
+    publish_for(RunDir(out), files.markdown, to_stderr=as_json)
     if as_json:
         model = fleet_model(out)
         document = {

@@ -187,10 +187,18 @@ def outcome_fields(run: RunDir) -> dict[str, object]:
 def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
     # Workflow commands go out unformatted (rich would wrap and colour them), on stdout unless
     # stdout carries JSON; the runner reads them from the step's whole output.
+    from qualify.report.fleet import FleetModel, fleet_model
     from qualify.report.github import publish
-    from qualify.report.matrix import build_set_model
-    from qualify.report.model import build_model
+    from qualify.report.matrix import MatrixModel, build_set_model
+    from qualify.report.model import ReportModel, build_model
 
     stream = sys.stderr if to_stderr else sys.stdout
-    model = build_set_model(run) if run.read().get("kind") == "set" else build_model(run)
+    kind = run.read().get("kind")
+    model: ReportModel | MatrixModel | FleetModel
+    if kind == "fleet":
+        model = fleet_model(run.path)
+    elif kind == "set":
+        model = build_set_model(run)
+    else:
+        model = build_model(run)
     publish(model, summary, os.environ, lambda line: print(line, file=stream, flush=True))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel
 
@@ -50,8 +51,17 @@ def set_error_commands(model: MatrixModel) -> Iterator[str]:
             yield f"::error title={title}::{escape_data(column.note)}"
 
 
+def fleet_error_commands(model: FleetModel) -> Iterator[str]:
+    """A fleet's annotations: every host's, its name in each title."""
+    for column, member in zip(model.columns, model.members, strict=True):
+        yield from error_commands(member, column.key)
+
+
 def publish(
-    model: ReportModel | MatrixModel, summary: Path, environ: Mapping[str, str], out: Callable[[str], None]
+    model: ReportModel | MatrixModel | FleetModel,
+    summary: Path,
+    environ: Mapping[str, str],
+    out: Callable[[str], None],
 ) -> None:
     """Append the summary to the step summary and print the annotations, where GitHub asks."""
     step_summary = environ.get("GITHUB_STEP_SUMMARY")
@@ -59,6 +69,11 @@ def publish(
         with Path(step_summary).open("a", encoding="utf-8") as handle:
             handle.write(summary.read_text(encoding="utf-8") + "\n")
     if environ.get("GITHUB_ACTIONS") == "true":
-        lines = set_error_commands(model) if isinstance(model, MatrixModel) else error_commands(model)
+        if isinstance(model, FleetModel):
+            lines = fleet_error_commands(model)
+        elif isinstance(model, MatrixModel):
+            lines = set_error_commands(model)
+        else:
+            lines = error_commands(model)
         for line in lines:
             out(line)
