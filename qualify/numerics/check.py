@@ -28,6 +28,7 @@ from qualify.numerics.store import (
     cache_key,
     cached_reference,
     check_free_space,
+    disk_plan,
     kl_floor_for,
     load_stats,
     merge_stats,
@@ -38,6 +39,7 @@ from qualify.numerics.store import (
     store_reference,
 )
 from qualify.numerics.stream import LogprobFileError, LogprobStream
+from qualify.numerics.streamed import score_together
 from qualify.numerics.tokenstats import StreamMismatch, TokenStats, token_stats
 
 RECORD = "numerics.json"
@@ -104,6 +106,20 @@ class _Measuring:
                 self.streams[role] = open_stream(self.artifacts[role])
                 m["artifact"] = str(self.artifacts[role])
         ctx.save(role, m)
+
+    def cached_size(self) -> int | None:
+        """The cached reference's bytes, when the cache holds this reference."""
+        if not self.params["cache_dir"]:
+            return None
+        try:
+            argv = self.ctx.argv(self.params["run"], "reference")
+        except QualifyError:
+            return None
+        found = cached_reference(Path(self.params["cache_dir"]), self._key(argv))
+        return artifact_bytes(found[0]) if found else None
+
+    def artifact_path(self, arm_role: str, extra: dict[str, Any]) -> Path:
+        return _one_path(self.ctx, self.params["artifact"], arm_role, extra)
 
     def _key(self, argv: list[str]) -> str:
         blank = {"dir": "<dir>", "out_file": "<dir>/output"}
@@ -213,7 +229,26 @@ def measure(ctx: CheckContext) -> None:
         ctx.advance(Progress(role, planned.index(role), len(planned), "scoring runs"))
         state.run(role)
 
+    streamed = bool(ctx.spec.params.get("stream"))
+    disk = disk_plan(
+        ctx.folder,
+        state.size or state.cached_size(),
+        cached=state.cached_size() is not None,
+        streamed=streamed,
+        others=planned[1:],
+        keep=bool(state.params.get("keep")),
+    )
+    state.record["disk"] = {"stored": list(disk.stored), "bytes": disk.bytes, "free": disk.free}
+    ctx.echo(f"numerics: {disk.describe()}")
+    check_free_space(ctx.folder, disk.bytes or None, "the numerics stage (" + ", ".join(disk.stored) + ")")
     stats: TokenStats | None = None
+    if streamed:
+        run("reference")
+        stats = score_together(state, planned[1:])
+        if stats is not None:
+            save_stats(stats, ctx.folder)
+        write_json(ctx.folder / RECORD, state.record)
+        return
     for role in planned[:-1]:
         run(role)
     if floor:

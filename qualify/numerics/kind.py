@@ -108,6 +108,13 @@ KIND = CheckKind(
         ),
         Param("artifact", "string", "{out_file}", help="where the command leaves its log-prob artifact"),
         Param("keep", "boolean", False, help="keep every role's artifact (default: only the reference's)"),
+        Param(
+            "stream",
+            "boolean",
+            False,
+            help="score pinned, pinned.2 and the candidate at once into named pipes reduced as they "
+            "are written (llama.cpp _logits_ output): only the reference is stored",
+        ),
         Param("floor_rerun", "boolean", True, help="score pinned twice (pinned.2) for the noise floor"),
         Param("cache", "string", DEFAULT_CACHE, help='the reference cache\'s folder ("" turns caching off)'),
         Param("artifact_bytes", "integer", None, help="one artifact's size, checked before the first run"),

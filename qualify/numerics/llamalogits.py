@@ -64,6 +64,22 @@ def _llama_dtype(n_vocab: int) -> np.dtype[np.void]:
     return np.dtype([("scale", "<f4"), ("min_lp", "<f4"), ("q", "<u2", (llama_row_width(n_vocab) - 4,))])
 
 
+def header_fields(path: Path, head: bytes) -> tuple[int, int, int]:
+    """n_ctx, n_vocab and n_chunk from a whole header, each checked against its least value."""
+    n_ctx = int(np.frombuffer(head, "<u4", 1, 8)[0])
+    n_vocab, n_chunk = (int(v) for v in np.frombuffer(head, "<i4", 2, 12))
+    for offset, name, value, low in (
+        (8, "n_ctx", n_ctx, 3),
+        (12, "n_vocab", n_vocab, 1),
+        (16, "n_chunk", n_chunk, 0),
+    ):
+        if value < low:
+            raise LogprobFileError(
+                f"{path}: header field {name} at offset {offset} is {value}, expected >= {low}"
+            )
+    return n_ctx, n_vocab, n_chunk
+
+
 class LlamaLogitsFile(LogprobStream):
     """A llama.cpp ``--kl-divergence-base`` file, memory-mapped; rows decoded per block."""
 
@@ -88,17 +104,7 @@ class LlamaLogitsFile(LogprobStream):
                 f"{self.path}: {size} bytes, shorter than the {LLAMA_HEADER_BYTES}-byte header",
                 hint="the file is truncated: the run that wrote it was interrupted",
             )
-        n_ctx = int(np.frombuffer(head, "<u4", 1, 8)[0])
-        n_vocab, n_chunk = (int(v) for v in np.frombuffer(head, "<i4", 2, 12))
-        for offset, name, value, low in (
-            (8, "n_ctx", n_ctx, 3),
-            (12, "n_vocab", n_vocab, 1),
-            (16, "n_chunk", n_chunk, 0),
-        ):
-            if value < low:
-                raise LogprobFileError(
-                    f"{self.path}: header field {name} at offset {offset} is {value}, expected >= {low}"
-                )
+        n_ctx, n_vocab, n_chunk = header_fields(self.path, head)
         self.n_ctx, self.n_vocab, self.n_chunk, self.first = n_ctx, n_vocab, n_chunk, n_ctx // 2
         expected = llama_file_size(n_ctx, n_vocab, n_chunk)
         if size != expected:

@@ -26,7 +26,7 @@ import json
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,44 @@ class DiskSpaceError(QualifyError):
 
 def gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
+
+
+@dataclass(frozen=True)
+class DiskPlan:
+    """What the stage will store at its peak: whose artifacts, each of `one_file` bytes."""
+
+    stored: tuple[str, ...]  # the roles whose artifacts are on disk at once (written now)
+    one_file: int | None  # None: unknown until the first artifact is written
+    free: int
+    where: Path
+    streamed: bool
+
+    @property
+    def bytes(self) -> int | None:
+        if not self.stored:
+            return 0
+        return None if self.one_file is None else len(self.stored) * self.one_file
+
+    def describe(self) -> str:
+        whose = ", ".join(self.stored) or "nothing (the reference comes from the cache)"
+        size = (
+            f"{gib(self.bytes)} ({self.bytes} bytes)"
+            if self.bytes is not None
+            else "a size known once the reference is scored (artifact_bytes states it beforehand)"
+        )
+        how = "; the other roles stream through pipes" if self.streamed else ""
+        return f"the stage will store {whose}: {size}{how}; {gib(self.free)} free in {self.where}"
+
+
+def disk_plan(
+    where: Path, one_file: int | None, *, cached: bool, streamed: bool, others: list[str], keep: bool
+) -> DiskPlan:
+    """The artifacts on disk at the stage's peak. Streamed: the reference only. Otherwise also two
+    roles' at once (pinned with pinned.2, then pinned with the candidate), or all with `keep`."""
+    stored = [] if cached else ["reference"]
+    if not streamed:
+        stored += others if keep else others[:2]
+    return DiskPlan(tuple(stored), one_file, shutil.disk_usage(where).free, where, streamed)
 
 
 def artifact_bytes(path: Path) -> int:

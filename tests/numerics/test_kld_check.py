@@ -37,7 +37,13 @@ src, folder, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 rerun = src.with_name(src.name + ".2")
 if folder.name == "pinned.2" and rerun.exists():
     src = rerun
-(shutil.copytree if src.is_dir() else shutil.copyfile)(src, out)
+if src.is_dir():
+    shutil.copytree(src, out)
+else:
+    # Front to back in pieces, as llama-perplexity writes: `out` may be a named pipe.
+    with src.open("rb") as source, open(out, "wb") as target:
+        while piece := source.read(1 << 16):
+            target.write(piece)
 """
 
 ARMS = """
@@ -249,9 +255,18 @@ def test_too_few_chunks_is_inconclusive_never_pass(project, tmp_path: Path) -> N
 def test_not_enough_disk_is_an_error_with_the_figure_needed(project, arms) -> None:
     files = dict(arms["files"])
     files["cand"] = files["pinned"]
-    result = _run(project, files, _stage("max_mean_kld = 1.0", artifact_bytes=10**18))
+    p = _project(project, files)
+    result = _run(p, files, _stage("max_mean_kld = 1.0", artifact_bytes=10**18))
     assert result["verdict"] == "ERROR"
-    assert "needs 931322574.62 GiB (1000000000000000000 bytes) free" in result["reason"]
+    # At its peak the stage holds the reference, pinned and pinned.2: three artifacts.
+    expected = "the numerics stage (reference, pinned, pinned.2) needs 2793967723.85 GiB (3000000000000000000 bytes) free"
+    assert expected in result["reason"], result["reason"]
+    # Streamed, only the reference is stored: the figure stated before anything runs is one file.
+    streamed = _run(p, files, _stage("max_mean_kld = 1.0", artifact_bytes=10**18, stream=True))
+    assert (
+        "the numerics stage (reference) needs 931322574.62 GiB (1000000000000000000 bytes) free"
+        in streamed["reason"]
+    )
 
 
 def test_reference_is_cached_across_runs_and_keep_keeps_artifacts(project, arms, tmp_path: Path) -> None:
@@ -278,3 +293,73 @@ def test_judge_is_pure_and_rejudges_with_new_limits(project, arms) -> None:
     tight = CheckSpec(**{**spec.__dict__, "limits": {"max_mean_kld": 1e-9}})
     again = judge(SavedCheck(Path(result["folder"]), tight, spec.roles))
     assert again.verdict.value == "FAIL" and "max_mean_kld" in again.reason
+
+
+def test_streamed_roles_give_the_same_vectors_and_store_only_the_reference(project, arms) -> None:
+    """stream = true: pinned, pinned.2 and the candidate write into named pipes at once."""
+    files = dict(arms["files"])
+    files["cand"] = _llama(arms["dir"] / "good.kld", arms["tokens"], arms["ref"] + _noise(3, 0.05))
+    limits = _limits(_kl(arms["ref"], arms["pinned"]))
+    p = _project(project, files)
+    on_disk = _run(p, files, _stage(limits), runs=arms["dir"] / "on-disk")
+    streamed = _run(p, files, _stage(limits, stream=True), runs=arms["dir"] / "streamed")
+    assert streamed["verdict"] == on_disk["verdict"] == "PASS", streamed["findings"]
+    for role in ("pinned", "pinned.2", "candidate"):
+        folder = Path(streamed["folder"]) / role
+        with (
+            np.load(folder / "pertoken.npz") as a,
+            np.load(Path(on_disk["folder"]) / role / "pertoken.npz") as b,
+        ):
+            assert a.files == b.files and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a.files)
+        m = json.loads((folder / "measurement.json").read_text())
+        assert m["streamed"] and m["ok"] and not Path(m["artifact"]).exists()
+    record = json.loads((Path(streamed["folder"]) / "numerics.json").read_text())
+    [one_pass] = record["passes"]
+    assert one_pass["streamed"] and ["pinned", "candidate"] in one_pass["pairs"]
+    assert streamed["facts"]["summaries"] == on_disk["facts"]["summaries"]
+
+
+BROKEN = """
+import sys
+from pathlib import Path
+src, out, stop = Path(sys.argv[1]), Path(sys.argv[3]), int(sys.argv[4])
+if stop:
+    with open(out, "wb") as target:
+        target.write(src.read_bytes()[:stop])
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("stop", [0, 20 + 4 * N_CHUNK * N_CTX + 1000])
+def test_a_writer_dying_mid_stream_is_an_error_naming_role_and_offset(project, arms, stop: int) -> None:
+    """A deliberately broken candidate engine: it writes the first `stop` bytes of a real stream
+    into its pipe and exits 3 (with 0 it dies before opening the pipe). Nothing half-written may
+    remain, and no writer may outlive the check."""
+    files = dict(arms["files"])
+    p = project(
+        f'[vars]\nstop = "0"\nwriter = "copy.py"\n'
+        f'[arms.pinned]\ninstallable = ".#default"\nvars = {{ art = "{files["pinned"]}" }}\n'
+        f'[arms.cand]\ninstallable = ".#cand"\nvars = {{ art = "{files["pinned"]}", writer = "broken.py", stop = "{stop}" }}\n'
+        f'[arms.reference]\ninstallable = ".#reference"\nvars = {{ art = "{files["reference"]}" }}\n'
+    )
+    (p.root / "copy.py").write_text(COPY)
+    (p.root / "broken.py").write_text(BROKEN)
+    stage = _stage(_limits(0.01), stream=True).replace("{project}/copy.py", "{project}/{writer}")
+    stage = stage.replace("{out_file}", "{out_file} {stop}")
+    result = _run(p, files, stage)
+    folder = Path(result["folder"])
+    failed = [f for f in result["findings"] if f["verdict"] == "FAIL"]
+    messages = " | ".join(f["message"] for f in result["findings"])
+    assert result["verdict"] == "FAIL" and any(f["role"] == "candidate" for f in failed), messages
+    if stop:
+        assert (
+            f"candidate: {folder}/candidate/output: the writer stopped at offset {stop}, in chunk 1 of 32"
+            in messages
+        )
+    else:
+        assert "ended before it wrote anything" in messages or "exit code 3" in messages, messages
+    assert not (folder / "candidate" / "pertoken.npz").exists()
+    assert not (folder / "pinned" / "pertoken.npz").exists()
+    assert not [q for q in folder.rglob("output") if q.exists()]  # every pipe removed
+    m = json.loads((folder / "pinned" / "measurement.json").read_text())
+    assert m["outcome"] != "exit code 0" or m["ok"]  # pinned was ended or had finished
