@@ -19,19 +19,17 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from qualify.core import process
+from qualify.core import background, process
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.llamapipe import LlamaLogitsPipe, make_fifo
+from qualify.numerics.measuring import Measuring
 from qualify.numerics.store import artifact_bytes, settings_mismatch, settings_of
 from qualify.numerics.stream import LogprobFileError, LogprobStream
 from qualify.numerics.tokenstats import LLAMA_KL_FLOOR, StreamMismatch, TokenStats, token_stats
-
-if TYPE_CHECKING:
-    from qualify.numerics.check import _Measuring
 
 
 def pairs_for(roles: list[str]) -> list[tuple[str, str]]:
@@ -45,7 +43,7 @@ def pairs_for(roles: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def score_together(state: _Measuring, roles: list[str]) -> TokenStats | None:
+def score_together(state: Measuring, roles: list[str]) -> TokenStats | None:
     """Score `roles` at once through pipes and reduce them with the reference's stream."""
     ctx = state.ctx
     if "reference" not in state.streams:
@@ -82,7 +80,7 @@ def score_together(state: _Measuring, roles: list[str]) -> TokenStats | None:
     with ExitStack() as stack:
         running = {
             role: stack.enter_context(
-                process.start(
+                background.start(
                     argv,
                     log=logs[role],
                     env=ctx.env(arm_role),

@@ -69,7 +69,7 @@ def test_a_failing_rerun_restores_the_status(project: Callable[..., Project], mo
     def broken(*_args: object, **_kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("qualify.pipeline.runner.StageRunner.execute", broken)
+    monkeypatch.setattr("qualify.pipeline.stageloop.StageRunner.execute", broken)
     code, out = cli(p, "run", "--only", "compile", "--force")
     saved = json.loads((run / "run.json").read_text())
     assert code == 2 and saved["status"] == "failed", out
