@@ -10,9 +10,11 @@ penalty on the second unit of each pair. It prints
   fixed design's power and false-alarm rate.
 
 Overhead (`--bin DIR`, e.g. an arm's `{bin}`, and `--model FILE`): the same llama-bench
-command run N times by `qualify.bench.schedule` (warm-up, ABBA, environment snapshots,
-Parquet) and by a plain shell loop, as a wall-time ratio. The figures are this machine's,
-printed, never judged.
+command run N times by a plain loop and by `qualify run` (warm-up, ABBA, environment snapshots,
+Parquet), in interleaved rounds. Two ratios to the plain loop: the bench schedule's own wall
+time (the stage's `duration_s`: every unit and everything qualify does around them), and the
+whole `qualify run` process (its start, the run directory, the report). The figures are this
+machine's, printed, never judged.
 
     python benchmarks/bench_schedule.py [--runs 1000] [--bin /nix/store/...-llama-cpp/bin --model m.gguf]
 """
@@ -20,6 +22,7 @@ printed, never judged.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -72,6 +75,8 @@ def overhead(bin_dir: Path, model: Path, pairs: int, rounds: int) -> None:
         for _ in range(units):
             subprocess.run(argv, capture_output=True, check=True)
 
+    stage_s: list[float] = []
+
     def harness() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
@@ -92,6 +97,8 @@ def overhead(bin_dir: Path, model: Path, pairs: int, rounds: int) -> None:
             )
             if f"{pairs} pairs" not in done.stdout:
                 raise SystemExit(f"the bench stage did not run {pairs} pairs:\n{done.stdout[-2000:]}")
+            [stage] = root.glob("runs/*/60-bench/stage.json")
+            stage_s.append(float(json.loads(stage.read_text())["duration_s"]))
 
     # Interleaved ABBA rounds, so load changing on the machine does not favour one side.
     times: dict[str, float] = {"plain": 0.0, "qualify": 0.0}
@@ -101,8 +108,9 @@ def overhead(bin_dir: Path, model: Path, pairs: int, rounds: int) -> None:
             (plain if name == "plain" else harness)()
             times[name] += time.monotonic() - start
     print(
-        f"{units} llama-bench units x {rounds} rounds: plain loop {times['plain']:.1f} s,"
-        f" qualify run {times['qualify']:.1f} s, ratio {times['qualify'] / times['plain']:.3f}"
+        f"{units} llama-bench units x {rounds} rounds: plain loop {times['plain']:.1f} s;"
+        f" the bench schedule {sum(stage_s):.1f} s, ratio {sum(stage_s) / times['plain']:.3f};"
+        f" the whole qualify run {times['qualify']:.1f} s, ratio {times['qualify'] / times['plain']:.3f}"
     )
 
 

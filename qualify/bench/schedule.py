@@ -6,12 +6,17 @@ goes on while any candidate has a test undecided.
 
 Every unit is one run of the check's command for one role. Its output is kept under
 `<role>/units/`, its values go to `<role>/samples.parquet`, and the schedule (units in run
-order with timestamps, outcome and the machine's state before and after) to `schedule.json`,
-rewritten after every unit so an interrupted run still shows what ran.
+order with timestamps, outcome and the machine's state before and after) to `schedule.json`.
+What costs time between units is kept small, since it runs on the schedule's clock: the
+machine is read once between two units (that state is the one unit's "after" and the next
+one's "before"), each unit is appended to `units.jsonl` as it ends, and `schedule.json`, the
+samples and the roles' measurements are written at every look and when the schedule stops,
+however it stops (an interrupt included).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -46,6 +51,8 @@ class Schedule:
         self.configs: dict[str, dict[str, dict[str, Any]]] = {role: {} for role in self.roles}
         self.engine: dict[str, dict[str, Any]] = {role: {} for role in self.roles}
         self.baseline = machine.snapshot()
+        #: The machine's state since the last unit ended: the next unit's "before".
+        self.between = self.baseline
         self.plan: dict[str, Any] | None = None
         self.stop_reason = ""
         self.started_at = now_iso()
@@ -58,7 +65,7 @@ class Schedule:
         out_file = units_dir / f"{index:03d}.out"
         entry: dict[str, Any] = {"index": index, "role": role, "phase": phase, "pair": pair}
         entry["output"] = str(out_file.relative_to(ctx.folder))
-        before = machine.snapshot()
+        before = self.between
         tests: list[UnitTest] = []
         try:
             argv = ctx.argv(self.params["run"], role, out_file=str(out_file))
@@ -96,7 +103,7 @@ class Schedule:
             entry.update(ok=False, outcome=f"unreadable output: {exc}")
         except QualifyError as exc:
             entry.update(ok=False, error={"message": exc.message, "hint": exc.hint})
-        after = machine.snapshot()
+        after = self.between = machine.snapshot()
         entry.update(
             env_before=before, env_after=after, env_notes=machine.changes(before, after, self.baseline)
         )
@@ -106,8 +113,13 @@ class Schedule:
         self.units.append(entry)
         if entry["ok"]:
             self._keep(index, role, phase, pair, tests)
-        self.save()
+        self.log_unit(entry)
         return bool(entry["ok"])
+
+    def log_unit(self, entry: dict[str, Any]) -> None:
+        """One line per unit as it ends: what ran, should the run die before the next save."""
+        with (self.ctx.folder / "units.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, default=str) + "\n")
 
     def _other_tests(self, tests: list[UnitTest]) -> str | None:
         """How `tests` differ from the tests of the first unit that measured any (None: same)."""
@@ -231,13 +243,28 @@ def run_schedule(ctx: CheckContext) -> None:
         )
         schedule.save()
         return
-    if ctx.spec.params["warmup"]:
-        for role in schedule.roles:
-            ctx.advance(Progress(role))
-            if not schedule.run_unit(role, "warmup", None):
-                schedule.stop_reason = f"the {role} warm-up unit failed"
-                schedule.save()
-                return
+    try:
+        if _warm_up(schedule):
+            _pairs(schedule)
+    finally:
+        schedule.save()
+
+
+def _warm_up(schedule: Schedule) -> bool:
+    """One thrown-away unit per role (when the plan asks); False when one failed."""
+    if not schedule.ctx.spec.params["warmup"]:
+        return True
+    for role in schedule.roles:
+        schedule.ctx.advance(Progress(role))
+        if not schedule.run_unit(role, "warmup", None):
+            schedule.stop_reason = f"the {role} warm-up unit failed"
+            return False
+    return True
+
+
+def _pairs(schedule: Schedule) -> None:
+    """Blocks of units until a stop rule holds; the stop reason is left on `schedule`."""
+    ctx = schedule.ctx
     budget = ctx.spec.params.get("budget_s")
     started = time.monotonic()
     pair, look = 0, 0
@@ -246,6 +273,7 @@ def run_schedule(ctx: CheckContext) -> None:
             schedule.plan = schedule.make_plan()
         planned = schedule.plan["looks"] if schedule.plan else [1]
         if schedule.plan is not None and pair >= planned[look]:
+            schedule.save()
             open_tests = schedule.open_tests()
             if not open_tests:
                 schedule.stop_reason = f"every test decided at look {look + 1} of {len(planned)}"
@@ -279,4 +307,3 @@ def run_schedule(ctx: CheckContext) -> None:
         if schedule.plan is None and not schedule.kinds:
             schedule.stop_reason = "no unit reported any test"
             break
-    schedule.save()

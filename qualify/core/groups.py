@@ -138,4 +138,10 @@ def group_members(pgid: int, *, session: bool = False, started_after: int | None
 
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process is in group `pgid` (zombies hold no resources)."""
+    try:
+        os.killpg(pgid, 0)  # no process at all, zombies included: the common case, asked cheaply
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
     return bool(group_members(pgid))
