@@ -12,7 +12,9 @@ pinned differ from the reference by small noise. Then prints, best of --repeat, 
   plain read;
 and each one's peak resident memory (VmHWM, reset before each; the plain read holds a whole file,
 token_stats about a chunk per file). token_stats' first call, which loads or compiles its loops,
-is timed apart. Random logits put 38 % of the vocabulary above llama-perplexity's −16-nat
+is timed apart. Then the same statistics with pinned and the candidate read through named
+pipes as `cat` writes them (the stage's `stream = true`: only the reference is a file).
+Random logits put 38 % of the vocabulary above llama-perplexity's −16-nat
 floor where Gemma 3 leaves about 7 %; the compiled loops take the same time either way.
 The figures are printed, never judged.
 """
@@ -20,6 +22,7 @@ The figures are printed, never judged.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from qualify.numerics.llamalogits import LlamaLogitsFile, write_llama_logits
+from qualify.numerics.llamapipe import LlamaLogitsPipe, make_fifo
 from qualify.numerics.tokenstats import token_stats
 
 
@@ -116,6 +120,25 @@ def main() -> None:
             f"  {tokens / t_stats:8.1f} tokens/s (per role, 3 roles, 3 pairs)"
         )
         print(f"  token_stats / plain read: {t_plain / t_stats:.2f}; first call {t_first:.2f} s")
+
+        def piped() -> None:
+            writers, streams = [], {"reference": LlamaLogitsFile(paths["reference"])}
+            for role in ("pinned", "candidate"):
+                fifo = folder / f"{role}.pipe"
+                make_fifo(fifo)
+                writers.append(subprocess.Popen(["sh", "-c", 'cat "$0" > "$1"', str(paths[role]), str(fifo)]))
+                streams[role] = LlamaLogitsPipe(fifo, lambda w=writers[-1]: w.poll() is None)
+            token_stats(streams, threads=args.threads)
+            for writer in writers:
+                writer.wait()
+
+        _reset_peak()
+        t_piped = _best(args.repeat, piped)
+        rss_piped = _memory_mib("VmHWM")
+        print(
+            f"  through pipes      {t_piped:7.3f} s  {mib / t_piped:8.1f} MiB/s  peak {rss_piped:6.0f} MiB"
+            f"  {tokens / t_piped:8.1f} tokens/s; / plain read: {t_plain / t_piped:.2f}"
+        )
 
 
 if __name__ == "__main__":
