@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -121,6 +121,9 @@ def run(
         }
         print(json.dumps(document, indent=2))
     console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
+    for member in member_rows(outcome.run):
+        behaved = {True: ", behaved", False: ", did NOT behave"}.get(member["behaved"], "")
+        console.print(f"  {badge(member['verdict'])}  {escape(member['label'])} ({member['role']}{behaved})")
     console.print(f"report: {escape(str(files.html))}\nsummary: {escape(str(files.markdown))}")
     if outcome.verdict is None:
         console.print(f"resume with: qualify run --run {outcome.run.run_id}")
@@ -160,28 +163,38 @@ def plan(
 
 def outcome_fields(run: RunDir) -> dict[str, object]:
     """What `--json` adds for a run: its stages; for a run set, each member's verdict too."""
-    from qualify.report.matrix import build_set_model
     from qualify.report.model import build_model
 
-    if run.read().get("kind") != "set":
+    saved = run.read()
+    if saved.get("kind") != "set":
         return {"stages": {s.name: s.outcome for s in build_model(run).stages}}
-    model = build_set_model(run)
     return {
-        "verdict_reason": model.verdict_reason,
-        "controls_behaved": run.read().get("controls_behaved"),
-        "members": [
-            {
-                "label": c.key,
-                "arm": c.arm,
-                "role": c.role,
-                "verdict": c.verdict,
-                "behaved": c.behaved,
-                "run_dir": str(run.path / c.key),
-                "stages": {s: model.cells[s][c.key].outcome for s in model.stages},
-            }
-            for c in model.columns
-        ],
+        "verdict_reason": saved.get("verdict_reason"),
+        "controls_behaved": saved.get("controls_behaved"),
+        "members": member_rows(run),
     }
+
+
+def member_rows(run: RunDir) -> list[dict[str, Any]]:
+    """Each member of a run set: label, arm, role, verdict, behaviour, folder, stages (none for
+    a run of one)."""
+    from qualify.report.matrix import build_set_model
+
+    if run.read().get("kind") != "set":
+        return []
+    model = build_set_model(run)
+    return [
+        {
+            "label": c.key,
+            "arm": c.arm,
+            "role": c.role,
+            "verdict": c.verdict,
+            "behaved": c.behaved,
+            "run_dir": str(run.path / c.key),
+            "stages": {s: model.cells[s][c.key].outcome for s in model.stages},
+        }
+        for c in model.columns
+    ]
 
 
 def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:

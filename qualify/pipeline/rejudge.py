@@ -70,6 +70,17 @@ def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Cha
     plan = load_plan(load_config(Path(root)).plan_dir, profile=saved.get("profile"))
     if saved.get("kind") == "set":
         return rejudge_set(run, plan)
+    if saved.get("set"):
+        # A member of a set is re-decided with its share of the plan, then the set's verdict.
+        from qualify.pipeline.members import Member, member_plan
+        from qualify.pipeline.runset import summarize_set
+
+        parent = RunDir(run.path.parent)
+        members = [Member.from_json(m) for m in parent.read().get("members", [])]
+        mine = next(m for m in members if m.label == saved["set"]["label"])
+        changes = rejudge(run, member_plan(plan, mine, members))
+        summarize_set(parent)
+        return changes
     return rejudge(run, plan)
 
 

@@ -7,10 +7,12 @@ under `attempts/`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from qualify.core.config import load_config
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
-from qualify.core.runstore import new_run, now_iso, open_run, write_json
+from qualify.core.runstore import RunDir, new_run, now_iso, open_run, write_json
 from qualify.core.verdicts import exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import load_plan
@@ -43,6 +45,12 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         saved = run.read()
         if is_set(saved):
             return execute_set(request, events, run)
+        if saved.get("set"):
+            # A member of a run set is rerun as the set's member: its plan is its share of the
+            # set's (a negative control's stages, alpha split over the members).
+            parent = RunDir(run.path.parent)
+            member = replace(request, candidates=(str(saved["set"]["label"]),), run_id=str(parent.path))
+            return execute_set(member, events, parent)
         candidate = request.candidates[0] if request.candidates else saved["roles"]["candidate"]["arm"]
         if len(request.candidates) > 1 or candidate != saved["roles"]["candidate"]["arm"]:
             raise UsageError(

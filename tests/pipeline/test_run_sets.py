@@ -265,3 +265,26 @@ def test_a_candidate_given_twice_is_refused(project: Callable[..., Project]) -> 
     p = make(project)
     code, out = cli(p, "run", "--candidate", "cand", "--candidate", "cand")
     assert code == 4 and "given twice" in out
+
+
+def test_a_member_given_by_its_path_is_rerun_and_rejudged_with_its_share_of_the_plan(
+    project: Callable[..., Project],
+) -> None:
+    controls = '[controls]\npositive = ["pinned"]\nnegative = { bad = ["numerics"] }\n'
+    p = make(project, controls, fails={"bad": "numerics"})
+    code, out = cli(p, "run", "--candidate", "cand")
+    assert code == 0, out
+    run = only_run(p)
+    # The negative control's own folder: rerun as the set's member, with its two-stage plan.
+    member = run / "negative-bad"
+    code, out = cli(p, "run", "--run", str(member), "--only", "numerics", "--force")
+    assert code == 0, out  # the set's verdict: the control failed numerics as it must
+    assert [s["name"] for s in saved(member / "run.json")["plan"]["stages"]] == ["numerics"]
+    assert (member / "30-numerics" / "attempts" / "1").is_dir()
+    assert not (run / "cand" / "30-numerics" / "attempts").exists()
+    # cand's bench is judged at its share of alpha also when rejudged from its own folder.
+    code, out = cli(p, "report", str(run / "cand"), "--rejudge")
+    assert code == 0, out
+    result = saved(run / "cand" / "60-bench" / "speed" / "result.json")
+    assert result["spec"]["params"]["alpha"] == pytest.approx(0.025)  # shared with the A/A
+    assert saved(run / "run.json")["verdict"] == "QUALIFIED"
