@@ -12,6 +12,7 @@ another.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PY, Project, command_stage, qualify_proc
+from test_report import ARTIFACTS, needs_browser, open_in_browser
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -180,3 +182,18 @@ def test_a_kernel_spilling_on_one_target_only_is_called_out(
     model = json.loads((out / "report.json").read_text())
     rows = {r[0]: r[1:] for r in model["spills"]["cand"]["rows"]}
     assert rows["acc_spill"] == ["spills (gfx1151)", "no spill (gfx942)"]
+
+
+@needs_browser
+def test_the_fleet_report_loads_in_a_browser_offline(project: Callable[..., Project], tmp_path: Path) -> None:
+    """The merged report in headless chromium: no errors, nothing fetched, the hosts shown, and
+    every cell's link leads to a host's own report that exists in the folder."""
+    runs = [run_on(host_project(project, fail_serving=i == 1), f"host-{i}") for i in range(2)]
+    out = tmp_path / "fleet"
+    code, output = merge(*map(str, runs), "--out", str(out))
+    assert code == 1, output
+    seen = open_in_browser(out / "report.html", ARTIFACTS / "report-fleet.png")
+    assert seen["errors"] == [] and seen["requests"] == [(out / "report.html").as_uri()]
+    assert "host-0" in seen["text"] and "host-1" in seen["text"] and "NOT QUALIFIED" in seen["text"]
+    links = re.findall(r'href="(hosts/[^"#]+)', (out / "report.html").read_text())
+    assert links and all((out / link).is_file() for link in links)

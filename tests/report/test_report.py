@@ -68,7 +68,7 @@ def open_in_browser(html: Path, screenshot: Path | None = None) -> dict[str, Any
 @pytest.mark.nix
 @pytest.mark.example
 @needs_browser
-@pytest.mark.parametrize("which", ["clang19", "aa"])
+@pytest.mark.parametrize("which", ["clang19", "aa", "set"])
 def test_example_reports_load_cleanly_offline(example_runs: dict, which: str) -> None:
     _code, run_dir, out = example_runs[which]
     html = run_dir / "report.html"
@@ -137,7 +137,7 @@ def _cells(row: str) -> int:
 
 @pytest.mark.nix
 @pytest.mark.example
-@pytest.mark.parametrize("which", ["clang19", "aa"])
+@pytest.mark.parametrize("which", ["clang19", "aa", "set"])
 def test_summary_is_github_flavoured_tables(example_runs: dict, which: str) -> None:
     from markdown_it import MarkdownIt
 
