@@ -82,29 +82,24 @@ class StageLoop:
         )
         return inputs_hash(stage.as_json(), stage_arms, self.config, source=self.source if builds else None)
 
+    def _kept(self, stage: StageSpec, stage_hash: str) -> str | None:
+        """Why the saved result of `stage` is kept as it is (None: it runs, or is blocked)."""
+        wanted = self.selected is None or stage.name in self.selected
+        outcome = stage_outcome(self.run, stage)
+        return _keep(self.run, stage, outcome, stage_hash, wanted, self.selected is None, self.request.force)
+
     def will_run(self, stage: StageSpec) -> bool:
         """Whether `step` would measure this stage (not keep it, not block it)."""
-        outcome = stage_outcome(self.run, stage)
-        wanted = self.selected is None or stage.name in self.selected
-        keep = _keep(
-            self.run,
-            stage,
-            outcome,
-            self.stage_hash(stage),
-            wanted,
-            self.selected is None,
-            self.request.force,
-        )
-        return keep is None and (self.blocked_by is None or self.request.no_gate)
+        kept = self._kept(stage, self.stage_hash(stage))
+        return kept is None and (self.blocked_by is None or self.request.no_gate)
 
     def step(self, stage: StageSpec, measured: Mapping[str, Measure] | None = None) -> Verdict | StageState:
         """Keep, block or run `stage`; `measured` replaces the measurement of the checks it names
         (a run set measures a bench once for all its members)."""
         run, events, request = self.run, self.events, self.request
-        outcome = stage_outcome(run, stage)
         stage_hash = self.stage_hash(stage)
-        wanted = self.selected is None or stage.name in self.selected
-        keep = _keep(run, stage, outcome, stage_hash, wanted, self.selected is None, request.force)
+        keep = self._kept(stage, stage_hash)
+        outcome: Verdict | StageState
         if keep is not None:
             # A stale stage still gates by the verdict it had; the run verdict counts it STALE.
             outcome = saved_verdict_at(run, stage.folder)

@@ -15,10 +15,10 @@ from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.report.charts import render_svg
-from qualify.report.fleet import fleet_model
+from qualify.report.fleet import FleetModel, fleet_model
 from qualify.report.junit import fleet_junit_xml, junit_xml, set_junit_xml
-from qualify.report.matrix import build_set_model
-from qualify.report.model import build_model
+from qualify.report.matrix import MatrixModel, build_set_model
+from qualify.report.model import ReportModel, build_model
 
 VERDICT_CLASS = {
     "QUALIFIED": "pass",
@@ -89,18 +89,7 @@ def render(run: RunDir) -> ReportFiles:
     if kind == "fleet":
         return render_fleet(run)
     model = build_model(run)
-    env = _environment()
-    css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
-    html = env.get_template("report.html.j2").render(m=model, css=css)
-    markdown = env.get_template("summary.md.j2").render(m=model)
-    files = ReportFiles(
-        run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
-    )
-    write_atomic(files.html, html.encode("utf-8"))
-    write_atomic(files.junit, junit_xml(model))
-    write_atomic(files.markdown, markdown.encode("utf-8"))
-    write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
-    return files
+    return _write(run, "report.html.j2", "summary.md.j2", model, junit_xml(model))
 
 
 def render_set(run: RunDir) -> ReportFiles:
@@ -109,28 +98,26 @@ def render_set(run: RunDir) -> ReportFiles:
         if (run.path / member["label"] / "run.json").is_file():
             render(RunDir(run.path / member["label"]))
     model = build_set_model(run)
-    env = _environment()
-    css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
-    files = ReportFiles(
-        run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
-    )
-    write_atomic(files.html, env.get_template("set.html.j2").render(m=model, css=css).encode("utf-8"))
-    write_atomic(files.markdown, env.get_template("set.md.j2").render(m=model).encode("utf-8"))
-    write_atomic(files.junit, set_junit_xml(model))
-    write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
-    return files
+    return _write(run, "set.html.j2", "set.md.j2", model, set_junit_xml(model))
 
 
 def render_fleet(run: RunDir) -> ReportFiles:
     """A merged fleet report, from its folder alone (the hosts' runs keep their own reports)."""
     model = fleet_model(run.path)
+    return _write(run, "fleet.html.j2", "fleet.md.j2", model, fleet_junit_xml(model))
+
+
+def _write(
+    run: RunDir, html: str, markdown: str, model: ReportModel | MatrixModel | FleetModel, junit: bytes
+) -> ReportFiles:
+    """The four files of a report, each written atomically."""
     env = _environment()
     css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
     files = ReportFiles(
         run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
     )
-    write_atomic(files.html, env.get_template("fleet.html.j2").render(m=model, css=css).encode("utf-8"))
-    write_atomic(files.markdown, env.get_template("fleet.md.j2").render(m=model).encode("utf-8"))
-    write_atomic(files.junit, fleet_junit_xml(model))
+    write_atomic(files.html, env.get_template(html).render(m=model, css=css).encode("utf-8"))
+    write_atomic(files.junit, junit)
+    write_atomic(files.markdown, env.get_template(markdown).render(m=model).encode("utf-8"))
     write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
     return files
