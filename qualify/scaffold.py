@@ -29,6 +29,15 @@ installable = ".#reference"
 model = "models/model.gguf"     # the model every stage runs
 corpus = "data/corpus.txt"      # the text the numerics stage scores
 engine_args = []
+
+# Controls, run with every qualification (`--no-controls` leaves them out): the pinned arm
+# against itself must pass every stage; an arm that must be caught must fail the stages named.
+# [arms.kvq4]
+# installable = ".#default"
+# vars = { engine_args = ["-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"] }
+# [controls]
+# positive = ["pinned"]
+# negative = { kvq4 = ["numerics"] }
 """
 
 
