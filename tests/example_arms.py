@@ -96,3 +96,22 @@ def qualify_run(runs_dir: Path, *args: str, project: Path = EXAMPLE) -> tuple[in
     # The numerics check keeps its reference cache in runs/.cache: not a run.
     [run_dir] = {p for p in set(runs_dir.glob("*")) - before if not p.name.startswith(".")}
     return done.returncode, run_dir, done.stdout + done.stderr
+
+
+def numerics_project(root: Path, limits: str) -> Path:
+    """The example's project with a plan of its build and numerics stages only, the numerics
+    limits replaced by `limits`, and kvq4 as its only control (a negative one, for numerics)."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = (EXAMPLE / "qualify.toml").read_text()
+    config = config.replace('flake = "."', f'flake = "{EXAMPLE}"').replace("{project}", str(EXAMPLE))
+    config = config.replace('positive = ["pinned"]\n', "")
+    (root / "qualify.toml").write_text(config)
+    (root / "stages").mkdir(exist_ok=True)
+    (root / "stages" / "10-build.toml").write_text((EXAMPLE / "stages" / "10-build.toml").read_text())
+    numerics = (EXAMPLE / "stages" / "30-numerics.toml").read_text()
+    start = numerics.index("limits = {")
+    end = numerics.index("\n", start)
+    (root / "stages" / "30-numerics.toml").write_text(
+        numerics[:start] + f"limits = {{ {limits} }}" + numerics[end:]
+    )
+    return root

@@ -201,3 +201,22 @@ def test_numerics_negative_control_kvq4_fails_on_its_limits(example_kvq4_run: tu
     # The reference came from the numerics cache filled by the earlier runs of the session.
     reference = json.loads((run_dir / NUMERICS / "reference" / "measurement.json").read_text())
     assert reference["cached"]
+
+
+def test_a_negative_control_that_slips_through_makes_the_set_not_qualified(
+    example_runs: dict, tmp_path: Path
+) -> None:
+    """Numerics limits too loose for kvq4's quantised KV cache: the negative control passes the
+    stage it must fail, so the run is NOT QUALIFIED whatever clang19 did. Real engines, real
+    scores; the reference comes from the cache the session's run set filled."""
+    from example_arms import numerics_project, qualify_run
+
+    loose = "max_mean_kld = 10.0, min_top1_agreement = 0.0, noninferiority_margin = 100.0"
+    project = numerics_project(tmp_path / "loose", loose)
+    runs = example_runs["set"][1].parent
+    code, run_dir, out = qualify_run(runs, "--candidate", "clang19", "--allow-dirty", project=project)
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert code == 1 and saved["verdict"] == "NOT QUALIFIED", out[-3000:]
+    assert saved["controls_behaved"] is False
+    assert "the gate could not tell" in saved["verdict_reason"] and "kvq4" in saved["verdict_reason"]
+    assert saved["member_results"]["negative-kvq4"]["stages"]["numerics"] in ("PASS", "WARN", "INCONCLUSIVE")
