@@ -71,6 +71,18 @@ def _bench() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _role_members() -> MemberView:
+    from qualify.checks.members import role_view
+
+    return role_view
+
+
+def _numerics_members() -> MemberView:
+    from qualify.numerics.members import member_view
+
+    return member_view
+
+
 def _bench_members() -> MemberView:
     from qualify.bench.members import member_view
 
@@ -79,10 +91,10 @@ def _bench_members() -> MemberView:
 
 KINDS: tuple[CheckKind, ...] = (
     build.KIND.implemented_by(_build),
-    command.KIND.implemented_by(_command),
-    tests.KIND.implemented_by(_tests),
+    command.KIND.implemented_by(_command, _role_members),
+    tests.KIND.implemented_by(_tests, _role_members),
     compile_.KIND.implemented_by(_compile),
-    numerics.KIND.implemented_by(_numerics),
+    numerics.KIND.implemented_by(_numerics, _numerics_members),
     serving.KIND.implemented_by(_serving),
     soak.KIND.implemented_by(_soak),
     bench.KIND.implemented_by(_bench, _bench_members),

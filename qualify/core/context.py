@@ -73,6 +73,9 @@ class CheckContext:
     progress: Callable[[str | None], None] = lambda _text: None
     #: How far the measurement is (the role at work, counts, time left), for the console.
     advance: Callable[[Progress], None] = lambda _progress: None
+    #: What `{role}` says for a role: a run set measuring its members at once names each
+    #: member's arm by its label, but its commands see "candidate", as in a run of one.
+    role_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -102,7 +105,7 @@ class CheckContext:
             out=bound.out,
             bin=f"{bound.out}/bin" if bound.out else None,
             arm=bound.arm.name,
-            role=role,
+            role=self.role_names.get(role, role),
             dir=str(out_dir),
             out_file=str(out_dir / "output"),
             run_dir=str(self.run_dir),

@@ -7,6 +7,7 @@ or is judged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -52,8 +53,10 @@ def measure(ctx: CheckContext) -> None:
     state.params = {**state.params, "cache_dir": _cache_dir(ctx)}
     state.record["settings"] = state.settings
     floor = "pinned" in roles and bool(ctx.spec.params.get("floor_rerun", True))
+    # One candidate in a run; a run set's members (named by label) when it measures them at once.
+    candidates = [r for r in roles if r not in ("pinned", "reference")]
     planned = ["reference", *(["pinned"] if "pinned" in roles else []), *([FLOOR_ROLE] if floor else [])]
-    planned.append("candidate")
+    planned += candidates
 
     def run(role: str) -> None:
         ctx.advance(Progress(role, planned.index(role), len(planned), "scoring runs"))
@@ -75,28 +78,42 @@ def measure(ctx: CheckContext) -> None:
     if streamed:
         run("reference")
         stats = score_together(state, planned[1:])
-        if stats is not None:
-            save_stats(stats, ctx.folder)
-        write_json(ctx.folder / RECORD, state.record)
-        return
-    for role in planned[:-1]:
+    else:
+        stats = _one_after_another(state, planned, candidates, run)
+    if stats is not None:
+        save_stats(stats, ctx.folder)
+    write_json(ctx.folder / RECORD, state.record)
+
+
+def _one_after_another(
+    state: Measuring, planned: list[str], candidates: list[str], run: Callable[[str], None]
+) -> TokenStats | None:
+    """Each role scored to a file in turn: reference, pinned and pinned.2 reduced together, then
+    each candidate against the reference and pinned (pinned's file kept until the last)."""
+    floor = FLOOR_ROLE in planned
+    pinned = "pinned" in planned
+    for role in planned[: len(planned) - len(candidates)]:
         run(role)
+    stats: TokenStats | None = None
     if floor:
         pairs = [("reference", "pinned"), ("reference", FLOOR_ROLE), ("pinned", FLOOR_ROLE)]
         stats = state.reduce(["reference", "pinned", FLOOR_ROLE], pairs)
         state.discard(FLOOR_ROLE)
-    run("candidate")
-    others = [r for r in ("pinned", "candidate") if r in roles]
-    pairs = [("reference", "candidate")] + ([("pinned", "candidate")] if "pinned" in others else [])
-    if stats is None and "pinned" in others:
-        pairs.insert(0, ("reference", "pinned"))
-    second = state.reduce(["reference", *others], pairs)
-    stats = merge_stats(stats, second) if stats is not None and second is not None else second
-    if stats is not None:
-        save_stats(stats, ctx.folder)
-    for role in (*others, FLOOR_ROLE):
-        state.discard(role)
-    write_json(ctx.folder / RECORD, state.record)
+    for candidate in candidates:
+        run(candidate)
+        others = ["pinned", candidate] if pinned else [candidate]
+        pairs = [("reference", candidate)] + ([("pinned", candidate)] if pinned else [])
+        if stats is None and pinned:
+            pairs.insert(0, ("reference", "pinned"))
+        got = state.reduce(["reference", *others], pairs)
+        state.discard(candidate)
+        if len(candidates) == 1:
+            # A run of one: its candidate's vectors or none at all (nothing half-judged).
+            stats = merge_stats(stats, got) if stats is not None and got is not None else got
+        elif got is not None:
+            stats = merge_stats(stats, got) if stats is not None else got
+    state.discard("pinned")
+    return stats
 
 
 def _cache_dir(ctx: CheckContext) -> str | None:

@@ -34,12 +34,10 @@ from qualify.numerics.tokenstats import LLAMA_KL_FLOOR, StreamMismatch, TokenSta
 
 def pairs_for(roles: list[str]) -> list[tuple[str, str]]:
     """The pairs one pass computes: each role against the reference, the floor's, and pinned
-    against the candidate."""
+    against each candidate (a run set's members, when it scores them at once)."""
     pairs = [("reference", r) for r in roles]
-    if "pinned" in roles and FLOOR_ROLE in roles:
-        pairs.append(("pinned", FLOOR_ROLE))
-    if "pinned" in roles and "candidate" in roles:
-        pairs.append(("pinned", "candidate"))
+    if "pinned" in roles:
+        pairs += [("pinned", r) for r in roles if r != "pinned"]
     return pairs
 
 

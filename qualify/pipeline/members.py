@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from qualify.checks.base import ROLES
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, UsageError
@@ -85,7 +86,7 @@ def members_for(
         config.arm(arm, role="candidate")
         if any(m.arm == arm for m in members):
             raise UsageError(f"--candidate {arm} is given twice", "name each candidate once")
-        members.append(Member(_safe(arm), arm, "candidate"))
+        members.append(Member(_candidate_label(arm), arm, "candidate"))
     if controls:
         for arm in config.controls.positive:
             members.append(Member(f"positive-{_safe(arm)}", arm, "positive"))
@@ -112,6 +113,13 @@ def members_for(
 
 def _safe(name: str) -> str:
     return _SAFE.sub("_", name)
+
+
+def _candidate_label(arm: str) -> str:
+    """A candidate's folder: its arm's name, unless that is a role's (the set's shared folders
+    are named by role: `--candidate pinned` is the member candidate-pinned)."""
+    safe = _safe(arm)
+    return f"candidate-{safe}" if safe in (*ROLES, "pinned.2") else safe
 
 
 def member_plan(plan: Plan, member: Member, members: list[Member]) -> Plan:

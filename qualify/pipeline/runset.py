@@ -273,7 +273,9 @@ def _measure_jointly(
     if folder.exists():
         RunDir(run.path).move_to_attempts(stage.folder)
     folder.mkdir(parents=True, exist_ok=True)
-    arms: dict[str, RoleArm] = {"pinned": loops[first.label].runner.arms["pinned"]}
+    # The roles every member shares (pinned, and the reference where the check scores it), once.
+    shared = loops[first.label].runner.arms
+    arms: dict[str, RoleArm] = {r: shared[r] for r in spec.roles if r != "candidate"}
     for m in measuring:
         arms[m.label] = replace(loops[m.label].runner.arms["candidate"], role=m.label)
     roles = tuple(arms)
@@ -289,6 +291,7 @@ def _measure_jointly(
         roles,
         events.progress,
         events.advance,
+        {m.label: "candidate" for m in measuring},
     )
     kind = kind_named(spec.kind, check_name)
     try:

@@ -363,3 +363,51 @@ def test_a_writer_dying_mid_stream_is_an_error_naming_role_and_offset(project, a
     assert not [q for q in folder.rglob("output") if q.exists()]  # every pipe removed
     m = json.loads((folder / "pinned" / "measurement.json").read_text())
     assert m["outcome"] != "exit code 0" or m["ok"]  # pinned was ended or had finished
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_run_set_scores_reference_pinned_and_floor_once_for_every_member(
+    project, arms, stream: bool
+) -> None:
+    """Two candidates in one run: the reference, pinned and pinned.2 scored once; each member
+    judged on the same vectors a run of its own would have."""
+    files = dict(arms["files"])
+    close = _llama(arms["dir"] / "close.kld", arms["tokens"], arms["ref"] + _noise(3, 0.05))
+    degraded = _llama(arms["dir"] / "degraded.kld", arms["tokens"], arms["ref"] + _noise(4, 3.0))
+    files["cand"] = close
+    p = _project(project, files)
+    config = (p.root / "qualify.toml").read_text()
+    (p.root / "qualify.toml").write_text(
+        config + f'[arms.cand2]\ninstallable = ".#cand2"\nvars = {{ art = "{degraded}" }}\n'
+    )
+    stage = _stage(_limits(_kl(arms["ref"], arms["pinned"])), stream=stream)
+    alone = _run(p, files, stage, runs=arms["dir"] / "alone")  # cand in a run of its own
+    p.stage("30-numerics.toml", stage.replace("{py}", sys.executable))
+    result = runner.invoke(
+        app, ["run", "--candidate", "cand", "--candidate", "cand2", "--project", str(p.root)]
+    )
+    assert result.exit_code == 1, result.output
+    [run] = [d for d in p.runs.iterdir() if (d / "run.json").is_file()]
+    joint = run / "30-numerics" / "kld"
+    assert sorted(d.name for d in joint.iterdir() if (d / "measurement.json").is_file()) == [
+        "cand", "cand2", "pinned", "pinned.2", "reference",
+    ]  # fmt: skip
+    logs = sorted(q.name for q in (joint / "logs").iterdir())
+    assert logs.count("pinned-run.log") == 1 and "pinned-run-2.log" in logs
+    verdicts = {
+        m: json.loads((run / m / "30-numerics" / "kld" / "result.json").read_text())
+        for m in ("cand", "cand2")
+    }
+    assert verdicts["cand"]["verdict"] == alone["verdict"] == "PASS", verdicts["cand"]["findings"]
+    assert verdicts["cand2"]["verdict"] == "FAIL"
+    view = run / "cand" / "30-numerics" / "kld"
+    for role in ("pinned", "pinned.2", "candidate"):
+        with (
+            np.load(view / role / "pertoken.npz") as a,
+            np.load(Path(alone["folder"]) / role / "pertoken.npz") as b,
+        ):
+            assert sorted(a.files) == sorted(b.files), role
+            assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a.files), role
+        m = json.loads((view / role / "measurement.json").read_text())
+        assert m["measured_as"] == ("cand" if role == "candidate" else role)
+    assert verdicts["cand"]["facts"]["noninferiority"] == alone["facts"]["noninferiority"]
