@@ -8,7 +8,7 @@ known, with its Monte Carlo standard error (√(p(1 − p)/runs) at the nominal 
   A/A false alarms (FASTER or SLOWER) per test and family-wise at 1/3/5 % unit CV for 1, 2 and
   4 tests; power to call a slowdown of 2δ a regression; a slowdown of δ/2 and of δ called a
   regression (δ = 3 %, α = 0.05, 16 pairs at most, two looks);
-- bench across candidates (a run set: `qualify.bench.design`'s Williams order, each candidate's
+- bench across candidates (a run set: `qualify.core.designs`' Williams order, each candidate's
   units read through `candidate_view` and `series_from` as its judge reads them, `evaluate` at
   α/k): 1, 2 and 3 candidates all equal to pinned, under a slow drift and a 1 % penalty on every
   unit's position after the first in its block; the chance that any candidate, on any test, is
@@ -38,8 +38,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from qualify.bench.design import block_order, candidate_view
+from qualify.bench.design import candidate_view
 from qualify.bench.judge import FASTER, SLOWER, Series, evaluate, series_from
+from qualify.core.designs import block_order
 from qualify.numerics.bootstrap import RatioOfSums, bca_bound
 from qualify.numerics.bounds import skew_guarded, with_exact
 from qualify.soak.trend import trend

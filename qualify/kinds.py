@@ -96,7 +96,7 @@ KINDS: tuple[CheckKind, ...] = (
     compile_.KIND.implemented_by(_compile),
     numerics.KIND.implemented_by(_numerics, _numerics_members),
     serving.KIND.implemented_by(_serving),
-    soak.KIND.implemented_by(_soak),
+    soak.KIND.implemented_by(_soak, _role_members),
     bench.KIND.implemented_by(_bench, _bench_members),
 )
 

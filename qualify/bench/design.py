@@ -1,14 +1,8 @@
-"""The order of a bench's units when pinned is compared with one or more candidates.
+"""A bench shared by several candidates: each one's units read as a bench of one.
 
-Each block ("pair" in the saved schedule: one unit of every role) runs the roles in one row of
-a Williams design: a Latin square in which every role runs once in every position and follows
-every other role equally often (for an odd number of roles, the square and its mirror). Two
-roles give ABBA; with more, every candidate runs before pinned as often as after it and no role
-always follows the same one, so a drift (heat, caches) or a carry-over from the unit before
-falls on every candidate alike.
-
-A candidate's pairs are (pinned's unit, its unit) of each block: the same pinned units serve
-every candidate, measured once.
+The order of the units is `qualify.core.designs`' (ABBA for one candidate, Williams for more); a
+candidate's pairs are (pinned's unit, its unit) of each block: the same pinned units serve every
+candidate, measured once.
 """
 
 from __future__ import annotations
@@ -16,29 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from qualify.core.designs import block_order
 
-def williams_rows(count: int) -> list[list[int]]:
-    """The rows of a Williams design for `count` treatments (0 .. count-1)."""
-    if count < 2:
-        raise ValueError("a Williams design needs at least two treatments")
-    first = [0]
-    low, high = 1, count - 1
-    while len(first) < count:
-        first.append(low)
-        low += 1
-        if len(first) < count:
-            first.append(high)
-            high -= 1
-    rows = [[(x + i) % count for x in first] for i in range(count)]
-    if count % 2:
-        rows += [row[::-1] for row in rows]
-    return rows
-
-
-def block_order(roles: Sequence[str], block: int) -> list[str]:
-    """The order of `roles` in block `block` (1-based): row (block - 1) of the design, cycling."""
-    rows = williams_rows(len(roles))
-    return [roles[i] for i in rows[(block - 1) % len(rows)]]
+__all__ = ["block_order", "candidate_view", "complete_pairs"]
 
 
 def candidate_view(units: Iterable[Mapping[str, Any]], role: str) -> list[dict[str, Any]]:

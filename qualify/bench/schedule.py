@@ -1,7 +1,7 @@
 """Running a bench check's units: warm-up, ABBA pairs, planned looks, a time budget.
 
 With more than one candidate role (a run set measures its members' bench once), each block
-runs pinned and every candidate in a Williams order (`qualify.bench.design`), and the schedule
+runs pinned and every candidate in a Williams order (`qualify.core.designs`), and the schedule
 goes on while any candidate has a test undecided.
 
 Every unit is one run of the check's command for one role. Its output is kept under

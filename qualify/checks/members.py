@@ -1,5 +1,6 @@
-"""A run set's check of a kind that measures each role on its own (`command`, `tests`), measured
-once for all members: pinned (and any other shared role) once, each member's arm beside it.
+"""A run set's check of a kind that measures each role on its own (`command`, `tests`, `soak`),
+measured once for all members: pinned (and any other shared role) once, each member's arm
+beside it.
 
 Each member's check folder then holds what a run of one would have saved: the shared roles'
 folders and logs, and its arm's under `candidate/` (hard links where the file system allows,
@@ -32,6 +33,9 @@ def role_view(joint: Path, role: str) -> Measure:
     def fill(ctx: CheckContext) -> None:
         if not joint.is_dir():
             raise QualifyError(f"the set's measurement in {joint} is missing", "see the set's log")
+        for shared in joint.iterdir():
+            if shared.is_file():  # what the check wrote for every role (the soak's workload)
+                shutil.copy2(shared, ctx.folder / shared.name)
         for target in ctx.roles:
             source = role if target == "candidate" else target
             if (joint / source).is_dir():

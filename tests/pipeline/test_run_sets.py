@@ -20,8 +20,8 @@ import pytest
 from conftest import Project
 from typer.testing import CliRunner
 
-from qualify.bench.design import block_order, williams_rows
 from qualify.cli import app
+from qualify.core.designs import block_order, williams_rows
 
 runner = CliRunner()
 STAGES = ("build", "compile", "numerics", "serving", "soak")

@@ -141,3 +141,69 @@ def test_a_negative_block_length_is_refused_before_any_server_starts(tmp_path: P
         run_soak(tmp_path, {"pinned": (None, {"fault": []})}, {"server": SERVER, "block_s": -5}, {})
     assert caught.value.hint is not None and "0 to run the roles one after the other" in caught.value.hint
     assert not (tmp_path / "soak" / "logs").exists()
+
+
+def test_three_roles_take_turns_in_williams_rounds() -> None:
+    blocks = plan_blocks(("pinned", "a", "b"), 20, 10)
+    assert [b.role for b in blocks] == ["pinned", "a", "b", "a", "b", "pinned"]
+    for role in ("pinned", "a", "b"):
+        assert [(b.start_s, b.end_s) for b in blocks if b.role == role] == [(0, 10), (10, 20)]
+
+
+@pytest.mark.slow
+def test_a_run_set_soaks_pinned_once_beside_every_member(project, tmp_path: Path) -> None:
+    """Two candidates in one run (9 s each in 3 blocks: the soak's alpha is split over the two,
+    so its trend tests need more windows): pinned's server soaks once, in Williams rounds with both
+    members' servers (the leaking stand-in is the "leaky" arm); each member is judged on
+    pinned's and its own data, and only the leaking one fails."""
+    from conftest import qualify_proc
+
+    limits = "{ max_rss_growth_mib = 16.0, leak_margin = 0.0, max_ttft_drift_ms = 1000.0, max_tpot_drift_ms = 1000.0, drift_margin = 0.0 }"
+    p = project(
+        '[arms.pinned]\ninstallable = ".#a"\nvars = { fault = [] }\n'
+        '[arms.cand]\ninstallable = ".#b"\nvars = { fault = [] }\n'
+        '[arms.leaky]\ninstallable = ".#c"\nvars = { fault = ["--leak-kib", "2048"] }\n'
+    )
+    p.stage(
+        "50-soak.toml",
+        f"""
+        [[check]]
+        kind = "soak"
+        name = "soak"
+        server = "{SERVER}"
+        duration_s = 9
+        block_s = 3
+        warmup_s = 1
+        sample_s = 0.1
+        window_s = 0.5
+        rate = 4
+        concurrency = 2
+        stall_s = 3
+        max_tokens = 8
+        grace_s = 3
+        compact_every_s = 2
+        compact_path = "{tmp_path / "compact_memory"}"
+        limits = {limits}
+        """,
+    )
+    done = qualify_proc("run", "--candidate", "cand", "--candidate", "leaky", "--project", str(p.root))
+    assert done.returncode in (1, 3), done.stdout[-3000:]
+    [run] = p.run_dirs()
+    joint = run / "50-soak" / "soak"
+    assert sorted(d.name for d in joint.iterdir() if d.is_dir() and d.name != "logs") == [
+        "cand",
+        "leaky",
+        "pinned",
+    ]
+    assert (joint / "logs" / "pinned-server.log").read_text().count("# server stopped") == 1
+    import json
+
+    results = {
+        m: json.loads((run / m / "50-soak" / "soak" / "result.json").read_text()) for m in ("cand", "leaky")
+    }
+    assert results["leaky"]["verdict"] == "FAIL", results["leaky"]["reason"]
+    assert results["cand"]["verdict"] != "FAIL", results["cand"]["reason"]
+    for m in ("cand", "leaky"):
+        view = run / m / "50-soak" / "soak"
+        assert (view / "workload.json").is_file() and (view / "logs" / "candidate-server.log").is_file()
+        assert json.loads((view / "pinned" / "measurement.json").read_text())["measured_as"] == "pinned"
