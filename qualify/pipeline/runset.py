@@ -14,17 +14,17 @@ its cache after the first member.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from qualify.checks.base import Measure
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.context import CheckContext, RoleArm
-from qualify.core.errors import ExitCode, UsageError
+from qualify.core.errors import ExitCode, QualifyError, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
 from qualify.core.runstore import RunDir, new_run, now_iso, write_json
 from qualify.core.verdicts import RunVerdict, StageState, Verdict, exit_code_for
@@ -245,13 +245,18 @@ def _step_all(
     own = {m.label: plans[m.label].stage(stage.name) for m in here}
     measuring = [m for m in here if loops[m.label].will_run(own[m.label])]
     measured: dict[str, dict[str, Measure]] = {m.label: {} for m in here}
-    if len(measuring) > 1:
-        for check in stage.checks:
+    joint = [c for c in stage.checks if kind_named(c.kind, c.name).measures_members]
+    if len(measuring) > 1 and joint:
+        # An earlier attempt's shared measurements move aside once, before any is made again.
+        RunDir(run.path).move_to_attempts(stage.folder)
+        for check in joint:
             kind = kind_named(check.kind, check.name)
-            if kind.measures_members:
-                joint = _measure_jointly(run, config, loops, own, measuring, stage, check.name, events)
-                for m in measuring:
-                    measured[m.label][check.name] = kind.view_for(joint, m.label)
+            crash = _measure_jointly(run, config, loops, own, measuring, stage, check.name, events)
+            folder = run.stage_dir(stage.folder) / check.name
+            for m in measuring:
+                measured[m.label][check.name] = (
+                    kind.view_for(folder, m.label) if crash is None else _crashed(crash)
+                )
     for m in here:
         loops[m.label].step(own[m.label], measured[m.label])
 
@@ -265,13 +270,12 @@ def _measure_jointly(
     stage: StageSpec,
     check_name: str,
     events: Events,
-) -> Path:
-    """One measurement of a check with pinned and every measuring member's candidate arm."""
+) -> str | None:
+    """One measurement of a check with the shared roles and every measuring member's arm;
+    why it failed, or None."""
     first = measuring[0]
     spec = next(c for c in own[first.label].checks if c.name == check_name)
     folder = run.stage_dir(stage.folder) / check_name
-    if folder.exists():
-        RunDir(run.path).move_to_attempts(stage.folder)
     folder.mkdir(parents=True, exist_ok=True)
     # The roles every member shares (pinned, and the reference where the check scores it), once.
     shared = loops[first.label].runner.arms
@@ -296,9 +300,25 @@ def _measure_jointly(
     kind = kind_named(spec.kind, check_name)
     try:
         kind.measure(ctx)
+    except QualifyError as exc:
+        return f"the set's shared measurement failed: {exc}".replace("\n", " — ")
+    except Exception:  # a harness bug must not lose the set: each member's check is ERROR
+        log = folder / "logs" / "harness-error.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        return f"internal error in the set's shared {spec.kind!r} measurement; see {log}"
     finally:
         events.progress(None)
-    return folder
+    return None
+
+
+def _crashed(message: str) -> Measure:
+    """The `measure` of a member whose shared measurement failed: it fails the same way."""
+
+    def fail(_ctx: CheckContext) -> None:
+        raise QualifyError(message)
+
+    return fail
 
 
 class _MemberEvents(Events):

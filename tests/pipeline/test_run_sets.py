@@ -301,3 +301,25 @@ def test_a_member_given_by_its_path_is_rerun_and_rejudged_with_its_share_of_the_
     result = saved(run / "cand" / "60-bench" / "speed" / "result.json")
     assert result["spec"]["params"]["alpha"] == pytest.approx(0.025)  # shared with the A/A
     assert saved(run / "run.json")["verdict"] == "QUALIFIED"
+
+
+def test_a_shared_measurement_that_crashes_is_each_members_error_not_a_lost_set(
+    project: Callable[..., Project], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harness bug inside the set's shared bench (injected: the schedule raises) makes each
+    member's bench ERROR with the log's path; the set finishes and says INCOMPLETE."""
+
+    def broken(_ctx: object) -> None:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr("qualify.bench.schedule.run_schedule", broken)
+    monkeypatch.setattr("qualify.bench.check.run_schedule", broken)
+    p = make(project)
+    code, out = cli(p, "run", "--candidate", "cand", "--candidate", "cand2")
+    assert code == 3, out
+    run = only_run(p)
+    assert saved(run / "run.json")["status"] == "complete"
+    for label in ("cand", "cand2"):
+        result = saved(run / label / "60-bench" / "speed" / "result.json")
+        assert result["verdict"] == "ERROR" and "harness-error.log" in result["reason"], result["reason"]
+    assert "RuntimeError: injected" in (run / "60-bench" / "speed" / "logs" / "harness-error.log").read_text()
