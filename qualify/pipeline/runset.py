@@ -14,6 +14,7 @@ its cache after the first member.
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -127,8 +128,13 @@ def execute_set(request: RunRequest, events: Events, existing: RunDir | None) ->
         try:
             with recording_groups(run.path / PROCESSES):
                 try:
+                    timings: dict[str, float] = dict(run.read().get("timings", {}))
                     for stage in plan.stages:
+                        t0 = time.monotonic()
                         _step_all(run, config, plans, loops, chosen, stage, events)
+                        # The stage's wall time for the whole set, its shared measurements included.
+                        timings[stage.name] = round(time.monotonic() - t0, 3)
+                        run.update(timings=timings)
                 finally:
                     events.close()
         except KeyboardInterrupt:
