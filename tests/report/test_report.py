@@ -78,6 +78,15 @@ def test_example_reports_load_cleanly_offline(example_runs: dict, which: str) ->
     assert seen["requests"] == [html.as_uri()], "the report must not fetch anything"
     saved = json.loads((run_dir / "run.json").read_text())
     assert saved["verdict"] in seen["text"]
+    if which == "set":
+        # The set's page: the matrix, a section per member, every link to a member's report real.
+        assert [f"member-{m['label']}" for m in saved["members"]] == [
+            i for i in seen["ids"] if i.startswith("member-")
+        ]
+        assert "Stages × members" in seen["text"] and "Controls behaved" in seen["text"]
+        links = re.findall(r'href="([^"#]+/report.html)', html.read_text())
+        assert links and all((run_dir / link).is_file() for link in links)
+        return
     for spec in saved["plan"]["stages"]:
         assert f"stage-{spec['name']}" in seen["ids"], spec["name"]
     for name in ("kernel-resources", "operator-tests", "What this does not prove", "Environment"):
