@@ -2,14 +2,15 @@
 
 runs/<id>/run.json              kind "set": the members, each one's verdict, the set's verdict
 runs/<id>/<label>/              an ordinary run per member (its run.json names its roles)
-runs/<id>/<NN-stage>/<check>/   what the set measured once for all members (the bench)
+runs/<id>/<NN-stage>/<check>/   what the set measured once for all members
 
 The stages run in the plan's order, each for every member before the next stage starts, so
 the members are measured close together on the same day; each member's gate is its own (a
-candidate failing compile stops its own later stages, the others go on). A bench measures all
-members in one interleaved schedule (`qualify.bench.members`). Pinned and the reference are the
-same arms in every member: nix builds each once, and the numerics reference's scores come from
-its cache after the first member.
+candidate failing compile stops its own later stages, the others go on). Pinned and the
+reference are the same arms in every member (nix builds each once). A check whose kind can
+measure the members together (`CheckKind.member_view`: the bench, numerics, the soak, `command`
+and `tests`) is measured once, with the shared roles once and every member's arm beside them,
+and each member's check is then filled from that measurement and judged as a run of one.
 """
 
 from __future__ import annotations
