@@ -292,6 +292,56 @@ class Server:
 
 
 @contextmanager
+def launched(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    echo: LineCallback | None = None,
+    on_line: Sequence[LineCallback] = (),
+    tail: int = 40,
+    grace_s: float = KILL_GRACE_S,
+    ended: str = "# ended",
+) -> Iterator[tuple[subprocess.Popen[bytes], _Pump]]:
+    """A child left running while the caller works with it (a server, a writer into a pipe): in
+    its own watched process group, its output pumped into `log`; when the block leaves, however
+    it leaves, the group is ended (TERM, then KILL after `grace_s`) and the log says how."""
+    shown = command_line(argv, env)
+    if echo:
+        echo(f"$ {shown} &")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log_file = log.open("a", encoding="utf-8")
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    log_file.write(f"$ {shown} &\n# cwd: {cwd or Path.cwd()}\n# started: {started_at}\n")
+    log_file.write(f"# env: {redact_env(env)}\n")
+    log_file.flush()
+    try:
+        proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
+        try:
+            watch = _GroupWatch(proc.pid, argv)
+        except BaseException:
+            kill_group(proc)
+            raise
+    except BaseException:
+        log_file.close()
+        raise
+    assert proc.stdout is not None
+    pump = _Pump(proc.stdout, log_file, on_line, tail)
+    pump.start()
+    try:
+        yield proc, pump
+    finally:
+        if group_alive(proc.pid):
+            kill_group(proc, grace_s=grace_s)
+        proc.wait()
+        watch.release()
+        pump.join(timeout=5)
+        log_file.write(f"{ended}: {proc.returncode}\n")
+        log_file.close()
+
+
+@contextmanager
 def serve(
     argv: Sequence[str],
     *,
@@ -307,24 +357,11 @@ def serve(
 
     Raises QualifyError with the log tail if the server exits or is not ready in time.
     """
-    shown = command_line(argv, env)
-    if echo:
-        echo(f"$ {shown} &")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log_file = log.open("a", encoding="utf-8")
-    log_file.write(f"$ {shown} &\n# env: {redact_env(env)}\n")
-    log_file.flush()
-    proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
-    try:
-        watch = _GroupWatch(proc.pid, argv)
-    except BaseException:
-        kill_group(proc)
-        raise
-    assert proc.stdout is not None
-    pump = _Pump(proc.stdout, log_file, (), 60)
-    pump.start()
-    server = Server(tuple(argv), proc, log, pump)
-    try:
+    with launched(argv, log=log, env=env, cwd=cwd, echo=echo, tail=60, ended="# server stopped") as (
+        proc,
+        pump,
+    ):
+        server = Server(tuple(argv), proc, log, pump)
         deadline = time.monotonic() + ready_timeout_s
         while True:
             if not server.alive():
@@ -341,9 +378,3 @@ def serve(
                 )
             time.sleep(poll_s)
         yield server
-    finally:
-        kill_group(proc)
-        watch.release()
-        pump.join(timeout=5)
-        log_file.write(f"# server stopped: {proc.returncode}\n")
-        log_file.close()
