@@ -13,9 +13,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from qualify import __version__
 from qualify.core.errors import RunStoreError
@@ -25,6 +23,9 @@ from qualify.core.verdicts import RunVerdict
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PASSING = ("PASS", "WARN")
 FAILING = ("FAIL", "ERROR", "INCONCLUSIVE")
@@ -209,6 +210,8 @@ def _stage_differences(
 
 def _kernel_diff(run: RunDir) -> pd.DataFrame | None:
     """The compile stage's per-kernel diff of a run, where one was saved."""
+    import pandas as pd  # only a fleet with kernel diffs needs it: `qualify report` starts faster
+
     for path in sorted(run.path.glob("*/*/diff.parquet")):
         result = path.parent / "result.json"
         try:
@@ -221,6 +224,8 @@ def _kernel_diff(run: RunDir) -> pd.DataFrame | None:
 
 def _spilling(frame: pd.DataFrame) -> dict[str, str]:
     """kernel key -> its target, for the kernels whose candidate build spills."""
+    import pandas as pd
+
     present = [c for c in SPILL_COLUMNS if c in frame.columns]
     if not present or frame.empty:
         return {}
