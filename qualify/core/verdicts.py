@@ -29,6 +29,9 @@ class StageState(StrEnum):
     #: Kept from an earlier attempt (`--only`, `--from`) although its inputs changed since:
     #: its verdict no longer speaks for this configuration, so the run cannot qualify.
     STALE = "STALE"
+    #: Its stage.json or a result.json under it does not read, or they disagree (a file cut
+    #: short, edited, or from another attempt): nothing it says can be counted.
+    UNREADABLE = "UNREADABLE"
 
 
 class RunVerdict(StrEnum):

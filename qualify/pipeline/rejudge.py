@@ -25,10 +25,11 @@ from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
-from qualify.core.verdicts import StageState, Verdict, exit_code_for, run_verdict, stage_verdict
+from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.judging import crashed, judge_saved
-from qualify.pipeline.plan import DEFAULT_ORDER, Plan, load_plan
-from qualify.pipeline.stagerun import RESULT, STAGE, stage_outcome_at, stage_reason
+from qualify.pipeline.ondisk import run_on_disk, stage_on_disk, status_of
+from qualify.pipeline.plan import Plan, load_plan
+from qualify.pipeline.stagerun import RESULT, STAGE, stage_reason
 
 MEASURED = "result.measured.json"
 
@@ -103,15 +104,21 @@ def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
 def rejudge(run: RunDir, plan: Plan) -> list[Change]:
     """Re-decide every finished check of `run` with `plan`'s limits; return what changed."""
     saved = run.read()
-    if saved.get("status") not in ("complete", "interrupted"):
-        raise QualifyError(f"run {run.run_id} is {saved.get('status')}: rejudge it once it has stopped")
+    if status_of(run, saved) == "running":
+        raise QualifyError(
+            f"run {run.run_id} is running now (a qualify process holds its lock)",
+            "rejudge it once it has stopped",
+        )
     current = {(s.name, c.name): c for s in plan.stages for c in s.checks}
     changes: list[Change] = []
-    outcomes: dict[str, Verdict | StageState] = {}
     for entry in saved.get("plan", {}).get("stages", []):
         folder = run.stage_dir(entry["folder"])
         record_path = folder / STAGE
         if not record_path.is_file():
+            continue
+        if stage_on_disk(run.path, entry).outcome in (StageState.UNREADABLE, StageState.INTERRUPTED):
+            # Files that do not read or do not agree are not data to decide from: the stage
+            # stays as it is, and the run cannot qualify until it is run again.
             continue
         record = read_json(record_path)
         if record.get("status") == "complete" and record.get("verdict") != StageState.BLOCKED.value:
@@ -131,21 +138,17 @@ def rejudge(run: RunDir, plan: Plan) -> list[Change]:
                 verdict=verdict.value, reason=stage_reason(record["checks"], verdict), rejudged_at=now_iso()
             )
             write_json(record_path, {k: v for k, v in record.items() if k != "schema_version"})
-    for name in DEFAULT_ORDER:
-        outcomes.setdefault(name, StageState.NOT_CONFIGURED)
-    for entry in saved.get("plan", {}).get("stages", []):
-        outcomes[entry["name"]] = stage_outcome_at(run, entry["folder"])
-    if saved.get("status") == "complete":
-        decided = run_verdict(outcomes, DEFAULT_ORDER)
-        run.update(
-            verdict=decided.value,
-            exit_code=int(exit_code_for(decided)),
-            stages={name: o.value for name, o in outcomes.items()},
-            rejudged=[
-                *saved.get("rejudged", []),
-                {"at": now_iso(), "plan": str(plan.source), "changed": [c.__dict__ for c in changes]},
-            ],
-        )
+    # The verdict saved for readers of the file, derived like every other: from the stages now.
+    derived = run_on_disk(run)
+    run.update(
+        verdict=derived.verdict.value,
+        exit_code=int(derived.exit_code),
+        stages={name: o.value for name, o in derived.stages.items()},
+        rejudged=[
+            *saved.get("rejudged", []),
+            {"at": now_iso(), "plan": str(plan.source), "changed": [c.__dict__ for c in changes]},
+        ],
+    )
     return changes
 
 

@@ -11,10 +11,10 @@ from qualify.core.config import ProjectConfig
 from qualify.core.context import RoleArm
 from qualify.core.errors import ConfigError, UsageError
 from qualify.core.runstore import RunDir, now_iso
-from qualify.core.verdicts import RunVerdict, StageState, Verdict, exit_code_for, run_verdict
-from qualify.pipeline.plan import DEFAULT_ORDER, Plan
+from qualify.core.verdicts import RunVerdict
+from qualify.pipeline.ondisk import run_on_disk
+from qualify.pipeline.plan import Plan
 from qualify.pipeline.request import RunRequest
-from qualify.pipeline.stagerun import stage_outcome
 
 
 def refresh_saved_run(
@@ -53,16 +53,28 @@ def refresh_saved_run(
 
 
 def finish_run(run: RunDir, plan: Plan) -> RunVerdict:
-    """The run's verdict from its saved stages, written to its run.json."""
-    verdict, outcomes = summarize(run, plan)
+    """Mark the run complete and write the verdict its saved stages give."""
+    run.update(status="complete", finished_at=now_iso())
+    return record_verdict(run)
+
+
+def end_run(run: RunDir, status: str, **facts: Any) -> None:
+    """Mark the run stopped (`interrupted`, `failed`) and write the verdict its stages give now:
+    an earlier attempt's verdict never outlives a rerun that did not finish."""
+    run.update(status=status, **facts)
+    record_verdict(run)
+
+
+def record_verdict(run: RunDir) -> RunVerdict:
+    """Write the verdict derived from the stages on disk into run.json, for readers of the file
+    (qualify itself always derives it again: `ondisk.run_on_disk`)."""
+    derived = run_on_disk(run)
     run.update(
-        status="complete",
-        verdict=verdict.value,
-        exit_code=int(exit_code_for(verdict)),
-        stages={name: o.value for name, o in outcomes.items()},
-        finished_at=now_iso(),
+        verdict=derived.verdict.value,
+        exit_code=int(derived.exit_code),
+        stages={name: o.value for name, o in derived.stages.items()},
     )
-    return verdict
+    return derived.verdict
 
 
 def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | None) -> dict[str, RoleArm]:
@@ -114,14 +126,6 @@ def selected_stages(plan: Plan, request: RunRequest) -> set[str] | None:
         start = names.index(plan.stage(request.from_stage).name)
         return set(names[start:])
     return None
-
-
-def summarize(run: RunDir, plan: Plan) -> tuple[RunVerdict, dict[str, Verdict | StageState]]:
-    """The run verdict from the saved stages, with every default stage the plan leaves out."""
-    outcomes: dict[str, Verdict | StageState] = {s.name: stage_outcome(run, s) for s in plan.stages}
-    for name in DEFAULT_ORDER:
-        outcomes.setdefault(name, StageState.NOT_CONFIGURED)
-    return run_verdict(outcomes, DEFAULT_ORDER), outcomes
 
 
 def _invocation(request: RunRequest) -> dict[str, Any]:

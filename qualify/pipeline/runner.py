@@ -20,6 +20,7 @@ from qualify.pipeline.preflight import require_clean_tree, require_nix, will_bui
 from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
 from qualify.pipeline.rundoc import (
     bind_roles,
+    end_run,
     finish_run,
     new_run_document,
     refresh_saved_run,
@@ -93,11 +94,11 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 finally:
                     events.close()
         except KeyboardInterrupt:
-            run.update(status="interrupted", interrupted_at=now_iso())
+            end_run(run, "interrupted", interrupted_at=now_iso())
             return RunOutcome(run, None, ExitCode.INTERRUPTED)
         except BaseException as exc:
             # Every exit path leaves the status saying what happened, never "running".
-            run.update(status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
+            end_run(run, "failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
             raise
         verdict = finish_run(run, plan)
     return RunOutcome(run, verdict, exit_code_for(verdict))

@@ -29,13 +29,14 @@ from qualify.core.context import CheckContext, RoleArm
 from qualify.core.errors import ExitCode, QualifyError, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
 from qualify.core.runstore import RunDir, new_run, now_iso, write_json
-from qualify.core.verdicts import RunVerdict, StageState, Verdict, exit_code_for
+from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
-from qualify.pipeline.members import Member, behaviour, member_plan, members_for, set_verdict
+from qualify.pipeline.members import Member, member_plan, members_for
+from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.plan import Plan, StageSpec, load_plan
 from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
 from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
-from qualify.pipeline.rundoc import bind_roles, finish_run, new_run_document, refresh_saved_run
+from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
 from qualify.pipeline.stageloop import StageLoop
 from qualify.pipeline.templates import check_templates
 
@@ -98,14 +99,13 @@ def execute_set(request: RunRequest, events: Events, existing: RunDir | None) ->
                 run, config, plan, {"pinned": arms[members[0].label]["pinned"]}, request
             )
             document.pop("roles")
+            # The set's record first, naming every member: a set stopped before its members'
+            # folders exist is still a set that `show` reads and `--run` resumes.
             write_json(run.run_json, {"kind": SET, **document, "members": [m.as_json() for m in members]})
-            for m in members:
-                member = RunDir(run.path / m.label)
-                (member.path / "gcroots").mkdir(parents=True)
-                doc = new_run_document(member, config, plans[m.label], arms[m.label], request)
-                write_json(member.run_json, {**doc, "set": {"run_id": run.run_id, **m.as_json()}})
     with ExitStack() as stack:
         stack.enter_context(run.locked())
+        for m in members:
+            _create_member(run, m, config, plans[m.label], arms[m.label], request)
         runs = {m.label: RunDir(run.path / m.label) for m in members}
         for m in chosen:
             stack.enter_context(runs[m.label].locked())
@@ -140,73 +140,67 @@ def execute_set(request: RunRequest, events: Events, existing: RunDir | None) ->
                     events.close()
         except KeyboardInterrupt:
             for m in chosen:
-                runs[m.label].update(status="interrupted", interrupted_at=now_iso())
+                end_run(runs[m.label], "interrupted", interrupted_at=now_iso())
             run.update(status="interrupted", interrupted_at=now_iso())
+            summarize_set(run)
             return RunOutcome(run, None, ExitCode.INTERRUPTED)
         except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
             for m in chosen:
-                runs[m.label].update(
-                    status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}"
-                )
-            run.update(status="failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
+                end_run(runs[m.label], "failed", failed_at=now_iso(), error=error)
+            run.update(status="failed", failed_at=now_iso(), error=error)
+            summarize_set(run)
             raise
         for m in chosen:
             finish_run(runs[m.label], plans[m.label])
+        run.update(status="complete")
         verdict = summarize_set(run)
     return RunOutcome(run, verdict, exit_code_for(verdict))
 
 
 def summarize_set(run: RunDir) -> RunVerdict:
-    """Each member's verdict and behaviour, and the set's verdict, saved in the set's run.json."""
-    saved = run.read()
-    members = [Member.from_json(m) for m in saved["members"]]
-    verdicts: dict[str, RunVerdict | None] = {}
-    behaviours = {}
+    """Each member's verdict and behaviour, and the set's verdict, derived from the members'
+    folders (`ondisk.set_on_disk`) and saved in the set's run.json for readers of the file."""
+    derived = set_on_disk(run)
     rows = {}
-    for m, member in member_runs(run):
-        doc = member.read()
-        stages = doc.get("stages", {})
-        verdict = RunVerdict(doc["verdict"]) if doc.get("verdict") else None
-        verdicts[m.label] = verdict
-        planned = [s["name"] for s in doc.get("plan", {}).get("stages", [])]
-        outcomes = {name: _outcome(stages.get(name)) for name in planned}
-        behaviours[m.label] = behaviour(m, outcomes)
-        rows[m.label] = {
-            **m.as_json(),
-            "status": member.status(),
-            "verdict": verdict.value if verdict else None,
-            "stages": stages,
-            "behaved": behaviours[m.label].behaved,
-            "behaviour": behaviours[m.label].why,
+    for found in derived.members:
+        member_run = found.run
+        rows[found.member.label] = {
+            **found.member.as_json(),
+            "status": member_run.status if member_run else "not created",
+            "verdict": member_run.verdict.value if member_run else None,
+            "stages": {n: o.value for n, o in member_run.stages.items()} if member_run else {},
+            "behaved": found.behaviour.behaved,
+            "behaviour": found.behaviour.why,
         }
-    verdict, why = set_verdict(verdicts, behaviours, members)
-    controls = [m for m in members if m.is_control]
-    behaved = all(behaviours[m.label].behaved for m in controls) if controls else None
-    statuses = {r["status"] for r in rows.values()}
-    status = (
-        "complete"
-        if statuses == {"complete"}
-        else next((s for s in ("failed", "interrupted", "dead", "running") if s in statuses), "complete")
-    )
     run.update(
-        status=status,
-        verdict=verdict.value,
-        verdict_reason=why,
-        exit_code=int(exit_code_for(verdict)),
-        controls_behaved=behaved,
+        status=derived.status,
+        verdict=derived.verdict.value,
+        verdict_reason=derived.reason,
+        exit_code=int(derived.exit_code),
+        controls_behaved=derived.controls_behaved,
         member_results=rows,
         finished_at=now_iso(),
     )
-    return verdict
+    return derived.verdict
 
 
-def _outcome(value: str | None) -> Verdict | StageState:
-    if value is None:
-        return StageState.NOT_RUN
-    try:
-        return Verdict(value)
-    except ValueError:
-        return StageState(value)
+def _create_member(
+    run: RunDir,
+    member: Member,
+    config: ProjectConfig,
+    plan: Plan,
+    arms: dict[str, RoleArm],
+    request: RunRequest,
+) -> None:
+    """A member's folder and run.json, unless an earlier attempt made them (a set stopped while
+    it was being made is completed on resume)."""
+    folder = RunDir(run.path / member.label)
+    if folder.run_json.is_file():
+        return
+    (folder.path / "gcroots").mkdir(parents=True, exist_ok=True)
+    doc = new_run_document(folder, config, plan, arms, request)
+    write_json(folder.run_json, {**doc, "set": {"run_id": run.run_id, **member.as_json()}})
 
 
 def _chosen(members: list[Member], wanted: Sequence[str], run: RunDir | None) -> list[Member]:

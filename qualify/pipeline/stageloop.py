@@ -20,7 +20,7 @@ from qualify.pipeline.stagerun import (
     StageRunner,
     inputs_hash,
     mark_stale,
-    saved_verdict_at,
+    saved_verdict,
     stage_outcome,
 )
 
@@ -102,7 +102,7 @@ class StageLoop:
         outcome: Verdict | StageState
         if keep is not None:
             # A stale stage still gates by the verdict it had; the run verdict counts it STALE.
-            outcome = saved_verdict_at(run, stage.folder)
+            outcome = saved_verdict(run, stage)
             stale = isinstance(outcome, Verdict) and mark_stale(run, stage.folder, stage_hash)
             if stale:
                 keep = "STALE: kept, but its inputs changed since it ran; rerun it to qualify"

@@ -23,10 +23,10 @@ from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, judge_saved
+from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
 
-RESULT = "result.json"
-STAGE = "stage.json"
+__all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 
 
 def inputs_hash(
@@ -64,35 +64,18 @@ def inputs_hash(
 
 
 def stage_outcome(run: RunDir, stage: StageSpec) -> Verdict | StageState:
-    """A stage's outcome as saved: its verdict, BLOCKED, INTERRUPTED or NOT RUN."""
-    return stage_outcome_at(run, stage.folder)
+    """A stage's outcome from its files (`ondisk.stage_on_disk`): its verdict only when its
+    stage.json and every result.json under it read and agree, else BLOCKED, INTERRUPTED,
+    STALE, UNREADABLE or NOT RUN."""
+    return stage_on_disk(run.path, stage.as_json()).outcome
 
 
-def stage_outcome_at(run: RunDir, folder: str) -> Verdict | StageState:
-    """The outcome saved in `<run>/<folder>/stage.json` (see `stage_outcome`)."""
-    path = run.stage_dir(folder) / STAGE
-    if not path.is_file():
-        return StageState.NOT_RUN
-    try:
-        saved = read_json(path)
-    except RunStoreError:
-        # Unreadable (cut short, edited by hand): not a result; a rerun moves it to attempts/.
-        return StageState.INTERRUPTED
-    if saved.get("status") != "complete":
-        return StageState.INTERRUPTED
-    if saved.get("verdict") == StageState.BLOCKED.value:
-        return StageState.BLOCKED
-    if saved.get("stale"):
-        return StageState.STALE
-    return Verdict(saved["verdict"])
-
-
-def saved_verdict_at(run: RunDir, folder: str) -> Verdict | StageState:
-    """The outcome of `stage_outcome_at`, with a stale stage's own saved verdict (for gating)."""
-    outcome = stage_outcome_at(run, folder)
-    if outcome is StageState.STALE:
-        return Verdict(read_json(run.stage_dir(folder) / STAGE)["verdict"])
-    return outcome
+def saved_verdict(run: RunDir, stage: StageSpec) -> Verdict | StageState:
+    """The outcome of `stage_outcome`, with a stale stage's own saved verdict (for gating)."""
+    found = stage_on_disk(run.path, stage.as_json())
+    if found.outcome is StageState.STALE and found.saved is not None:
+        return found.saved
+    return found.outcome
 
 
 def mark_stale(run: RunDir, folder: str, inputs_hash: str) -> bool:

@@ -51,7 +51,7 @@ def test_a_corrupt_stage_json_is_moved_aside_by_a_forced_rerun(project: Callable
     [run] = p.run_dirs()
     (run / "20-compile" / "stage.json").write_text("{not json")
     code, out = cli(p, "show", run.name)
-    assert code == 0 and "INTERRUPTED" in out, out
+    assert code == 0 and "UNREADABLE" in out, out
     code, out = cli(p, "run", "--only", "compile", "--force")
     assert code == 3, out  # later stages not configured
     assert json.loads((run / "20-compile" / "stage.json").read_text())["verdict"] == "PASS"

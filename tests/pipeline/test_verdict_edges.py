@@ -151,6 +151,12 @@ def test_a_crashed_measurement_stays_error_when_rejudged(project: Callable[..., 
     # What the stage runner saves when `measure` raised after leaving partial data behind.
     result.update(crashed="internal error in check kind 'command': OSError()", verdict="ERROR")
     path.write_text(json.dumps(result))
+    # ... and its stage record, which lists the check's verdict (records that disagree are
+    # not data to rejudge from).
+    stage_path = run / "20-compile" / "stage.json"
+    stage = json.loads(stage_path.read_text())
+    stage["checks"][0]["verdict"] = stage["verdict"] = "ERROR"
+    stage_path.write_text(json.dumps(stage))
     code, out = cli(p, "report", run.name, "--rejudge")
     again = json.loads(path.read_text())
     assert again["verdict"] == "ERROR" and "crashed" in again["reason"], out
@@ -190,6 +196,7 @@ def test_a_typo_in_a_placeholder_is_refused_before_anything_runs(
         code, out = cli(p, *args)
         flat = " ".join(out.split())
         assert code == 4, out
-        assert f"{stage}: check 'compile-check', run: unknown placeholder {{{typo}}}" in flat
+        # The file and the line of the template (`run`, line 5 of the stage file).
+        assert f"{stage}:5: check 'compile-check', run: unknown placeholder {{{typo}}}" in flat
         assert f'did you mean "{meant}"' in flat
     assert not p.runs.exists() or not list(p.runs.iterdir())  # no run was started

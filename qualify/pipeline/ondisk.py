@@ -1,0 +1,242 @@
+"""A verdict derived from what is on disk, never read back and trusted.
+
+run.json keeps a `verdict` and an `exit_code` for whoever reads the file by hand, but nothing in
+qualify believes them: a rerun that was stopped, a stage.json cut short, a result.json edited
+by hand or a folder copied from another host would otherwise keep saying what an earlier
+attempt decided. Every reader that shows, renders, merges or exits with a verdict calls here:
+
+- a stage counts only when its stage.json and the result.json of every check it lists read,
+  name the same checks as the plan's stage, agree verdict for verdict, and combine into the
+  stage verdict saved (`stage_on_disk`);
+- a run's verdict is the rule of the verdicts section over those stages, and a run whose last
+  attempt did not finish (running, interrupted, failed, killed) is never QUALIFIED
+  (`run_on_disk`);
+- a set's verdict is its members' derived verdicts and their controls' behaviour, and a set
+  that did not finish (or whose members' folders are not all there) is never QUALIFIED
+  (`set_on_disk`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qualify.core.errors import ExitCode, RunStoreError
+from qualify.core.runstore import RunDir, read_json
+from qualify.core.verdicts import (
+    RunVerdict,
+    StageState,
+    Verdict,
+    exit_code_for,
+    run_verdict,
+    stage_verdict,
+)
+from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
+from qualify.pipeline.plan import DEFAULT_ORDER
+
+RESULT = "result.json"
+STAGE = "stage.json"
+
+Outcome = Verdict | StageState
+
+
+@dataclass(frozen=True)
+class StageOnDisk:
+    """One stage as its files say now."""
+
+    name: str
+    folder: str
+    outcome: Outcome
+    reason: str
+    #: The verdict stage.json saved, when it read (a stale stage still gates by it).
+    saved: Verdict | None = None
+
+
+@dataclass(frozen=True)
+class RunOnDisk:
+    """A run (or a set's member) as its files say now."""
+
+    verdict: RunVerdict
+    exit_code: ExitCode
+    status: str
+    stages: dict[str, Outcome]
+    reasons: dict[str, str]
+    #: Why the run is not QUALIFIED although its stages would make it so (it did not finish).
+    unfinished: str | None = None
+
+
+@dataclass(frozen=True)
+class MemberOnDisk:
+    member: Member
+    run: RunOnDisk | None  # None: its folder was never written (the set stopped while being made)
+    behaviour: Behaviour
+
+
+@dataclass(frozen=True)
+class SetOnDisk:
+    verdict: RunVerdict
+    exit_code: ExitCode
+    status: str
+    reason: str
+    members: list[MemberOnDisk]
+    controls_behaved: bool | None
+
+
+def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
+    """The outcome of the stage `spec` (a stage of the run's saved plan) from its files."""
+    name, folder = str(spec.get("name", "?")), str(spec.get("folder", "?"))
+    path = run_path / folder / STAGE
+    if not path.is_file():
+        return StageOnDisk(name, folder, StageState.NOT_RUN, "not run yet")
+    try:
+        record = read_json(path)
+    except RunStoreError as exc:
+        return StageOnDisk(name, folder, StageState.UNREADABLE, exc.message)
+    if record.get("status") != "complete":
+        return StageOnDisk(name, folder, StageState.INTERRUPTED, "interrupted before it finished")
+    if record.get("verdict") == StageState.BLOCKED.value:
+        return StageOnDisk(name, folder, StageState.BLOCKED, str(record.get("reason", "")))
+    try:
+        saved = Verdict(str(record.get("verdict")))
+    except ValueError:
+        return StageOnDisk(name, folder, StageState.UNREADABLE, f"{path}: no stage verdict saved")
+    trouble = _disagreement(run_path / folder, path, record, spec, saved)
+    if trouble is not None:
+        return StageOnDisk(name, folder, StageState.UNREADABLE, trouble, saved)
+    if record.get("stale") or _canonical(record.get("spec")) != _canonical(dict(spec)):
+        why = f"was {saved.value}, but its inputs changed since it ran; rerun it to qualify"
+        return StageOnDisk(name, folder, StageState.STALE, why, saved)
+    return StageOnDisk(name, folder, saved, str(record.get("reason", "")), saved)
+
+
+def _disagreement(
+    folder: Path, path: Path, record: Mapping[str, Any], spec: Mapping[str, Any], saved: Verdict
+) -> str | None:
+    """Why stage.json and its checks' result.json do not make one consistent stage, or None."""
+    entries = record.get("checks")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return f"{path}: its list of checks does not read"
+    listed = [str(e.get("name")) for e in entries]
+    planned = [str(c.get("name")) for c in spec.get("checks", []) if isinstance(c, dict)]
+    if listed != planned:
+        return f"{path}: it lists checks {listed}, the plan's stage has {planned}"
+    verdicts = []
+    for entry in entries:
+        result_path = folder / str(entry.get("name")) / RESULT
+        try:
+            result = read_json(result_path)
+        except RunStoreError as exc:
+            return exc.message
+        if result.get("check", entry.get("name")) != entry.get("name"):
+            other = result.get("check")
+            return f"{result_path}: it is the result of check {other!r}, not {entry.get('name')!r}"
+        if result.get("verdict") != entry.get("verdict"):
+            return (
+                f"{result_path}: verdict {result.get('verdict')!r} where {path} says {entry.get('verdict')!r}"
+            )
+        try:
+            verdicts.append(Verdict(str(result.get("verdict"))))
+        except ValueError:
+            return f"{result_path}: {result.get('verdict')!r} is not a verdict"
+    combined = stage_verdict(verdicts, inconclusive_as_warn=record.get("inconclusive") == "warn")
+    if combined is not saved:
+        return f"{path}: saved verdict {saved.value}, its checks combine to {combined.value}"
+    return None
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def stages_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> list[StageOnDisk]:
+    """Every stage of the run's saved plan, from its files."""
+    document = run.read() if saved is None else saved
+    plan = document.get("plan")
+    specs = plan.get("stages", []) if isinstance(plan, dict) else []
+    return [stage_on_disk(run.path, spec) for spec in specs if isinstance(spec, dict)]
+
+
+def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDisk:
+    """The run's verdict and exit code from its stages as they are now."""
+    document = run.read() if saved is None else saved
+    stages = stages_on_disk(run, document)
+    outcomes: dict[str, Outcome] = {s.name: s.outcome for s in stages}
+    reasons = {s.name: s.reason for s in stages}
+    for name in DEFAULT_ORDER:
+        if name not in outcomes:
+            outcomes[name] = StageState.NOT_CONFIGURED
+            reasons[name] = "the plan has no such stage"
+    verdict = run_verdict(outcomes, DEFAULT_ORDER)
+    status = status_of(run, document)
+    unfinished = None
+    if status != "complete" and verdict is RunVerdict.QUALIFIED:
+        # Every stage on disk passed, but the last attempt did not end: what it was doing (a
+        # rerun, a new plan) is not in those stages, so they cannot speak for it.
+        unfinished = f"its last attempt is {status}, not complete"
+        verdict = RunVerdict.INCOMPLETE
+    return RunOnDisk(verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished)
+
+
+def status_of(run: RunDir, saved: Mapping[str, Any]) -> str:
+    """The saved status, with one saved as running but held by no process called dead."""
+    status = str(saved.get("status", "unknown"))
+    if status == "running" and not run.writer_alive():
+        return "dead"
+    return status
+
+
+def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDisk:
+    """A set's verdict from its members' folders as they are now."""
+    document = run.read() if saved is None else saved
+    members = [Member.from_json(m) for m in document.get("members", [])]
+    found: list[MemberOnDisk] = []
+    verdicts: dict[str, RunVerdict | None] = {}
+    behaviours: dict[str, Behaviour] = {}
+    for m in members:
+        member = RunDir(run.path / m.label)
+        try:
+            mine = member.read()
+        except RunStoreError as exc:
+            missing = Behaviour(None, f"{m.label}: {exc.message}")
+            found.append(MemberOnDisk(m, None, missing))
+            verdicts[m.label], behaviours[m.label] = None, missing
+            continue
+        derived = run_on_disk(member, mine)
+        planned = [str(s.get("name")) for s in mine.get("plan", {}).get("stages", []) if isinstance(s, dict)]
+        behaved = behaviour(m, {name: derived.stages[name] for name in planned if name in derived.stages})
+        # A member that did not finish has not decided anything yet, whatever its stages say.
+        verdicts[m.label] = derived.verdict if derived.status == "complete" else None
+        if derived.status != "complete" and behaved.behaved is True:
+            behaved = Behaviour(None, f"{behaved.why}, but its last attempt is {derived.status}")
+        behaviours[m.label] = behaved
+        found.append(MemberOnDisk(m, derived, behaved))
+    if members:
+        verdict, why = set_verdict(verdicts, behaviours, members)
+    else:
+        verdict, why = RunVerdict.INCOMPLETE, "the set has no members on record"
+    statuses = [status_of(run, document)] + [f.run.status if f.run else "not created" for f in found]
+    status = next(
+        (s for s in ("running", "failed", "interrupted", "dead", "not created") if s in statuses),
+        "complete" if all(s == "complete" for s in statuses) else statuses[0],
+    )
+    if status != "complete" and verdict is RunVerdict.QUALIFIED:
+        verdict, why = RunVerdict.INCOMPLETE, f"{why}, but the set's last attempt is {status}"
+    controls = [f for f in found if f.member.is_control]
+    behaved_all: bool | None = None
+    if controls:
+        states = [f.behaviour.behaved for f in controls]
+        behaved_all = False if False in states else (True if all(states) else None)
+    return SetOnDisk(verdict, exit_code_for(verdict), status, why, found, behaved_all)
+
+
+def verdict_on_disk(run: RunDir) -> tuple[RunVerdict, ExitCode, str]:
+    """The verdict, exit code and status of a run or a set, derived (run.json must read)."""
+    saved = run.read()
+    if saved.get("kind") == "set":
+        derived_set = set_on_disk(run, saved)
+        return derived_set.verdict, derived_set.exit_code, derived_set.status
+    derived = run_on_disk(run, saved)
+    return derived.verdict, derived.exit_code, derived.status
