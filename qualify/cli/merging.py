@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from qualify.cli.app import JsonOpt, app
+from qualify.cli.app import JsonOpt, app, print_json
 from qualify.cli.running import publish_for
+from qualify.console import open_console, safe
 
 
 @app.command()
@@ -31,6 +29,26 @@ def merge(
             help="Merge runs of different revisions, flake locks or plans (the report says which).",
         ),
     ] = False,
+    max_unpacked: Annotated[
+        str | None,
+        typer.Option(
+            "--max-unpacked",
+            metavar="SIZE",
+            help="The most one archive may unpack to (default 32G; K, M, G, T are binary units).",
+        ),
+    ] = None,
+    max_file: Annotated[
+        str | None,
+        typer.Option(
+            "--max-file", metavar="SIZE", help="The most one file of an archive may be (default 16G)."
+        ),
+    ] = None,
+    max_files: Annotated[
+        int | None,
+        typer.Option(
+            "--max-files", metavar="N", min=1, help="The most entries one archive may hold (default 100000)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge the hosts' runs of one revision into one report: stages × hosts, each host's verdict,
@@ -40,9 +58,16 @@ def merge(
     from qualify.core.verdicts import exit_code_for
     from qualify.report.fleet import fleet_model, merge
     from qualify.report.render import render
+    from qualify.report.unpack import Caps, parse_size
 
-    console = Console(stderr=as_json)
-    verdict = merge(runs, out, allow_mixed=allow_mixed)
+    caps = Caps.default(
+        total_bytes=parse_size(max_unpacked, "--max-unpacked") if max_unpacked is not None else None,
+        file_bytes=parse_size(max_file, "--max-file") if max_file is not None else None,
+        files=max_files,
+    )
+
+    console = open_console(stderr=as_json)
+    verdict = merge(runs, out, allow_mixed=allow_mixed, caps=caps)
     files = render(RunDir(out))
     publish_for(RunDir(out), files.markdown, to_stderr=as_json)
     if as_json:
@@ -55,7 +80,7 @@ def merge(
             "hosts": [{"host": h.key, "verdict": h.verdict, "gpus": h.gpus} for h in model.hosts],
             "differences": model.differences,
         }
-        print(json.dumps(document, indent=2))
-    console.print(f"{badge(verdict.value)}  fleet report {escape(str(files.html))}")
-    console.print(f"summary: {escape(str(files.markdown))}")
+        print_json(document)
+    console.print(f"{badge(verdict.value)}  fleet report {safe(str(files.html))}")
+    console.print(f"summary: {safe(str(files.markdown))}")
     raise typer.Exit(int(exit_code_for(verdict)))

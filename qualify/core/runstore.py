@@ -11,6 +11,7 @@ runs/<run-id>/report.html  summary.md  report.json
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import io
 import json
@@ -57,7 +58,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise RunStoreError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise RunStoreError(f"{path}: cannot write: {exc.strerror or exc}", _write_hint(exc, path)) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -69,12 +70,16 @@ def write_atomic(path: Path, data: bytes) -> None:
     except OSError as exc:
         # A full disk or a directory in the way: the old content stays, the message names it.
         Path(tmp).unlink(missing_ok=True)
-        raise RunStoreError(
-            f"{path}: cannot write: {exc.strerror or exc}", "free space or remove what is in the way"
-        ) from None
+        raise RunStoreError(f"{path}: cannot write: {exc.strerror or exc}", _write_hint(exc, path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_hint(exc: OSError, path: Path) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {path.parent} writable, or copy the run to a writable folder and use that"
+    return "free space or remove what is in the way"
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -151,7 +156,14 @@ class RunDir:
         stale lock behind.
         """
         lock_path = self.path / "lock"
-        handle = lock_path.open("a+")
+        try:
+            handle = lock_path.open("a+")
+        except OSError as exc:
+            raise RunStoreError(
+                f"{lock_path}: cannot open the run's lock: {exc.strerror or exc}",
+                f"running or resuming a run writes in its folder: make {self.path} writable, or "
+                "copy the run to a writable runs directory",
+            ) from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -178,7 +190,12 @@ class RunDir:
         lock_path = self.path / "lock"
         if not lock_path.is_file():
             return False
-        with lock_path.open("a+") as handle:
+        try:
+            # Opened for reading: a run on a read-only disk can still be shown (flock needs no write).
+            handle = lock_path.open("r")
+        except OSError:
+            return False
+        with handle:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -210,22 +227,40 @@ class RunDir:
         return target
 
 
+#: How much of the candidates' names a run's folder keeps: a set of many candidates still gets
+#: a folder name well under the file systems' 255 bytes.
+_NAME_KEEPS = 96
+_WHERE_RUNS_GO = "or point runs_dir in qualify.toml, --runs-dir or $QUALIFY_RUNS_DIR at a writable folder"
+
+
 def new_run(runs_dir: Path, candidate: str) -> RunDir:
     """A new run directory named `<UTC time>-<candidate>[-N]`, created atomically: two runs
     started in the same second get different folders (mkdir is the test, not a look first)."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", candidate)
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", candidate)[:_NAME_KEEPS]
     base = f"{stamp}-{safe}"
     if runs_dir.exists() and not runs_dir.is_dir():
         raise RunStoreError(f"{runs_dir}: the runs directory is not a directory", "point runs_dir elsewhere")
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunStoreError(
+            f"{runs_dir}: cannot create the runs directory: {exc.strerror or exc}",
+            f"create it (writable) first, {_WHERE_RUNS_GO}",
+        ) from None
     for counter in range(1, 10_000):
         path = runs_dir / (base if counter == 1 else f"{base}-{counter}")
         try:
             path.mkdir()
+            (path / "gcroots").mkdir()
         except FileExistsError:
             continue
-        (path / "gcroots").mkdir()
+        except OSError as exc:
+            # A read-only runs directory (or one on a read-only mount) is named, with the way out.
+            raise RunStoreError(
+                f"{runs_dir}: cannot create a run folder in the runs directory: {exc.strerror or exc}",
+                f"make {runs_dir} writable, {_WHERE_RUNS_GO}",
+            ) from None
         return RunDir(path)
     raise RunStoreError(f"{runs_dir}: no free run name for {base}")
 
@@ -251,14 +286,36 @@ def open_run(runs_dir: Path, run_id: str | None) -> RunDir:
         runs = list_runs(runs_dir)
         if not runs:
             raise UsageError(f"no runs in {runs_dir}", "start one with `qualify run --candidate ARM`")
-        return runs[-1]
+        return _checked(runs[-1])
     as_path = Path(run_id)
     if as_path.is_dir() and (as_path / "run.json").is_file():
-        return RunDir(as_path.resolve())
+        return _checked(RunDir(as_path.resolve()))
     if not _RUN_ID.match(run_id) or not (runs_dir / run_id / "run.json").is_file():
         known = [r.run_id for r in list_runs(runs_dir)][-5:]
         raise UsageError(
             f"no run {run_id!r} in {runs_dir}",
             ("recent runs: " + ", ".join(known)) if known else "no runs yet",
         )
-    return RunDir(runs_dir / run_id)
+    return _checked(RunDir(runs_dir / run_id))
+
+
+def _checked(run: RunDir) -> RunDir:
+    """`run`, once the labels its run.json names folders by are known to stay inside it.
+
+    Every command that reads a run back (show, report, report --rejudge, run --run) opens it
+    here; a member of a set is rerun through its set, so the set's run.json is checked too. A
+    run.json that cannot be read is left to the command, which says what it needs from it.
+    """
+    from qualify.core.labels import check_saved_labels
+
+    for folder in (run.path, run.path.parent):
+        try:
+            saved = read_json(folder / "run.json")
+        except RunStoreError:
+            if folder == run.path:
+                return run
+            break
+        check_saved_labels(saved, str(folder / "run.json"))
+        if "set" not in saved:
+            break
+    return run

@@ -27,6 +27,7 @@ from qualify.checks.base import ROLES
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, UsageError
+from qualify.core.labels import MAX_LENGTH, RESERVED, duplicate, label_problem
 from qualify.core.tomlfile import suggest
 from qualify.core.verdicts import RunVerdict, StageState, Verdict
 from qualify.pipeline.plan import Plan, StageSpec
@@ -101,17 +102,37 @@ def members_for(
                         "stages in this plan: " + ", ".join(names),
                     )
             members.append(Member(f"negative-{_safe(arm)}", arm, "negative", tuple(stages)))
-    labels = [m.label for m in members]
-    for label in labels:
-        if labels.count(label) > 1:
-            raise UsageError(
-                f"two members of the run would be named {label!r}",
-                "rename an arm, or leave the control out with --no-controls",
-            )
+    for m in members:
+        _check_label(config, m)
+    twice = duplicate(m.label for m in members)
+    if twice is not None:
+        arms = [m.arm for m in members if m.label.lower() == twice.lower()]
+        raise ConfigError(
+            f"{config.path}: arms {' and '.join(repr(a) for a in arms)} would both be the member "
+            f"{twice!r} of the run set (one folder)",
+            "rename one of the arms in qualify.toml, or leave the control out with --no-controls",
+        )
     return members
 
 
+def _check_label(config: ProjectConfig, member: Member) -> None:
+    """A member's label names its folder in the set: refused here, before anything runs, when
+    it could not (`..`, a stage's folder, a name the run folder already uses)."""
+    problem = label_problem(member.label)
+    if problem is not None:
+        named = f"as {member.label!r} " if member.label != member.arm else ""
+        raise ConfigError(
+            f"{config.path}: arm {member.arm!r} cannot be a member of a run set: its folder "
+            f"{named}would be a path qualify cannot use: {problem}",
+            f"rename the arm in qualify.toml ([arms.NAME]): letters, digits, . _ -, not starting "
+            f"with . or -, at most {MAX_LENGTH} characters, not a stage folder like 10-build nor "
+            "one of " + ", ".join(sorted(RESERVED)),
+        )
+
+
 def _safe(name: str) -> str:
+    """An arm's name as a folder name: every character outside letters, digits, `._-` is `_`
+    (what is left is then checked, not changed: `..` stays `..` and is refused)."""
     return _SAFE.sub("_", name)
 
 
@@ -119,7 +140,7 @@ def _candidate_label(arm: str) -> str:
     """A candidate's folder: its arm's name, unless that is a role's (the set's shared folders
     are named by role: `--candidate pinned` is the member candidate-pinned)."""
     safe = _safe(arm)
-    return f"candidate-{safe}" if safe in (*ROLES, "pinned.2") else safe
+    return f"candidate-{safe}" if safe.lower() in (*ROLES, "pinned.2") else safe
 
 
 def member_plan(plan: Plan, member: Member, members: list[Member]) -> Plan:

@@ -14,6 +14,7 @@ shows them as they ran).
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from qualify.checks.base import SavedCheck
 from qualify.checks.registry import kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
-from qualify.core.errors import QualifyError
+from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.judging import crashed, judge_saved
@@ -104,6 +105,12 @@ def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
 def rejudge(run: RunDir, plan: Plan) -> list[Change]:
     """Re-decide every finished check of `run` with `plan`'s limits; return what changed."""
     saved = run.read()
+    if not os.access(run.path, os.W_OK):
+        raise RunStoreError(
+            f"{run.path}: the run folder is not writable",
+            "rejudging writes the new verdicts beside the data: make it writable, or copy the "
+            "run folder somewhere writable and rejudge the copy",
+        )
     if status_of(run, saved) == "running":
         raise QualifyError(
             f"run {run.run_id} is running now (a qualify process holds its lock)",
@@ -187,7 +194,13 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
     else:
         judgement = judge_saved(kind, SavedCheck(check_dir, spec, spec.roles), "rejudge-error.log")
     if not (check_dir / MEASURED).is_file():
-        shutil.copyfile(result_path, check_dir / MEASURED)
+        try:
+            shutil.copyfile(result_path, check_dir / MEASURED)
+        except OSError as exc:
+            raise RunStoreError(
+                f"{check_dir / MEASURED}: cannot write: {exc.strerror or exc}",
+                "make the run folder writable",
+            ) from None
     updated: dict[str, Any] = {k: v for k, v in result.items() if k != "schema_version"}
     updated.update(judgement.as_json())
     updated["spec"] = {**saved_spec, "limits": limits_after, "params": params}

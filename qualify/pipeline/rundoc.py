@@ -117,17 +117,6 @@ def _check_same_roles(run: RunDir, saved: dict[str, Any], arms: dict[str, RoleAr
             )
 
 
-def selected_stages(plan: Plan, request: RunRequest) -> set[str] | None:
-    """Stages to rerun explicitly (None: every stage that has no finished result yet)."""
-    names = [s.name for s in plan.stages]
-    if request.only:
-        return {plan.stage(request.only).name}
-    if request.from_stage:
-        start = names.index(plan.stage(request.from_stage).name)
-        return set(names[start:])
-    return None
-
-
 def _invocation(request: RunRequest) -> dict[str, Any]:
     return {
         "at": now_iso(),

@@ -3,102 +3,248 @@
 `qualify run` starts a run, resumes an interrupted one (`--run ID`), or reruns part of a
 saved run (`--only STAGE`, `--from STAGE`), each rerun a new attempt with the old one moved
 under `attempts/`.
+
+There is one engine. A run of one candidate is a run set of one member whose folder is the
+run's own; a run set (several candidates, or a project's controls) keeps each member in a
+folder of its own beside the set's record (`runset`). Either way the same code checks the
+plan and the arms, takes the locks, ends what an earlier attempt left running, steps the
+members' stages in order and records how the attempt ended.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from typing import Any
 
-from qualify.core.config import load_config
+from qualify.core.config import ProjectConfig, load_config
+from qualify.core.context import RoleArm
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
 from qualify.core.runstore import RunDir, new_run, now_iso, open_run, write_json
-from qualify.core.verdicts import exit_code_for
+from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
-from qualify.pipeline.plan import load_plan
+from qualify.pipeline.members import Member, member_plan, members_for
+from qualify.pipeline.plan import Plan, load_plan
 from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
 from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
-from qualify.pipeline.rundoc import (
-    bind_roles,
-    end_run,
-    finish_run,
-    new_run_document,
-    refresh_saved_run,
-    selected_stages,
+from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
+from qualify.pipeline.runset import (
+    SET,
+    MemberEvents,
+    chosen_members,
+    create_member,
+    is_set,
+    step_members,
+    summarize_set,
+    wants_set,
 )
-from qualify.pipeline.stageloop import run_stages
+from qualify.pipeline.stageloop import StageLoop
 from qualify.pipeline.templates import check_templates
 
-__all__ = ["RunOutcome", "RunRequest", "bind_roles", "execute"]
+__all__ = ["RunOutcome", "RunRequest", "bind_roles", "execute", "selected_stages"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Who a run qualifies and where each member's folder is."""
+
+    is_set: bool
+    members: list[Member]
+    #: The members this attempt works on (a rerun of a set may name some of them).
+    chosen: list[Member]
+
+    def folder(self, run: RunDir, member: Member) -> RunDir:
+        return RunDir(run.path / member.label) if self.is_set else run
+
+    def new_name(self) -> str:
+        if self.is_set:
+            return "+".join(m.label for m in self.members if m.role == "candidate")
+        return self.members[0].arm
 
 
 def execute(request: RunRequest, events: Events) -> RunOutcome:
     """Run (or resume, or partly rerun) a qualification; the run directory holds the result."""
-    from qualify.pipeline.runset import execute_set, is_set, wants_set
-
     if request.only and request.from_stage:
         raise UsageError("--only and --from cannot be combined", "pick one stage selection")
     config = load_config(request.project)
     runs_dir = runs_dir_for(config, request.runs_dir)
-    existing = request.run_id is not None or request.only or request.from_stage
-    if existing:
-        run = open_run(runs_dir, request.run_id)
-        saved = run.read()
-        if is_set(saved):
-            return execute_set(request, events, run)
-        if saved.get("set"):
+    existing: RunDir | None = None
+    saved: dict[str, Any] | None = None
+    if request.run_id is not None or request.only or request.from_stage:
+        existing = open_run(runs_dir, request.run_id)
+        saved = existing.read()
+        if saved.get("set") and not is_set(saved):
             # A member of a run set is rerun as the set's member: its plan is its share of the
             # set's (a negative control's stages, alpha split over the members).
-            parent = RunDir(run.path.parent)
-            member = replace(request, candidates=(str(saved["set"]["label"]),), run_id=str(parent.path))
-            return execute_set(member, events, parent)
-        candidate = request.candidates[0] if request.candidates else saved["roles"]["candidate"]["arm"]
-        if len(request.candidates) > 1 or candidate != saved["roles"]["candidate"]["arm"]:
+            label = str(saved["set"]["label"])
+            existing = RunDir(existing.path.parent)
+            request = replace(request, candidates=(label,), run_id=str(existing.path))
+            saved = existing.read()
+    profile = request.profile if request.profile is not None else (saved or {}).get("profile")
+    plan = load_plan(config.plan_dir, profile)
+    shape = _shape(config, plan, request, existing, saved)
+    plans = {m.label: member_plan(plan, m, shape.members) for m in shape.members}
+    arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in shape.members}
+    # Everything that can be known wrong is refused here, before a build or a run directory.
+    for m in shape.members:
+        check_templates(plans[m.label], config, arms[m.label])
+    require_nix(plan)
+    allowed = request.allow_dirty or bool((saved or {}).get("options", {}).get("allow_dirty"))
+    builds = (
+        will_build(
+            shape.folder(existing, m) if existing else None,
+            plans[m.label],
+            selected_stages(plans[m.label], plan, request),
+        )
+        for m in shape.chosen
+    )
+    if any(builds):
+        require_clean_tree(config, allowed)
+    run = existing
+    if run is None:
+        run = new_run(runs_dir, shape.new_name())
+        with run.locked():
+            if shape.is_set:
+                # The set's record first, naming every member: a set stopped before its
+                # members' folders exist is still a set that `show` reads and `--run` resumes.
+                document = new_run_document(
+                    run, config, plan, {"pinned": arms[shape.members[0].label]["pinned"]}, request
+                )
+                document.pop("roles")
+                members = [m.as_json() for m in shape.members]
+                write_json(run.run_json, {"kind": SET, **document, "members": members})
+            else:
+                only = shape.members[0].label
+                write_json(run.run_json, new_run_document(run, config, plans[only], arms[only], request))
+    return _run_members(run, shape, config, plan, plans, arms, request, events, resumed=saved is not None)
+
+
+def _shape(
+    config: ProjectConfig,
+    plan: Plan,
+    request: RunRequest,
+    existing: RunDir | None,
+    saved: dict[str, Any] | None,
+) -> Shape:
+    if saved is not None and is_set(saved):
+        members = [Member.from_json(m) for m in saved["members"]]
+        return Shape(True, members, chosen_members(members, request.candidates, existing))
+    if saved is not None and existing is not None:
+        arm = str(saved["roles"]["candidate"]["arm"])
+        if len(request.candidates) > 1 or (request.candidates and request.candidates[0] != arm):
             raise UsageError(
-                f"run {run.run_id} qualifies candidate {saved['roles']['candidate']['arm']!r}, "
-                f"not {', '.join(request.candidates)}",
+                f"run {existing.run_id} qualifies candidate {arm!r}, not {', '.join(request.candidates)}",
                 "start a new run for another candidate (omit --run)",
             )
-        profile = request.profile if request.profile is not None else saved.get("profile")
-    else:
-        if not request.candidates:
-            raise UsageError("which arm is the candidate?", "pass --candidate ARM")
-        if wants_set(config, request):
-            return execute_set(request, events, None)
-        candidate = request.candidates[0]
-        profile = request.profile
-        run = None
-    plan = load_plan(config.plan_dir, profile)
-    arms = bind_roles(config, plan, candidate, request.pinned)
-    # Everything that can be known wrong is refused here, before a build or a run directory.
-    check_templates(plan, config, arms)
-    require_nix(plan)
-    saved_options = run.read().get("options", {}) if run is not None else {}
-    allowed = request.allow_dirty or bool(saved_options.get("allow_dirty"))
-    if will_build(run, plan, selected_stages(plan, request)):
-        require_clean_tree(config, allowed)
-    if run is None:
-        run = new_run(runs_dir, candidate)
-        with run.locked():
-            write_json(run.run_json, new_run_document(run, config, plan, arms, request))
-    selected = selected_stages(plan, request)
-    with run.locked():
-        arms = refresh_saved_run(run, config, plan, arms, request, existing=bool(existing))
+        one = [Member(arm, arm, "candidate")]
+        return Shape(False, one, one)
+    if not request.candidates:
+        raise UsageError("which arm is the candidate?", "pass --candidate ARM (repeatable)")
+    if wants_set(config, request):
+        members = members_for(config, plan, request.candidates, controls=request.controls)
+        return Shape(True, members, members)
+    one = [Member(request.candidates[0], request.candidates[0], "candidate")]
+    return Shape(False, one, one)
+
+
+def _run_members(
+    run: RunDir,
+    shape: Shape,
+    config: ProjectConfig,
+    plan: Plan,
+    plans: dict[str, Plan],
+    arms: dict[str, dict[str, RoleArm]],
+    request: RunRequest,
+    events: Events,
+    *,
+    resumed: bool,
+) -> RunOutcome:
+    """Every chosen member's stages, stage by stage, under the run's locks; how the attempt
+    ended is recorded in each member's run.json (and the set's) however it ends."""
+    folders = {m.label: shape.folder(run, m) for m in shape.members}
+    with ExitStack() as stack:
+        stack.enter_context(run.locked())
+        if shape.is_set:
+            for m in shape.members:
+                create_member(run, m, config, plans[m.label], arms[m.label], request)
+            for m in shape.chosen:
+                stack.enter_context(folders[m.label].locked())
+            if resumed:
+                run.update(
+                    status="running", profile=plan.profile, plan=plan.as_json(), config=config.snapshot()
+                )
+        loops: dict[str, StageLoop] = {}
+        for m in shape.chosen:
+            folder = folders[m.label]
+            bound = refresh_saved_run(
+                folder, config, plans[m.label], arms[m.label], request, existing=resumed
+            )
+            heard = MemberEvents(events, m) if shape.is_set else events
+            selected = selected_stages(plans[m.label], plan, request)
+            loops[m.label] = StageLoop(folder, config, bound, selected, request, heard)
         # What a dead attempt left running is ended first (its watchers normally did already).
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")
         try:
             with recording_groups(run.path / PROCESSES):
                 try:
-                    run_stages(run, config, plan, arms, selected, request, events)
+                    _stages(run, shape, config, plan, plans, loops, events)
                 finally:
                     events.close()
         except KeyboardInterrupt:
-            end_run(run, "interrupted", interrupted_at=now_iso())
+            _ended(run, shape, folders, "interrupted", interrupted_at=now_iso())
             return RunOutcome(run, None, ExitCode.INTERRUPTED)
         except BaseException as exc:
             # Every exit path leaves the status saying what happened, never "running".
-            end_run(run, "failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
+            _ended(run, shape, folders, "failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")
             raise
-        verdict = finish_run(run, plan)
+        verdicts = [finish_run(folders[m.label], plans[m.label]) for m in shape.chosen]
+        verdict: RunVerdict = verdicts[0]
+        if shape.is_set:
+            run.update(status="complete")
+            verdict = summarize_set(run)
     return RunOutcome(run, verdict, exit_code_for(verdict))
+
+
+def _stages(
+    run: RunDir,
+    shape: Shape,
+    config: ProjectConfig,
+    plan: Plan,
+    plans: dict[str, Plan],
+    loops: dict[str, StageLoop],
+    events: Events,
+) -> None:
+    timings: dict[str, float] = dict(run.read().get("timings", {})) if shape.is_set else {}
+    for stage in plan.stages:
+        t0 = time.monotonic()
+        step_members(run, config, plans, loops, shape.chosen, stage, events)
+        if shape.is_set:
+            # The stage's wall time for the whole set, its shared measurements included (a
+            # run of one records its own in the stage loop).
+            timings[stage.name] = round(time.monotonic() - t0, 3)
+            run.update(timings=timings)
+
+
+def _ended(run: RunDir, shape: Shape, folders: dict[str, RunDir], status: str, **facts: Any) -> None:
+    for m in shape.chosen:
+        end_run(folders[m.label], status, **facts)
+    if shape.is_set:
+        run.update(status=status, **facts)
+        summarize_set(run)
+
+
+def selected_stages(own: Plan, plan: Plan, request: RunRequest) -> set[str] | None:
+    """The stages a member reruns explicitly (`--only`, `--from`, read against the whole plan;
+    a stage the member's plan leaves out selects none of its own); None: every stage that has
+    no finished result yet."""
+    names = {s.name for s in own.stages}
+    if request.only:
+        return {plan.stage(request.only).name} & names
+    if request.from_stage:
+        order = [s.name for s in plan.stages]
+        start = order.index(plan.stage(request.from_stage).name)
+        return set(order[start:]) & names
+    return None

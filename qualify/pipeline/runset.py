@@ -11,34 +11,32 @@ reference are the same arms in every member (nix builds each once). A check whos
 measure the members together (`CheckKind.member_view`: the bench, numerics, the soak, `command`
 and `tests`) is measured once, with the shared roles once and every member's arm beside them,
 and each member's check is then filled from that measurement and judged as a run of one.
+
+The engine that runs a set is the one that runs a run of one (`runner.execute`); what is here
+is only what a set has beyond it: its members' folders, its joint measurements and its verdict.
 """
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import replace
 from typing import Any
 
 from qualify.checks.base import Measure
 from qualify.checks.registry import kind_named
-from qualify.core.config import ProjectConfig, load_config
+from qualify.core.config import ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
-from qualify.core.errors import ExitCode, QualifyError, UsageError
-from qualify.core.groups import end_recorded_groups, recording_groups
-from qualify.core.runstore import RunDir, new_run, now_iso, write_json
-from qualify.core.verdicts import RunVerdict, exit_code_for
+from qualify.core.errors import QualifyError, UsageError
+from qualify.core.runstore import RunDir, now_iso, write_json
+from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.events import Events
-from qualify.pipeline.members import Member, member_plan, members_for
+from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
-from qualify.pipeline.plan import Plan, StageSpec, load_plan
-from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
-from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
-from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
+from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.request import RunRequest
+from qualify.pipeline.rundoc import new_run_document
 from qualify.pipeline.stageloop import StageLoop
-from qualify.pipeline.templates import check_templates
 
 SET = "set"
 
@@ -57,105 +55,6 @@ def member_runs(run: RunDir) -> list[tuple[Member, RunDir]]:
 def wants_set(config: ProjectConfig, request: RunRequest) -> bool:
     """A new run is a set when it qualifies several candidates or the project has controls."""
     return len(request.candidates) > 1 or (bool(config.controls) and request.controls)
-
-
-def execute_set(request: RunRequest, events: Events, existing: RunDir | None) -> RunOutcome:
-    """Run (or resume, or partly rerun) a run set."""
-    config = load_config(request.project)
-    runs_dir = runs_dir_for(config, request.runs_dir)
-    saved = existing.read() if existing is not None else None
-    profile = request.profile if request.profile is not None else (saved or {}).get("profile")
-    plan = load_plan(config.plan_dir, profile)
-    if saved is not None:
-        members = [Member.from_json(m) for m in saved["members"]]
-        chosen = _chosen(members, request.candidates, existing)
-    else:
-        if not request.candidates:
-            raise UsageError("which arm is the candidate?", "pass --candidate ARM (repeatable)")
-        members = members_for(config, plan, request.candidates, controls=request.controls)
-        chosen = members
-    plans = {m.label: member_plan(plan, m, members) for m in members}
-    arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in members}
-    # Everything that can be known wrong is refused before a build or a run directory.
-    for m in members:
-        check_templates(plans[m.label], config, arms[m.label])
-    require_nix(plan)
-    saved_options = (saved or {}).get("options", {})
-    allowed = request.allow_dirty or bool(saved_options.get("allow_dirty"))
-    if any(
-        will_build(
-            RunDir(existing.path / m.label) if existing else None,
-            plans[m.label],
-            _selected(plans[m.label], plan, request),
-        )
-        for m in chosen
-    ):
-        require_clean_tree(config, allowed)
-    run = existing
-    if run is None:
-        run = new_run(runs_dir, "+".join(m.label for m in members if m.role == "candidate"))
-        with run.locked():
-            document = new_run_document(
-                run, config, plan, {"pinned": arms[members[0].label]["pinned"]}, request
-            )
-            document.pop("roles")
-            # The set's record first, naming every member: a set stopped before its members'
-            # folders exist is still a set that `show` reads and `--run` resumes.
-            write_json(run.run_json, {"kind": SET, **document, "members": [m.as_json() for m in members]})
-    with ExitStack() as stack:
-        stack.enter_context(run.locked())
-        for m in members:
-            _create_member(run, m, config, plans[m.label], arms[m.label], request)
-        runs = {m.label: RunDir(run.path / m.label) for m in members}
-        for m in chosen:
-            stack.enter_context(runs[m.label].locked())
-        if saved is not None:
-            run.update(status="running", profile=plan.profile, plan=plan.as_json(), config=config.snapshot())
-        loops: dict[str, StageLoop] = {}
-        for m in chosen:
-            bound = refresh_saved_run(
-                runs[m.label], config, plans[m.label], arms[m.label], request, existing=saved is not None
-            )
-            loops[m.label] = StageLoop(
-                runs[m.label],
-                config,
-                bound,
-                _selected(plans[m.label], plan, request),
-                request,
-                _MemberEvents(events, m),
-            )
-        for ended in end_recorded_groups(run.path / PROCESSES):
-            events.echo(f"ended {ended}, left running by an earlier attempt")
-        try:
-            with recording_groups(run.path / PROCESSES):
-                try:
-                    timings: dict[str, float] = dict(run.read().get("timings", {}))
-                    for stage in plan.stages:
-                        t0 = time.monotonic()
-                        _step_all(run, config, plans, loops, chosen, stage, events)
-                        # The stage's wall time for the whole set, its shared measurements included.
-                        timings[stage.name] = round(time.monotonic() - t0, 3)
-                        run.update(timings=timings)
-                finally:
-                    events.close()
-        except KeyboardInterrupt:
-            for m in chosen:
-                end_run(runs[m.label], "interrupted", interrupted_at=now_iso())
-            run.update(status="interrupted", interrupted_at=now_iso())
-            summarize_set(run)
-            return RunOutcome(run, None, ExitCode.INTERRUPTED)
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            for m in chosen:
-                end_run(runs[m.label], "failed", failed_at=now_iso(), error=error)
-            run.update(status="failed", failed_at=now_iso(), error=error)
-            summarize_set(run)
-            raise
-        for m in chosen:
-            finish_run(runs[m.label], plans[m.label])
-        run.update(status="complete")
-        verdict = summarize_set(run)
-    return RunOutcome(run, verdict, exit_code_for(verdict))
 
 
 def summarize_set(run: RunDir) -> RunVerdict:
@@ -185,7 +84,7 @@ def summarize_set(run: RunDir) -> RunVerdict:
     return derived.verdict
 
 
-def _create_member(
+def create_member(
     run: RunDir,
     member: Member,
     config: ProjectConfig,
@@ -203,7 +102,7 @@ def _create_member(
     write_json(folder.run_json, {**doc, "set": {"run_id": run.run_id, **member.as_json()}})
 
 
-def _chosen(members: list[Member], wanted: Sequence[str], run: RunDir | None) -> list[Member]:
+def chosen_members(members: list[Member], wanted: Sequence[str], run: RunDir | None) -> list[Member]:
     """The members a rerun of a saved set works on: those `--candidate` names (by arm or label),
     or all."""
     if not wanted:
@@ -220,20 +119,7 @@ def _chosen(members: list[Member], wanted: Sequence[str], run: RunDir | None) ->
     return [m for m in members if m in out]
 
 
-def _selected(own: Plan, plan: Plan, request: RunRequest) -> set[str] | None:
-    """The stages a member reruns (`--only`, `--from` read against the set's whole plan); a
-    stage the member's plan leaves out selects none of its own."""
-    names = {s.name for s in own.stages}
-    if request.only:
-        return {plan.stage(request.only).name} & names
-    if request.from_stage:
-        order = [s.name for s in plan.stages]
-        start = order.index(plan.stage(request.from_stage).name)
-        return set(order[start:]) & names
-    return None
-
-
-def _step_all(
+def step_members(
     run: RunDir,
     config: ProjectConfig,
     plans: dict[str, Plan],
@@ -322,7 +208,7 @@ def _crashed(message: str) -> Measure:
     return fail
 
 
-class _MemberEvents(Events):
+class MemberEvents(Events):
     """A member's events, its label on every stage and check the console shows."""
 
     def __init__(self, inner: Events, member: Member) -> None:

@@ -12,7 +12,7 @@ from qualify.core.context import RoleArm
 from qualify.core.runstore import RunDir, read_json
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
 from qualify.pipeline.events import Events
-from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.plan import StageSpec
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
 from qualify.pipeline.stagerun import (
@@ -23,20 +23,6 @@ from qualify.pipeline.stagerun import (
     saved_verdict,
     stage_outcome,
 )
-
-
-def run_stages(
-    run: RunDir,
-    config: ProjectConfig,
-    plan: Plan,
-    arms: dict[str, RoleArm],
-    selected: set[str] | None,
-    request: RunRequest,
-    events: Events,
-) -> None:
-    loop = StageLoop(run, config, arms, selected, request, events)
-    for stage in plan.stages:
-        loop.step(stage)
 
 
 class StageLoop:

@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualify import __version__
-from qualify.core.errors import RunStoreError
+from qualify.core.errors import QualifyError, RunStoreError, UsageError
+from qualify.core.labels import check_saved_labels
 from qualify.core.provenance import describe_gpu
 from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
 from qualify.core.verdicts import RunVerdict
+from qualify.pipeline.ondisk import run_on_disk, set_on_disk
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
+from qualify.report.unpack import Caps
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,6 +163,8 @@ def build_fleet_model(
 
 def _host_view(host: HostRun) -> HostView:
     saved = host.saved
+    # The host's verdict from its stages as copied here, never the one its run.json saved.
+    derived = host_verdict(host.run, saved)
     prov = saved.get("provenance", {})
     info = prov.get("host", {})
     git = prov.get("git") or {}
@@ -171,9 +176,9 @@ def _host_view(host: HostRun) -> HostView:
         gpus=[describe_gpu(g) for g in prov.get("gpus", [])],
         run_id=str(saved.get("run_id", host.run.run_id)),
         kind="set" if saved.get("kind") == "set" else "run",
-        verdict=str(saved.get("verdict") or "INCOMPLETE"),
-        verdict_reason=str(saved.get("verdict_reason") or ""),
-        controls_behaved=saved.get("controls_behaved"),
+        verdict=derived.verdict,
+        verdict_reason=derived.reason,
+        controls_behaved=derived.controls_behaved,
         created_at=str(saved.get("created_at", "")),
         finished_at=saved.get("finished_at"),
         revision=git.get("rev"),
@@ -344,20 +349,19 @@ def _not_proven(hosts: list[HostView], mixed: list[str]) -> list[str]:
     return notes
 
 
-def merge(inputs: list[Path], out: Path, *, allow_mixed: bool = False) -> RunVerdict:
-    """Copy the hosts' runs under `out`, refuse runs that qualify different things (unless
-    `allow_mixed`), and write `out/run.json` (kind "fleet"); `render` writes the reports."""
-    from qualify.core.errors import UsageError
+def merge(
+    inputs: list[Path], out: Path, *, allow_mixed: bool = False, caps: Caps | None = None
+) -> RunVerdict:
+    """Copy the hosts' runs under `out` (archives unpacked within `caps`), render each host's
+    report again from its JSON, refuse runs that qualify different things (unless
+    `allow_mixed`), and write `out/run.json` (kind "fleet"); `render` writes the fleet's reports."""
     from qualify.core.runstore import now_iso, write_json
     from qualify.core.verdicts import exit_code_for
     from qualify.report.fleetinputs import collect, mismatches
 
-    if out.exists() and any(out.iterdir()) and not _is_fleet(out):
-        raise UsageError(f"{out}: exists and is not a fleet report", "give --out a new or empty folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging = _staging(out, inputs)
     try:
-        hosts = collect(inputs, staging)
+        hosts = collect(inputs, staging, caps)
         differ = mismatches(hosts)
         if differ and not allow_mixed:
             raise UsageError(
@@ -365,6 +369,8 @@ def merge(inputs: list[Path], out: Path, *, allow_mixed: bool = False) -> RunVer
                 "merge runs of one revision, lock and plan; --allow-mixed merges them anyway "
                 "(the report says what differed)",
             )
+        for host in hosts:
+            _render_host(host)
         created = now_iso()
         document = {
             "kind": "fleet",
@@ -386,13 +392,63 @@ def merge(inputs: list[Path], out: Path, *, allow_mixed: bool = False) -> RunVer
                 "identity": model.identity,
             },
         )
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        try:
+            if out.exists():
+                shutil.rmtree(out)
+            staging.rename(out)
+        except OSError as exc:
+            raise RunStoreError(
+                f"{out}: cannot put the fleet report here: {exc.strerror or exc}",
+                f"make {out.parent} writable, or give --out a folder in a writable place",
+            ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return RunVerdict(model.verdict)
+
+
+def _staging(out: Path, inputs: list[Path]) -> Path:
+    """A new folder beside `out` the fleet is written in (renamed to `out` once whole), after
+    `out` is known to be a place for it."""
+    what = "give --out a new or empty folder (the fleet report is a folder: report.html, hosts/, ...)"
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is a file, not a folder", what)
+    for above in out.parents:
+        if above.exists() and not above.is_dir():
+            raise UsageError(f"{out}: {above} is a file, not a folder", what)
+    if out.is_dir() and any(out.iterdir()) and not _is_fleet(out):
+        raise UsageError(f"{out}: exists and is not a fleet report", what)
+    here = out.resolve()
+    for given in inputs:
+        if given.is_dir() and here.is_relative_to(given.resolve()):
+            raise UsageError(
+                f"{out}: is inside {given}, one of the runs merged", "give --out a folder outside it"
+            )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:
+        raise RunStoreError(
+            f"{out}: cannot create the fleet report's folder: {exc.strerror or exc}",
+            f"give --out a folder in a writable place ({out.parent} is not one)",
+        ) from None
+
+
+def _render_host(host: HostRun) -> None:
+    """The host's report (and each member's, for a set) rendered from its run's JSON: the
+    archive's own report.html is never copied, so the fleet page links only to pages qualify wrote."""
+    from qualify.report.render import render
+
+    try:
+        render(host.run)
+    except QualifyError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # A run.json that qualify did not write as it is: named, not an internal error.
+        raise RunStoreError(
+            f"{host.source}: its report cannot be rendered from its run's JSON: {type(exc).__name__}: {exc}",
+            "merge the run folder as qualify wrote it",
+        ) from None
 
 
 def _is_fleet(out: Path) -> bool:
@@ -403,7 +459,27 @@ def _is_fleet(out: Path) -> bool:
 
 
 def fleet_model(out: Path) -> FleetModel:
-    """The model of a merged report, from its folder alone."""
+    """The model of a merged report, from its folder alone (its host keys and the hosts' member
+    labels checked to name folders inside it: the folder may come from anywhere)."""
     saved = read_json(out / "run.json")
+    check_saved_labels(saved, str(out / "run.json"))
     hosts = [HostRun(h["key"], RunDir(out / "hosts" / h["key"]), h.get("source", "")) for h in saved["hosts"]]
+    for host in hosts:
+        check_saved_labels(host.saved, str(host.run.run_json))
     return build_fleet_model(out, hosts, str(saved.get("created_at", "")), list(saved.get("mixed", [])))
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    verdict: str
+    reason: str
+    controls_behaved: bool | None
+
+
+def host_verdict(run: RunDir, saved: dict[str, Any]) -> HostVerdict:
+    """A host's run or set verdict derived from its folders (`ondisk`)."""
+    if saved.get("kind") == "set":
+        found = set_on_disk(run, saved)
+        return HostVerdict(found.verdict.value, found.reason, found.controls_behaved)
+    one = run_on_disk(run, saved)
+    return HostVerdict(one.verdict.value, one.unfinished or "", None)

@@ -2,6 +2,11 @@
 folder (so its links work wherever the folder goes), named by host, and checked to be the same
 qualification before anything is merged.
 
+What comes in is read as outside input: an archive is unpacked within caps (`unpack`), every
+run.json's labels must name folders inside the run (`qualify.core.labels`), and no HTML file
+is copied: each host's report is rendered again from its JSON, so nothing the fleet page links
+to was written by anyone but qualify.
+
 Runs merge when they qualify the same thing: the same source revision, the same flake.lock,
 the same plan (stages, checks, parameters, limits and roles; paths left out) and profile.
 Anything else is refused with what differs on which host, unless the caller allows it; the
@@ -14,15 +19,15 @@ import hashlib
 import json
 import re
 import shutil
-import tarfile
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualify.core.errors import UsageError
+from qualify.core.errors import RunStoreError, UsageError
+from qualify.core.labels import MAX_LENGTH, check_saved_labels
 from qualify.core.runstore import RunDir, read_json
+from qualify.report.unpack import Caps, unpack
 
 ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".zip")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -41,26 +46,33 @@ class HostRun:
         return self.run.read()
 
 
-def collect(inputs: list[Path], out: Path) -> list[HostRun]:
-    """Every input's run copied to `out/hosts/<host>/`, in the order given."""
+def collect(inputs: list[Path], out: Path, caps: Caps | None = None) -> list[HostRun]:
+    """Every input's run copied to `out/hosts/<host>/`, in the order given; archives are
+    unpacked within `caps` (the documented defaults when None)."""
     if len(inputs) < 1:
         raise UsageError("nothing to merge", "give the run directories (or their archives) of each host")
+    caps = caps or Caps.default()
     hosts: list[HostRun] = []
     (out / "hosts").mkdir(parents=True, exist_ok=True)
     for given in inputs:
         with tempfile.TemporaryDirectory(prefix="qualify-merge-") as scratch:
-            found = _run_dir(given, Path(scratch))
-            saved = read_json(found / "run.json")
+            found = _run_dir(given, Path(scratch), caps)
+            where = (
+                f"{given}: {found.relative_to(scratch) / 'run.json'}"
+                if found.is_relative_to(scratch)
+                else str(found / "run.json")
+            )
+            saved = _checked_run(found, where)
             key = _unique(_host_key(saved), {h.key for h in hosts})
             target = out / "hosts" / key
             if target.exists():
                 shutil.rmtree(target)
-            shutil.copytree(found, target, symlinks=True, ignore=shutil.ignore_patterns("lock", "gcroots"))
+            _copy_run(found, target, given)
         hosts.append(HostRun(key, RunDir(target), str(given)))
     return hosts
 
 
-def _run_dir(given: Path, scratch: Path) -> Path:
+def _run_dir(given: Path, scratch: Path, caps: Caps) -> Path:
     if given.is_dir():
         if (given / "run.json").is_file():
             return given
@@ -70,29 +82,70 @@ def _run_dir(given: Path, scratch: Path) -> Path:
     name = given.name.lower()
     if not name.endswith(ARCHIVES):
         raise UsageError(f"{given}: not a run directory nor an archive", "archives: " + ", ".join(ARCHIVES))
-    try:
-        if name.endswith(".zip"):
-            with zipfile.ZipFile(given) as archive:
-                for member in archive.namelist():
-                    # A name reaching outside the folder is refused, as tarfile's data filter does.
-                    if Path(member).is_absolute() or ".." in Path(member).parts:
-                        raise UsageError(f"{given}: {member!r} points outside the archive")
-                archive.extractall(scratch)
-        else:
-            with tarfile.open(given) as archive:
-                archive.extractall(scratch, filter="data")
-    except (OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"{given}: cannot unpack: {exc}") from None
+    unpack(given, scratch, caps)
     runs = sorted((p.parent for p in scratch.rglob("run.json")), key=lambda p: len(p.parts))
     if not runs:
         raise UsageError(f"{given}: the archive holds no run.json", "archive the run directory itself")
     return runs[0]
 
 
+def _checked_run(found: Path, where: str) -> dict[str, Any]:
+    """The run's run.json (`where` names it as the caller gave it), once every label in it and in
+    its members' run.json names a folder inside the run."""
+    try:
+        saved = read_json(found / "run.json")
+    except RunStoreError as exc:
+        raise RunStoreError(exc.message.replace(str(found / "run.json"), where), exc.hint) from None
+    check_saved_labels(saved, where)
+    for member in saved.get("members", []) if saved.get("kind") == "set" else []:
+        own = found / member["label"] / "run.json"
+        if own.is_file():
+            check_saved_labels(read_json(own), f"{where.removesuffix('run.json')}{member['label']}/run.json")
+    return saved
+
+
+#: Files a host's copy leaves out: its writer's lock and store roots (nothing to hold here), and
+#: anything a browser would run as a page. Every report the fleet links to is rendered again.
+_LEFT_OUT = ("lock", "gcroots")
+_PAGES = (".html", ".htm", ".xhtml", ".shtml", ".svg", ".svgz", ".mht", ".mhtml")
+
+
+def _copy_run(found: Path, target: Path, given: Path) -> None:
+    root = found.resolve()
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n in _LEFT_OUT or n.lower().endswith(_PAGES)}
+        for name in names:
+            path = Path(folder) / name
+            # A link leading out of the run is not the run's: it is neither followed nor kept.
+            if path.is_symlink() and not _leads_into(path, root):
+                skipped.add(name)
+        return skipped
+
+    try:
+        shutil.copytree(found, target, symlinks=True, ignore=left_out)
+    except (OSError, shutil.Error) as exc:
+        first = exc.args[0][0] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else exc
+        raise RunStoreError(
+            f"{target}: cannot copy the run of {given} here: {first}",
+            "free space where --out is, or give --out on a larger disk",
+        ) from None
+
+
+def _leads_into(link: Path, root: Path) -> bool:
+    try:
+        return link.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # a loop of links
+        return False
+
+
 def _host_key(saved: dict[str, Any]) -> str:
+    """The host's folder under hosts/: its label (else hostname) as a safe folder name."""
     host = saved.get("provenance", {}).get("host", {})
     name = host.get("label") or host.get("hostname") or "host"
-    return _SAFE.sub("_", str(name)).strip("._") or "host"
+    # Short enough that `_unique`'s "-2" still makes a safe name (`name_problem`).
+    key = _SAFE.sub("_", str(name)).lstrip("._-")[: MAX_LENGTH - 8].rstrip("._-")
+    return key or "host"
 
 
 def _unique(key: str, taken: set[str]) -> str:

@@ -1,0 +1,142 @@
+"""Labels: the names that become folders inside a run folder.
+
+A run set names each member's run folder by its label (`runs/<id>/<label>/`) and each role
+folder of what the set measured once (`<NN-stage>/<check>/<label>/`); a fleet report names each
+host's copy by its key (`hosts/<key>/`). A label is therefore a path component qualify writes
+to and reads from, and the reports link to it: it must be one plain name that stays inside the
+folder, and it must not be the name of anything else that lives beside it.
+
+A safe name is letters, digits, `.`, `_` and `-`, not starting with `.` or `-` (so never `.`,
+`..`, a hidden file or something read as an option), at most `MAX_LENGTH` characters. A label is
+a safe name that is also none of the names a run folder already uses (`RESERVED`, compared without
+case: a case-insensitive file system makes `Pinned` the role folder `pinned`) and does not look
+like a stage folder (`10-build`: a stage file's stem).
+
+Labels are checked where they are made (the members of a new run set, from qualify.toml's arms)
+and again wherever a saved run.json is read back (`check_saved_labels`), since a run folder can
+come from an archive someone else made.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from qualify.core.errors import RunStoreError
+
+MAX_LENGTH = 64
+
+_SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+#: A stage's folder is its stage file's stem, which starts with its order: `10-build`, `20_compile`.
+_STAGE_FOLDER = re.compile(r"[0-9]+[-_].*")
+
+#: What a run folder, a check folder and a fleet folder already hold, besides members' folders.
+RESERVED = frozenset(
+    {
+        # role folders of a check, and the noise floor's rerun of pinned
+        "pinned",
+        "candidate",
+        "reference",
+        "pinned.2",
+        # folders
+        "attempts",
+        "gcroots",
+        "hosts",
+        "logs",
+        "output",
+        # files of a run, stage and check folder
+        "lock",
+        "run.json",
+        "stage.json",
+        "result.json",
+        "report.html",
+        "report.json",
+        "summary.md",
+        "junit.xml",
+        "processes.jsonl",
+    }
+)
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` is not a safe folder name, or None when it is one."""
+    if not name:
+        return "it is empty"
+    if len(name) > MAX_LENGTH:
+        return f"it is {len(name)} characters long, more than {MAX_LENGTH}"
+    if name[0] in ".-":
+        return f"it starts with {name[0]!r}"
+    if not _SAFE.fullmatch(name):
+        bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c in "._-"))})
+        return "it holds " + " ".join(repr(c) for c in bad) + " (allowed: letters, digits, . _ -)"
+    return None
+
+
+def label_problem(label: str) -> str | None:
+    """Why `label` cannot name a member's folder, or None when it can."""
+    problem = name_problem(label)
+    if problem is not None:
+        return problem
+    if label.lower() in RESERVED:
+        return f"a run folder already holds {label.lower()!r}"
+    if _STAGE_FOLDER.fullmatch(label):
+        return "it looks like a stage folder (a stage file's stem, such as 10-build)"
+    return None
+
+
+def duplicate(names: Iterable[str]) -> str | None:
+    """The first name given twice (without case: one folder on a case-insensitive disk)."""
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            return name
+        seen.add(name.lower())
+    return None
+
+
+def check_saved_labels(document: Mapping[str, Any], where: str) -> None:
+    """Refuse a saved run.json (`where` names it) whose labels could lead outside its folder.
+
+    A set's members, a member's own `set` entry and a fleet's hosts name folders; each must be
+    a label (a fleet's host keys a safe name) and unique, whatever wrote the file.
+    """
+    hint = "this run folder was not written by qualify as it is; use the run it came from"
+    if document.get("kind") == "set":
+        members = document.get("members")
+        if not isinstance(members, list) or not all(isinstance(m, Mapping) for m in members):
+            raise RunStoreError(f"{where}: 'members' is not a list of members", hint)
+        labels = [_label_at(m, "label", where, "a member's label", label_problem) for m in members]
+        if (twice := duplicate(labels)) is not None:
+            raise RunStoreError(f"{where}: two members are labelled {twice!r}", hint)
+    if "set" in document:
+        entry = document["set"]
+        if not isinstance(entry, Mapping):
+            raise RunStoreError(f"{where}: 'set' is not an object", hint)
+        _label_at(entry, "label", where, "its label in the set", label_problem)
+    if document.get("kind") == "fleet":
+        hosts = document.get("hosts")
+        if not isinstance(hosts, list) or not all(isinstance(h, Mapping) for h in hosts):
+            raise RunStoreError(f"{where}: 'hosts' is not a list of hosts", hint)
+        keys = [_label_at(h, "key", where, "a host's key", name_problem) for h in hosts]
+        if (twice := duplicate(keys)) is not None:
+            raise RunStoreError(f"{where}: two hosts are named {twice!r}", hint)
+
+
+def _label_at(
+    entry: Mapping[str, Any], key: str, where: str, what: str, rule: Callable[[str], str | None]
+) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str):
+        raise RunStoreError(
+            f"{where}: {what} is {value!r}, not a name", "a run folder from qualify names every member"
+        )
+    problem = rule(value)
+    if problem is not None:
+        # The value is shown with repr(): a hostile label is quoted, never taken as markup.
+        raise RunStoreError(
+            f"{where}: {what} {value!r} cannot name a folder: {problem}",
+            "this run folder was not written by qualify as it is; nothing was read or written "
+            "through that name",
+        )
+    return value

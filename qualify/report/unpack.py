@@ -1,0 +1,175 @@
+"""A host's run archive unpacked for `qualify merge`, within caps.
+
+An archive is outside input: a few kilobytes can stand for gigabytes (a zip of zeros, a tar
+whose sparse member is all hole), and whatever it unpacks to is then copied again under the
+fleet's folder. So before a byte is written, the archive's own listing is summed against three
+caps, and the unpacking itself is counted as it goes:
+
+- `MAX_UNPACKED_BYTES`, everything the archive holds together;
+- `MAX_FILE_BYTES`, any one file;
+- `MAX_FILES`, how many entries (files, folders, links) it holds.
+
+A file counts by its length, not by the blocks it takes on disk: a sparse member of 16 GiB is
+16 GiB here, since copying it under the fleet's folder writes every byte. The defaults are
+sized to a real run: the largest file a run folder keeps is the numerics stage's reference
+artifact (11.6 GB for the example's full profile), so one file may be 16 GiB and a whole run 32
+GiB; `qualify merge --max-unpacked/--max-file/--max-files` change them.
+
+Names are checked as tarfile's `data` filter checks them (used for tar): nothing absolute,
+nothing reaching out with `..`; a zip is unpacked entry by entry by the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from qualify.core.errors import UsageError
+
+GiB = 1 << 30
+MAX_UNPACKED_BYTES = 32 * GiB
+MAX_FILE_BYTES = 16 * GiB
+MAX_FILES = 100_000
+
+_CHUNK = 1 << 20
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What one archive may unpack to."""
+
+    total_bytes: int
+    file_bytes: int
+    files: int
+
+    @staticmethod
+    def default(
+        total_bytes: int | None = None, file_bytes: int | None = None, files: int | None = None
+    ) -> Caps:
+        """The documented caps, each replaced where a value is given (read when called, so the
+        module's constants are the one place they are set)."""
+        return Caps(
+            MAX_UNPACKED_BYTES if total_bytes is None else total_bytes,
+            MAX_FILE_BYTES if file_bytes is None else file_bytes,
+            MAX_FILES if files is None else files,
+        )
+
+
+def size_text(count: int) -> str:
+    """A byte count as people read it: 16 GiB, 1.5 MiB, 512 bytes."""
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= factor:
+            return f"{count / factor:.4g} {unit}"
+    return f"{count} bytes"
+
+
+def parse_size(text: str, option: str) -> int:
+    """`16G`, `512MiB`, `1.5g`, `4096`: bytes (the units are binary: K is 1024)."""
+    found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if found is None:
+        raise UsageError(f"{option} {text!r}: not a size", "write it as bytes, or with K, M, G or T (16G)")
+    value = int(float(found.group(1)) * _UNITS[found.group(2).upper()])
+    if value < 1:
+        raise UsageError(f"{option} {text!r}: must be at least one byte")
+    return value
+
+
+class _Tally:
+    """Counts entries and bytes against the caps; the first one passed is an error that names
+    the archive, the entry and the cap."""
+
+    def __init__(self, archive: Path, caps: Caps) -> None:
+        self.archive, self.caps = archive, caps
+        self.files = 0
+        self.total = 0
+
+    def entry(self) -> None:
+        self.files += 1
+        if self.files > self.caps.files:
+            self._refuse(f"holds more than {self.caps.files} entries, the cap on entries", "--max-files")
+
+    def grow(self, name: str, size: int, now: int) -> None:
+        """`name` is `now` bytes long (so far), `size` more of them than before."""
+        if now > self.caps.file_bytes:
+            self._refuse(
+                f"{name!r} unpacks to {size_text(now)} ({now} bytes), over the cap on one file, "
+                f"{size_text(self.caps.file_bytes)}",
+                "--max-file",
+            )
+        self.total += size
+        if self.total > self.caps.total_bytes:
+            self._refuse(
+                f"unpacks to more than {size_text(self.caps.total_bytes)}, the cap on one archive "
+                f"({self.total} bytes by {name!r})",
+                "--max-unpacked",
+            )
+
+    def _refuse(self, what: str, option: str) -> None:
+        raise UsageError(
+            f"{self.archive}: {what}; nothing of it was merged",
+            f"an archive of a real run is smaller: check where it came from; if it is one, "
+            f"`qualify merge {option} ...` raises the cap",
+        )
+
+
+def unpack(archive: Path, into: Path, caps: Caps) -> None:
+    """Unpack `archive` (tar, compressed or not, or zip) into the empty folder `into`."""
+    try:
+        if archive.name.lower().endswith(".zip"):
+            _unzip(archive, into, caps)
+        else:
+            _untar(archive, into, caps)
+    except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"{archive}: cannot unpack: {exc}") from None
+
+
+def _untar(archive: Path, into: Path, caps: Caps) -> None:
+    tally = _Tally(archive, caps)
+    with tarfile.open(archive) as tar:
+        # The headers first, all of them: a member's data is skipped, never stored, and a
+        # sparse member's size is its length (tarfile reports the expanded size).
+        for info in tar:
+            tally.entry()
+            if info.isreg():
+                tally.grow(info.name, info.size, info.size)
+        tar.extractall(into, filter="data")
+
+
+def _unzip(archive: Path, into: Path, caps: Caps) -> None:
+    listed, written = _Tally(archive, caps), _Tally(archive, caps)
+    with zipfile.ZipFile(archive) as zipped:
+        entries = zipped.infolist()
+        for info in entries:
+            _zip_target(archive, into, info.filename)
+            listed.entry()
+            listed.grow(info.filename, info.file_size, info.file_size)
+        # The listing is the archive's word; the bytes are counted again as they come out.
+        for info in entries:
+            target = _zip_target(archive, into, info.filename)
+            written.entry()
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zipped.open(info) as source, target.open("wb") as sink:
+                length = 0
+                while chunk := source.read(_CHUNK):
+                    length += len(chunk)
+                    written.grow(info.filename, len(chunk), length)
+                    sink.write(chunk)
+
+
+def _zip_target(archive: Path, into: Path, name: str) -> Path:
+    """Where a zip entry goes; a name reaching outside the folder is refused, as tarfile's
+    data filter refuses one."""
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or ".." in path.parts:
+        raise UsageError(
+            f"{archive}: {name!r} points outside the archive", "archive the run directory itself"
+        )
+    return into / path
