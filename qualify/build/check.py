@@ -32,6 +32,7 @@ from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
+from qualify.core.redaction import holds_redacted, redact_argv, redact_values, remember_named
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
 
@@ -49,7 +50,10 @@ def measure(ctx: CheckContext) -> None:
     try:
         source = _resolve(ctx, env)
     except QualifyError as exc:
-        write_json(ctx.folder / SOURCE, {"error": {"message": exc.message, "hint": exc.hint}})
+        write_json(
+            ctx.folder / SOURCE,
+            redact_values({"error": {"message": exc.message, "hint": exc.hint}}, known=True),
+        )
         return
     if source.get("refused"):
         return
@@ -64,7 +68,11 @@ def measure(ctx: CheckContext) -> None:
         measurement = _build_role(ctx, role, refs[role], env, shared_with=built.get(key), todo=todo)
         valid |= {b["drv"] for b in measurement["built"] if b["seconds"] is not None and not b["failed"]}
         built.setdefault(key, measurement)
-        ctx.save(role, measurement)
+        # The nix options among its arguments may hold an access token: saved redacted.
+        ctx.save(
+            role,
+            {**redact_values(measurement, known=True), "extra_args": redact_argv(measurement["extra_args"])},
+        )
         if measurement.get("ok"):
             ctx.record_arm(role, drv=measurement["drv"], out=measurement["out"])
             _closures(ctx, role, measurement, env)
@@ -80,6 +88,8 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
     meta = nix.flake_metadata(ref, env, cwd=ctx.config.root)
     allow_dirty = bool(ctx.options.get("allow_dirty"))
     nix_settings = builders.settings(ctx.spec.params, ctx.options.get("nix_options", []))
+    _refuse_redacted(nix_settings)
+    remember_named(nix_settings)  # an access token is redacted wherever nix prints it
     # Before any evaluation or build: a builder that is down fails here, by name.
     builders.probe(builders.builder_uris(nix_settings.get("builders", "")), env)
     source = {
@@ -97,8 +107,23 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
         "system": ctx.spec.params.get("system") or _system(),
         "refused": bool(meta.dirty) and not allow_dirty,
     }
-    write_json(ctx.folder / SOURCE, source)
+    # Saved with secrets redacted (`access-tokens=<redacted>`); the build uses what is returned.
+    write_json(ctx.folder / SOURCE, redact_values(source))
     return source
+
+
+def _refuse_redacted(nix_settings: dict[str, str]) -> None:
+    """A resumed run reads its nix options from run.json, where a secret one was saved
+    redacted: nix must not be given `<redacted>` for a token."""
+    hidden = sorted(name for name, value in nix_settings.items() if holds_redacted(value))
+    if hidden:
+        raise QualifyError(
+            f"the nix option(s) {', '.join(hidden)} of this run were saved redacted (they hold a "
+            "secret), so this attempt cannot pass them on",
+            "give them again: "
+            + " ".join(f"--nix-option {name}=..." for name in hidden)
+            + " (or set them in nix.conf or NIX_CONFIG, which a run never saves in clear)",
+        )
 
 
 def _refs(ctx: CheckContext, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -155,7 +180,8 @@ def _dry_runs(
             f"({len(planned_role['exclusive'])} its own, {len(planned_role['shared'])} shared), "
             f"{len(planned_role.get('will_fetch', []))} paths to fetch"
         )
-    write_json(ctx.folder / PLAN, {"roles": plans})
+    # nix's messages may quote a URL with its password, or a token nix was given.
+    write_json(ctx.folder / PLAN, redact_values({"roles": plans}, known=True))
     return plans
 
 

@@ -28,7 +28,9 @@ def _query(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None)
     if code == 127:
         raise NixError(f"{argv[0]}: not installed", "install nix (Debian: apt-get install nix-bin)")
     if code != 0:
-        raise NixError(f"`{' '.join(argv[:4])} …` failed ({code}): {text.strip()[-600:]}")
+        raise NixError(
+            f"`{' '.join(process.recorded_argv(argv)[:4])} …` failed ({code}): {text.strip()[-600:]}"
+        )
     return text
 
 

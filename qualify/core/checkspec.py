@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from qualify.core.environment import redact_env
+from qualify.core.redaction import redact_env, redact_values
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,12 @@ class CheckSpec:
         return {
             "name": self.name,
             "kind": self.kind,
-            "params": self.params,
+            # Saved in run.json, stage.json and result.json: secrets redacted (a template's key).
+            "params": redact_values(self.params),
             "limits": self.limits,
             "roles": list(self.roles),
             "timeout_s": self.timeout_s,
-            "env": redact_env(self.env),  # saved in run.json, stage.json and result.json
+            "env": redact_env(self.env),
             "description": self.description,
-            "vars": {k: list(v) if isinstance(v, tuple) else v for k, v in self.vars.items()},
+            "vars": redact_values({k: list(v) if isinstance(v, tuple) else v for k, v in self.vars.items()}),
         }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qualify.core.environment import redact_env
 from qualify.core.errors import ConfigError, UsageError
+from qualify.core.redaction import redact_argv, redact_env, redact_values
 from qualify.core.tomlfile import Table, read_toml, suggest
 
 CONFIG_NAME = "qualify.toml"
@@ -98,14 +99,14 @@ class ProjectConfig:
             "runs_dir": str(self.runs_dir),
             "inherit_env": list(self.inherit_env),
             "controls": self.controls.as_json(),
-            "vars": _jsonable(self.vars),
+            "vars": redact_values(_jsonable(self.vars)),
             "arms": {
                 name: {
                     "installable": arm.installable,
                     "devshell": arm.devshell,
                     "env": redact_env(arm.env),
-                    "nix_args": list(arm.nix_args),
-                    "vars": _jsonable(arm.vars),
+                    "nix_args": redact_argv(arm.nix_args, known=False),
+                    "vars": redact_values(_jsonable(arm.vars)),
                 }
                 for name, arm in self.arms.items()
             },
@@ -234,6 +235,9 @@ def load_vars(table: Table) -> dict[str, VarValue]:
             if not all(isinstance(item, str) for item in value):
                 raise table.error(name, "expected a list of strings")
             out[name] = tuple(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            # A variable fills a command (`--temp {temp}`): "nan" or "inf" there is no number.
+            raise table.error(name, f"{name} = {value!r}: expected a finite number")
         elif isinstance(value, (str, int, float, bool)):
             out[name] = value
         else:

@@ -15,6 +15,7 @@ from qualify.core.config import ArmSpec, ProjectConfig
 from qualify.core.environment import child_env
 from qualify.core.placeholders import Value, expand
 from qualify.core.progress import Progress
+from qualify.core.redaction import remember_named
 from qualify.core.runstore import RunDir, write_json
 
 
@@ -116,6 +117,9 @@ class CheckContext:
         )
         builtins.update(extra)
         variables = {**self.config.vars, **self.spec.vars, **bound.arm.vars}
+        # A template may put a secret variable anywhere in a command line: its value is redacted
+        # from every record and log from now on.
+        remember_named(variables)
         values: dict[str, Value] = {
             name: _with_builtins(value, builtins) for name, value in variables.items()
         }

@@ -1,10 +1,14 @@
-"""The environment a child process gets, and redaction of secrets wherever one is saved."""
+"""The environment a child process gets. Secrets in it are redacted wherever one is saved, by
+the rules of `qualify.core.redaction` (re-exported here for the writers that import them)."""
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable, Mapping
+
+from qualify.core.redaction import REDACTED, is_secret, redact_env, redact_text
+
+__all__ = ["ALLOWLIST", "REDACTED", "child_env", "is_secret", "redact_env", "redact_text"]
 
 #: Variables a child inherits from qualify's own environment. Everything else must be named
 #: by the project (`inherit_env`) or set by the arm or check, so a run does not depend on
@@ -37,27 +41,6 @@ ALLOWLIST = (
     "ROCR_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL",
 )
-
-SECRET_PATTERNS = ("*TOKEN*", "*KEY*", "*SECRET*", "*PASSWORD*")
-REDACTED = "<redacted>"
-
-
-def is_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_PATTERNS)
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` with the values of secret-looking variables replaced."""
-    return {k: (REDACTED if is_secret(k) else v) for k, v in env.items()}
-
-
-def redact_text(text: str, env: Mapping[str, str]) -> str:
-    """Replace the values of secret variables in free text (an echoed command line)."""
-    for name, value in env.items():
-        if is_secret(name) and len(value) >= 4:
-            text = text.replace(value, REDACTED)
-    return text
 
 
 def child_env(

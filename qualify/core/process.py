@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from qualify.core.environment import redact_env, redact_text
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.groups import KILL_GRACE_S, group_alive
 from qualify.core.groups import GroupWatch as _GroupWatch
+from qualify.core.redaction import redact_argv, redact_env, redact_known, remember_named
 
 LineCallback = Callable[[str], None]
 
@@ -58,7 +58,7 @@ class Completed:
 
     def as_json(self) -> dict[str, object]:
         return {
-            "argv": list(self.argv),
+            "argv": recorded_argv(self.argv),  # saved in measurement.json: never a secret in clear
             "returncode": self.returncode,
             "duration_s": round(self.duration_s, 3),
             "started_at": self.started_at,
@@ -67,8 +67,15 @@ class Completed:
         }
 
 
+def recorded_argv(argv: Sequence[str]) -> list[str]:
+    """A command line as a record may keep it (measurement.json, processes.jsonl): secrets redacted."""
+    return redact_argv(argv)
+
+
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    return redact_text(shlex.join(argv), env or {})
+    """The command line as it is echoed and logged: secrets redacted (`qualify.core.redaction`),
+    the values of `env`'s secret variables among them."""
+    return shlex.join(redact_argv(argv, env))
 
 
 def _spawn(
@@ -133,11 +140,14 @@ class _Pump(threading.Thread):
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
             line = raw.decode("utf-8", errors="replace")
+            # A secret the child was given and prints is kept neither in its log nor in the
+            # tail that error messages and measurements quote; the callbacks parse it as it is.
+            kept = redact_known(line)
             if self.log:
-                self.log.write(line)
+                self.log.write(kept)
                 self.log.flush()
             text = line.rstrip("\n")
-            self.tail.append(text)
+            self.tail.append(kept.rstrip("\n"))
             if len(self.tail) > self.tail_size:
                 del self.tail[0]
             for callback in self.callbacks:
@@ -165,6 +175,7 @@ def run(
     stderr goes to the log and callbacks. On timeout the group is killed and the result says
     `timed_out`; on KeyboardInterrupt the group is killed and the interrupt propagates.
     """
+    remember_named(env)  # its secrets' values are redacted wherever they appear from now on
     shown = command_line(argv, env)
     if echo:
         echo(f"$ {shown}")
@@ -182,7 +193,7 @@ def run(
     try:
         proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
         try:
-            watch = _GroupWatch(proc.pid, argv)
+            watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
         except BaseException:
             # An interrupt between the spawn and the wait below must not leave the child behind.
             kill_group(proc)
@@ -290,6 +301,9 @@ class Server:
     def tail(self) -> tuple[str, ...]:
         return tuple(self.pump.tail)
 
+    def recorded_argv(self) -> list[str]:
+        return recorded_argv(self.argv)
+
 
 @contextmanager
 def launched(
@@ -307,6 +321,7 @@ def launched(
     """A child left running while the caller works with it (a server, a writer into a pipe): in
     its own watched process group, its output pumped into `log`; when the block leaves, however
     it leaves, the group is ended (TERM, then KILL after `grace_s`) and the log says how."""
+    remember_named(env)
     shown = command_line(argv, env)
     if echo:
         echo(f"$ {shown} &")
@@ -319,7 +334,7 @@ def launched(
     try:
         proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
         try:
-            watch = _GroupWatch(proc.pid, argv)
+            watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
         except BaseException:
             kill_group(proc)
             raise

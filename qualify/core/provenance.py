@@ -6,10 +6,12 @@ import hashlib
 import os
 import platform
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 from qualify.core.process import capture
+from qualify.core.redaction import redact_argv
 
 
 def _read(path: str) -> str | None:
@@ -225,11 +227,18 @@ def gpu_processes(exclude: set[int] | None = None) -> list[dict[str, Any]]:
             holders.append(
                 {
                     "pid": int(entry.name),
-                    "command": (_read(str(entry / "cmdline")) or "").replace("\0", " ").strip(),
+                    "command": _command(entry),
                     "devices": devices,
                 }
             )
     return holders
+
+
+def _command(entry: Path) -> str:
+    """Another process's command line as run.json keeps it: its secrets (an API key passed to a
+    server that holds the GPU) redacted, argument by argument."""
+    argv = (_read(str(entry / "cmdline")) or "").split("\0")
+    return shlex.join(redact_argv([a for a in argv if a])) if any(argv) else ""
 
 
 def collect(root: Path, label: str | None = None) -> dict[str, Any]:

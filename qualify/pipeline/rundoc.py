@@ -10,6 +10,7 @@ from qualify.core import provenance
 from qualify.core.config import ProjectConfig
 from qualify.core.context import RoleArm
 from qualify.core.errors import ConfigError, UsageError
+from qualify.core.redaction import redact_options
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
@@ -40,7 +41,7 @@ def refresh_saved_run(
     if request.override_inputs:
         options["override_inputs"] = [list(o) for o in request.override_inputs]
     if request.nix_options:
-        options["nix_options"] = [list(o) for o in request.nix_options]
+        options["nix_options"] = redact_options(request.nix_options)
     run.update(
         status="running",
         profile=plan.profile,
@@ -130,7 +131,7 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
         "no_gate": request.no_gate,
         "allow_dirty": request.allow_dirty,
         "override_inputs": [list(o) for o in request.override_inputs],
-        "nix_options": [list(o) for o in request.nix_options],
+        "nix_options": redact_options(request.nix_options),
     }
 
 
@@ -165,7 +166,7 @@ def new_run_document(
         "options": {
             "allow_dirty": request.allow_dirty,
             "override_inputs": [list(o) for o in request.override_inputs],
-            "nix_options": [list(o) for o in request.nix_options],
+            "nix_options": redact_options(request.nix_options),
         },
         "invocations": [_invocation(request)],
     }

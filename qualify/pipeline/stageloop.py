@@ -57,7 +57,11 @@ class StageLoop:
             events,
         )
         self.saved = saved
-        self.runner = StageRunner(run, config, arms, events, saved.get("profile"), options, self.source)
+        # run.json keeps a secret nix option redacted: the build gets this invocation's own.
+        given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
+        self.runner = StageRunner(
+            run, config, arms, events, saved.get("profile"), {**options, **given}, self.source
+        )
         self.timings: dict[str, float] = dict(saved.get("timings", {}))
         self.blocked_by: tuple[str, str] | None = None
 

@@ -5,11 +5,15 @@ FAIL is a failure and ERROR an error, each with the check's reason as message an
 as text; INCONCLUSIVE is a failure too (it blocks the gate as FAIL does); SKIPPED, BLOCKED, NOT
 CONFIGURED, NOT RUN, STALE and INTERRUPTED are skipped with the reason; each check's verdict and
 what it judged are properties of the stage's suite (the schema CI tools read allows them there
-only). Written with the standard library's ElementTree, which escapes text and attributes.
+only). Written with the standard library's ElementTree, which escapes text and attributes;
+what XML 1.0 cannot hold at all (a terminal's escape sequences, NUL and the other control
+characters, lone surrogates, U+FFFE) is taken out first (`xml_text`), so the file is
+well-formed whatever a command printed.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -20,6 +24,23 @@ from qualify.report.model import CheckView, ReportModel, StageView
 _FAILURE = {"FAIL", "INCONCLUSIVE"}
 _ERROR = {"ERROR"}
 _PASSED = {"PASS", "WARN"}
+
+#: A terminal's control sequences (colours, cursor moves, titles): their meaning is lost in XML.
+_TERMINAL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+#: What XML 1.0 allows: tab, line feed, carriage return, and U+0020 up, less the surrogates
+#: and U+FFFE/U+FFFF.
+_NOT_XML = re.compile(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` as XML 1.0 can hold it: a terminal's control sequences removed, any other
+    character XML cannot hold written as its escape (`\\x00`, `\\x1b`, `\\ud800`), visible."""
+    return _NOT_XML.sub(_escape, _TERMINAL.sub("", text))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def junit_xml(model: ReportModel) -> bytes:
@@ -72,6 +93,13 @@ def fleet_junit_xml(model: FleetModel) -> bytes:
 def _document(suites: ET.Element, totals: dict[str, int]) -> bytes:
     for key, value in totals.items():
         suites.set(key, str(value))
+    # Every text and attribute, whichever field of the run it came from (a check's reason, a
+    # finding holding a command's output, a test's name).
+    for element in suites.iter():
+        if element.text:
+            element.text = xml_text(element.text)
+        for name, text in list(element.attrib.items()):
+            element.set(name, xml_text(text))
     ET.indent(suites)
     document: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
     return document + b"\n"

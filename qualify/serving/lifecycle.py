@@ -59,7 +59,7 @@ class RoleServer:
         settings = self.props.get("default_generation_settings") or {}
         return {
             "base_url": self.base_url,
-            "argv": list(self.process.argv),
+            "argv": self.process.recorded_argv(),
             "log": str(self.log),
             "ready_after_s": round(self.started_s, 3),
             "build_info": self.props.get("build_info"),

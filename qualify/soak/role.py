@@ -153,7 +153,7 @@ class RoleSoak:
             return
         slots = _slots(self.base_url)
         self.measurement["server"] = {
-            "argv": list(argv),
+            "argv": process.recorded_argv(argv),
             "start_s": round(time.monotonic() - started, 3),
             "slots": slots,
         }
