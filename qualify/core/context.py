@@ -16,7 +16,7 @@ from qualify.core.environment import child_env
 from qualify.core.placeholders import Value, expand
 from qualify.core.progress import Progress
 from qualify.core.redaction import remember_named
-from qualify.core.runstore import RunDir, write_json
+from qualify.core.runstore import write_json
 
 
 @dataclass(frozen=True)
@@ -77,17 +77,17 @@ class CheckContext:
     #: What `{role}` says for a role: a run set measuring its members at once names each
     #: member's arm by its label, but its commands see "candidate", as in a run of one.
     role_names: Mapping[str, str] = field(default_factory=dict)
+    #: What a build check learned about each role's arm (`record_arm`), by role.
+    learned: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
     @property
     def roles(self) -> tuple[str, ...]:
         return self.roles_override or self.spec.roles
 
     def record_arm(self, role: str, *, drv: str | None, out: str | None) -> None:
-        """Save what the build learned about a role's arm, for the later stages."""
-        run = RunDir(self.run_dir)
-        roles = run.read()["roles"]
-        roles[role].update(drv=drv, out=out)
-        run.update(roles=roles)
+        """Say what the build learned about a role's arm; the stage runner, which owns
+        run.json, records it there for the later stages as soon as the check returns."""
+        self.learned[role] = {"drv": drv, "out": out}
 
     def role_dir(self, role: str) -> Path:
         path = self.folder / role

@@ -244,6 +244,7 @@ class StageRunner:
             crash = f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
         finally:
             events.progress(None)
+            _record_arms(self.run, ctx.learned)
         # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
         judgement = (
             crashed(crash) if crash is not None else judge_saved(kind, SavedCheck(check_dir, spec, roles))
@@ -267,6 +268,17 @@ class StageRunner:
         )
         events.check_end(stage.name, spec.name, judgement)
         return judgement
+
+
+def _record_arms(run: RunDir, learned: Mapping[str, Mapping[str, str | None]]) -> None:
+    """Write what a build check learned about the roles' arms into run.json (only the stage
+    runner writes run.json; a check says what it learned through its context)."""
+    if not learned:
+        return
+    roles = run.read()["roles"]
+    for role, facts in learned.items():
+        roles[role].update(facts)
+    run.update(roles=roles)
 
 
 def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
