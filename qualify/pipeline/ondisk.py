@@ -36,6 +36,7 @@ from qualify.core.verdicts import (
 )
 from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
 from qualify.pipeline.plan import DEFAULT_ORDER
+from qualify.pipeline.record import RunRecord
 
 RESULT = "result.json"
 STAGE = "stage.json"
@@ -153,10 +154,8 @@ def _canonical(value: Any) -> str:
 
 def stages_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> list[StageOnDisk]:
     """Every stage of the run's saved plan, from its files."""
-    document = run.read() if saved is None else saved
-    plan = document.get("plan")
-    specs = plan.get("stages", []) if isinstance(plan, dict) else []
-    return [stage_on_disk(run.path, spec) for spec in specs if isinstance(spec, dict)]
+    record = RunRecord.parse(run, run.read() if saved is None else saved)
+    return [stage_on_disk(run.path, entry.spec) for entry in record.stages]
 
 
 def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDisk:
@@ -191,7 +190,7 @@ def status_of(run: RunDir, saved: Mapping[str, Any]) -> str:
 def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDisk:
     """A set's verdict from its members' folders as they are now."""
     document = run.read() if saved is None else saved
-    members = [Member.from_json(m) for m in document.get("members", [])]
+    members = list(RunRecord.parse(run, document).members)
     found: list[MemberOnDisk] = []
     verdicts: dict[str, RunVerdict | None] = {}
     behaviours: dict[str, Behaviour] = {}
@@ -205,7 +204,7 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
             verdicts[m.label], behaviours[m.label] = None, missing
             continue
         derived = run_on_disk(member, mine)
-        planned = [str(s.get("name")) for s in mine.get("plan", {}).get("stages", []) if isinstance(s, dict)]
+        planned = [entry.name for entry in RunRecord.parse(member, mine).stages]
         behaved = behaviour(m, {name: derived.stages[name] for name in planned if name in derived.stages})
         # A member that did not finish has not decided anything yet, whatever its stages say.
         verdicts[m.label] = derived.verdict if derived.status == "complete" else None

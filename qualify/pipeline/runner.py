@@ -28,6 +28,7 @@ from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
 from qualify.pipeline.plan import Plan, load_plan
 from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
+from qualify.pipeline.record import RunRecord
 from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
 from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
 from qualify.pipeline.runset import (
@@ -132,7 +133,9 @@ def _shape(
         members = [Member.from_json(m) for m in saved["members"]]
         return Shape(True, members, chosen_members(members, request.candidates, existing))
     if saved is not None and existing is not None:
-        arm = str(saved["roles"]["candidate"]["arm"])
+        arm = RunRecord.parse(existing, saved).candidate_arm
+        if arm is None:
+            raise UsageError(f"{existing.run_json}: the run records no candidate", "start a new run")
         if len(request.candidates) > 1 or (request.candidates and request.candidates[0] != arm):
             raise UsageError(
                 f"run {existing.run_id} qualifies candidate {arm!r}, not {', '.join(request.candidates)}",

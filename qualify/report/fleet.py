@@ -22,6 +22,7 @@ from qualify.core.provenance import describe_gpu
 from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
+from qualify.pipeline.record import RunRecord
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
@@ -93,15 +94,10 @@ class FleetModel:
 
 def _members(host: HostRun) -> list[tuple[str, RunDir]]:
     """(candidate arm, its run) of a host: the run itself, or each candidate member of a set."""
-    saved = host.saved
-    if saved.get("kind") != "set":
-        arm = saved.get("roles", {}).get("candidate", {}).get("arm", "?")
-        return [(str(arm), host.run)]
-    return [
-        (m["arm"], RunDir(host.run.path / m["label"]))
-        for m in saved.get("members", [])
-        if m.get("role") == "candidate"
-    ]
+    record = RunRecord.load(host.run)
+    if not record.is_set:
+        return [(record.candidate_arm or "?", host.run)]
+    return [(m.arm, RunDir(host.run.path / m.label)) for m in record.members if m.role == "candidate"]
 
 
 def build_fleet_model(

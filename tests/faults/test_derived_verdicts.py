@@ -135,7 +135,9 @@ def test_a_rerun_stopped_by_sigterm_leaves_no_qualified_verdict(project: Callabl
     assert "QUALIFIED**" not in (run / "summary.md").read_text().replace("NOT QUALIFIED**", "")
 
 
-def test_a_rerun_killed_outright_is_not_qualified_anywhere(project: Callable[..., Project], tmp_path: Path) -> None:
+def test_a_rerun_killed_outright_is_not_qualified_anywhere(
+    project: Callable[..., Project], tmp_path: Path
+) -> None:
     """SIGKILL leaves run.json saying QUALIFIED from the earlier attempt (nothing could update
     it); every reader derives the verdict instead, and merge does not make a QUALIFIED fleet."""
     p, run = qualified_run(project)
@@ -315,3 +317,31 @@ def test_qualified_only_when_a_fresh_run_would_qualify(
         if verdict == "QUALIFIED":
             assert all(c == 0 for c in planned.values()), (steps, planned)
             assert ran_with == planned and not broken and not dead, (steps, ran_with, broken, dead)
+
+
+def test_a_stage_folder_outside_the_run_is_refused(project: Callable[..., Project]) -> None:
+    """A run.json whose plan names a stage folder `../..` (edited, or from another host): its
+    stages are never read through it; show names the file and the key (exit 2)."""
+    p, run = qualified_run(project)
+    saved = json.loads((run / "run.json").read_text())
+    saved["plan"]["stages"][0]["folder"] = "../../elsewhere"
+    (run / "run.json").write_text(json.dumps(saved))
+    code, out = cli(p, "show", run.name)
+    said = " ".join(out.split())
+    assert code == 2, out
+    assert "run.json" in said and "plan.stages[0] folder '../../elsewhere'" in said
+
+
+def test_the_recorded_runs_load_as_records() -> None:
+    """Every run folder this repository keeps (the examples' recorded runs) reads as a typed
+    record: its roles, its plan's stages and, for a set, its members."""
+    from qualify.core.runstore import RunDir
+    from qualify.pipeline.record import RunRecord
+
+    repo = Path(__file__).resolve().parents[2]
+    found = [p.parent for p in (repo / "examples").glob("*/recorded/**/run.json")]
+    assert found, "no recorded run in examples/"
+    for folder in found:
+        record = RunRecord.load(RunDir(folder))
+        assert record.stages and all(s.folder for s in record.stages), folder
+        assert record.is_set or record.candidate_arm, folder
