@@ -96,6 +96,23 @@
         default = qualify;
       });
 
+      # `nix flake check`: the package builds and passes its install check (the installed
+      # command starts and reads the default plan from the wheel), the dev shell evaluates, and
+      # the sources pass ruff as `make lint` runs it. The test suite itself needs real nix
+      # builds, compilers and a network-free example set up: `nix develop -c make test`.
+      checks = forAllSystems (
+        system: pkgs: {
+          package = self.packages.${system}.default;
+          devShell = self.devShells.${system}.default;
+          lint = pkgs.runCommand "qualify-lint" { nativeBuildInputs = [ pkgs.ruff ]; } ''
+            cd ${pkgs.lib.cleanSource ./.}
+            ruff check --no-cache qualify tests examples
+            ruff format --check --no-cache qualify tests examples
+            touch $out
+          '';
+        }
+      );
+
       apps = forAllSystems (system: pkgs: {
         default = {
           type = "app";

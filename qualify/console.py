@@ -1,27 +1,35 @@
-"""Rich output: what a run shows while it works.
+"""Rich output: what a run shows while it works, and the consoles every command prints with.
 
 Off a terminal (a CI log) a run prints a plain line at every step and, while a stage works in
 silence, a heartbeat line every 30 s (elapsed, and the check's counts or time left when it told
 them). On a terminal the same lines scroll above a live display (`LiveView`): stage, check, role,
 elapsed, the check's planned steps done (derivations, pairs, runs) or its time left, and the
 newest status line.
+
+Off a terminal nothing is wrapped at a width and no line is padded (`open_console`): a CI log keeps
+each line whole and a run id or a path stays copyable. Text from outside (engine output, test
+names, reasons quoting them) goes through `plain` first: control sequences cannot move a
+terminal's cursor or retitle it, and no line can begin a CI workflow command.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import re
+import sys
 import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, TextIO, cast
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.text import Text
 
 from qualify.pipeline.events import Events
-from qualify.pipeline.plan import StageSpec
 
 if TYPE_CHECKING:
     from rich.live import Live
@@ -29,6 +37,7 @@ if TYPE_CHECKING:
 
     from qualify.checks.base import Judgement
     from qualify.core.progress import Progress
+    from qualify.pipeline.plan import StageSpec
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +53,7 @@ STYLE = {
     "NOT RUN": "grey50",
     "INTERRUPTED": "magenta",
     "STALE": "yellow",
+    "UNREADABLE": "magenta",
     "QUALIFIED": "bold green",
     "NOT QUALIFIED": "bold red",
     "INCOMPLETE": "bold yellow",
@@ -52,6 +62,98 @@ STYLE = {
 
 def badge(value: str) -> str:
     return f"[{STYLE.get(value, 'white')}]{escape(value)}[/]"
+
+
+# ESC sequences: CSI (colours, cursor moves, erasures), OSC (titles, hyperlinks, clipboard)
+# ended by BEL or ST or not at all, DCS/SOS/PM/APC strings, and the two-character ones.
+_ESCAPE = re.compile(
+    r"\x9b[0-?]*[ -/]*[@-~]?"  # CSI in its one-byte (C1) form
+    r"|\x1b(?:\[[0-?]*[ -/]*[@-~]?"
+    r"|\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|[ -~]?)"
+)
+# Every other C0 and C1 control but tab and newline (CR would let a line overwrite itself).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# GitHub's runner reads a line as a workflow command when, leading blanks trimmed, it starts
+# with "::" (`::error::`, `::add-mask::`, `::stop-commands::`), or when it holds "##[" anywhere
+# (the older form).
+_COMMAND = re.compile(r"^(\s*):(?=:)", re.M)
+
+
+def plain(text: str) -> str:
+    """Outside text made safe to print: control sequences and characters removed, and a line
+    that a CI runner would take for a workflow command broken up (`: :error::`, `# #[`)."""
+    text = _CONTROL.sub("", _ESCAPE.sub("", text))
+    return _COMMAND.sub(r"\1: ", text).replace("##[", "# #[")
+
+
+def safe(text: str) -> str:
+    """Outside text for rich's markup: made `plain`, then its brackets escaped."""
+    return escape(plain(text))
+
+
+#: Off a terminal, the width rich lays tables out in: wide enough that no cell is ever cut.
+UNBOUNDED = 100_000
+
+
+def reader_left(stream: TextIO) -> None:
+    """The reader of a pipe has gone (`| head -1`): what is still buffered, and anything
+    written later, goes to /dev/null instead of failing again when Python exits."""
+    with suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+
+
+class _Trimmed(io.TextIOBase):
+    """A stream that writes whole lines without their trailing blanks (rich pads a table's
+    cells to the column's width; a log needs none of it)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._pending = ""
+        self._gone = False  # the pipe's reader left: the rest is not written
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._send("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, ""
+        self._send(pending, flush=True)
+
+    def _send(self, text: str, *, flush: bool = False) -> None:
+        # A reader that stops early (`| head -1`) must not stop the command: a run goes on to
+        # its verdict and exits with its code; a listing ends as if it had printed it all.
+        if self._gone:
+            return
+        try:
+            self._stream.write(text)
+            if flush:
+                self._stream.flush()
+        except BrokenPipeError:
+            self._gone = True
+            reader_left(self._stream)
+
+
+def open_console(*, stderr: bool = False) -> Console:
+    """The console a command prints with: rich's own on a terminal; off one (a CI log, a pipe, a
+    file) one that never wraps at a width, never pads a line, never colours and never draws a
+    live display (even where FORCE_COLOR asks rich to act as if on a terminal)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    trimmed = cast(IO[str], _Trimmed(stream))  # a text stream: what rich writes to
+    return Console(file=trimmed, width=UNBOUNDED, soft_wrap=True, force_terminal=False, emoji=False)
 
 
 #: Off a terminal (a CI log), a line at least this often while a stage works in silence.
@@ -156,7 +258,7 @@ class LiveView:
         self._spinner.update(text=head)
         lines: list[RenderableType] = [self._spinner]
         if self.status:
-            lines.append(Text("  " + self.status, style="dim", no_wrap=True, overflow="ellipsis"))
+            lines.append(Text("  " + plain(self.status), style="dim", no_wrap=True, overflow="ellipsis"))
         return Group(*lines)
 
     def _renderable(self) -> RenderableType:
@@ -211,12 +313,17 @@ class ConsoleEvents(Events):
             name, start = self._stage
             now = time.monotonic()
             line = f"{name} still running, {now - start:.0f} s so far"
+            counted = False
             if self._told is not None:
                 progress, at = self._told
-                counted = told(progress, now - at, lambda s: f"{max(0.0, s):.0f} s")
-                line += f", {counted}" if counted else ""
-            line += f": {self._latest}" if self._latest else ""
-            self.console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
+                said = told(progress, now - at, lambda s: f"{max(0.0, s):.0f} s")
+                line += f", {said}" if said else ""
+                counted = progress.done is not None
+            # How far a counted check is says more than the newest line of its output (a
+            # compiler's `|  ^~~`); that line is shown only where nothing was counted.
+            if self._latest and not counted:
+                line += f": {self._latest}"
+            self.console.print(f"  [dim]{safe(line)}[/]", highlight=False, soft_wrap=True, emoji=False)
 
     def progress(self, text: str | None) -> None:
         self._latest = text
@@ -230,11 +337,14 @@ class ConsoleEvents(Events):
             self._live.advance(progress)
 
     def echo(self, line: str) -> None:
-        self.console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
+        self.console.print(f"  [dim]{safe(line)}[/]", highlight=False, soft_wrap=True, emoji=False)
 
     def stage_start(self, stage: StageSpec, note: str) -> None:
-        extra = f"  [yellow]{escape(note)}[/]" if note else ""
-        self.console.rule(f"[bold]{escape(stage.folder)}[/]{extra}", align="left")
+        extra = f"  [yellow]{safe(note)}[/]" if note else ""
+        if self.console.is_terminal:
+            self.console.rule(f"[bold]{safe(stage.folder)}[/]{extra}", align="left")
+        else:  # a rule spans the width, and off a terminal there is none
+            self.console.print(f"── [bold]{safe(stage.folder)}[/]{extra}", highlight=False, emoji=False)
         self._stage = (stage.name, time.monotonic())
         self._told = None
         if self._live is not None:
@@ -253,14 +363,15 @@ class ConsoleEvents(Events):
         if self._live is not None:
             self._live.stop()
         self.console.print(
-            f"[bold]{escape(stage.name)}[/]: {badge(outcome)}  {escape(reason)}", highlight=False
+            f"[bold]{safe(stage.name)}[/]: {badge(outcome)}  {safe(reason)}", highlight=False, emoji=False
         )
 
     def check_end(self, stage: str, check: str, judgement: Judgement) -> None:
         self._told = None
         self.console.print(
-            f"  {escape(check)}: {badge(judgement.verdict.value)}  {escape(judgement.reason)}",
+            f"  {safe(check)}: {badge(judgement.verdict.value)}  {safe(judgement.reason)}",
             highlight=False,
+            emoji=False,
         )
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.checks.base import CheckKind
+from qualify.checks.base import TIMEOUT, CheckKind
 from qualify.checks.registry import installed
 
 
@@ -16,14 +16,32 @@ def kind_json(kind: CheckKind) -> dict[str, Any]:
         "name": kind.name,
         "summary": kind.summary,
         "params": [
-            {"name": p.name, "type": p.type, "default": p.default, "required": p.required, "help": p.help}
+            {
+                "name": p.name,
+                "type": p.type,
+                "default": p.default,
+                "required": p.required,
+                "range": p.allowed.notation() if p.allowed else None,
+                "help": p.help,
+            }
             for p in kind.params
         ],
-        "limits": list(kind.limits) if kind.limits is not None else "any max_*, min_* or *_margin",
+        "limits": (
+            [
+                {"name": lim.name, "range": lim.allowed.notation(), "default": lim.default, "help": lim.help}
+                for lim in kind.limits
+            ]
+            if kind.limits is not None
+            else OPEN_LIMITS
+        ),
         "default_roles": list(kind.default_roles),
         "builds_arms": kind.builds_arms,
         "verdict_rules": kind.verdict_rules,
     }
+
+
+#: What a kind that takes any limit name accepts (`qualify.checks.base.open_limit`).
+OPEN_LIMITS = "any max_* or min_* (a finite number) or *_margin (≥ 0, a fraction of pinned's value)"
 
 
 def _default(value: Any) -> str:
@@ -42,29 +60,49 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _limit_lines(kind: CheckKind) -> list[str]:
+    if kind.limits is None:
+        return [
+            "Limits: any `max_*` or `min_*` (a finite number) or `*_margin` "
+            "(≥ 0, a fraction of pinned's value)."
+        ]
+    if not kind.limits:
+        return ["Limits: none."]
+    lines = ["| limit | range | default | |", "|---|---|---|---|"]
+    for lim in kind.limits:
+        default = _default(lim.default) if lim.default is not None else "— (judged only when set)"
+        lines.append(f"| `{lim.name}` | {_cell(lim.allowed.notation())} | {default} | {_cell(lim.help)} |")
+    return lines
+
+
 def kinds_markdown() -> str:
     lines = [
         "# Check kinds",
         "",
         "Generated from qualify's registry (`qualify kinds`); `tests/test_kinds_doc.py` keeps it in",
         "step. Parameters go in a `[[check]]` table of a stage file, limits in its `limits` table.",
+        "Every check also takes `timeout` (seconds a role may run before it is stopped, "
+        f"{TIMEOUT.allowed.notation() if TIMEOUT.allowed else 'any'}),",
+        "`env`, `roles`, `vars` and `description`.",
+        "",
+        "A number is checked against its range when the plan is loaded (profiles included): a value",
+        "outside it, NaN or infinity is a usage error naming the file, the line and the range. A limit",
+        "without a default is judged only when the plan sets it.",
         "",
     ]
     for kind in installed():
         lines += [f"## `{kind.name}`", "", kind.summary + ".", ""]
-        lines += ["| parameter | type | default | |", "|---|---|---|---|"]
+        lines += ["| parameter | type | default | range | |", "|---|---|---|---|---|"]
         for p in kind.params:
             default = "required" if p.required else _default(p.default)
-            lines.append(f"| `{p.name}` | {p.type} | {_cell(default)} | {_cell(p.help)} |")
-        limits = (
-            ", ".join(f"`{name}`" for name in kind.limits)
-            if kind.limits
-            else "any `max_*`, `min_*`, `*_margin`"
-        )
+            shown = _cell(p.allowed.notation()) if p.allowed else ""
+            lines.append(f"| `{p.name}` | {p.type} | {_cell(default)} | {shown} | {_cell(p.help)} |")
         roles = ", ".join(kind.default_roles) if not kind.builds_arms else "every role of the run"
         lines += [
             "",
-            f"Limits: {limits}. Roles by default: {roles}.",
+            *_limit_lines(kind),
+            "",
+            f"Roles by default: {roles}.",
             "",
             f"Verdict: {kind.verdict_rules}.",
             "",

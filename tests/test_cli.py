@@ -157,7 +157,11 @@ def test_init_scaffolds_and_refuses_to_overwrite(tmp_path: Path) -> None:
     result = runner.invoke(app, ["init", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "qualify.toml").is_file() and (tmp_path / "stages" / "20-compile.toml").is_file()
-    plan = runner.invoke(app, ["plan", "--project", str(tmp_path)], env={"COLUMNS": "200"})
+    # Without the project's flake.nix the plan, which builds the arms, is refused at once.
+    plan = runner.invoke(app, ["plan", "--project", str(tmp_path)])
+    assert plan.exit_code == 4 and "has no flake.nix" in plan.output
+    (tmp_path / "flake.nix").write_text("{ outputs = { self }: { }; }\n")
+    plan = runner.invoke(app, ["plan", "--project", str(tmp_path)])
     assert plan.exit_code == 0 and "operator-tests" in plan.output
     again = runner.invoke(app, ["init", str(tmp_path)])
     assert again.exit_code == 4 and "already exists" in again.output

@@ -19,8 +19,10 @@ import pytest
 from conftest import Project, command_stage
 from rich.console import Console
 
-from qualify.console import ConsoleEvents, LiveView, clock
+from qualify.checks.base import Judgement
+from qualify.console import ConsoleEvents, LiveView, clock, plain
 from qualify.core.progress import Progress
+from qualify.core.verdicts import Verdict
 from qualify.pipeline.plan import StageSpec
 from qualify.pipeline.runner import RunRequest, execute
 
@@ -70,7 +72,7 @@ def test_a_run_on_a_terminal_shows_the_live_display(project: Callable[..., Proje
     p = project()
     p.stage("20-compile.toml", command_stage("compile", "sleep 1"))
     out = StringIO()
-    execute(RunRequest(p.root, candidate="cand"), ConsoleEvents(terminal(out)))
+    execute(RunRequest(project=p.root, candidate="cand"), ConsoleEvents(terminal(out)))
     text = shown(out)
     assert "compile › compile-check" in text
     assert "compile: PASS" in text  # the plain lines still come, above the display
@@ -107,7 +109,7 @@ def test_a_failing_display_is_logged_once_and_never_stops_the_run(
     p.stage("30-numerics.toml", command_stage("numerics", "true"))
     out = StringIO()
     with caplog.at_level(logging.WARNING, logger="qualify.console"):
-        outcome = execute(RunRequest(p.root, candidate="cand"), ConsoleEvents(terminal(out)))
+        outcome = execute(RunRequest(project=p.root, candidate="cand"), ConsoleEvents(terminal(out)))
     assert outcome.verdict is not None  # the run went on to its verdict
     assert "compile: PASS" in shown(out) and "numerics: PASS" in shown(out)
     failures = [r for r in caplog.records if "live progress display failed" in r.getMessage()]
@@ -135,3 +137,74 @@ def test_a_display_that_cannot_start_is_logged_once(
         events.close()
     assert len([r for r in caplog.records if "live progress display failed" in r.getMessage()]) == 1
     assert shown(out).count("build: PASS  built") == 2
+
+
+HOSTILE = (
+    "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \x9b2Kdone\r\n"
+    "::add-mask::secret\n   ::error file=x::forged\n##[warning]old form\n"
+)
+
+
+def test_outside_text_cannot_move_the_cursor_or_begin_a_workflow_command() -> None:
+    """Before, echoed engine output reached the terminal and the CI log raw: ESC sequences
+    retitled and cleared the terminal, and a line could become `::add-mask::` or `::error::`."""
+    out = StringIO()
+    events = ConsoleEvents(Console(file=out, width=200))
+    events.stage_start(STAGE, "")
+    for line in HOSTILE.splitlines():
+        events.echo(line)
+    events.check_end("build", "arms", Judgement(Verdict.FAIL, "::error::from a reason \x1b[1A"))
+    events.close()
+    text = out.getvalue()
+    assert not any(c in text for c in "\x1b\x9b\x07\r")
+    assert "red done" in text and "secret" in text and "forged" in text and "old form" in text
+    for line in text.splitlines():
+        assert not line.strip().startswith("::"), line
+        assert "##[" not in line, line
+
+
+def test_plain_keeps_ordinary_text() -> None:
+    assert plain("tab\tand :: colons, a::b, 50% [x]\nsecond") == "tab\tand :: colons, a::b, 50% [x]\nsecond"
+    assert plain("::set-output name=x::1") == ": :set-output name=x::1"
+
+
+def test_the_heartbeat_of_a_counted_build_shows_the_count_not_the_compiler_line() -> None:
+    """Before: "build still running, 30 s so far, candidate 3/40 derivations: |  ^~~"."""
+    out = StringIO()
+    events = ConsoleEvents(Console(file=out, width=200), heartbeat_s=0.2)
+    events.stage_start(STAGE, "")
+    events.check_start("build", "arms")
+    events.advance(Progress("candidate", 3, 40, "derivations"))
+    events.progress("candidate: llama-cpp> |  ^~~")
+    time.sleep(0.7)
+    events.close()
+    beats = [line for line in out.getvalue().splitlines() if "still running" in line]
+    assert beats and all(line.rstrip().endswith("candidate 3/40 derivations") for line in beats), beats
+    assert not any("^~~" in line for line in beats)
+
+
+def test_off_a_terminal_lines_are_whole_and_unpadded(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: rich's default of 80 columns wrapped a CI log's lines and padded table cells."""
+    from rich.table import Table
+
+    from qualify.console import open_console
+
+    console = open_console()
+    assert not console.is_terminal
+    long = "x" * 300
+    console.print(long)
+    table = Table()
+    table.add_column("run")
+    table.add_column("why")
+    table.add_row("20261201-231455-cand", "w " * 100)
+    table.add_row("1", "short")
+    console.print(table)
+    events = ConsoleEvents(console)
+    events.stage_start(STAGE, "")
+    events.close()
+    console.file.flush()
+    lines = capsys.readouterr().out.splitlines()
+    assert long in lines
+    assert any("20261201-231455-cand" in line and "w w" in line for line in lines)
+    assert all(line == line.rstrip() for line in lines)
+    assert "── 10-build" in lines and max(len(line) for line in lines) < 400  # no rule 100 000 wide

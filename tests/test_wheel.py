@@ -27,7 +27,7 @@ def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> No
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", f"{wheel}[stages]"],
         check=True,
         capture_output=True,
     )
@@ -91,7 +91,8 @@ def test_runtime_dependencies_are_what_qualify_imports() -> None:
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    runtime = [*project["dependencies"], *project["optional-dependencies"]["stages"]]
+    declared = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in runtime}
     imported: set[str] = set()
     for path in (REPO / "qualify").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -101,3 +102,80 @@ def test_runtime_dependencies_are_what_qualify_imports() -> None:
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"qualify", "__future__"}
     assert {IMPORT_NAME.get(d, d) for d in declared - set(UNNAMED)} == third_party
+
+
+def test_the_stages_extra_is_what_a_run_checks_for() -> None:
+    import re
+    import tomllib
+
+    from qualify.pipeline.preflight import STAGE_LIBRARIES
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["stages"]
+    assert {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in extra} == set(STAGE_LIBRARIES)
+    assert {IMPORT_NAME.get(d, d) for d in STAGE_LIBRARIES} == set(STAGE_LIBRARIES.values())
+
+
+@pytest.mark.slow
+def test_the_core_alone_shows_reports_and_merges_and_a_run_asks_for_the_stages(tmp_path: Path) -> None:
+    """A fleet job that only merges installs the core: no numba, scipy, httpx, pyelftools."""
+    import shutil
+
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    wheel = next(dist.glob("qualify-*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    have = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print([m for m in ('numba', 'scipy', 'httpx', "
+         "'elftools', 'jsonschema') if u.find_spec(m)])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert have.stdout.strip() == "[]"
+    recorded = next((REPO / "examples" / "llama-cpp-cuda" / "recorded").glob("2*"))
+    run = tmp_path / "runs" / recorded.name
+    shutil.copytree(recorded, run)
+    qualify = str(env_dir / "bin" / "qualify")
+    env = {"PATH": "/usr/bin:/bin"}
+    for args in (
+        ["show", str(run)],
+        ["report", str(run)],
+        ["merge", str(run), "--out", str(tmp_path / "fleet")],
+    ):
+        done = subprocess.run([qualify, *args], capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert done.returncode in (0, 1, 3), (args, done.stderr)
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr, (args, done.stderr)
+    assert (run / "report.html").is_file() and (tmp_path / "fleet" / "report.html").is_file()
+    refused = subprocess.run([qualify, "run", "-C", str(tmp_path)], capture_output=True, text=True, env=env)
+    assert refused.returncode == 4 and "pip install 'qualify[stages]'" in refused.stderr
+
+
+def test_the_sdist_holds_what_its_tests_read(tmp_path: Path) -> None:
+    """Before, docs/ was left out and tests/test_kinds_doc.py failed from the sdist."""
+    import tarfile
+
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(tmp_path), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    [sdist] = tmp_path.glob("qualify-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {"/".join(n.split("/")[1:]) for n in archive.getnames()}
+    for needed in (
+        "docs/check-kinds.md",
+        "docs/qualify-toml.md",
+        ".ci/run",
+        "LICENSE",
+        "benchmarks/cli_start.py",
+    ):
+        assert needed in names, needed

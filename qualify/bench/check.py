@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.bench import tables
+from qualify.bench import conditions, tables
 from qualify.bench.data import FORMATS, config_differences
 from qualify.bench.judge import (
     INCONCLUSIVE,
@@ -96,6 +96,7 @@ def judge(saved: SavedCheck) -> Judgement:
         findings.append(
             Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
         )
+    findings += conditions.findings(units)
 
     findings += _engine_differences(saved)
     values, kinds = _load(saved)
@@ -128,6 +129,7 @@ def judge(saved: SavedCheck) -> Judgement:
         (
             tables.results_table(outcomes, by_label, invalid, ratios, margin),
             tables.ratios_table(outcomes, by_label),
+            conditions.state_table(units, schedule.get("gpu_telemetry")),
             tables.schedule_table(units),
         ),
         charts=(tables.ratios_chart(outcomes, by_label, margin),) if outcomes else (),
@@ -138,6 +140,7 @@ def judge(saved: SavedCheck) -> Judgement:
             "plan": plan,
             "margin": margin,
             "a_a": aa,
+            "machine": {"gpu_telemetry": schedule.get("gpu_telemetry"), "flagged": conditions.flagged(units)},
             "geometric_mean_ratio": abtests.geometric_mean(ratios) if ratios else None,
             "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
         },
@@ -206,7 +209,9 @@ def _invalid_tests(
         for label in kinds:
             cvs = [abtests.cv(v[label]) for u, v in values.items() if label in v]
             noisy = [c for c in cvs if c > limit]
-            if cvs and len(noisy) * 4 > len(cvs):
+            if any(math.isnan(c) for c in cvs):
+                reasons.setdefault(label, "max_unit_cv needs 2 repetitions per unit after discard_reps")
+            elif cvs and len(noisy) * 4 > len(cvs):
                 reasons.setdefault(
                     label,
                     f"{len(noisy)} of {len(cvs)} units vary more than max_unit_cv = {limit:g} "

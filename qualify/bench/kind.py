@@ -31,6 +31,10 @@ level. Findings, with δ = `speed_margin`:
   changed during a unit (a GPU co-tenant came or went, the CPU governor switched).
 Build and device facts that differ between roles (llama-bench's build_commit, backends,
 gpu_info) and GPU processes present from the start are WARN: a reviewer should read them.
+So are pair units measured while the GPU throttled (a power cap, thermal or hardware slowdown)
+or while other processes took half a CPU core or more: one WARN names each such unit
+(`qualify.bench.conditions`); the GPU's clocks, power, temperature and throttle reasons during
+every unit and the host's load are recorded with the unit and shown next to the pairs.
 
 Verdict: a regression is FAIL; a candidate unit that crashed is FAIL; no pair completed is FAIL
 (nothing was measured) unless a pinned or harness failure explains it; other INVALID is ERROR;
@@ -45,7 +49,9 @@ finding made at an early look is not revisited with later pairs.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Param
+from qualify.bench.repetitions import invalid_plan
+from qualify.checks.base import CheckKind, Limit, Param
+from qualify.core.ranges import NON_NEGATIVE, OPEN_UNIT, POSITIVE, SECONDS, Range, above
 
 KIND = CheckKind(
     name="bench",
@@ -63,12 +69,40 @@ KIND = CheckKind(
             "llama-bench",
             help='"llama-bench" (JSONL on stdout) or "metrics" ({out_file})',
         ),
-        Param("alpha", "number", 0.05, help="family-wise false-alarm rate across tests and looks"),
-        Param("looks", "integer", 2, help="planned looks at which pairs may be added (α split evenly)"),
-        Param("max_pairs", "integer", 16, help="the most pairs run when tests stay inconclusive"),
-        Param("min_pairs", "integer", None, help="a floor above the computed minimum number of pairs"),
         Param(
-            "budget_s", "number", None, help="stop adding pairs when the next would pass this many seconds"
+            "alpha",
+            "number",
+            0.05,
+            help="family-wise false-alarm rate across tests and looks",
+            allowed=OPEN_UNIT,
+        ),
+        Param(
+            "looks",
+            "integer",
+            2,
+            help="planned looks at which pairs may be added (α split evenly)",
+            allowed=POSITIVE,
+        ),
+        Param(
+            "max_pairs",
+            "integer",
+            16,
+            help="the most pairs run when tests stay inconclusive",
+            allowed=POSITIVE,
+        ),
+        Param(
+            "min_pairs",
+            "integer",
+            None,
+            help="a floor above the computed minimum number of pairs",
+            allowed=POSITIVE,
+        ),
+        Param(
+            "budget_s",
+            "number",
+            None,
+            help="stop adding pairs when the next would pass this many seconds",
+            allowed=SECONDS,
         ),
         Param("warmup", "boolean", True, help="one thrown-away unit per role first"),
         Param(
@@ -76,21 +110,32 @@ KIND = CheckKind(
             "integer",
             0,
             help="repetitions left out at the start of every unit (saved, not analysed)",
+            allowed=NON_NEGATIVE,
         ),
         Param("allow_config_diff", "strings", [], help="llama-bench fields allowed to differ between roles"),
     ),
     needs_pinned=lambda _spec: "it compares the candidate's throughput with pinned's, pair by pair",
-    invalid=lambda spec: (
-        f"discard_reps = {spec.params['discard_reps']}: give 0 or more repetitions to leave out"
-        if int(spec.params.get("discard_reps") or 0) < 0
-        else None
-    ),
+    invalid=invalid_plan,
     verdict_rules=(
         "per test FASTER / SLOWER / NO CHANGE / INCONCLUSIVE / INVALID on the candidate/pinned ratio; "
         "FAIL on a significant slowdown beyond speed_margin, a candidate crash, or no pairs; ERROR on "
         "other INVALID (config mismatch, units over max_unit_cv, environment change, baseline crash); "
-        "INCONCLUSIVE if any test is; WARN on a slowdown within the margin; PASS otherwise"
+        "INCONCLUSIVE if any test is; WARN on a slowdown within the margin or on units measured while "
+        "the GPU throttled or other processes took CPU; PASS otherwise"
     ),
-    limits=("speed_margin", "max_unit_cv"),
+    limits=(
+        Limit(
+            "speed_margin",
+            Range(0, 1, high_included=False),
+            0.03,
+            help="δ: the slowdown, a fraction of pinned's throughput, that makes a regression",
+        ),
+        Limit(
+            "max_unit_cv",
+            above(0),
+            help="the most a unit's repetitions may vary (coefficient of variation); "
+            "more than a quarter of a test's units past it is INVALID",
+        ),
+    ),
     judge_params=("discard_reps",),
 )

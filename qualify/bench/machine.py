@@ -1,16 +1,24 @@
-"""The machine's state around every bench unit: load, CPU governor, GPU holders, clocks.
+"""The machine's state around every bench unit: load, CPU governor, GPU holders, clocks, and
+the CPU time other processes took while the unit ran.
 
 Read from /proc and /sys only, so it costs a few milliseconds and needs no vendor tool: the
 processes holding a GPU are those with an open descriptor on /dev/kfd (ROCm), /dev/nvidia*
 (CUDA) or /dev/dri/renderD* (any DRM compute client). Clocks and temperatures come from the
-amdgpu hwmon files where the kernel exposes them. What cannot be read is left out, never
-guessed.
+amdgpu hwmon files where the kernel exposes them (the GPU's state during a unit is
+`qualify.bench.gputelemetry`'s). What cannot be read is left out, never guessed.
+
+The load average counts the unit's own threads (llama-bench -t 8 makes it 8), so it is context
+only. What competes with a unit is the CPU time of everyone else: the machine's busy time from
+/proc/stat over the unit, less this process's and its children's (the unit's command and its
+descendants, which are waited for), is the CPU other processes took (`foreign_cores`, in cores
+on average); the processes that took most are named from /proc/<pid>/stat.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -27,10 +35,85 @@ def snapshot(proc: Path = Path("/proc"), sys: Path = Path("/sys")) -> dict[str, 
     with contextlib.suppress(OSError):
         state["governor"] = governor.read_text().strip()
     state["gpu_processes"] = gpu_processes(proc)
+    cpu = cpu_counters(proc)
+    if cpu:
+        state["cpu"] = cpu
     sensors = _gpu_sensors(sys)
     if sensors:
         state["gpu"] = sensors
     return state
+
+
+def cpu_counters(proc: Path = Path("/proc")) -> dict[str, float]:
+    """Cumulative CPU seconds now: the machine's busy and steal time (all CPUs), this process's
+    and its waited-for children's, and a monotonic clock to take intervals on."""
+    try:
+        fields = (proc / "stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return {}
+    if fields[0] != "cpu" or len(fields) < 9:
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system = (int(v) for v in fields[1:4])
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "clock_s": round(time.monotonic(), 3),
+        "busy_s": (user + nice + system) / tick,
+        "steal_s": int(fields[8]) / tick,
+        "own_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
+        "cpus": os.cpu_count() or 1,
+    }
+
+
+def process_times(proc: Path = Path("/proc")) -> dict[str, float]:
+    """CPU seconds so far of every process but this one, by "pid:command"."""
+    tick, own = os.sysconf("SC_CLK_TCK"), os.getpid()
+    found: dict[str, float] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == own:
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone
+        # The command is in parentheses and may hold spaces; the fields after it are fixed.
+        command, _, rest = text.partition(" (")[2].rpartition(") ")
+        fields = rest.split()
+        with contextlib.suppress(IndexError, ValueError):
+            found[f"{entry.name}:{command}"] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def foreign_load(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    procs_before: dict[str, float] | None = None,
+    procs_after: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The host's load over one unit (`before` → `after`, two snapshots): the 1-minute load at
+    its end, the CPU other processes took in cores on average, steal time, and the three
+    processes seen at both ends that took most. Empty when /proc/stat could not be read."""
+    start, end = before.get("cpu"), after.get("cpu")
+    if not start or not end or end["clock_s"] <= start["clock_s"]:
+        return {}
+    wall = end["clock_s"] - start["clock_s"]
+    foreign = (end["busy_s"] - start["busy_s"]) - (end["own_s"] - start["own_s"])
+    load: dict[str, Any] = {
+        "interval_s": round(wall, 3),
+        "load_1m": after.get("load"),
+        "foreign_cores": round(max(foreign, 0.0) / wall, 3),
+        "steal_cores": round(max(end["steal_s"] - start["steal_s"], 0.0) / wall, 3),
+        "cpus": end.get("cpus"),
+    }
+    if procs_before is not None and procs_after is not None:
+        used = {
+            name: procs_after[name] - procs_before[name]
+            for name in procs_after.keys() & procs_before.keys()
+            if procs_after[name] - procs_before[name] > 0
+        }
+        top = sorted(used.items(), key=lambda item: -item[1])[:3]
+        load["top"] = [f"{name} {seconds / wall:.2f} cores" for name, seconds in top]
+    return load
 
 
 def gpu_processes(proc: Path = Path("/proc")) -> list[str]:

@@ -7,6 +7,10 @@ goes on while any candidate has a test undecided.
 Every unit is one run of the check's command for one role. Its output is kept under
 `<role>/units/`, its values go to `<role>/samples.parquet`, and the schedule (units in run
 order with timestamps, outcome and the machine's state before and after) to `schedule.json`.
+While a unit runs, the GPU's clocks, power, temperature and throttle reasons are sampled
+(`qualify.bench.gputelemetry`: `gpu` on the unit) and the CPU other processes took is counted
+(`qualify.bench.machine`: `host`); where no GPU telemetry answers, the schedule says so once
+(`gpu_telemetry`) and the units carry no `gpu`.
 What costs time between units is kept small, since it runs on the schedule's clock: the
 machine is read once between two units (that state is the one unit's "after" and the next
 one's "before"), each unit is appended to `units.jsonl` as it ends, and `schedule.json`, the
@@ -22,10 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.bench import machine
+from qualify.bench import conditions, gputelemetry, machine
 from qualify.bench.data import UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
 from qualify.bench.design import block_order, candidate_view, complete_pairs
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from
+from qualify.bench.kind import KIND
 from qualify.core import process
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
@@ -33,7 +38,7 @@ from qualify.core.progress import Progress
 from qualify.core.runstore import now_iso, write_json, write_parquet
 from qualify.stats import abtests
 
-DEFAULT_MARGIN = 0.03
+DEFAULT_MARGIN = KIND.limit_defaults()["speed_margin"]
 
 
 class Schedule:
@@ -50,9 +55,18 @@ class Schedule:
         self.rows: dict[str, list[dict[str, Any]]] = {role: [] for role in self.roles}
         self.configs: dict[str, dict[str, dict[str, Any]]] = {role: {} for role in self.roles}
         self.engine: dict[str, dict[str, Any]] = {role: {} for role in self.roles}
+        self.gpu_source, why = gputelemetry.probe()
+        self.telemetry: dict[str, Any] = (
+            {"source": self.gpu_source.name, "described": self.gpu_source.described}
+            if self.gpu_source
+            else {"source": None, "reason": why}
+        )
+        if self.gpu_source is None:
+            ctx.echo(f"bench: GPU telemetry {why}")
         self.baseline = machine.snapshot()
         #: The machine's state since the last unit ended: the next unit's "before".
         self.between = self.baseline
+        self.between_procs = machine.process_times()
         self.plan: dict[str, Any] | None = None
         self.stop_reason = ""
         self.started_at = now_iso()
@@ -65,8 +79,10 @@ class Schedule:
         out_file = units_dir / f"{index:03d}.out"
         entry: dict[str, Any] = {"index": index, "role": role, "phase": phase, "pair": pair}
         entry["output"] = str(out_file.relative_to(ctx.folder))
-        before = self.between
+        before, procs_before = self.between, self.between_procs
         tests: list[UnitTest] = []
+        sampler = gputelemetry.UnitSampler(self.gpu_source)
+        sampler.start()
         try:
             argv = ctx.argv(self.params["run"], role, out_file=str(out_file))
             llama = self.params["format"] == "llama-bench"
@@ -103,10 +119,18 @@ class Schedule:
             entry.update(ok=False, outcome=f"unreadable output: {exc}")
         except QualifyError as exc:
             entry.update(ok=False, error={"message": exc.message, "hint": exc.hint})
+        finally:
+            gpu = sampler.stop()
         after = self.between = machine.snapshot()
+        self.between_procs = machine.process_times()
         entry.update(
             env_before=before, env_after=after, env_notes=machine.changes(before, after, self.baseline)
         )
+        entry["host"] = machine.foreign_load(before, after, procs_before, self.between_procs)
+        if gpu is not None:
+            entry["gpu"] = gpu
+        if phase == "pair" and (flags := conditions.unit_flags(entry)):
+            ctx.echo(f"unit {index} ({role}, pair {pair}): {'; '.join(flags)}")
         entry["tests"] = [t.label for t in tests]
         # Every unit's configuration is kept: a field that changes later must not go unseen.
         entry["configs"] = {t.label: t.config for t in tests}
@@ -203,6 +227,7 @@ class Schedule:
                 "roles": list(self.roles),
                 "design": "ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles",
                 "baseline_env": self.baseline,
+                "gpu_telemetry": self.telemetry,
                 "units": self.units,
             },
         )

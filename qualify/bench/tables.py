@@ -101,12 +101,24 @@ def ratios_chart(outcomes: list[Outcome], by_label: dict[str, Series], margin: f
         f"to {max(v['candidate'], default=0):+.1f} %"
         for label, v in data.items()
     )
+    # The line over each test is the table's Δ (the test's estimate of R − 1), not a median of
+    # the dots, so chart and table say the same; ±δ are the margins the test decides against.
+    estimates = tuple(
+        {"y": 100 * (o.shift.ratio - 1), "category": o.label, "label": f"Δ {o.shift.ratio - 1:+.2%}"}
+        for o in outcomes
+        if o.shift is not None
+    )
+    bounds = (
+        {"y": 100 * margin, "label": f"+δ {margin:.1%}"},
+        {"y": -100 * margin, "label": f"−δ {margin:.1%}"},
+    )
     return ChartData(
         f"Paired ratios: candidate/pinned − 1 per pair, % (δ = ±{margin:.0%})",
         "dots",
         f"Candidate against pinned throughput, one dot per pair: {described}.",
         data,
         y_label="candidate vs pinned, %",
+        marks=(*bounds, *estimates),
     )
 
 

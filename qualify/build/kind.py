@@ -23,6 +23,7 @@ declaration or by a probe package, and may stay "unknown".
 from __future__ import annotations
 
 from qualify.checks.base import CheckKind, Param
+from qualify.core.ranges import NON_NEGATIVE
 
 KIND = CheckKind(
     name="nix-build",
@@ -30,8 +31,20 @@ KIND = CheckKind(
     params=(
         Param("toolchain", "table", None, help="component -> regex with a (?P<version>) group"),
         Param("single_version", "strings", None, help="components an arm may hold in one version"),
-        Param("max_jobs", "integer", None, help="nix --max-jobs, the same for every arm"),
-        Param("cores", "integer", None, help="nix --cores, the same for every arm"),
+        Param(
+            "max_jobs",
+            "integer",
+            None,
+            help="nix --max-jobs, the same for every arm",
+            allowed=NON_NEGATIVE,
+        ),
+        Param(
+            "cores",
+            "integer",
+            None,
+            help="nix --cores, the same for every arm (0: every core)",
+            allowed=NON_NEGATIVE,
+        ),
         Param(
             "builders",
             "string",

@@ -4,11 +4,11 @@
 `judge(saved)` decides from that saved data and the plan's limits alone, so a run can be
 re-judged with new limits without measuring again.
 
-A kind is declared apart from its implementation: the declaration (name, parameters, limits,
-verdict rules, what the plan must refuse) is all that `qualify plan`, `qualify kinds` and the
-preflight read, and imports nothing heavy; `measure` and `judge` come from a loader, called when
-a check of the kind first runs or is judged (a stage's implementation pulls in pandas, numpy,
-httpx).
+A kind is declared apart from its implementation: the declaration (name, parameters and limits
+with their defaults and ranges, verdict rules, what the plan must refuse) is all that
+`qualify plan`, `qualify kinds` and the preflight read, and imports nothing heavy; `measure` and
+`judge` come from a loader, called when a check of the kind first runs or is judged (a stage's
+implementation pulls in pandas, numpy, httpx).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from qualify.core.ranges import ANY, NON_NEGATIVE, SECONDS, Range
 from qualify.core.runstore import read_json
 from qualify.core.verdicts import Verdict
 
@@ -32,13 +33,45 @@ ROLES = ("pinned", "candidate", "reference")
 
 @dataclass(frozen=True)
 class Param:
-    """A parameter a check kind accepts in the plan."""
+    """A parameter a check kind accepts in the plan.
+
+    A number's (or an integer's) `allowed` range is checked when the plan is loaded; its
+    default lies in it (a test holds every kind to that)."""
 
     name: str
     type: ParamType
     default: Any = None
     required: bool = False
     help: str = ""
+    allowed: Range | None = None
+
+
+#: Every check's `timeout`, whatever its kind: seconds a role's command may run before it is
+#: stopped. Zero or less would stop the candidate before it starts and blame it; NaN or infinity
+#: would mean no limit where one was asked for.
+TIMEOUT = Param(
+    "timeout", "number", None, help="seconds a role may run before it is stopped", allowed=SECONDS
+)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A limit a check kind judges by: its range, and the value it judges by when the plan
+    gives none (None: the limit is judged only when the plan sets it). The implementation reads
+    the default from here (`CheckKind.limit_defaults`), so it is written once."""
+
+    name: str
+    allowed: Range
+    default: float | None = None
+    help: str = ""
+
+
+def open_limit(name: str) -> Limit:
+    """A limit of a kind that takes any `max_*`/`min_*`/`*_margin`: a margin is a fraction by
+    which pinned may be beaten, never negative; a bound on a metric may be any finite number."""
+    if name.endswith("_margin"):
+        return Limit(name, NON_NEGATIVE, help="how much worse than pinned the metric may be (a fraction)")
+    return Limit(name, ANY, help="a bound on the candidate's median of the metric")
 
 
 @dataclass(frozen=True)
@@ -170,8 +203,8 @@ class CheckKind:
     #: How findings map onto the verdict; shown in the report next to the check.
     verdict_rules: str
     default_roles: tuple[str, ...] = ("pinned", "candidate")
-    #: Limit names this kind understands; None means any `max_*`/`min_*`/`*_margin`.
-    limits: tuple[str, ...] | None = None
+    #: The limits this kind understands; None means any `max_*`/`min_*`/`*_margin`.
+    limits: tuple[Limit, ...] | None = None
     #: Builds the arms: measures every role the run binds, and its own inputs are the
     #: source and installables, not the store paths it produces.
     builds_arms: bool = False
@@ -197,6 +230,26 @@ class CheckKind:
         self, implementation: Implementation, member_view: Callable[[], MemberView] | None = None
     ) -> CheckKind:
         return replace(self, implementation=implementation, member_view=member_view)
+
+    def param(self, name: str) -> Param:
+        for param in self.params:
+            if param.name == name:
+                return param
+        raise KeyError(f"check kind {self.name!r} declares no parameter {name!r}")
+
+    @property
+    def limit_names(self) -> tuple[str, ...] | None:
+        return None if self.limits is None else tuple(limit.name for limit in self.limits)
+
+    def limit(self, name: str) -> Limit | None:
+        """The declaration of limit `name` (None when this kind has no such limit)."""
+        if self.limits is None:
+            return open_limit(name)
+        return next((limit for limit in self.limits if limit.name == name), None)
+
+    def limit_defaults(self) -> dict[str, float]:
+        """The limits judged by default, as the kind declares them."""
+        return {limit.name: limit.default for limit in self.limits or () if limit.default is not None}
 
     @property
     def measures_members(self) -> bool:

@@ -1,27 +1,32 @@
 """The `qualify` application: where errors become exit codes, the shared options, the entry point.
 
 This is the one place where errors become exit codes (docs/design.md): QualifyError is caught once,
-rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130). The commands are
-in `qualify.cli.running` and `qualify.cli.reading`.
+rendered with rich; click's own codes are remapped (usage error 4, Ctrl-C 130). A reader that
+leaves early (`qualify kinds | head -1`) ends the command quietly with exit 0; a run goes on and
+exits with its verdict's code. The commands are in `qualify.cli.running` and `qualify.cli.reading`.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import signal
 import sys
 import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from qualify import __version__
 from qualify.checks import registry
-from qualify.core.errors import ExitCode, QualifyError
+from qualify.console import reader_left, safe
+from qualify.core.errors import ConfigError, ExitCode, QualifyError
 
 if TYPE_CHECKING:
     from qualify.checks.base import CheckKind
@@ -45,41 +50,85 @@ class QualifyGroup(TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
-        err = Console(stderr=True, soft_wrap=True)  # paths and commands stay copyable
+        _plain_argument_help(self)
+        err = Console(stderr=True, soft_wrap=True, emoji=False)  # paths and commands stay copyable
         try:
             code = super().main(*args, **kwargs)
+        except BrokenPipeError:
+            reader_left(sys.stdout)
+            sys.exit(0)
         except typer.TyperException as exc:
             # Usage errors (click's exit code 2), bad parameters.
             show = getattr(exc, "show", None)
             if callable(show):
                 show()
             else:
-                err.print(escape(exc.format_message()))
+                err.print(safe(exc.format_message()))
             sys.exit(ExitCode.USAGE_ERROR)
         except (typer.Abort, KeyboardInterrupt):
             err.print("[yellow]interrupted[/]")
             sys.exit(ExitCode.INTERRUPTED)
         except QualifyError as exc:
             if _state["debug"]:
-                err.print(escape(traceback.format_exc()))
-            err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+                err.print(safe(traceback.format_exc()))
+            if isinstance(exc, ConfigError):
+                annotate_config_error(exc, os.environ, lambda line: print(line, flush=True))
+            err.print(f"[bold red]error:[/] {safe(exc.message)}", highlight=False)
             if exc.hint:
-                err.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False)
+                err.print(f"[dim]hint:[/] {safe(exc.hint)}", highlight=False)
             sys.exit(exc.exit_code)
         except Exception as exc:
             if _state["debug"]:
-                err.print(escape(traceback.format_exc()))
-            err.print(f"[bold red]internal error:[/] {escape(repr(exc))}", highlight=False)
+                err.print(safe(traceback.format_exc()))
+            err.print(f"[bold red]internal error:[/] {safe(repr(exc))}", highlight=False)
             err.print("[dim]hint:[/] rerun with --debug for the traceback")
             sys.exit(ExitCode.HARNESS_ERROR)
         sys.exit(int(code or 0))
+
+
+def _plain_argument_help(group: TyperGroup) -> None:
+    """Arguments' help without typer's Python types (`RUN_DIR <list[Path]>`): the metavar and
+    the help say what to give."""
+    for command in group.commands.values():
+        for param in command.params:
+            if getattr(param, "param_type_name", "") == "argument" and hasattr(param, "display_type_rich"):
+                param.display_type_rich = lambda ctx: None
+
+
+def print_json(document: Any) -> None:
+    """A command's JSON on stdout; a reader that stops early does not change the exit code."""
+    try:
+        print(json.dumps(document, indent=2, default=str), flush=True)
+    except BrokenPipeError:
+        reader_left(sys.stdout)
+
+
+# "path/to/file.toml:12: key: message" or "path/to/file.toml: message", as ConfigError says it.
+_WHERE = re.compile(r"^(?P<file>[^:\n]+?\.toml)(?::(?P<line>\d+))?: ")
+
+
+def annotate_config_error(exc: ConfigError, environ: Mapping[str, str], out: Callable[[str], None]) -> None:
+    """In GitHub Actions, a stage file or qualify.toml to blame is annotated at its line."""
+    match = _WHERE.match(exc.message)
+    if environ.get("GITHUB_ACTIONS") != "true" or match is None:
+        return
+    from qualify.report.github import escape_data, escape_property
+
+    path = Path(match["file"])
+    workspace = environ.get("GITHUB_WORKSPACE")
+    if workspace and path.is_absolute() and path.is_relative_to(workspace):
+        path = path.relative_to(workspace)
+    where = f"file={escape_property(str(path))}" + (f",line={match['line']}" if match["line"] else "")
+    text = exc.message[match.end() :] + (f" ({exc.hint})" if exc.hint else "")
+    out(f"::error {where},title={escape_property('qualify: the plan is refused')}::{escape_data(text)}")
 
 
 app = typer.Typer(
     cls=QualifyGroup,
     help="Qualify a toolchain move of a GPU inference engine packaged as a Nix flake.",
     no_args_is_help=True,
-    add_completion=False,
+    # `qualify --install-completion` (bash, zsh, fish), `--show-completion` to print the script.
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -109,7 +158,8 @@ def _version(value: bool) -> None:
 def root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
 ) -> None:
     _state["debug"] = debug
@@ -123,7 +173,8 @@ def main() -> None:
     """Console-script entry point: SIGTERM stops a run as cleanly as Ctrl-C does."""
     signal.signal(signal.SIGTERM, _terminate)
     # `qualify` alone asks for the help: shown, and not an error.
-    app(args=nix_style_overrides(sys.argv[1:]) or ["--help"])
+    # prog_name: `python -m qualify` is still `qualify` in its help and completion script.
+    app(args=nix_style_overrides(sys.argv[1:]) or ["--help"], prog_name="qualify")
 
 
 def nix_style_overrides(args: list[str]) -> list[str]:

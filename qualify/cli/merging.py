@@ -17,7 +17,7 @@ def merge(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RUN_DIR...",
+            metavar="RUN_DIR",
             help="Each host's run directory (or run set), or its archive (.tar.gz, .tgz, .tar, .zip).",
         ),
     ],
@@ -56,7 +56,8 @@ def merge(
     from qualify.console import badge
     from qualify.core.runstore import RunDir
     from qualify.core.verdicts import exit_code_for
-    from qualify.report.fleet import fleet_model, merge
+    from qualify.report.fleet import fleet_model
+    from qualify.report.fleetmerge import merge
     from qualify.report.render import render
     from qualify.report.unpack import Caps, parse_size
 

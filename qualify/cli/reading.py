@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from qualify.checks import registry
-from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app
+from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
+from qualify.console import open_console, safe
 from qualify.core.errors import QualifyError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from qualify.core.runstore import RunDir
 
 from qualify.cli.running import publish_for
@@ -30,26 +30,31 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
     from qualify.core.runstore import list_runs
     from qualify.pipeline.request import runs_dir_for
 
-    console = Console()
+    console = open_console()
     directory = runs_dir_for(load_config(project), runs_dir)
     if as_json:
-        print(json.dumps([_run_entry(entry) for entry in list_runs(directory)], indent=2))
+        print_json([_run_entry(entry) for entry in list_runs(directory)])
         return
-    table = Table(title=f"runs in {directory}", title_justify="left")
-    for column in ("run", "candidate", "profile", "status", "verdict", "created"):
-        table.add_column(column)
-    for entry in map(_run_entry, list_runs(directory)):
+    entries = [_run_entry(entry) for entry in list_runs(directory)]
+    table = Table(title=safe(f"runs in {directory}"), title_justify="left")
+    # A run id is what the next command is given: never wrapped or cut, whatever the width;
+    # the other columns fold onto more lines rather than end in "…".
+    longest = max((len(e["run_id"]) for e in entries), default=3)
+    table.add_column("run", no_wrap=True, min_width=longest)
+    for column in ("candidate", "profile", "status", "verdict", "created"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
         if entry["status"] == "broken":
             # One broken run must not hide the others: list it, say what is wrong.
-            table.add_row(entry["run_id"], "?", "", "[red]broken[/]", "—", escape(entry["error"]))
+            table.add_row(safe(entry["run_id"]), "?", "", "[red]broken[/]", "—", safe(entry["error"]))
             continue
         table.add_row(
-            entry["run_id"],
-            entry["candidate"] or "?",
-            entry["profile"] or "",
+            safe(entry["run_id"]),
+            safe(entry["candidate"] or "?"),
+            safe(entry["profile"] or ""),
             entry["status"],
             badge(entry["verdict"] or "—"),
-            entry["created_at"] or "",
+            safe(entry["created_at"] or ""),
         )
     console.print(table)
 
@@ -69,7 +74,7 @@ def show(
     from qualify.console import badge
     from qualify.report.model import build_model
 
-    console = Console()
+    console = open_console()
     opened = _open(project, runs_dir, run_id)
     kind = opened.read().get("kind")
     if kind in ("set", "fleet"):
@@ -77,12 +82,12 @@ def show(
         return
     model = build_model(opened)
     if as_json:
-        print(json.dumps(model.as_json(), indent=2, default=str))
+        print_json(model.as_json())
         return
-    console.print(f"run {model.run_id}: {badge(model.verdict)}  ({model.status})")
+    console.print(f"run {safe(model.run_id)}: {badge(model.verdict)}  ({safe(model.status)})")
     console.print(
         " → ".join(
-            f"{s.name} {badge(s.outcome)}" + (" [yellow](ungated)[/]" if s.ungated else "")
+            f"{safe(s.name)} {badge(s.outcome)}" + (" [yellow](ungated)[/]" if s.ungated else "")
             for s in model.stages
         )
     )
@@ -91,9 +96,9 @@ def show(
         table.add_column(column)
     for stage in model.stages:
         if not stage.checks:
-            table.add_row(stage.name, "", badge(stage.outcome), escape(stage.reason))
+            table.add_row(safe(stage.name), "", badge(stage.outcome), safe(stage.reason))
         for check in stage.checks:
-            table.add_row(stage.name, check.name, badge(check.verdict), escape(check.reason))
+            table.add_row(safe(stage.name), safe(check.name), badge(check.verdict), safe(check.reason))
     console.print(table)
 
 
@@ -109,29 +114,29 @@ def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
     fleet = run.read().get("kind") == "fleet"
     model: FleetModel | MatrixModel = fleet_model(run.path) if fleet else build_set_model(run)
     if as_json:
-        print(json.dumps(model.as_json(), indent=2, default=str))
+        print_json(model.as_json())
         return
     what = "fleet report" if fleet else "run set"
-    console.print(f"{what} {model.run_id}: {badge(model.verdict)}  ({model.status})")
-    console.print(escape(model.verdict_reason))
+    console.print(f"{what} {safe(model.run_id)}: {badge(model.verdict)}  ({safe(model.status)})")
+    console.print(safe(model.verdict_reason))
     if isinstance(model, MatrixModel) and model.controls_line:
-        console.print(escape(model.controls_line))
+        console.print(safe(model.controls_line))
     if isinstance(model, FleetModel):
         for host in model.hosts:
             gpus = "; ".join(host.gpus) or "no GPU"
             console.print(
-                f"  {escape(host.key)}: {badge(host.verdict)}  {escape(gpus)}, kernel {escape(host.kernel)}"
+                f"  {safe(host.key)}: {badge(host.verdict)}  {safe(gpus)}, kernel {safe(host.kernel)}"
             )
         for line in model.differences:
-            console.print(f"  differs: {escape(line)}")
+            console.print(f"  differs: {safe(line)}")
     table = Table(title_justify="left")
     table.add_column("stage")
     for column in model.columns:
         sub = column.arm if fleet else column.role
-        table.add_column(f"{escape(column.title)}\n[dim]{escape(sub)}[/]")
+        table.add_column(f"{safe(column.title)}\n[dim]{safe(sub)}[/]")
     for stage in model.stages:
         table.add_row(
-            stage,
+            safe(stage),
             *(badge(cell.outcome) if (cell := model.cells[stage].get(c.key)) else "" for c in model.columns),
         )
     table.add_row("verdict", *(badge(c.verdict) for c in model.columns))
@@ -148,25 +153,40 @@ def report(
     rejudge: Annotated[
         bool, typer.Option("--rejudge", help="Re-decide every check with the plan's current limits first.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Write report.html, summary.md and report.json from a saved run."""
+    """Write report.html, summary.md, report.json and junit.xml from a saved run."""
     from qualify.console import badge
+    from qualify.core.runstore import read_json
     from qualify.pipeline.rejudge import rejudge_with_project_plan
     from qualify.report.render import render
 
+    console = open_console(stderr=as_json)
     run = _open(project, runs_dir, run_id)
+    changes = rejudge_with_project_plan(run, project) if rejudge else []
+    for change in changes:
+        where = safe(f"{change.stage}/{change.check}")
+        console.print(f"{where}: {badge(change.before)} → {badge(change.after)}")
     if rejudge:
-        changes = rejudge_with_project_plan(run, project)
-        for change in changes:
-            where = escape(f"{change.stage}/{change.check}")
-            Console().print(f"{where}: {badge(change.before)} → {badge(change.after)}")
-        Console().print(f"re-decided; {len(changes)} check(s) changed")
+        console.print(f"re-decided; {len(changes)} check(s) changed")
     files = render(run)
-    publish_for(run, files.markdown)
-    Console().print(
-        f"{escape(str(files.html))}\n{escape(str(files.markdown))}\n{escape(str(files.json))}\n"
-        f"{escape(str(files.junit))}"
-    )
+    publish_for(run, files.markdown, to_stderr=as_json)
+    if as_json:
+        rendered = read_json(files.json)
+        print_json(
+            {
+                "run_id": run.run_id,
+                "run_dir": str(run.path),
+                "verdict": rendered.get("verdict"),
+                "report": {k: str(v) for k, v in vars(files).items()},
+                "rejudged": [
+                    {"stage": c.stage, "check": c.check, "before": c.before, "after": c.after}
+                    for c in changes
+                ],
+            }
+        )
+        return
+    console.print("\n".join(safe(str(path)) for path in vars(files).values()))
 
 
 @app.command()
@@ -195,31 +215,54 @@ def kernels(
     from qualify.compile.listing import show_kernels
 
     patterns = () if no_host else tuple(host_pattern or DEFAULT_PATTERNS)
-    code = show_kernels(paths, as_json=as_json, host_patterns=patterns, ptxas_logs=ptxas_log or ())
+    code = show_kernels(
+        paths,
+        as_json=as_json,
+        host_patterns=patterns,
+        ptxas_logs=ptxas_log or (),
+        console=open_console(stderr=as_json),
+    )
     raise typer.Exit(int(code))
 
 
 @app.command()
-def doctor(as_json: JsonOpt = False) -> None:
-    """What this machine offers a qualification run (nix, compilers, GPUs, permissions)."""
+def doctor(
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            "-C",
+            metavar="DIR",
+            help="Also check what this project's run needs: its plan, flake, arms, data files, disk.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What this machine offers a qualification run (nix, compilers, GPUs, permissions), and with
+    -C what a project's run needs; exit 1, with the fix for each, when a run cannot start."""
     from rich.table import Table
 
     from qualify.doctor import probes
 
-    found = probes()
-    missing = [p.what for p in found if p.required and not p.ok]
+    found = probes(project)
+    missing = [p for p in found if p.required and not p.ok]
     if as_json:
-        print(json.dumps([vars(p) for p in found], indent=2))
+        print_json([vars(p) for p in found])
         raise typer.Exit(1 if missing else 0)
     table = Table(title="qualify doctor", title_justify="left")
     for column in ("", "what", "found", "needed for"):
         table.add_column(column)
     for probe in found:
         mark = "[green]ok[/]" if probe.ok else ("[red]missing[/]" if probe.required else "[yellow]--[/]")
-        table.add_row(mark, probe.what, escape(probe.detail), probe.needed_for)
-    Console().print(table)
+        table.add_row(mark, safe(probe.what), safe(probe.detail), safe(probe.needed_for))
+    open_console().print(table)
+    err = open_console(stderr=True)
+    for probe in found:
+        if not probe.ok and probe.fix:
+            style = "red" if probe.required else "yellow"
+            err.print(f"[{style}]{safe(probe.what)}:[/] {safe(probe.fix)}", highlight=False)
     if missing:
-        Console(stderr=True).print(f"[red]a run needs what is missing here:[/] {', '.join(missing)}")
+        err.print(f"[red]a run needs what is missing here:[/] {safe(', '.join(p.what for p in missing))}")
         raise typer.Exit(1)
 
 
@@ -233,23 +276,33 @@ def list_kinds(
     """Every check kind's parameters, defaults, limits and verdict rules."""
     from rich.table import Table
 
-    from qualify.kinddocs import kind_json
+    from qualify.kinddocs import OPEN_LIMITS, kind_json
 
     chosen = [registry.kind_named(name, "qualify kinds")] if name else list(registry.installed())
     if as_json:
-        print(json.dumps([kind_json(k) for k in chosen], indent=2, default=str))
+        print_json([kind_json(k) for k in chosen])
         return
-    console = Console()
+    console = open_console()
     for kind in chosen:
         table = Table(title=f"{kind.name}: {kind.summary}", title_justify="left")
-        for column in ("parameter", "type", "default", "help"):
+        for column in ("parameter", "type", "default", "range", "help"):
             table.add_column(column)
         for p in kind.params:
             default = "required" if p.required else repr(p.default)
-            table.add_row(p.name, p.type, escape(default), escape(p.help))
+            shown = p.allowed.notation() if p.allowed else ""
+            table.add_row(p.name, p.type, safe(default), safe(shown), safe(p.help))
         console.print(table)
-        console.print(f"limits: {', '.join(kind.limits) if kind.limits else 'any max_*, min_*, *_margin'}")
-        console.print(f"verdict: {escape(kind.verdict_rules)}\n")
+        if kind.limits:
+            limits = Table(title=f"{kind.name} limits", title_justify="left")
+            for column in ("limit", "range", "default", "help"):
+                limits.add_column(column)
+            for lim in kind.limits:
+                default = "judged only when set" if lim.default is None else f"{lim.default:g}"
+                limits.add_row(lim.name, safe(lim.allowed.notation()), default, safe(lim.help))
+            console.print(limits)
+        else:
+            console.print(f"limits: {safe(OPEN_LIMITS) if kind.limits is None else 'none'}")
+        console.print(f"verdict: {safe(kind.verdict_rules)}\n")
 
 
 @app.command()
@@ -257,17 +310,34 @@ def init(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="The project directory.")] = Path(),
     force: Annotated[bool, typer.Option(help="Overwrite an existing qualify.toml and stages/.")] = False,
 ) -> None:
-    """Write a starting qualify.toml and copy the default plan into stages/."""
-    from qualify.scaffold import init_project
+    """Write a starting qualify.toml, copy the default plan into stages/, add runs/ to .gitignore,
+    and print the next steps."""
+    from qualify.scaffold import init_project, next_steps
 
+    console = open_console()
     for path in init_project(directory, force=force):
-        Console().print(f"wrote {escape(str(path))}")
+        console.print(f"wrote {safe(str(path))}", highlight=False)
+    console.print("\nnext:", highlight=False)
+    for number, step in enumerate(next_steps(directory), 1):
+        console.print(f"  {number}. {safe(step)}", highlight=False)
+
+
+def _derived_verdict(entry: RunDir, saved: dict[str, Any]) -> str:
+    """The verdict of a run, a set or a fleet from its folders now, never the saved one."""
+    if saved.get("kind") == "fleet":
+        from qualify.report.fleet import fleet_model
+
+        return fleet_model(entry.path).verdict
+    from qualify.pipeline.ondisk import verdict_on_disk
+
+    return verdict_on_disk(entry)[0].value
 
 
 def _run_entry(entry: RunDir) -> dict[str, Any]:
     try:
         saved = entry.read()
         status = entry.status()
+        verdict = _derived_verdict(entry, saved)
     except QualifyError as exc:
         return {"run_id": entry.run_id, "path": str(entry.path), "status": "broken", "error": exc.message}
     return {
@@ -276,7 +346,7 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
         "candidate": _candidates(saved),
         "profile": saved.get("profile"),
         "status": status,
-        "verdict": saved.get("verdict"),
+        "verdict": verdict,
         "created_at": saved.get("created_at"),
     }
 

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app
+from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
+from qualify.console import open_console, safe
 from qualify.core.errors import QualifyError
 
 if TYPE_CHECKING:
     from qualify.core.runstore import RunDir
+
+
+def arm_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of an arm: the names in the project's qualify.toml (`-C` or here)."""
+    from qualify.core.config import load_config
+
+    try:
+        config = load_config(ctx.params.get("project") or Path())
+    except QualifyError:
+        return []
+    return sorted(name for name in config.arms if name.startswith(incomplete))
 
 
 @app.command()
@@ -26,10 +35,16 @@ def run(
         typer.Option(
             metavar="ARM",
             help="The arm to qualify (repeatable: several candidates, measured together, in one run set).",
+            autocompletion=arm_names,
         ),
     ] = None,
     pinned: Annotated[
-        str | None, typer.Option(metavar="ARM", help="The arm it is compared with (default: the config's).")
+        str | None,
+        typer.Option(
+            metavar="ARM",
+            help="The arm it is compared with (default: the config's).",
+            autocompletion=arm_names,
+        ),
     ] = None,
     project: ProjectOpt = Path(),
     profile: Annotated[
@@ -82,29 +97,31 @@ def run(
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
     from qualify.console import ConsoleEvents, badge
+    from qualify.pipeline.preflight import require_stage_libraries
     from qualify.pipeline.request import RunRequest, parse_nix_options, parse_overrides
     from qualify.pipeline.runner import execute
     from qualify.report.render import render
 
-    console = Console(stderr=as_json)
+    require_stage_libraries()
+    console = open_console(stderr=as_json)
     candidates = tuple(candidate or ())
     request = RunRequest(
-        project,
-        candidates[0] if len(candidates) == 1 else None,
-        pinned,
-        profile,
-        run_id,
-        only,
-        from_stage,
-        force,
-        no_gate,
-        runs_dir,
-        allow_dirty,
-        parse_overrides(override_input or []),
-        parse_nix_options(nix_option or []),
-        host_label,
-        candidates,
-        not no_controls,
+        project=project,
+        candidate=candidates[0] if len(candidates) == 1 else None,
+        pinned=pinned,
+        profile=profile,
+        run_id=run_id,
+        only=only,
+        from_stage=from_stage,
+        force=force,
+        no_gate=no_gate,
+        runs_dir=runs_dir,
+        allow_dirty=allow_dirty,
+        override_inputs=parse_overrides(override_input or []),
+        nix_options=parse_nix_options(nix_option or []),
+        host_label=host_label,
+        candidates=candidates,
+        controls=not no_controls,
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)
@@ -119,12 +136,12 @@ def run(
             "report": {k: str(v) for k, v in vars(files).items()},
             **outcome_fields(outcome.run),
         }
-        print(json.dumps(document, indent=2))
-    console.print(f"\n{badge(verdict)}  run {escape(str(outcome.run.path))}")
+        print_json(document)
+    console.print(f"\n{badge(verdict)}  run {safe(str(outcome.run.path))}")
     for member in member_rows(outcome.run):
         behaved = {True: ", behaved", False: ", did NOT behave"}.get(member["behaved"], "")
-        console.print(f"  {badge(member['verdict'])}  {escape(member['label'])} ({member['role']}{behaved})")
-    console.print(f"report: {escape(str(files.html))}\nsummary: {escape(str(files.markdown))}")
+        console.print(f"  {badge(member['verdict'])}  {safe(member['label'])} ({member['role']}{behaved})")
+    console.print(f"report: {safe(str(files.html))}\nsummary: {safe(str(files.markdown))}")
     if outcome.verdict is None:
         console.print(f"resume with: qualify run --run {outcome.run.run_id}")
     raise typer.Exit(int(outcome.exit_code))
@@ -141,9 +158,10 @@ def plan(
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
     from qualify.core.config import load_config
     from qualify.pipeline.plan import load_plan, plan_text
+    from qualify.pipeline.preflight import require_flake
     from qualify.pipeline.templates import check_templates
 
-    console = Console(stderr=as_json)
+    console = open_console(stderr=as_json)
     config = None
     try:
         config = load_config(project)
@@ -154,8 +172,9 @@ def plan(
     resolved = load_plan(config.plan_dir if config else None, profile)
     if config is not None:
         check_templates(resolved, config)
+        require_flake(resolved, config)
     if as_json:
-        print(json.dumps({**resolved.as_json(), "not_configured": list(resolved.not_configured())}, indent=2))
+        print_json({**resolved.as_json(), "not_configured": list(resolved.not_configured())})
         return
     # Plain lines, not a table: long commands and globs stay whole and copyable at any width.
     console.print(plan_text(resolved), markup=False, emoji=False, highlight=False, soft_wrap=True)
@@ -200,6 +219,8 @@ def member_rows(run: RunDir) -> list[dict[str, Any]]:
 def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
     # Workflow commands go out unformatted (rich would wrap and colour them), on stdout unless
     # stdout carries JSON; the runner reads them from the step's whole output.
+    from qualify.console import reader_left
+    from qualify.report.annotations import workflow_annotations
     from qualify.report.fleet import FleetModel, fleet_model
     from qualify.report.github import publish
     from qualify.report.matrix import MatrixModel, build_set_model
@@ -214,4 +235,17 @@ def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
         model = build_set_model(run)
     else:
         model = build_model(run)
-    publish(model, summary, os.environ, lambda line: print(line, file=stream, flush=True))
+
+    def emit(line: str) -> None:
+        try:
+            print(line, file=stream, flush=True)
+        except BrokenPipeError:
+            reader_left(stream)
+
+    # `publish` appends the step summary; the annotations (FAIL/ERROR as errors, WARN and
+    # INCONCLUSIVE as warnings, a stage file's check at its line) come from `annotations`.
+    environ = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    publish(model, summary, environ, emit)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in workflow_annotations(run, model, os.environ):
+            emit(line)

@@ -14,7 +14,8 @@ from typing import Any
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
-from qualify.compile.diff import KernelDiff, Limits, diff
+from qualify.compile.cudanames import display_name
+from qualify.compile.diff import FAILURE_KINDS, KernelDiff, Limits, diff, failure_kinds, failure_rank
 from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables
@@ -131,7 +132,14 @@ def judge(saved: SavedCheck) -> Judgement:
         out_tables = [counts_table(counts, results), *kernel_tables(results)]
     verdict = worst(findings)
     summary = _summary(counts, results)
-    reason = headline(verdict, findings, summary)
+    failed = _failures(results)
+    # A kernel comparison that failed says why in counts of kinds of failure; anything else
+    # (a role not scanned, no kernels found) by its first finding.
+    reason = (
+        failed
+        if failed and verdict in (Verdict.FAIL, Verdict.ERROR)
+        else headline(verdict, findings, summary)
+    )
     if reason != summary and summary:
         reason += f" — {summary}"
     severities = {s: sum(r.severity == s for r in results) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
@@ -145,15 +153,60 @@ def judge(saved: SavedCheck) -> Judgement:
     )
 
 
+def _failures(results: list[KernelDiff]) -> str:
+    """'89 CUDA kernels fail: 16 spill more, 48 lose occupancy, 31 are missing from the
+    candidate (33 new in it)', per family; then ERROR kernels. Empty when none failed."""
+    parts = []
+    for family in FAMILIES:
+        bad = [r for r in results if r.family == family and r.severity == "FAIL"]
+        if bad:
+            kinds = {kind: 0 for kind in dict.fromkeys(words for _, words in FAILURE_KINDS)}
+            for r in bad:
+                for kind in failure_kinds(r):
+                    kinds[kind] += 1
+            kinds = {kind: n for kind, n in kinds.items() if n}  # the worst kinds first
+            counted = ", ".join(
+                f"{n} {kind}"
+                + (_new_alongside(results, family) if kind.endswith("missing from the candidate") else "")
+                for kind, n in kinds.items()
+            )
+            several = " (a kernel can fail in several ways)" if sum(kinds.values()) > len(bad) else ""
+            parts.append(f"{_kernels(len(bad), family)} fail: {counted}{several}")
+        errors = sum(r.family == family and r.severity == "ERROR" for r in results)
+        if errors:
+            parts.append(f"{_kernels(errors, family)} with figures that cannot be trusted (ERROR)")
+    return "; ".join(parts)
+
+
+def _new_alongside(results: list[KernelDiff], family: str) -> str:
+    new = sum(r.family == family and r.pinned is None for r in results)
+    return f" ({new} new in it)" if new else ""
+
+
+_FAMILY_NAMES = {"cuda": "CUDA", "amdgpu": "AMDGPU", "host": "host"}
+
+
+def _kernels(n: int, family: str) -> str:
+    return f"{n} {_FAMILY_NAMES.get(family, family)} kernel{'' if n == 1 else 's'}"
+
+
+def _where(r: KernelDiff) -> str:
+    return f"{r.family} {r.target} " if r.target else f"{r.family} "
+
+
 def _findings(results: list[KernelDiff]) -> list[Finding]:
-    """FAIL and ERROR kernels one by one (up to a cap); WARNs summarised per family."""
+    """FAIL and ERROR kernels one by one (up to a cap), the worst kinds of failure first, by
+    their C++ names; WARNs summarised per family."""
     findings: list[Finding] = []
     for severity in ("FAIL", "ERROR"):
-        bad = [r for r in results if r.severity == severity]
+        bad = sorted((r for r in results if r.severity == severity), key=failure_rank)
         for r in bad[:_LISTED]:
-            where = f"{r.family} {r.target} " if r.target else f"{r.family} "
             findings.append(
-                Finding(_SEVERITY_VERDICT[severity], f"{where}{r.key}: {'; '.join(r.reasons)}", "candidate")
+                Finding(
+                    _SEVERITY_VERDICT[severity],
+                    f"{_where(r)}{display_name(r.key)}: {'; '.join(r.reasons)}",
+                    "candidate",
+                )
             )
         if len(bad) > _LISTED:
             findings.append(
@@ -172,11 +225,13 @@ def _findings(results: list[KernelDiff]) -> list[Finding]:
                 kind = r.reasons[0].split(" → ")[0].split(" (")[0].rstrip("0123456789 ")
                 kinds[kind] = kinds.get(kind, 0) + 1
             counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda k: -k[1]))
-            first = f"{warned[0].key}: {warned[0].reasons[0]}"
+            first = f"{display_name(warned[0].key)}: {warned[0].reasons[0]}"
+            compared = sum(r.family == family for r in results)
+            past = "past the host limits" if family == "host" else "WARN"
             findings.append(
                 Finding(
                     Verdict.WARN,
-                    f"{len(warned)} {family} kernels changed ({counted}); first: {first}",
+                    f"{len(warned)} of {compared} {family} kernels {past} ({counted}); first: {first}",
                     "candidate",
                 )
             )
@@ -184,11 +239,26 @@ def _findings(results: list[KernelDiff]) -> list[Finding]:
 
 
 def _summary(counts: dict[str, dict[str, int]], results: list[KernelDiff]) -> str:
+    """Per family, in the counts table's words: '6543 CUDA kernels compared (pinned 6991
+    copies, candidate 6993): 89 FAIL, 213 WARN, 254 INFO, 5987 unchanged'."""
+    if not results:
+        parts = []
+        for role, by_family in counts.items():
+            found = ", ".join(f"{n} {family}" for family, n in by_family.items() if n)
+            parts.append(f"{role} {found or 'no'} kernels")
+        return "; ".join(parts)
     parts = []
-    for role, by_family in counts.items():
-        found = ", ".join(f"{n} {family}" for family, n in by_family.items() if n)
-        parts.append(f"{role} {found or 'no'} kernels")
-    changed = sum(r.severity != "same" for r in results)
-    if results:
-        parts.append(f"{changed} of {len(results)} changed")
+    for family in FAMILIES:
+        mine = [r for r in results if r.family == family]
+        if not mine:
+            continue
+        copies = ", ".join(
+            f"{role} {counts.get(role, {}).get(family, 0)}" for role in ("pinned", "candidate")
+        )
+        judged = [
+            f"{n} {'unchanged' if s == 'same' else s}"
+            for s in ("FAIL", "ERROR", "WARN", "INFO", "same")
+            if (n := sum(r.severity == s for r in mine))
+        ]
+        parts.append(f"{_kernels(len(mine), family)} compared ({copies} copies): {', '.join(judged)}")
     return "; ".join(parts)

@@ -13,13 +13,18 @@ stays the same:
 
 What is left is the kernel's real identity: a CUB kernel whose template arguments changed
 between CCCL releases stays a different kernel (missing on one side, new on the other).
+
+How a kernel's name is shown to a reviewer (`demangle`, `display_name`) is in
+`qualify.core.symbols`: the report shows every stage's kernels the same way.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["match_key"]
+from qualify.core.symbols import demangle, display_name
+
+__all__ = ["demangle", "display_name", "match_key"]
 
 _INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_(\d+)_")
 _HASH_TAIL = re.compile(r"_[0-9a-f]{8}")

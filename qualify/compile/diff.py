@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from qualify.compile.cudanames import match_key
+from qualify.compile.kind import KIND
 from qualify.compile.occupancy import amd_occupancy, cuda_occupancy
 
 SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
@@ -51,15 +52,19 @@ GENERIC_MEMBERS: dict[str, frozenset[str]] = {
 LDS_LIMIT = 64 * 1024  # the most one workgroup can address on every AMDGPU target
 
 
+_DEFAULTS = KIND.limit_defaults()
+
+
 @dataclass(frozen=True)
 class Limits:
     """The plan's limits for this comparison (names as in the plan, without max_)."""
 
-    spill_growth: float = 0  # max_spill_growth: spill count (AMD) or bytes (CUDA) a kernel may gain
-    scratch_growth_pct: float = 0  # max_scratch_growth_pct
-    occupancy_drop: float = 0  # max_occupancy_drop: waves per SIMD (AMD), warps per SM (CUDA)
-    host_code_growth_pct: float = 50  # max_host_code_growth_pct: past it, a host kernel WARNs
-    host_stack_growth_pct: float = 25  # max_host_stack_growth_pct
+    # The defaults are the kind's (`qualify.compile.kind.LIMITS`, shown by `qualify kinds`).
+    spill_growth: float = _DEFAULTS["max_spill_growth"]  # spill count (AMD) or bytes (CUDA)
+    scratch_growth_pct: float = _DEFAULTS["max_scratch_growth_pct"]
+    occupancy_drop: float = _DEFAULTS["max_occupancy_drop"]  # waves per SIMD (AMD), warps per SM (CUDA)
+    host_code_growth_pct: float = _DEFAULTS["max_host_code_growth_pct"]  # past it, a host kernel WARNs
+    host_stack_growth_pct: float = _DEFAULTS["max_host_stack_growth_pct"]
     cuda_block_size: int = 256  # threads per block when a CUDA kernel does not declare it
 
     @classmethod
@@ -268,6 +273,46 @@ def _occupancy_rules(
     return True, found
 
 
+def _growth_note(known: bool, occupancy: list[tuple[str, str]]) -> str:
+    """What a resource's growth did to occupancy: kept it, or unknown. Nothing when occupancy
+    dropped: the occupancy reason already says so and names what limits it now."""
+    if not known:
+        return " (occupancy unknown)"
+    if any(severity == "FAIL" for severity, _ in occupancy):
+        return ""
+    return " (keeps occupancy)"
+
+
+#: What a FAIL reason says a kernel does, in the order a reviewer should read them (the worst
+#: for the running engine first): (reason's first words, words after "N kernels").
+FAILURE_KINDS: tuple[tuple[str, str], ...] = (
+    ("VGPR spills", "spill more"),
+    ("spill stores", "spill more"),
+    ("spill loads", "spill more"),
+    ("scratch", "use more scratch memory"),
+    ("stack frame", "use a larger stack frame"),
+    ("local memory", "use more local memory"),
+    ("occupancy", "lose occupancy"),
+    ("wave size", "change wave size"),
+    ("dynamic stack", "newly use a dynamic stack"),
+    ("LDS", "exceed 64 KiB of LDS"),
+    ("missing from the candidate", "are missing from the candidate"),
+)
+
+
+def failure_kinds(result: KernelDiff) -> list[str]:
+    """The kinds of failure (`FAILURE_KINDS`' words) a FAIL kernel's reasons name, in that order."""
+    kinds = {words for start, words in FAILURE_KINDS for r in result.reasons if r.startswith(start)}
+    return [words for words in dict.fromkeys(w for _, w in FAILURE_KINDS) if words in kinds]
+
+
+def failure_rank(result: KernelDiff) -> int:
+    """Where a FAIL kernel sorts among the failures: by the worst kind it shows."""
+    order = list(dict.fromkeys(w for _, w in FAILURE_KINDS))
+    kinds = failure_kinds(result)
+    return order.index(kinds[0]) if kinds else len(order)
+
+
 def _decide(found: list[tuple[str, str]]) -> tuple[str, list[str]]:
     if not found:
         return "same", []
@@ -308,10 +353,10 @@ def _compare_amd(p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Lim
         found.append(("ERROR", f"kernel descriptor disagrees with metadata: {c['descriptor_problems']}"))
     known, occupancy = _occupancy_rules(p, c, limits, "waves/SIMD")
     found += occupancy
-    growth = "keeps occupancy" if known else "occupancy unknown"
+    growth = _growth_note(known, occupancy)
     for field, label in (("vgpr_count", "VGPRs"), ("agpr_count", "AGPRs")):
         if _grew(p.get(field), c.get(field)):
-            found.append(("WARN", f"{_change(label, p[field], c[field])} ({growth})"))
+            found.append(("WARN", f"{_change(label, p[field], c[field])}{growth}"))
     if _grew(p["group_segment_fixed_size"], c["group_segment_fixed_size"]):
         found.append(
             ("WARN", f"{_change('LDS', p['group_segment_fixed_size'], c['group_segment_fixed_size'])} B")
@@ -344,10 +389,10 @@ def _compare_cuda(
             found.append(rule)
     known, occupancy = _occupancy_rules(p, c, limits, "warps/SM")
     found += occupancy
-    growth = "keeps occupancy" if known else "occupancy unknown"
+    growth = _growth_note(known, occupancy)
     for field, label in (("registers", "registers"), ("shared", "shared memory")):
         if _grew(p.get(field), c.get(field)):
-            found.append(("WARN", f"{_change(label, p[field], c[field])} ({growth})"))
+            found.append(("WARN", f"{_change(label, p[field], c[field])}{growth}"))
         elif _grew(c.get(field), p.get(field)):
             found.append(("INFO", _change(label, p[field], c[field])))
     return _decide(found)

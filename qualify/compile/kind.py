@@ -27,7 +27,8 @@ a kernel compiled at run time (JIT, Triton) is not in the files and is not seen.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Param
+from qualify.checks.base import CheckKind, Limit, Param
+from qualify.core.ranges import NON_NEGATIVE, Range
 
 #: Host functions compared by default: ggml's vector dot products, per-op forward passes and
 #: quantizers (llama.cpp's CPU kernels); also `qualify kernels`' default.
@@ -37,13 +38,34 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     "quantize_*",
     "dequantize_row_*",
 )
-#: The limits of `qualify.compile.diff.Limits`, as the plan names them.
-LIMIT_NAMES = (
-    "max_spill_growth",
-    "max_scratch_growth_pct",
-    "max_occupancy_drop",
-    "max_host_code_growth_pct",
-    "max_host_stack_growth_pct",
+#: The limits of `qualify.compile.diff.Limits`, as the plan names them, with the defaults it
+#: judges by.
+LIMITS = (
+    Limit(
+        "max_spill_growth",
+        NON_NEGATIVE,
+        0,
+        help="spills (AMD) or spill bytes (CUDA) a kernel may gain",
+    ),
+    Limit("max_scratch_growth_pct", NON_NEGATIVE, 0, help="% a kernel's scratch or stack frame may grow"),
+    Limit(
+        "max_occupancy_drop",
+        NON_NEGATIVE,
+        0,
+        help="waves per SIMD (AMD) or warps per SM (CUDA) a kernel may lose",
+    ),
+    Limit(
+        "max_host_code_growth_pct",
+        NON_NEGATIVE,
+        50,
+        help="% a host kernel's code may grow before it WARNs",
+    ),
+    Limit(
+        "max_host_stack_growth_pct",
+        NON_NEGATIVE,
+        25,
+        help="% a host kernel's stack frame may grow before it WARNs",
+    ),
 )
 
 KIND = CheckKind(
@@ -58,7 +80,13 @@ KIND = CheckKind(
         ),
         Param("ptxas_logs", "strings", [], help="saved `ptxas -v` outputs (CUDA spill bytes)"),
         Param("require", "strings", [], help="families that must have kernels: amdgpu, cuda, host"),
-        Param("cuda_block_size", "integer", 256, help="threads per block for undeclared CUDA kernels"),
+        Param(
+            "cuda_block_size",
+            "integer",
+            256,
+            help="threads per block for undeclared CUDA kernels",
+            allowed=Range(1, 1024),
+        ),
     ),
     needs_pinned=lambda _spec: "its judgement is the per-kernel diff against the pinned build",
     verdict_rules=(
@@ -66,5 +94,5 @@ KIND = CheckKind(
         "stack newly on, an occupancy drop, or no kernels found; WARN on register or LDS growth "
         "that keeps occupancy and on host-kernel changes; ERROR when files could not be read"
     ),
-    limits=LIMIT_NAMES,
+    limits=LIMITS,
 )

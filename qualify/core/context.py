@@ -57,7 +57,7 @@ def free_port() -> int:
         return port
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckContext:
     """Handed to `measure`: everything a check needs to run its roles."""
 

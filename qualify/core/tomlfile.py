@@ -1,21 +1,26 @@
 """Reading TOML files with errors that name the file, the key, its line and what was expected.
 
 `tomllib` gives a line only for syntax errors. For a wrong value we find the key's line in the
-text ourselves (best effort: table headers, dotted keys, arrays of tables); when it cannot be
-found the message still names the file and the full key.
+text ourselves (best effort: table headers, dotted keys, arrays of tables, inline tables); when
+it cannot be found the message still names the file and the full key. The lines of every key
+are found in one pass over the text, kept with the parsed file, so that a plan of thousands of
+checks costs one read, not one per error it might report.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from qualify.core.errors import ConfigError
+from qualify.core.ranges import Range
 
 KeyPath = tuple[str | int, ...]
 
@@ -27,45 +32,110 @@ def _split_dotted(text: str) -> list[str]:
     return [part.strip().strip("\"'") for part in text.split(".")]
 
 
-def locate(text: str, path: KeyPath) -> int | None:
-    """Return the 1-based line where `path` is defined in `text`, or None."""
-    keys = [p for p in path if isinstance(p, str)]
-    indices = [p for p in path if isinstance(p, int)]
-    table: list[str] = []
-    array_seen: dict[str, int] = {}
-    array_index: dict[str, int] = {}
-    best: int | None = None
+#: What ends or opens something, outside a string and inside each kind of string.
+_OUTSIDE = re.compile(r"\"\"\"|'''|[\"'#\[\]{}]")
+_INSIDE = {
+    '"': re.compile(r'\\.|"'),
+    '"""': re.compile(r'\\.|"""'),
+    "'": re.compile("'"),
+    "'''": re.compile("'''"),
+}
+
+
+class _Value:
+    """Where a value spanning lines ends: open brackets and multi-line strings, so that the
+    lines inside a multi-line array or string are never taken for keys or headers."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.string: str | None = None  # the delimiter of the string being read
+
+    @property
+    def open(self) -> bool:
+        return self.depth > 0 or self.string is not None
+
+    def feed(self, text: str) -> None:
+        at = 0
+        while True:
+            pattern = _OUTSIDE if self.string is None else _INSIDE[self.string]
+            found = pattern.search(text, at)
+            if found is None:
+                break
+            token, at = found.group(), found.end()
+            if self.string is not None:
+                if token == self.string:
+                    self.string = None
+            elif token == "#":
+                break
+            elif token in _INSIDE:
+                self.string = token
+            elif token in "[{":
+                self.depth += 1
+            else:
+                self.depth = max(self.depth - 1, 0)
+        if self.string in ('"', "'"):
+            self.string = None  # a one-line string cannot go on to the next line
+
+
+def _resolve(names: list[str], arrays: Mapping[KeyPath, int]) -> KeyPath:
+    """A header's dotted names as a key path: an array of tables on the way stands for its
+    last element, as TOML reads `[check.limits]` after `[[check]]`."""
+    path: list[str | int] = []
+    for name in names:
+        path.append(name)
+        last = arrays.get(tuple(path))
+        if last is not None:
+            path.append(last)
+    return tuple(path)
+
+
+def key_lines(text: str) -> dict[KeyPath, int]:
+    """The 1-based line where each key path (and each table) of `text` is first defined."""
+    lines: dict[KeyPath, int] = {}
+    arrays: dict[KeyPath, int] = {}  # an array of tables -> the index of its last element
+    table: KeyPath = ()
+    value = _Value()
     for number, line in enumerate(text.splitlines(), start=1):
+        if value.open:
+            value.feed(line)
+            continue
         header = _HEADER.match(line)
         if header:
-            table = _split_dotted(header.group(2))
+            names = _split_dotted(header.group(2))
             if header.group(1) == "[[":
-                name = ".".join(table)
-                array_index[name] = array_seen.get(name, -1) + 1
-                array_seen[name] = array_index[name]
-            if table == keys and _array_matches(table, indices, array_index):
-                best = best or number
+                array = (*_resolve(names[:-1], arrays), names[-1])
+                arrays[array] = arrays.get(array, -1) + 1
+                lines.setdefault(array, number)
+                table = (*array, arrays[array])
+            else:
+                table = _resolve(names, arrays)
+            for depth in range(1, len(table) + 1):  # `[a.b.c]` defines a and a.b too
+                lines.setdefault(table[:depth], number)
             continue
         assign = _ASSIGN.match(line)
         if not assign:
             continue
-        full = table + _split_dotted(assign.group(1))
-        inside = full == keys[: len(full)] and table == keys[: len(table)]
-        if inside and _array_matches(table, indices, array_index):
-            if full == keys:
-                return number
-            best = number  # an inline table or array holding the key
-    return best
+        full = (*table, *_split_dotted(assign.group(1)))
+        for depth in range(len(table) + 1, len(full) + 1):
+            lines.setdefault(full[:depth], number)
+        value.feed(line[assign.end() :])
+    return lines
 
 
-def _array_matches(table: list[str], indices: list[int], seen: dict[str, int]) -> bool:
-    if not indices:
-        return True
-    for depth in range(len(table), 0, -1):
-        name = ".".join(table[:depth])
-        if name in seen:
-            return seen[name] == indices[0]
-    return True
+def _line_of(lines: Mapping[KeyPath, int], path: KeyPath) -> int | None:
+    # A key not written as such (inside an inline table, or merged from elsewhere) is shown at
+    # the nearest table or key holding it.
+    for depth in range(len(path), 0, -1):
+        found = lines.get(path[:depth])
+        if found is not None:
+            return found
+    return None
+
+
+def locate(text: str, path: KeyPath) -> int | None:
+    """Return the 1-based line where `path` is defined in `text` (or the nearest table or key
+    holding it), or None."""
+    return _line_of(key_lines(text), path)
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:
@@ -89,8 +159,13 @@ class TomlDoc:
     text: str
     data: dict[str, Any]
 
+    @cached_property
+    def lines(self) -> dict[KeyPath, int]:
+        """Every key's line, found once when the first error needs one."""
+        return key_lines(self.text)
+
     def where(self, key: KeyPath) -> str:
-        line = locate(self.text, key) if key else None
+        line = _line_of(self.lines, key) if key else None
         place = f"{self.path}:{line}" if line else str(self.path)
         return f"{place}: {dotted(key)}" if key else place
 
@@ -155,9 +230,34 @@ class Table:
         value: str | None = self._typed(name, (str,), "a string", default)
         return value
 
-    def number(self, name: str, default: float | None = None) -> float | None:
-        value = self._typed(name, (int, float), "a number", default)
-        return None if value is None else float(value)
+    def number(
+        self, name: str, default: float | None = None, *, allowed: Range | None = None
+    ) -> float | None:
+        """A finite number, within `allowed` when given; the default is taken as it is."""
+        if name not in self.data:
+            return default
+        value = self._typed(name, (int, float), "a number", None)
+        self._check_range(name, value, allowed)
+        return float(value)
+
+    def integer(self, name: str, default: int | None = None, *, allowed: Range | None = None) -> int | None:
+        """A whole number (`3` or `3.0`), within `allowed` when given."""
+        if name not in self.data:
+            return default
+        value = self._typed(name, (int, float), "a whole number", None)
+        if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+            raise self.error(name, f"{name} = {value!r}: expected a whole number")
+        self._check_range(name, value, allowed)
+        return int(value)
+
+    def _check_range(self, name: str, value: float, allowed: Range | None) -> None:
+        if value in (allowed or Range()):
+            return
+        wanted = (allowed or Range()).words()
+        if not math.isfinite(value):
+            # NaN compares false with everything and infinity is no limit: neither is a value.
+            wanted = "a finite number" + ("" if wanted == "any finite number" else f", {wanted}")
+        raise self.error(name, f"{name} = {value!r} is out of range: expected {wanted}")
 
     def boolean(self, name: str, default: bool) -> bool:
         value: bool = self._typed(name, (bool,), "true or false", default)

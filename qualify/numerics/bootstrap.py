@@ -18,7 +18,7 @@ resamples):
 - a one-sided bound at confidence 1-α is the bootstrap quantile (linear interpolation) at level
   Φ(z0 + (z0 + z)/(1 - a (z0 + z))), z = Φ⁻¹(1-α) for an upper bound, Φ⁻¹(α) for a lower one.
 
-Counts and skewed chunks, where BCa alone falls short, are guarded in `qualify.numerics.bounds`.
+Counts and heavy-tailed chunks, where BCa alone falls short, are guarded in `qualify.numerics.bounds`.
 
 Fallback: if every resample gives θ̂ (e.g. no confident flip anywhere, or 100 % agreement), the
 distribution is degenerate and the bootstrap bound is θ̂ itself, ``method="degenerate"``; for
@@ -169,7 +169,7 @@ class BootstrapBound:
     distribution: F64 = field(repr=False)  # sorted bootstrap values θ*
     #: The exact bound for a count: (family, events, trials, scale), θ = scale × events/trials.
     exact: tuple[Literal["poisson", "binomial"], int, int, float] | None = None
-    #: (skewness, standard error) when skewed chunks made the bound at least Cantelli's.
+    #: (sample skewness, standard error) of the chunks when the bound was made at least Cantelli's.
     guard: tuple[float, float] | None = None
 
     def p_value(self, limit: float) -> float:

@@ -22,12 +22,12 @@ from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds, noninferiority_bound
 from qualify.numerics.charts import distribution_chart
-from qualify.numerics.kind import GATES, Gate
+from qualify.numerics.kind import GATES, KIND, Gate
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
 
 FLOOR_ROLE = "pinned.2"
-DEFAULT_NI_MARGIN = 0.10
+DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
 FLOOR_FACTOR = 3.0  # δ is at least 3 × the pinned arm's run-to-run floor
 
 
@@ -270,10 +270,20 @@ def _metric_table(
     title = (
         f"Against the reference: estimates and one-sided {s.confidence:.0%} BCa bounds over "
         f"{stats.n_chunks} chunks ({stats.n_tokens} tokens, {s.resamples} resamples, seed {s.seed}); "
-        "on skewed chunks the means take Cantelli's bound when wider, counts an exact one; the p99 "
+        "the means take Cantelli's bound when wider, counts an exact one; the p99 "
         "and |ΔPPL| bounds are BCa alone, approximate"
     )
     return TableData(title, (*columns, "candidate verdict"), tuple(rows))
+
+
+def noninferiority_delta(margin: float, mean_kl_pinned: float, floor: float | None) -> float:
+    """δ = max(margin × mean KL_P, 3 × the pinned arm's run-to-run floor)."""
+    return max(margin * mean_kl_pinned, FLOOR_FACTOR * (floor or 0.0))
+
+
+def noninferiority_verdict(bound: BootstrapBound, delta: float) -> str:
+    """FAIL when θ̂ > δ, INCONCLUSIVE when only the upper bound is beyond δ, else PASS."""
+    return "FAIL" if bound.estimate > delta else "INCONCLUSIVE" if bound.bound > delta else "PASS"
 
 
 def _noninferiority(
@@ -289,7 +299,7 @@ def _noninferiority(
     floor = None
     if ("pinned", FLOOR_ROLE) in stats.pair:
         floor = float(np.abs(stats.kld("pinned", FLOOR_ROLE)).mean())
-    delta = max(rho * kl_p, FLOOR_FACTOR * (floor or 0.0))
+    delta = noninferiority_delta(rho, kl_p, floor)
     findings: list[Finding] = []
     if floor is None:
         findings.append(
@@ -298,12 +308,12 @@ def _noninferiority(
             )
         )
     text = f"θ = mean KL(ref‖candidate) − KL(ref‖pinned) = {g(b.estimate)} per token"
-    if b.estimate > delta:
+    verdict = noninferiority_verdict(b, delta)
+    if verdict == "FAIL":
         findings.append(
             Finding(Verdict.FAIL, f"not non-inferior to pinned: {text} > δ {g(delta)}", "candidate")
         )
-        verdict = "FAIL"
-    elif b.bound > delta:
+    elif verdict == "INCONCLUSIVE":
         findings.append(
             Finding(
                 Verdict.INCONCLUSIVE,
@@ -312,9 +322,6 @@ def _noninferiority(
                 "candidate",
             )
         )
-        verdict = "INCONCLUSIVE"
-    else:
-        verdict = "PASS"
     ratio = kl_c / kl_p if kl_p > 0 else math.nan
     rows = (
         ("θ̂ = mean KL_C − KL_P per token", g(b.estimate)),

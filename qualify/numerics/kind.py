@@ -56,8 +56,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qualify.checks.base import CheckKind, Param
+from qualify.checks.base import CheckKind, Limit, Param
 from qualify.core.checkspec import CheckSpec
+from qualify.core.ranges import NON_NEGATIVE, POSITIVE, UNIT, Range, at_least
 
 DEFAULT_CACHE = "{run_dir}/../.cache/kld"
 
@@ -70,6 +71,7 @@ class Gate:
     bound: str
     label: str
     scale: float = 1.0  # shown value = scale × statistic (fractions as %)
+    allowed: Range = NON_NEGATIVE
 
     @property
     def upper(self) -> bool:
@@ -79,24 +81,25 @@ class Gate:
 GATES = (
     Gate("max_mean_kld", "mean_kld", "mean KLD (nats)"),
     Gate("max_p99_kld", "p99_kld", "p99 KLD (nats)"),
-    Gate("min_top1_agreement", "top1_agreement", "top-1 agreement"),
+    Gate("min_top1_agreement", "top1_agreement", "top-1 agreement", allowed=UNIT),
     Gate("max_abs_dppl_pct", "abs_dppl_pct", "|ΔPPL| %"),
     Gate("max_confident_flips", "confident_flips", "confident flips per 100 000 tokens"),
 )
-LIMIT_NAMES = (*(g.limit for g in GATES), "noninferiority_margin")
+LIMITS = (
+    *(Limit(g.limit, g.allowed, help=f"{g.label}, judged on its one-sided bound") for g in GATES),
+    Limit(
+        "noninferiority_margin",
+        NON_NEGATIVE,
+        0.10,
+        help="δ as a fraction of mean KL(ref‖pinned) (at least 3 × the noise floor)",
+    ),
+)
 
 
 def _needs_pinned(spec: CheckSpec) -> str | None:
     if any(gate.limit in spec.limits for gate in GATES):
         return None
     return "without a limit of its own (max_mean_kld, …) its only judgement is non-inferiority to pinned"
-
-
-def _invalid(spec: CheckSpec) -> str | None:
-    chunks = spec.params.get("min_chunks")
-    if chunks is not None and int(chunks) < 2:
-        return f"min_chunks = {chunks}: a bootstrap bound needs at least 2 chunks to resample"
-    return None
 
 
 KIND = CheckKind(
@@ -117,15 +120,38 @@ KIND = CheckKind(
         ),
         Param("floor_rerun", "boolean", True, help="score pinned twice (pinned.2) for the noise floor"),
         Param("cache", "string", DEFAULT_CACHE, help='the reference cache\'s folder ("" turns caching off)'),
-        Param("artifact_bytes", "integer", None, help="one artifact's size, checked before the first run"),
-        Param("min_chunks", "integer", 30, help="fewer scored chunks is INCONCLUSIVE"),
-        Param("resamples", "integer", 10_000, help="bootstrap resamples"),
-        Param("seed", "integer", 0, help="bootstrap seed"),
-        Param("confidence", "number", 0.95, help="one-sided confidence of every bound"),
-        Param("flip_margin", "number", 0.1, help="reference top-1/top-2 gap (nats) making a flip confident"),
+        Param(
+            "artifact_bytes",
+            "integer",
+            None,
+            help="one artifact's size, checked before the first run",
+            allowed=POSITIVE,
+        ),
+        Param(
+            "min_chunks",
+            "integer",
+            30,
+            help="fewer scored chunks is INCONCLUSIVE (a bootstrap needs at least 2 to resample)",
+            allowed=at_least(2),
+        ),
+        Param("resamples", "integer", 10_000, help="bootstrap resamples", allowed=at_least(100)),
+        Param("seed", "integer", 0, help="bootstrap seed", allowed=NON_NEGATIVE),
+        Param(
+            "confidence",
+            "number",
+            0.95,
+            help="one-sided confidence of every bound (below 0.5 a bound falls short of its estimate)",
+            allowed=Range(0.5, 1, high_included=False),
+        ),
+        Param(
+            "flip_margin",
+            "number",
+            0.1,
+            help="reference top-1/top-2 gap (nats) making a flip confident",
+            allowed=NON_NEGATIVE,
+        ),
     ),
     needs_pinned=_needs_pinned,
-    invalid=_invalid,
     verdict_rules=(
         "FAIL if a limit's estimate is beyond it, the candidate is not non-inferior to pinned "
         "(θ̂ > δ), tokens differ, NaN/Inf appear or the candidate's run fails; INCONCLUSIVE if a "
@@ -134,5 +160,5 @@ KIND = CheckKind(
         "WARN if pinned itself is beyond a limit; PASS otherwise"
     ),
     default_roles=("pinned", "candidate", "reference"),
-    limits=LIMIT_NAMES,
+    limits=LIMITS,
 )

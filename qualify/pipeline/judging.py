@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import replace
+from pathlib import Path
 
 from qualify.checks.base import CheckKind, Finding, Judgement, SavedCheck
 from qualify.core.errors import QualifyError
@@ -24,9 +25,7 @@ def judge_saved(kind: CheckKind, saved: SavedCheck, log_name: str = "judge-error
     except QualifyError as exc:
         return Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
     except Exception as exc:  # a judge bug must not lose the run: record it as ERROR
-        log = saved.folder / "logs" / log_name
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(traceback.format_exc(), encoding="utf-8")
+        log = harness_error_log(saved.folder, log_name)
         return Judgement(Verdict.ERROR, f"internal error in the {kind.name!r} judge: {exc!r}; see {log}")
     return no_pass_without_judgement(judgement)
 
@@ -47,3 +46,12 @@ def no_pass_without_judgement(judgement: Judgement) -> Judgement:
 def crashed(message: str) -> Judgement:
     """The judgement of a measurement that crashed: ERROR, and it stays so when re-judged."""
     return Judgement(Verdict.ERROR, f"the measurement crashed: {message}")
+
+
+def harness_error_log(folder: Path, name: str = "harness-error.log") -> Path:
+    """The traceback of the exception being handled, kept in `<folder>/logs/<name>` (a bug in
+    qualify or a kind never loses the run: the check is ERROR and the log says why)."""
+    log = folder / "logs" / name
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(traceback.format_exc(), encoding="utf-8")
+    return log

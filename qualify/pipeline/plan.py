@@ -1,18 +1,25 @@
 """The plan: ordered stages read from `stages/*.toml`, each a group of checks with one gate;
-`plan_text` writes it out as `qualify plan` shows it."""
+`plan_text` writes it out as `qualify plan` shows it.
+
+Every number is checked against the range its kind declares (`qualify.checks.base.Param`,
+`Limit`) as the plan is read, profiles included, so a NaN limit or a level of 2 is a usage error
+naming the file, the line and the range before anything runs. Loading is linear in the number of
+checks: each stage file is read once and every lookup by name is a dict's.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from qualify.checks.base import ROLES, CheckKind
-from qualify.checks.registry import kind_named
+from qualify.checks.base import ROLES, TIMEOUT, CheckKind, Param
+from qualify.checks.registry import installed, kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_vars
 from qualify.core.errors import ConfigError, UsageError
@@ -101,14 +108,14 @@ def load_plan(plan_dir: Path | None, profile: str | None = None) -> Plan:
     if not files:
         raise ConfigError(f"{source}: no stage files (*.toml) in the plan directory")
     stages: list[StageSpec] = []
-    overrides: dict[str, list[tuple[StageSpec, Table]]] = {}
+    overrides: dict[str, dict[str, StageSpec]] = {}  # profile -> stage name -> stage as resolved
     for file in files:
         stage, profiles = _load_stage(file)
-        if any(s.name == stage.name for s in stages):
+        if stage.name in {s.name for s in stages}:
             raise ConfigError(f"{file}: a stage named {stage.name!r} is already defined")
         stages.append(stage)
-        for name, table in profiles.items():
-            overrides.setdefault(name, []).append((stage, table))
+        for name, as_resolved in profiles.items():
+            overrides.setdefault(name, {})[stage.name] = as_resolved
     plan = Plan(source, builtin, tuple(stages), None, tuple(sorted(overrides)))
     if profile is None:
         return plan
@@ -117,14 +124,13 @@ def load_plan(plan_dir: Path | None, profile: str | None = None) -> Plan:
             f"the plan in {source} defines no profile {profile!r}{suggest(profile, overrides)}",
             ("profiles: " + ", ".join(sorted(overrides))) if overrides else "it defines no profiles",
         )
-    resolved = []
-    for stage in stages:
-        override = next((t for s, t in overrides[profile] if s is stage), None)
-        resolved.append(_apply_profile(stage, override) if override else stage)
-    return replace(plan, stages=tuple(resolved), profile=profile)
+    resolved = tuple(overrides[profile].get(stage.name, stage) for stage in stages)
+    return replace(plan, stages=resolved, profile=profile)
 
 
-def _load_stage(file: Path) -> tuple[StageSpec, dict[str, Table]]:
+def _load_stage(file: Path) -> tuple[StageSpec, dict[str, StageSpec]]:
+    """The stage, and the stage as each of its profiles resolves it (checked now, so a profile
+    is refused at load like the plan, whichever profile the run picks)."""
     doc = read_toml(file)
     top = Table(doc, doc.data)
     top.reject_unknown(_STAGE_KEYS)
@@ -138,31 +144,30 @@ def _load_stage(file: Path) -> tuple[StageSpec, dict[str, Table]]:
     check_tables = top.tables("check")
     if not check_tables:
         raise top.error(None, "a stage needs at least one [[check]]")
-    checks: list[CheckSpec] = []
+    checks: dict[str, CheckSpec] = {}
     for table in check_tables:
         check = _load_check(table)
-        if any(c.name == check.name for c in checks):
+        if check.name in checks:
             raise table.error("name", f"a check named {check.name!r} is already in this stage")
-        checks.append(check)
+        checks[check.name] = check
     profiles = top.table("profiles")
-    profile_tables = {p: profiles.table(p) for p in profiles.data}
     stage = StageSpec(
         name=name,
         folder=file.stem,
         file=file,
-        checks=tuple(checks),
+        checks=tuple(checks.values()),
         inconclusive=inconclusive,
         description=top.string("description", "") or "",
     )
-    for table in profile_tables.values():
-        _validate_profile(stage, table)
-    return stage, profile_tables
+    return stage, {p: _resolve_profile(stage, profiles.table(p)) for p in profiles.data}
 
 
 def _load_check(table: Table) -> CheckSpec:
     kind_name = table.string("kind", required=True)
     assert kind_name is not None
-    kind = kind_named(kind_name, table.doc.where(table.key("kind")))
+    # The key's line is looked up only for the error: finding lines costs a pass over the file.
+    known = next((k for k in installed() if k.name == kind_name), None)
+    kind = known or kind_named(kind_name, table.doc.where(table.key("kind")))  # raises, naming kinds
     table.reject_unknown([*_CHECK_COMMON, *(p.name for p in kind.params)])
     name = table.string("name", kind.name) or kind.name
     if not _NAME.match(name):
@@ -173,7 +178,7 @@ def _load_check(table: Table) -> CheckSpec:
         params=_params(table, kind),
         limits=_limits(table.table("limits"), kind),
         roles=_roles(table, kind),
-        timeout_s=table.number("timeout"),
+        timeout_s=_param_value(table, TIMEOUT),
         env=table.string_map("env"),
         description=table.string("description", "") or "",
         vars=load_vars(table.table("vars")),
@@ -197,31 +202,54 @@ def _params(table: Table, kind: CheckKind) -> dict[str, Any]:
     for param in kind.params:
         if param.required and param.name not in table.data:
             raise table.error(None, f"check kind {kind.name!r} needs {param.name!r} ({param.help})")
-        params[param.name] = _param_value(table, param.name, param.type, param.default)
+        params[param.name] = _param_value(table, param)
     return params
 
 
-def _param_value(table: Table, name: str, kind: str, default: Any) -> Any:
-    if name not in table.data:
-        return copy.deepcopy(default)  # None stays None: "not given" differs from "empty"
-    readers: dict[str, Callable[[], Any]] = {
-        "string": lambda: table.string(name),
-        "number": lambda: table.number(name),
-        "integer": lambda: _integer(table, name, None),
-        "boolean": lambda: table.boolean(name, False),
-        "strings": lambda: list(table.strings(name)),
-        "table": lambda: dict(table.table(name).data),
-    }
-    return readers[kind]()
+def _param_value(table: Table, param: Param) -> Any:
+    if param.name not in table.data:
+        # None stays None: "not given" differs from "empty"; a list or table default is copied.
+        default = param.default
+        return copy.deepcopy(default) if isinstance(default, (list, dict)) else default
+    try:
+        return _READERS[param.type](table, param)
+    except ConfigError as exc:
+        raise _explained(exc, param.name, param.help) from None
 
 
-def _integer(table: Table, name: str, default: Any) -> int | None:
-    value = table.number(name, default)
-    if value is None:
-        return None
-    if value != int(value):
-        raise table.error(name, f"expected a whole number, got {value}")
-    return int(value)
+def _explained(exc: ConfigError, name: str, help_text: str) -> ConfigError:
+    """A value's error with what the value is for, as `qualify kinds` says it."""
+    if exc.hint is None and help_text:
+        exc.hint = f"{name}: {help_text}"
+    return exc
+
+
+_READERS: dict[str, Callable[[Table, Param], Any]] = {
+    "string": lambda t, p: t.string(p.name),
+    "number": lambda t, p: t.number(p.name, allowed=p.allowed),
+    "integer": lambda t, p: t.integer(p.name, allowed=p.allowed),
+    "boolean": lambda t, p: t.boolean(p.name, False),
+    "strings": lambda t, p: list(t.strings(p.name)),
+    "table": lambda t, p: _finite_table(t.table(p.name)),
+}
+
+
+def _finite_table(table: Table) -> dict[str, Any]:
+    """A table parameter as it is (a request body, patterns), with no NaN or infinity in it:
+    neither is a number JSON can carry or a comparison can use."""
+
+    def walk(value: Any, key: tuple[str | int, ...]) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise table.doc.error(key, f"{value!r} is not a finite number")
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, (*key, k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, (*key, i))
+
+    walk(table.data, table.path)
+    return dict(table.data)
 
 
 def _limits(table: Table, kind: CheckKind) -> dict[str, float]:
@@ -229,13 +257,18 @@ def _limits(table: Table, kind: CheckKind) -> dict[str, float]:
     for name in table.data:
         if not _LIMIT.match(name):
             raise table.error(name, f"limit {name!r} must be named max_*, min_* or *_margin")
-        if kind.limits is not None and name not in kind.limits:
+        limit = kind.limit(name)
+        if limit is None:
+            names = kind.limit_names or ()
             raise table.error(
                 name,
-                f"check kind {kind.name!r} has no limit {name!r}{suggest(name, kind.limits)}",
-                "its limits: " + (", ".join(kind.limits) or "none"),
+                f"check kind {kind.name!r} has no limit {name!r}{suggest(name, names)}",
+                "its limits: " + (", ".join(names) or "none"),
             )
-        value = table.number(name)
+        try:
+            value = table.number(name, allowed=limit.allowed)
+        except ConfigError as exc:
+            raise _explained(exc, name, limit.help) from None
         assert value is not None
         limits[name] = value
     return limits
@@ -251,23 +284,25 @@ def _roles(table: Table, kind: CheckKind) -> tuple[str, ...]:
     return tuple(r for r in ROLES if r in roles)
 
 
-def _validate_profile(stage: StageSpec, table: Table) -> None:
+def _resolve_profile(stage: StageSpec, table: Table) -> StageSpec:
     table.reject_unknown(["inconclusive", "check"])
-    if table.string("inconclusive", "fail") not in ("fail", "warn"):
+    inconclusive = table.string("inconclusive", stage.inconclusive) or stage.inconclusive
+    if inconclusive not in ("fail", "warn"):
         raise table.error("inconclusive", 'expected "fail" or "warn"')
     checks = table.table("check")
-    names = [c.name for c in stage.checks]
+    by_name = {c.name: c for c in stage.checks}
     for check_name in checks.data:
-        if check_name not in names:
+        spec = by_name.get(check_name)
+        if spec is None:
             raise checks.error(
                 check_name,
-                f"stage {stage.name!r} has no check {check_name!r}{suggest(check_name, names)}",
+                f"stage {stage.name!r} has no check {check_name!r}{suggest(check_name, by_name)}",
             )
-        spec = next(c for c in stage.checks if c.name == check_name)
         override = checks.table(check_name)
-        merged = _merge(spec, override)
-        # Re-validate the merged entry so a profile cannot smuggle in a wrong type.
-        _load_check(Table(table.doc, merged, override.path))
+        # The merged entry is read like a plan's, so a profile cannot smuggle in a wrong type or
+        # a value out of range.
+        by_name[check_name] = _load_check(Table(table.doc, _merge(spec, override), override.path))
+    return replace(stage, checks=tuple(by_name.values()), inconclusive=inconclusive)
 
 
 def _merge(spec: CheckSpec, override: Table) -> dict[str, Any]:
@@ -295,23 +330,6 @@ def _raw(spec: CheckSpec) -> dict[str, Any]:
     return raw
 
 
-def _apply_profile(stage: StageSpec, table: Table) -> StageSpec:
-    checks = table.table("check")
-    resolved = []
-    for spec in stage.checks:
-        if spec.name not in checks.data:
-            resolved.append(spec)
-            continue
-        override = checks.table(spec.name)
-        merged = _merge(spec, override)
-        resolved.append(_load_check(Table(table.doc, merged, override.path)))
-    return replace(
-        stage,
-        checks=tuple(resolved),
-        inconclusive=table.string("inconclusive", stage.inconclusive) or stage.inconclusive,
-    )
-
-
 def toml_value(value: object) -> str:
     """A value as it would be written in a stage file."""
     if isinstance(value, bool):
@@ -327,6 +345,8 @@ def toml_value(value: object) -> str:
 
 def plan_text(plan: Plan) -> str:
     """The resolved plan as indented lines (readable at 80 columns), values in TOML syntax."""
+    from qualify.core.redaction import redact_values
+
     lines = [f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")]
     for stage in plan.stages:
         gate = "  (inconclusive → warn)" if stage.inconclusive_as_warn else ""
@@ -338,7 +358,7 @@ def plan_text(plan: Plan) -> str:
             params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
             if check.limits:
                 lines.append(f"    limits = {toml_value(dict(check.limits))}")
-            lines += [f"    {k} = {toml_value(v)}" for k, v in params.items()]
-            lines += [f"    vars.{k} = {toml_value(v)}" for k, v in check.vars.items()]
+            lines += [f"    {k} = {toml_value(v)}" for k, v in redact_values(params).items()]
+            lines += [f"    vars.{k} = {toml_value(v)}" for k, v in redact_values(check.vars).items()]
     lines += [f"{name}  NOT CONFIGURED" for name in plan.not_configured()]
     return "\n".join(lines)

@@ -1,18 +1,46 @@
-"""What is checked before a run starts anything slow: nix where the plan builds, a clean tree
-where the arms are built from a local flake. (Templates: `qualify.pipeline.templates`.)"""
+"""What is checked before a run starts anything slow: nix where the plan builds, the project's
+flake.nix where it builds from a local flake, a clean tree where the arms are built from one.
+(Templates: `qualify.pipeline.templates`.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
-from qualify.core.errors import QualifyError, UsageError
+from qualify.core.errors import ConfigError, QualifyError, UsageError
 from qualify.core.process import capture
 from qualify.core.runstore import RunDir
+from qualify.core.tomlfile import read_toml
 from qualify.core.verdicts import Verdict
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.stagerun import stage_outcome
+
+#: The stages' libraries (pyproject.toml's `stages` extra) by the name they are imported as.
+STAGE_LIBRARIES = {
+    "numba": "numba",
+    "scipy": "scipy",
+    "msgpack": "msgpack",
+    "pyelftools": "elftools",
+    "zstandard": "zstandard",
+    "lz4": "lz4",
+    "httpx": "httpx",
+    "jsonschema": "jsonschema",
+}
+
+
+def require_stage_libraries() -> None:
+    """A run measures with the `stages` extra's libraries; an install of the core alone (enough
+    to show, report and merge) is told so before the run starts, not by an import error in a
+    stage."""
+    missing = [name for name, module in STAGE_LIBRARIES.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise UsageError(
+            f"qualify run needs the stages' libraries, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed",
+            "pip install 'qualify[stages]' (the core alone shows, reports and merges runs)",
+        )
 
 
 def require_nix(plan: Plan) -> None:
@@ -25,6 +53,28 @@ def require_nix(plan: Plan) -> None:
             f"nix is not installed, and the plan's {', '.join(builders)} builds the arms with it",
             "install nix (Debian: apt-get install nix-bin; elsewhere: https://nixos.org/download)",
         )
+
+
+def require_flake(plan: Plan, config: ProjectConfig) -> None:
+    """A plan that builds the arms from the project's own flake (`flake = "."`, or a folder)
+    needs its flake.nix: refused now (exit 4), not as a build ERROR once the run has started."""
+    if ":" in config.flake:
+        return  # a flake reference (github:, git+https:, path:): nix resolves it
+    builders = [
+        f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if kind_named(c.kind, c.name).builds_arms
+    ]
+    root = (config.root / config.flake).resolve()
+    if not builders or (root / "flake.nix").is_file():
+        return
+    doc = read_toml(config.path)
+    where = doc.where(("flake",)) if "flake" in doc.data else str(config.path)
+    raise ConfigError(
+        f"{where}: the flake {root} has no flake.nix, and the plan's {', '.join(builders)} builds "
+        "the arms from it",
+        "write the project's flake.nix with an output for each arm's installable (e.g. "
+        'packages.<system>.default for ".#default"), or point `flake` at one, e.g. '
+        'flake = "github:owner/engine"',
+    )
 
 
 def will_build(run: RunDir | None, plan: Plan, selected: set[str] | None) -> bool:

@@ -15,7 +15,7 @@ from qualify.core.verdicts import RunVerdict
 PROCESSES = "processes.jsonl"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRequest:
     project: Path
     candidate: str | None = None

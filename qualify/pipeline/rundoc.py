@@ -15,6 +15,7 @@ from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
 from qualify.pipeline.plan import Plan
+from qualify.pipeline.record import RunRecord
 from qualify.pipeline.request import RunRequest
 
 
@@ -32,8 +33,9 @@ def refresh_saved_run(
     if not existing:
         return arms
     saved = run.read()
-    arms = with_build_facts(arms, saved)
-    _check_same_roles(run, saved, arms)
+    record = RunRecord.parse(run, saved)
+    arms = with_build_facts(arms, record)
+    _check_same_roles(record, arms)
     # Build options given again on a rerun replace the saved ones; otherwise they stay.
     options = dict(saved.get("options", {}))
     if request.allow_dirty:
@@ -96,23 +98,24 @@ def bind_roles(config: ProjectConfig, plan: Plan, candidate: str, pinned: str | 
     return arms
 
 
-def with_build_facts(arms: dict[str, RoleArm], saved: dict[str, Any]) -> dict[str, RoleArm]:
+def with_build_facts(arms: dict[str, RoleArm], record: RunRecord) -> dict[str, RoleArm]:
+    """The arms with the store paths their build recorded (none before the build stage)."""
     out = {}
     for role, bound in arms.items():
-        facts = saved.get("roles", {}).get(role, {})
-        out[role] = RoleArm(role, bound.arm, facts.get("out"), facts.get("drv"))
+        facts = record.roles.get(role)
+        out[role] = RoleArm(role, bound.arm, facts.out if facts else None, facts.drv if facts else None)
     return out
 
 
-def _check_same_roles(run: RunDir, saved: dict[str, Any], arms: dict[str, RoleArm]) -> None:
+def _check_same_roles(record: RunRecord, arms: dict[str, RoleArm]) -> None:
     for role, bound in arms.items():
-        before = saved.get("roles", {}).get(role)
+        before = record.roles.get(role)
         if before is None:
             continue
-        if before.get("arm") != bound.arm.name or before.get("installable") != bound.arm.installable:
+        if before.arm != bound.arm.name or before.installable != bound.arm.installable:
             raise UsageError(
-                f"run {run.run_id}: the {role} role was arm {before.get('arm')!r} "
-                f"({before.get('installable')}), qualify.toml now gives {bound.arm.name!r} "
+                f"run {record.run.run_id}: the {role} role was arm {before.arm!r} "
+                f"({before.installable}), qualify.toml now gives {bound.arm.name!r} "
                 f"({bound.arm.installable})",
                 "start a new run; a run compares one fixed pair of arms",
             )

@@ -27,7 +27,7 @@ from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
 from qualify.pipeline.plan import Plan, load_plan
-from qualify.pipeline.preflight import require_clean_tree, require_nix, will_build
+from qualify.pipeline.preflight import require_clean_tree, require_flake, require_nix, will_build
 from qualify.pipeline.record import RunRecord
 from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
 from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
@@ -92,6 +92,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     for m in shape.members:
         check_templates(plans[m.label], config, arms[m.label])
     require_nix(plan)
+    require_flake(plan, config)
     allowed = request.allow_dirty or bool((saved or {}).get("options", {}).get("allow_dirty"))
     builds = (
         will_build(

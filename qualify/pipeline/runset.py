@@ -18,19 +18,20 @@ is only what a set has beyond it: its members' folders, its joint measurements a
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from qualify.checks.base import Measure
+from qualify.checks.base import Judgement, Measure
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.errors import QualifyError, UsageError
+from qualify.core.progress import Progress
 from qualify.core.runstore import RunDir, now_iso, write_json
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.events import Events
+from qualify.pipeline.judging import harness_error_log
 from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.plan import Plan, StageSpec
@@ -172,17 +173,17 @@ def _measure_jointly(
     roles = tuple(arms)
     events.echo(f"{stage.name}/{check_name}: measuring {', '.join(roles)} in one schedule")
     ctx = CheckContext(
-        spec,
-        folder,
-        run.path,
-        config,
-        arms,
-        events.echo,
-        loops[first.label].runner.options,
-        roles,
-        events.progress,
-        events.advance,
-        {m.label: "candidate" for m in measuring},
+        spec=spec,
+        folder=folder,
+        run_dir=run.path,
+        config=config,
+        arms=arms,
+        echo=events.echo,
+        options=loops[first.label].runner.options,
+        roles_override=roles,
+        progress=events.progress,
+        advance=events.advance,
+        role_names={m.label: "candidate" for m in measuring},
     )
     kind = kind_named(spec.kind, check_name)
     try:
@@ -190,9 +191,7 @@ def _measure_jointly(
     except QualifyError as exc:
         return f"the set's shared measurement failed: {exc}".replace("\n", " — ")
     except Exception:  # a harness bug must not lose the set: each member's check is ERROR
-        log = folder / "logs" / "harness-error.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(traceback.format_exc(), encoding="utf-8")
+        log = harness_error_log(folder)
         return f"internal error in the set's shared {spec.kind!r} measurement; see {log}"
     finally:
         events.progress(None)
@@ -229,13 +228,13 @@ class MemberEvents(Events):
     def check_start(self, stage: str, check: str) -> None:
         self.inner.check_start(f"{stage} · {self.member.label}", check)
 
-    def check_end(self, stage: str, check: str, judgement: Any) -> None:
+    def check_end(self, stage: str, check: str, judgement: Judgement) -> None:
         self.inner.check_end(f"{stage} · {self.member.label}", check, judgement)
 
     def progress(self, text: str | None) -> None:
         self.inner.progress(text)
 
-    def advance(self, progress: Any) -> None:
+    def advance(self, progress: Progress) -> None:
         self.inner.advance(progress)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from qualify.core.runstore import RunDir, read_json
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import StageSpec
+from qualify.pipeline.record import RunRecord
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
 from qualify.pipeline.stagerun import (
@@ -56,7 +57,6 @@ class StageLoop:
             request,
             events,
         )
-        self.saved = saved
         # run.json keeps a secret nix option redacted: the build gets this invocation's own.
         given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
         self.runner = StageRunner(
@@ -113,7 +113,7 @@ class StageLoop:
             self.timings[stage.name] = round(time.monotonic() - t0, 3)
             run.update(timings=self.timings)
             # A build stage records store paths; later stages fill {out} and {bin} from them.
-            self.runner.arms = with_build_facts(dict(self.runner.arms), run.read())
+            self.runner.arms = with_build_facts(dict(self.runner.arms), RunRecord.load(run))
             events.stage_end(stage, outcome.value, _saved_reason(run, stage))
         # FAIL, ERROR and INCONCLUSIVE gate; so does a stage that has no result (not run,
         # interrupted, itself blocked): nothing downstream may count on it.

@@ -6,7 +6,6 @@ import hashlib
 import json
 import shutil
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.runstore import RunDir, now_iso, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.events import Events
-from qualify.pipeline.judging import crashed, judge_saved
+from qualify.pipeline.judging import crashed, harness_error_log, judge_saved
 from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
 
@@ -215,16 +214,16 @@ class StageRunner:
         roles = tuple(arms)
         events = self.events
         ctx = CheckContext(
-            spec,
-            check_dir,
-            self.run.path,
-            self.config,
-            arms,
-            events.echo,
-            self.options,
-            roles,
-            events.progress,
-            events.advance,
+            spec=spec,
+            folder=check_dir,
+            run_dir=self.run.path,
+            config=self.config,
+            arms=arms,
+            echo=events.echo,
+            options=self.options,
+            roles_override=roles,
+            progress=events.progress,
+            advance=events.advance,
         )
         events.check_start(stage.name, spec.name)
         started = now_iso()
@@ -238,9 +237,7 @@ class StageRunner:
         except QualifyError as exc:
             crash = str(exc).replace("\n", " — ")
         except Exception as exc:  # a harness bug must not lose the run: record it as ERROR
-            log = check_dir / "logs" / "harness-error.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(traceback.format_exc(), encoding="utf-8")
+            log = harness_error_log(check_dir)
             crash = f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"
         finally:
             events.progress(None)

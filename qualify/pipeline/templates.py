@@ -1,17 +1,21 @@
 """Every command template of a plan checked against the placeholders it can be given, before
 anything runs: a typo (`{modle}`) is a usage error naming the stage file, the check and the
-key, not a check ERROR after a long build."""
+key, not a check ERROR after a long build. So is `{port}` where no server is started: qualify
+fills it only in the server template of a kind that starts one (`PORT_PARAMS`), and a variable
+that uses it can only be used there."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, PlaceholderError
 from qualify.core.placeholders import BUILTINS, placeholders_in, split
-from qualify.core.tomlfile import suggest
+from qualify.core.tomlfile import KeyPath, locate, read_toml, suggest
 from qualify.pipeline.plan import Plan
 
 if TYPE_CHECKING:
@@ -25,17 +29,39 @@ def _templates(value: object) -> Iterable[str]:
         yield from (v for v in value if isinstance(v, str))
 
 
+#: (kind, parameter): the templates qualify fills `{port}` in, each the command that starts a
+#: server on a free port of its own choosing.
+PORT_PARAMS = frozenset({("openai-suite", "server"), ("soak", "server")})
+
+
+def _uses_port(value: object) -> bool:
+    return any("port" in _names(template) for template in _templates(value))
+
+
+def _names(template: str) -> set[str]:
+    try:
+        return placeholders_in(template)
+    except PlaceholderError:
+        return set()  # an unsplittable template: `_check` says so
+
+
+def _port_variables(*tables: Mapping[str, object]) -> set[str]:
+    """The variables whose values use `{port}` (they inherit its rule)."""
+    return {name for table in tables for name, value in table.items() if _uses_port(value)}
+
+
 def check_templates(plan: Plan, config: ProjectConfig, arms: Mapping[str, RoleArm] | None = None) -> None:
     """Raise ConfigError for the first template naming a placeholder no role can fill.
 
     Known: the built-ins, the project's variables, the check's, and those of the arms bound to
     the check's roles (of every arm when `arms` is not known yet, as in `qualify plan`)."""
     for name, value in config.vars.items():
-        _check(value, set(BUILTINS), f"{config.path}: vars.{name}")
+        with _at_line(config.path, ("vars", name)):
+            _check(value, set(BUILTINS), f"{config.path}: vars.{name}")
     arm_vars = {role: set(bound.arm.vars) for role, bound in (arms or {}).items()}
     every_arm = {v for arm in config.arms.values() for v in arm.vars}
     for stage in plan.stages:
-        for spec in stage.checks:
+        for index, spec in enumerate(stage.checks):
             kind = kind_named(spec.kind, str(stage.file))
             roles = spec.roles if not kind.builds_arms else tuple(arm_vars)
             from_arms: set[str] = set()
@@ -46,11 +72,51 @@ def check_templates(plan: Plan, config: ProjectConfig, arms: Mapping[str, RoleAr
                 sets = [arm_vars[r] for r in roles if r in arm_vars]
                 from_arms = set.intersection(*sets) if sets else set()
             known = set(BUILTINS) | set(config.vars) | set(spec.vars) | from_arms
+            arm_tables = [a.vars for a in config.arms.values()]
+            port_vars = _port_variables(config.vars, spec.vars, *arm_tables)
             for param in kind.params:
                 if param.type not in ("string", "strings"):
                     continue
-                for template in _templates(spec.params.get(param.name)):
-                    _check(template, known, f"{stage.file}: check {spec.name!r}, {param.name}")
+                where = f"{stage.file}: check {spec.name!r}, {param.name}"
+                with _at_line(stage.file, ("check", index, param.name)):
+                    for template in _templates(spec.params.get(param.name)):
+                        _check(template, known, where)
+                        if (kind.name, param.name) not in PORT_PARAMS:
+                            _no_port(template, port_vars, where)
+
+
+@contextmanager
+def _at_line(file: Path, key: KeyPath) -> Iterator[None]:
+    """A refusal naming `file` names the line of `key` in it too (found only when refusing:
+    a plan that loads is not read twice)."""
+    try:
+        yield
+    except ConfigError as exc:
+        prefix = f"{file}: "
+        if not exc.message.startswith(prefix):
+            raise
+        try:
+            line = locate(read_toml(file).text, key)
+        except ConfigError:
+            line = None
+        if line is None:
+            raise
+        raise ConfigError(f"{file}:{line}: {exc.message.removeprefix(prefix)}", exc.hint) from None
+
+
+def _no_port(template: str, port_vars: set[str], where: str) -> None:
+    """`{port}` (or a variable made with it) in a template that starts no server."""
+    used = _names(template)
+    via = sorted(used & port_vars)
+    if "port" not in used and not via:
+        return
+    what = "{port}" if "port" in used else f"{{{via[0]}}}, a variable made with {{port}},"
+    servers = " and ".join(f"{kind}'s `{param}`" for kind, param in sorted(PORT_PARAMS))
+    raise ConfigError(
+        f"{where}: {what} is used in {template!r}, but this template starts no server and is given no port",
+        f"{{port}} is filled only in a server template ({servers}); give a fixed port here, or "
+        "move the command into a check that starts the server",
+    )
 
 
 def _check(value: object, known: set[str], where: str) -> None:

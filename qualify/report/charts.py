@@ -7,7 +7,13 @@ the result is one `<svg>` element (no XML prolog) that:
 - uses ids unique to `index`, so several charts inline in one page never share a clip path;
 - keeps text as `<text>` (no embedded glyph outlines), which keeps the file small;
 - draws a time series of more than `MAX_POINTS` points as per-bucket min and max, so peaks
-  survive downsampling.
+  survive downsampling;
+- draws a series identical to one drawn before it dashed, "(= pinned)" in its legend, so it
+  cannot hide under the other unnoticed (`identical_series` says which, for the caption);
+- labels every line it draws: a mark with "x" is a vertical line, a mark with "y" a horizontal
+  one (with "category", a "dots" chart draws it over that category only, in place of the
+  median bar: a check's own estimate, so the line agrees with its table); a "dots" category
+  without such a mark gets its median bar, named in the legend.
 A chart whose data cannot be drawn raises `ValueError` naming the chart.
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +66,8 @@ def render_svg(chart: Mapping[str, Any], index: int) -> str:
         try:
             draw(ax, chart)
             for mark in chart.get("marks") or ():
+                if "x" not in mark:
+                    continue  # horizontal marks: drawn by the kind (`_dots`)
                 ax.axvline(float(mark["x"]), color=_INK, linestyle="--", linewidth=0.8, alpha=0.6)
                 if mark.get("label"):
                     ax.annotate(
@@ -118,12 +127,56 @@ def _all_values(chart: Mapping[str, Any]) -> list[float]:
     return []
 
 
+def identical_series(chart: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(role, the role it repeats) for each series equal to one before it, as drawn."""
+    data = chart.get("data") or {}
+    if chart.get("kind") not in ("histogram", "lines") or not isinstance(data, Mapping):
+        return []
+    seen: list[tuple[str, Any]] = []
+    out: list[tuple[str, str]] = []
+    for role, series in sorted(data.items(), key=lambda item: _role_order(item[0])):
+        twin = next((other for other, values in seen if values == series), None)
+        if twin is not None:
+            out.append((role, twin))
+        else:
+            seen.append((role, series))
+    return out
+
+
+def _twin_style(chart: Mapping[str, Any], role: str, label: str) -> tuple[str, dict[str, Any]]:
+    twin = dict(identical_series(chart)).get(role)
+    if twin is None:
+        return label, {}
+    return f"{label} (= {twin})", {"linestyle": (0, (4, 3)), "linewidth": 1.8}
+
+
 def _dots(ax: Any, chart: Mapping[str, Any]) -> None:
-    """Every sample per category and role, side by side, with the role's median as a bar."""
+    """Every sample per category and role, side by side, with the role's median as a bar, or
+    the check's own estimate where a mark gives one; horizontal marks drawn and labelled."""
     data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
     categories = list(data)
     roles = sorted({role for per_role in data.values() for role in per_role}, key=_role_order)
     width = 0.8 / max(len(roles), 1)
+    marks = [m for m in chart.get("marks") or () if "y" in m]
+    estimated = {str(m["category"]) for m in marks if "category" in m}
+    medians_drawn = False
+    for mark in marks:
+        y = float(mark["y"])
+        if "category" in mark and str(mark["category"]) in categories:
+            c = categories.index(str(mark["category"]))
+            ax.hlines(y, c - 0.45, c + 0.45, colors=_INK, linewidth=1.6)
+            ax.annotate(str(mark.get("label", "")), (c + 0.45, y), fontsize=7, va="center", ha="left")
+        elif "category" not in mark:
+            ax.axhline(y, color=_INK, linestyle="--", linewidth=0.8, alpha=0.6)
+            if mark.get("label"):
+                ax.annotate(
+                    str(mark["label"]),
+                    (1.0, y),
+                    xycoords=("axes fraction", "data"),
+                    fontsize=7,
+                    va="bottom",
+                    ha="right",
+                )
     for r, role in enumerate(roles):
         xs: list[float] = []
         ys: list[float] = []
@@ -133,10 +186,19 @@ def _dots(ax: Any, chart: Mapping[str, Any]) -> None:
             # A deterministic spread keeps equal values visible without random jitter.
             xs += [centre + width * 0.6 * ((i % 7) / 6 - 0.5) for i in range(len(values))]
             ys += values
-            if values:
-                median = sorted(values)[len(values) // 2]
-                ax.hlines(median, centre - width * 0.45, centre + width * 0.45, colors=_colour(role, r))
+            if values and category not in estimated:
+                median = statistics.median(values)
+                ax.hlines(
+                    median,
+                    centre - width * 0.45,
+                    centre + width * 0.45,
+                    colors=_colour(role, r),
+                    label=None if medians_drawn else "median",
+                )
+                medians_drawn = True
         ax.scatter(xs, ys, s=16, alpha=0.75, color=_colour(role, r), label=role, linewidths=0)
+    if estimated:
+        ax.plot([], [], color=_INK, linewidth=1.6, label="estimate (as in the table)")
     ax.set_xticks(range(len(categories)), categories, rotation=20 if len(categories) > 4 else 0)
     ax.legend(frameon=False, fontsize=8)
 
@@ -149,7 +211,8 @@ def _histogram(ax: Any, chart: Mapping[str, Any]) -> None:
             raise ValueError(
                 f"chart {chart.get('title')!r}: {role} has {len(edges)} edges for {len(counts)} counts"
             )
-        ax.stairs(counts, edges, label=role, color=_colour(role, r), linewidth=1.4)
+        label, style = _twin_style(chart, role, role)
+        ax.stairs(counts, edges, label=label, color=_colour(role, r), **{"linewidth": 1.4, **style})
     ax.legend(frameon=False, fontsize=8)
 
 
@@ -157,7 +220,8 @@ def _lines(ax: Any, chart: Mapping[str, Any]) -> None:
     data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
     for r, (role, series) in enumerate(sorted(data.items(), key=lambda item: _role_order(item[0]))):
         xs, ys = downsample([float(x) for x in series["x"]], [float(y) for y in series["y"]], MAX_POINTS)
-        ax.plot(xs, ys, label=role, color=_colour(role, r), linewidth=1.0)
+        label, style = _twin_style(chart, role, role)
+        ax.plot(xs, ys, label=label, color=_colour(role, r), **{"linewidth": 1.0, **style})
     ax.legend(frameon=False, fontsize=8)
 
 

@@ -9,14 +9,12 @@ bench's ratios side by side. The fleet is QUALIFIED only when every host is.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualify import __version__
-from qualify.core.errors import QualifyError, RunStoreError, UsageError
+from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels
 from qualify.core.provenance import describe_gpu
 from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
@@ -26,7 +24,6 @@ from qualify.pipeline.record import RunRecord
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
-from qualify.report.unpack import Caps
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -345,109 +342,7 @@ def _not_proven(hosts: list[HostView], mixed: list[str]) -> list[str]:
     return notes
 
 
-def merge(
-    inputs: list[Path], out: Path, *, allow_mixed: bool = False, caps: Caps | None = None
-) -> RunVerdict:
-    """Copy the hosts' runs under `out` (archives unpacked within `caps`), render each host's
-    report again from its JSON, refuse runs that qualify different things (unless
-    `allow_mixed`), and write `out/run.json` (kind "fleet"); `render` writes the fleet's reports."""
-    from qualify.core.runstore import now_iso, write_json
-    from qualify.core.verdicts import exit_code_for
-    from qualify.report.fleetinputs import collect, mismatches
-
-    staging = _staging(out, inputs)
-    try:
-        hosts = collect(inputs, staging, caps)
-        differ = mismatches(hosts)
-        if differ and not allow_mixed:
-            raise UsageError(
-                "these runs qualify different things: " + "; ".join(differ),
-                "merge runs of one revision, lock and plan; --allow-mixed merges them anyway "
-                "(the report says what differed)",
-            )
-        for host in hosts:
-            _render_host(host)
-        created = now_iso()
-        document = {
-            "kind": "fleet",
-            "run_id": out.name,
-            "created_at": created,
-            "status": "complete",
-            "hosts": [{"key": h.key, "source": h.source, "run_id": h.saved.get("run_id")} for h in hosts],
-            "mixed": differ,
-        }
-        write_json(staging / "run.json", document)
-        model = build_fleet_model(staging, hosts, created, differ)
-        write_json(
-            staging / "run.json",
-            {
-                **document,
-                "verdict": model.verdict,
-                "verdict_reason": model.verdict_reason,
-                "exit_code": int(exit_code_for(RunVerdict(model.verdict))),
-                "identity": model.identity,
-            },
-        )
-        try:
-            if out.exists():
-                shutil.rmtree(out)
-            staging.rename(out)
-        except OSError as exc:
-            raise RunStoreError(
-                f"{out}: cannot put the fleet report here: {exc.strerror or exc}",
-                f"make {out.parent} writable, or give --out a folder in a writable place",
-            ) from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return RunVerdict(model.verdict)
-
-
-def _staging(out: Path, inputs: list[Path]) -> Path:
-    """A new folder beside `out` the fleet is written in (renamed to `out` once whole), after
-    `out` is known to be a place for it."""
-    what = "give --out a new or empty folder (the fleet report is a folder: report.html, hosts/, ...)"
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out}: exists and is a file, not a folder", what)
-    for above in out.parents:
-        if above.exists() and not above.is_dir():
-            raise UsageError(f"{out}: {above} is a file, not a folder", what)
-    if out.is_dir() and any(out.iterdir()) and not _is_fleet(out):
-        raise UsageError(f"{out}: exists and is not a fleet report", what)
-    here = out.resolve()
-    for given in inputs:
-        if given.is_dir() and here.is_relative_to(given.resolve()):
-            raise UsageError(
-                f"{out}: is inside {given}, one of the runs merged", "give --out a folder outside it"
-            )
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    except OSError as exc:
-        raise RunStoreError(
-            f"{out}: cannot create the fleet report's folder: {exc.strerror or exc}",
-            f"give --out a folder in a writable place ({out.parent} is not one)",
-        ) from None
-
-
-def _render_host(host: HostRun) -> None:
-    """The host's report (and each member's, for a set) rendered from its run's JSON: the
-    archive's own report.html is never copied, so the fleet page links only to pages qualify wrote."""
-    from qualify.report.render import render
-
-    try:
-        render(host.run)
-    except QualifyError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        # A run.json that qualify did not write as it is: named, not an internal error.
-        raise RunStoreError(
-            f"{host.source}: its report cannot be rendered from its run's JSON: {type(exc).__name__}: {exc}",
-            "merge the run folder as qualify wrote it",
-        ) from None
-
-
-def _is_fleet(out: Path) -> bool:
+def is_fleet(out: Path) -> bool:
     try:
         return (out / "run.json").is_file() and read_json(out / "run.json").get("kind") == "fleet"
     except RunStoreError:

@@ -19,7 +19,8 @@ from typing import Any
 
 from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
-from qualify.report.model import CheckView, ReportModel, StageView
+from qualify.report.model import ReportModel
+from qualify.report.views import CheckView, StageView
 
 _FAILURE = {"FAIL", "INCONCLUSIVE"}
 _ERROR = {"ERROR"}

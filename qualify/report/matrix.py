@@ -13,6 +13,7 @@ from typing import Any
 from qualify import __version__
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.pipeline.members import Member
+from qualify.pipeline.ondisk import set_on_disk
 from qualify.report.model import ReportModel, build_model
 
 #: A stage a member does not run (a negative control runs only what it must fail).
@@ -26,6 +27,8 @@ class Cell:
     href: str | None = None
     #: What a control must show at this stage ("must FAIL", "must pass"), None for a candidate.
     expected: str | None = None
+    #: The stage decided nothing here (INCONCLUSIVE, or counted as WARN by the plan).
+    undecided: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,15 @@ class MatrixModel:
     controls_line: str | None
     members: list[ReportModel]
     not_proven: list[str] = field(default_factory=list)
+    #: What kept the verdict from a plain one ("bench undecided"), empty when nothing did.
+    verdict_note: str = ""
+
+    @property
+    def verdict_line(self) -> str:
+        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "verdict_line": self.verdict_line}
 
     @property
     def candidates(self) -> list[Column]:
@@ -75,16 +84,18 @@ class MatrixModel:
 
 def build_set_model(run: RunDir) -> MatrixModel:
     saved = run.read()
-    members = [Member.from_json(m) for m in saved.get("members", [])]
-    results = saved.get("member_results", {})
+    # Every verdict and behaviour derived from the members' folders now, never member_results.
+    derived = set_on_disk(run, saved)
+    members = [f.member for f in derived.members if f.run is not None]
+    results = {f.member.label: f.behaviour for f in derived.members}
     models = {m.label: build_model(RunDir(run.path / m.label)) for m in members}
     plans = {m.label: RunDir(run.path / m.label).read().get("plan", {}) for m in members}
     stages = [s["name"] for s in saved.get("plan", {}).get("stages", [])]
     columns: list[Column] = []
     cells: dict[str, dict[str, Cell]] = {name: {} for name in stages}
     for m in members:
-        model, result = models[m.label], results.get(m.label, {})
-        behaved = result.get("behaved") if m.is_control else None
+        model, result = models[m.label], results[m.label]
+        behaved = result.behaved if m.is_control else None
         columns.append(
             Column(
                 m.label,
@@ -93,7 +104,7 @@ def build_set_model(run: RunDir) -> MatrixModel:
                 m.arm,
                 model.verdict,
                 behaved,
-                result.get("behaviour") or "",
+                _behaviour_words(m, model, result.why),
                 f"{m.label}/report.html",
             )
         )
@@ -105,15 +116,16 @@ def build_set_model(run: RunDir) -> MatrixModel:
                 cells[name][m.label] = Cell(NOT_IN_PLAN, "not in this control's plan", None, expected)
             else:
                 href = f"{m.label}/report.html#stage-{name}"
-                cells[name][m.label] = Cell(stage.outcome, stage.reason, href, expected)
+                cells[name][m.label] = Cell(stage.outcome, stage.why, href, expected, stage.undecided)
     controls = [c for c in columns if c.role != "candidate"]
     controls_line = None
     if controls:
-        state = saved.get("controls_behaved")
+        state = derived.controls_behaved
         head = {True: "Controls behaved", False: "Controls did NOT behave", None: "Controls not judged yet"}[
             state
         ]
         controls_line = f"{head}: " + "; ".join(c.note or f"{c.title} {c.arm}: not judged" for c in controls)
+    undecided = _undecided(members, models)
     first = next(iter(models.values()), None)
     prov = saved.get("provenance", {})
     pinned = first.role("pinned") if first else None
@@ -122,9 +134,9 @@ def build_set_model(run: RunDir) -> MatrixModel:
         qualify_version=__version__,
         kind="set",
         run_id=run.run_id,
-        status=run.status() if saved.get("status") == "running" else str(saved.get("status", "")),
-        verdict=str(saved.get("verdict") or "INCOMPLETE"),
-        verdict_reason=str(saved.get("verdict_reason") or ""),
+        status=derived.status,
+        verdict=derived.verdict.value,
+        verdict_reason=_reason_shown(derived.verdict.value, derived.reason, undecided),
         created_at=str(saved.get("created_at", "")),
         finished_at=saved.get("finished_at"),
         profile=saved.get("profile"),
@@ -137,7 +149,51 @@ def build_set_model(run: RunDir) -> MatrixModel:
         cells=cells,
         controls_line=controls_line,
         members=list(models.values()),
-        not_proven=_not_proven(members, models, plans, saved),
+        verdict_note=", ".join(f"{stage} undecided" for stage in undecided),
+        not_proven=_not_proven(members, models, plans, derived.controls_behaved)
+        + [f"{f.member.label}: not created ({f.behaviour.why})" for f in derived.members if f.run is None],
+    )
+
+
+def _undecided(members: list[Member], models: dict[str, ReportModel]) -> dict[str, list[str]]:
+    """stage -> the members for which it decided nothing (INCONCLUSIVE, or counted as WARN by
+    the plan): candidates by label, controls by role and label."""
+    out: dict[str, list[str]] = {}
+    for m in members:
+        for stage in models[m.label].stages:
+            if stage.undecided and not stage.ungated:
+                who = m.label if m.role == "candidate" else f"the {m.title} {m.label}"
+                out.setdefault(stage.name, []).append(who)
+    return out
+
+
+def _reason_shown(verdict: str, reason: str, undecided: dict[str, list[str]]) -> str:
+    """The set's reason, saying no more than was decided: with a stage that decided nothing,
+    'every candidate qualified and every control behaved' holds for the other stages only."""
+    if verdict != "QUALIFIED" or not undecided:
+        return reason
+    return "every candidate qualified and every control behaved at the stages that decided; " + "; ".join(
+        f"{stage} decided nothing for {', '.join(who)}" for stage, who in undecided.items()
+    )
+
+
+def _behaviour_words(member: Member, model: ReportModel, said: str) -> str:
+    """A control's behaviour as the report words it: a positive control whose stage decided
+    nothing is not said to have passed that stage."""
+    if member.role != "positive":
+        return said
+    undecided = [s.name for s in model.stages if s.configured and s.undecided and not s.ungated]
+    if not undecided:
+        return said
+    passed = [
+        s.name
+        for s in model.stages
+        if s.configured and s.outcome in ("PASS", "WARN") and s.name not in undecided
+    ]
+    done = f"passed {', '.join(passed)}; its " if passed else "its "
+    return (
+        f"the positive control {member.arm} {done}{', '.join(undecided)} decided nothing "
+        "(INCONCLUSIVE, counted as WARN by the plan): no false alarm there, and no sign the gate can tell"
     )
 
 
@@ -153,7 +209,7 @@ def _not_proven(
     members: list[Member],
     models: dict[str, ReportModel],
     plans: dict[str, dict[str, Any]],
-    saved: dict[str, Any],
+    controls_behaved: bool | None,
 ) -> list[str]:
     notes: list[str] = []
     if not any(m.is_control for m in members):
@@ -161,7 +217,7 @@ def _not_proven(
             "No control ran with this set (--no-controls, or none declared): nothing shows the "
             "gates could tell a change from noise on the day."
         )
-    if saved.get("controls_behaved") is False:
+    if controls_behaved is False:
         notes.append(
             "A control did not behave: the candidates' results prove nothing about the toolchain on this day."
         )

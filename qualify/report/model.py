@@ -10,40 +10,10 @@ from qualify import __version__
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
 from qualify.core.verdicts import StageState
+from qualify.pipeline.ondisk import run_on_disk, stage_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
-
-
-@dataclass(frozen=True)
-class CheckView:
-    name: str
-    kind: str
-    verdict: str
-    reason: str
-    verdict_rules: str
-    ungated: bool
-    duration_s: float | None
-    findings: list[dict[str, Any]]
-    tables: list[dict[str, Any]]
-    charts: list[dict[str, Any]] = field(default_factory=list)
-    #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
-    limits_of_evidence: list[str] = field(default_factory=list)
-    rejudged_at: str | None = None
-    #: What the check judged (limits, comparisons, series), as saved in its result.
-    judged: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class StageView:
-    name: str
-    folder: str | None
-    outcome: str
-    reason: str
-    configured: bool
-    ungated: bool = False
-    attempt: int | None = None
-    earlier_attempts: int = 0
-    duration_s: float | None = None
-    checks: list[CheckView] = field(default_factory=list)
+from qualify.report import headline
+from qualify.report.views import CheckView, StageView
 
 
 @dataclass(frozen=True)
@@ -73,13 +43,27 @@ class ReportModel:
     not_proven: list[str]
     #: Each `qualify report --rejudge`: when, with which plan, which checks changed.
     rejudged: list[dict[str, Any]] = field(default_factory=list)
+    #: What kept the verdict from a plain one ("bench undecided"), empty when nothing did.
+    verdict_note: str = ""
+    #: The reasons that decide the verdict, then what else a reviewer should read.
+    reasons: list[str] = field(default_factory=list)
+    to_read: list[str] = field(default_factory=list)
+    #: The toolchain change from the build stage: ["CUDA 13.0.88 → 13.5.37"].
+    toolchain: list[str] = field(default_factory=list)
+    #: The source as recorded: git revision, else the flake's revision or narHash.
+    source_line: str = "unknown"
+
+    @property
+    def verdict_line(self) -> str:
+        """The verdict as a reviewer should read it: "QUALIFIED — bench undecided"."""
+        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
 
     @property
     def ungated(self) -> list[StageView]:
         return [s for s in self.stages if s.ungated]
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "verdict_line": self.verdict_line}
 
     def role(self, name: str) -> RoleView | None:
         return next((r for r in self.roles if r.role == name), None)
@@ -101,10 +85,10 @@ def build_model(run: RunDir) -> ReportModel:
         RoleView(role, info.get("arm", ""), info.get("installable", ""), info.get("out"))
         for role, info in saved.get("roles", {}).items()
     ]
-    status = run.status()
-    verdict = saved.get("verdict") or {"interrupted": "INTERRUPTED", "running": "RUNNING"}.get(
-        status, "INTERRUPTED"
-    )
+    # Derived from the stages as they are now, never the verdict run.json saved.
+    derived = run_on_disk(run, saved)
+    status = derived.status
+    verdict = "RUNNING" if status == "running" else derived.verdict.value
     model = ReportModel(
         schema_version=SCHEMA_VERSION,
         qualify_version=__version__,
@@ -123,7 +107,30 @@ def build_model(run: RunDir) -> ReportModel:
         not_proven=[],
         rejudged=saved.get("rejudged", []),
     )
-    return _with_limits_of_evidence(model)
+    return _presented(run, _with_limits_of_evidence(model))
+
+
+def _presented(run: RunDir, model: ReportModel) -> ReportModel:
+    """The reviewer's lines (`qualify.report.headline`), from the stages as built above."""
+    changed = {
+        (c.get("stage"), c.get("check")): str(c.get("before"))
+        for c in (model.rejudged[-1].get("changed", []) if model.rejudged else [])
+    }
+    stages = []
+    for built in model.stages:
+        checks = [replace(c, rejudged_from=changed.get((built.name, c.name))) for c in built.checks]
+        stage = replace(built, checks=checks)
+        stages.append(replace(stage, why=headline.stage_why(stage), undecided=headline.undecided(stage)))
+    deciding, to_read = headline.reasons(stages)
+    return replace(
+        model,
+        stages=stages,
+        verdict_note=headline.verdict_note(stages),
+        reasons=deciding,
+        to_read=to_read,
+        toolchain=headline.toolchain_delta(stages),
+        source_line=headline.source_line(run, model.source, stages),
+    )
 
 
 def _merge_order(stages: list[StageView]) -> list[StageView]:
@@ -155,19 +162,15 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
             True,
             earlier_attempts=attempts,
         )
+    found = stage_on_disk(run.path, spec)
     try:
         stage = read_json(path)
-    except RunStoreError as exc:
-        return StageView(spec["name"], spec["folder"], StageState.INTERRUPTED.value, exc.message, True)
+    except RunStoreError:
+        return StageView(spec["name"], spec["folder"], found.outcome.value, found.reason, True)
     if stage.get("status") == "running" and run.status() == "running":
         outcome, reason = "RUNNING", "running now"
-    elif stage.get("status") != "complete":
-        outcome, reason = StageState.INTERRUPTED.value, "interrupted before it finished"
-    elif stage.get("stale"):
-        outcome = StageState.STALE.value
-        reason = f"was {stage['verdict']}, but its inputs changed since ({stage.get('reason', '')})"
     else:
-        outcome, reason = stage["verdict"], stage.get("reason", "")
+        outcome, reason = found.outcome.value, found.reason
     checks = []
     for entry in stage.get("checks", []):
         result_path = folder / entry["name"] / "result.json"
@@ -222,11 +225,6 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
             notes.append(f"Stage {stage.name} is stale: it {stage.reason}; rerun it (--only) to count it.")
         elif stage.outcome == "SKIPPED":
             notes.append(f"Stage {stage.name} was skipped here: {stage.reason}.")
-        if stage.ungated:
-            notes.append(
-                f"Stage {stage.name} ran past a failed gate (--no-gate): its results are "
-                "ungated and do not count toward qualification."
-            )
         for check in stage.checks:
             notes += [f"{stage.name}/{check.name}: {note}" for note in check.limits_of_evidence]
             if check.verdict == "INCONCLUSIVE":
@@ -234,12 +232,22 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
                     f"{stage.name}/{check.name} was inconclusive: the data could not "
                     "decide at the stated limits."
                 )
+    ungated = [s.name for s in model.stages if s.ungated]
+    if ungated:
+        notes.insert(
+            0,
+            f"{'Stages' if len(ungated) > 1 else 'Stage'} {', '.join(ungated)} ran past a failed gate "
+            "(--no-gate): their results are ungated and do not count toward qualification.",
+        )
     if model.source.get("dirty"):
         notes.append(
             "The source tree had uncommitted changes: the revision does not fully describe what was measured."
         )
     if model.source.get("rev") is None:
-        notes.append("The project is not a git checkout: no source revision was recorded.")
+        notes.append(
+            "The project is not a git checkout: no git revision was recorded (the header names "
+            "what the build locked instead, where it knows it)."
+        )
     if model.gpu_processes:
         notes.append(
             f"{len(model.gpu_processes)} other process(es) held a GPU device when the "

@@ -1,9 +1,19 @@
-"""Render a run's report: report.html (self-contained), summary.md and report.json."""
+"""Render a run's report: report.html (self-contained), summary.md and report.json.
+
+summary.md is what a pull request comment or a job's step summary shows: the verdict, the
+reasons that decide it and the stages, never whole tables (those are in report.html). It is held
+under `SUMMARY_CAP` characters, far below GitHub's 65 536-character comment limit: a summary that
+would be longer is rendered again without its per-check details, and cut at a line if it is still
+too long. Every value in it goes through `qualify.report.markdown.escape`.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +24,11 @@ from markupsafe import Markup
 from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
-from qualify.report.charts import render_svg
+from qualify.core.symbols import display_name
+from qualify.report import markdown
+from qualify.report.charts import identical_series, render_svg
 from qualify.report.fleet import FleetModel, fleet_model
+from qualify.report.headline import plural
 from qualify.report.junit import fleet_junit_xml, junit_xml, set_junit_xml
 from qualify.report.matrix import MatrixModel, build_set_model
 from qualify.report.model import ReportModel, build_model
@@ -35,8 +48,16 @@ VERDICT_CLASS = {
     "NOT RUN": "notrun",
     "INTERRUPTED": "error",
     "STALE": "incomplete",
+    "UNREADABLE": "error",
     "RUNNING": "notrun",
 }
+
+
+#: The most characters summary.md may have (GitHub refuses a comment past 65 536).
+SUMMARY_CAP = 60_000
+#: Per-check lines listed in summary.md, and the characters one line may take there.
+SUMMARY_FINDINGS = 10
+SUMMARY_LINE = 400
 
 
 @dataclass(frozen=True)
@@ -48,28 +69,86 @@ class ReportFiles:
 
 
 def md_cell(value: object) -> str:
-    """A value made safe for one GitHub-flavoured Markdown table cell.
+    """A value made safe for GitHub-flavoured Markdown, in a table cell or anywhere else
+    (`qualify.report.markdown.escape`: no block, link, image, mention or HTML from it)."""
+    return markdown.escape(value)
 
-    Engine output can contain pipes, newlines and HTML; none of it may break the table or
-    render as markup in the pull request.
-    """
-    text = "" if value is None else str(value)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
-    return text.replace("`", "\\`")
+
+@dataclass(frozen=True)
+class SummaryLinks:
+    """Where the full report is: the CI run's page (its artifacts hold report.html), when the
+    environment names one; else only the run folder."""
+
+    ci_run: str | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> SummaryLinks:
+        """GitHub Actions' run page from GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID,
+        each checked against what GitHub sets (a value that could carry markup gives no link)."""
+        server = environ.get("GITHUB_SERVER_URL", "")
+        repository = environ.get("GITHUB_REPOSITORY", "")
+        run_id = environ.get("GITHUB_RUN_ID", "")
+        if (
+            re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?", server)
+            and re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository)
+            and re.fullmatch(r"[0-9]+", run_id)
+        ):
+            return cls(f"{server}/{repository}/actions/runs/{run_id}")
+        return cls()
+
+
+def _kernel_cell(value: object, hover: bool = True) -> Markup:
+    """A kernel's name as a reviewer reads it, the name as compiled (mangled) on hover; without
+    `hover` (the long tables of unchanged kernels) report.json keeps the mangled name."""
+    name = "" if value is None else str(value)
+    shown = display_name(name)
+    if shown == name or not hover:
+        return Markup("{}").format(shown)
+    return Markup('<span class="mangled" title="{}">{}</span>').format(name, shown)
+
+
+def _common_filters(env: Environment) -> None:
+    env.filters["gpu"] = describe_gpu
+    env.filters["vclass"] = lambda v: VERDICT_CLASS.get(str(v), "notrun")
+    env.filters["plural"] = plural
+    env.globals["SUMMARY_FINDINGS"] = SUMMARY_FINDINGS
+
+
+def _markdown_environment() -> Environment:
+    """Every `{{ … }}` is escaped by `markdown.escape` (its `finalize`); `code` makes a code span."""
+    env = Environment(
+        loader=FileSystemLoader(str(data_dir("reports"))),
+        autoescape=False,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=markdown.escape,
+        keep_trailing_newline=True,
+    )
+    _common_filters(env)
+    env.filters["code"] = markdown.code
+    env.filters["clip"] = _clip
+    env.filters["kernel_name"] = display_name
+    return env
+
+
+def _clip(value: object, limit: int = SUMMARY_LINE) -> str:
+    """At most `limit` characters of one line (before it is escaped, so no escape is cut)."""
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(str(data_dir("reports"))),
-        autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default=False),
+        autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default=True),
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["md"] = md_cell
-    env.filters["gpu"] = describe_gpu
-    env.filters["vclass"] = lambda v: VERDICT_CLASS.get(str(v), "notrun")
+    _common_filters(env)
+    env.filters["kernel"] = _kernel_cell
+    env.filters["identical"] = identical_series
     drawn = itertools.count()  # one number per chart in the page keeps SVG ids unique
 
     def chart(data: dict[str, Any]) -> Markup:
@@ -108,7 +187,7 @@ def render_fleet(run: RunDir) -> ReportFiles:
 
 
 def _write(
-    run: RunDir, html: str, markdown: str, model: ReportModel | MatrixModel | FleetModel, junit: bytes
+    run: RunDir, html: str, summary: str, model: ReportModel | MatrixModel | FleetModel, junit: bytes
 ) -> ReportFiles:
     """The four files of a report, each written atomically."""
     env = _environment()
@@ -118,6 +197,31 @@ def _write(
     )
     write_atomic(files.html, env.get_template(html).render(m=model, css=css).encode("utf-8"))
     write_atomic(files.junit, junit)
-    write_atomic(files.markdown, env.get_template(markdown).render(m=model).encode("utf-8"))
+    text = render_summary(summary, model, run.path, SummaryLinks.from_environ(os.environ))
+    write_atomic(files.markdown, text.encode("utf-8"))
     write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
     return files
+
+
+def render_summary(
+    template: str,
+    model: ReportModel | MatrixModel | FleetModel,
+    folder: Path,
+    links: SummaryLinks,
+    cap: int = SUMMARY_CAP,
+) -> str:
+    """summary.md: in full, else without per-check details, else cut at a line; always under `cap`."""
+    env = _markdown_environment()
+    # The CI run's address was checked character by character (`SummaryLinks.from_environ`).
+    where = {"ci_run": markdown.MdSafe(links.ci_run) if links.ci_run else None, "folder": folder.name}
+    text = env.get_template(template).render(m=model, links=where, details=True)
+    if len(text) <= cap:
+        return text
+    text = env.get_template(template).render(m=model, links=where, details=False)
+    if len(text) <= cap:
+        return text
+    note = (
+        "\n\n_The summary was cut here to stay under GitHub's comment limit: the rest is in report.html._\n"
+    )
+    cut = text.rfind("\n", 0, cap - len(note))
+    return text[: max(cut, 0)] + note

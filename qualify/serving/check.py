@@ -18,14 +18,14 @@ from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
 from qualify.serving.cases import Settings, SuiteRun
 from qualify.serving.compare import compare_cases
-from qualify.serving.kind import DEFAULT_PROMPTS
+from qualify.serving.kind import DEFAULT_PROMPTS, KIND
 from qualify.serving.lifecycle import RoleServer, ServerStartFailed, role_server
 from qualify.serving.suites import SUITES, run_suites
 from qualify.serving.timing import REQUEST_TYPES, judge_timing, plan_timing, run_timing
 
 CASES = "cases.json"
 TIMING = "timing.json"
-DEFAULT_LIMITS = {"tie_margin": 0.05, "max_slowdown_pct": 5.0, "max_slowdown_ms": 3.0}
+DEFAULT_LIMITS = KIND.limit_defaults()
 
 
 def _selected(names: list[str], allowed: tuple[str, ...], param: str) -> list[str]:
@@ -223,7 +223,7 @@ def judge(saved: SavedCheck) -> Judgement:
         gate = judge_timing(
             timing["records"],
             timing["types"],
-            float(saved.spec.params.get("alpha") or 0.05),
+            float(saved.spec.params.get("alpha", KIND.param("alpha").default)),
             limits["max_slowdown_pct"],
             limits["max_slowdown_ms"],
         )

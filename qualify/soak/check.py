@@ -20,6 +20,7 @@ from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
 from qualify.soak import report
 from qualify.soak.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, attribute, match_lines
+from qualify.soak.kind import KIND
 from qualify.soak.role import SoakSettings
 from qualify.soak.run import soak_roles
 from qualify.soak.trend import (
@@ -187,7 +188,7 @@ def _matches(saved: SavedCheck, role: str) -> list[dict[str, Any]]:
 
 def judge(saved: SavedCheck) -> Judgement:
     p = saved.spec.params
-    limits = saved.spec.limits
+    limits = {**KIND.limit_defaults(), **saved.spec.limits}
     roles: list[str] = [r for r in ("pinned", "candidate") if r in saved.roles]
     measurements = {role: saved.measurement(role) for role in roles}
     requests = {role: _frame(saved, role, "requests.parquet") for role in roles}
@@ -310,6 +311,6 @@ def _holm_levels(
     """The level each budgeted candidate series is tested at: Holm over the series judged at
     once (up to 13), so that `alpha` bounds the chance of calling any trendless series a trend."""
     judged = [r for r in rules if r.budget and r.budget in limits]
-    first = {r.name: trend(r.name, "candidate", windows, alpha).test for r in judged}
-    p_values = [t.p_value if t is not None else 1.0 for t in first.values()]
+    first = {r.name: trend(r.name, "candidate", windows, alpha) for r in judged}
+    p_values = [t.p_value for t in first.values()]  # both trend tests' (Trend.p_value)
     return {name: step.level for name, step in zip(first, abtests.holm(p_values, alpha), strict=True)}

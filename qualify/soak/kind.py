@@ -40,13 +40,28 @@ different times, so a change in the machine between them shows as a difference b
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Param
+from qualify.checks.base import CheckKind, Limit, Param
 from qualify.core.checkspec import CheckSpec
+from qualify.core.ranges import NON_NEGATIVE, OPEN_UNIT, POSITIVE, SECONDS, above
 
 #: Each a series' most growth over the horizon (`qualify.soak.trend.RULES` names which series).
 BUDGETS = ("max_rss_growth_mib", "max_gpu_growth_mib", "max_ttft_drift_ms", "max_tpot_drift_ms")
 #: The most a candidate's slope may exceed pinned's, for memory and for latency series.
 MARGINS = ("leak_margin", "drift_margin")
+_BUDGET_HELP = {
+    "max_rss_growth_mib": "MiB the server's memory may grow over the horizon",
+    "max_gpu_growth_mib": "MiB the GPU memory may grow over the horizon",
+    "max_ttft_drift_ms": "ms time to first token may drift over the horizon",
+    "max_tpot_drift_ms": "ms time per output token may drift over the horizon",
+}
+_MARGIN_HELP = {
+    "leak_margin": "how much faster (MiB per hour) the candidate's memory may grow than pinned's",
+    "drift_margin": "how much faster (ms per hour) the candidate's latency may drift than pinned's",
+}
+LIMITS = (
+    *(Limit(name, NON_NEGATIVE, help=_BUDGET_HELP[name]) for name in BUDGETS),
+    *(Limit(name, NON_NEGATIVE, 0.0, help=_MARGIN_HELP[name]) for name in MARGINS),
+)
 
 
 def _invalid(spec: CheckSpec) -> str | None:
@@ -61,23 +76,69 @@ KIND = CheckKind(
     "errors in the kernel log, or a leak or drift beyond budget and beyond pinned's",
     params=(
         Param("server", "string", required=True, help="the server template, with {port}"),
-        Param("duration_s", "number", 28800, help="seconds of load per role"),
-        Param("warmup_s", "number", 900, help="seconds left out of the trend tests"),
-        Param("sample_s", "number", 5, help="seconds between telemetry samples"),
-        Param("window_s", "number", 60, help="seconds per window of the trend tests (medians, p50/p99)"),
-        Param("seed", "integer", 42, help="the workload's seed (the same requests on every role)"),
-        Param("rate", "number", 0.5, help="mean arrivals per second (Poisson): keep below saturation"),
-        Param("concurrency", "integer", 4, help="most requests in flight (capped at the server's slots)"),
-        Param("turns", "integer", 4, help="turns per conversation"),
-        Param("prefix_words", "integer", 120, help="words of the shared system prompt"),
-        Param("turn_words", "integer", 24, help="words per user message"),
-        Param("reply_words", "integer", 16, help="words per generated assistant message in the history"),
-        Param("max_tokens", "integer", 64, help="tokens generated per request"),
-        Param("max_requests", "integer", 100000, help="the most requests per role"),
-        Param("grace_s", "number", 30, help="seconds after the soak for requests in flight to finish"),
-        Param("stall_s", "number", 60, help="seconds without stream progress that count as a stall"),
+        Param("duration_s", "number", 28800, help="seconds of load per role", allowed=SECONDS),
+        Param("warmup_s", "number", 900, help="seconds left out of the trend tests", allowed=NON_NEGATIVE),
+        Param("sample_s", "number", 5, help="seconds between telemetry samples", allowed=SECONDS),
         Param(
-            "compact_every_s", "number", 600, help="seconds between compactions after the warm-up; 0: none"
+            "window_s",
+            "number",
+            60,
+            help="seconds per window of the trend tests (medians, p50/p99)",
+            allowed=SECONDS,
+        ),
+        Param(
+            "seed",
+            "integer",
+            42,
+            help="the workload's seed (the same requests on every role)",
+            allowed=NON_NEGATIVE,
+        ),
+        Param(
+            "rate",
+            "number",
+            0.5,
+            help="mean arrivals per second (Poisson): keep below saturation",
+            allowed=above(0),
+        ),
+        Param(
+            "concurrency",
+            "integer",
+            4,
+            help="most requests in flight (capped at the server's slots)",
+            allowed=POSITIVE,
+        ),
+        Param("turns", "integer", 4, help="turns per conversation", allowed=POSITIVE),
+        Param("prefix_words", "integer", 120, help="words of the shared system prompt", allowed=NON_NEGATIVE),
+        Param("turn_words", "integer", 24, help="words per user message", allowed=POSITIVE),
+        Param(
+            "reply_words",
+            "integer",
+            16,
+            help="words per generated assistant message in the history",
+            allowed=NON_NEGATIVE,
+        ),
+        Param("max_tokens", "integer", 64, help="tokens generated per request", allowed=POSITIVE),
+        Param("max_requests", "integer", 100000, help="the most requests per role", allowed=POSITIVE),
+        Param(
+            "grace_s",
+            "number",
+            30,
+            help="seconds after the soak for requests in flight to finish",
+            allowed=NON_NEGATIVE,
+        ),
+        Param(
+            "stall_s",
+            "number",
+            60,
+            help="seconds without stream progress that count as a stall",
+            allowed=SECONDS,
+        ),
+        Param(
+            "compact_every_s",
+            "number",
+            600,
+            help="seconds between compactions after the warm-up; 0: none",
+            allowed=NON_NEGATIVE,
         ),
         Param("compact_path", "string", "/proc/sys/vm/compact_memory", help="where compaction is asked for"),
         Param(
@@ -86,10 +147,23 @@ KIND = CheckKind(
             0,
             help="interleave the roles in ABBA blocks of this many seconds of each role's soak "
             "(both servers stay up); 0: one role after the other",
+            allowed=NON_NEGATIVE,
         ),
-        Param("alpha", "number", 0.01, help="level of the Mann–Kendall tests"),
-        Param("horizon_s", "number", None, help="budgets apply over this many seconds (default: the soak)"),
-        Param("ready_timeout_s", "number", 300, help="seconds for the server to answer its health check"),
+        Param("alpha", "number", 0.01, help="level of the Mann–Kendall tests", allowed=OPEN_UNIT),
+        Param(
+            "horizon_s",
+            "number",
+            None,
+            help="budgets apply over this many seconds (default: the soak)",
+            allowed=SECONDS,
+        ),
+        Param(
+            "ready_timeout_s",
+            "number",
+            300,
+            help="seconds for the server to answer its health check",
+            allowed=SECONDS,
+        ),
         Param("endpoint", "string", "/v1/chat/completions", help="the streaming chat endpoint"),
         Param("health", "string", "/health", help="the readiness endpoint (200 when ready)"),
         Param("body", "table", {}, help="extra fields of every request body"),
@@ -103,5 +177,5 @@ KIND = CheckKind(
         "ERROR on the same for pinned or a harness failure; INCONCLUSIVE when too few windows reach alpha; "
         "WARN when compaction or the kernel log was unavailable, or a series grows past budget like pinned's"
     ),
-    limits=(*BUDGETS, *MARGINS),
+    limits=LIMITS,
 )

@@ -2,12 +2,14 @@
 
 Every series is cut to the time after the warm-up, aggregated into fixed windows (medians of
 telemetry samples; p50 and p99 of the requests that ended in the window), and tested per role:
-Mann–Kendall corrected for the windows' AR(1) autocorrelation, and the Theil–Sen slope with
-Sen's interval (95 %) widened by the same factor (`qualify.soak.trendstats`).
+Mann–Kendall corrected for the windows' AR(1) autocorrelation and a t-test of the mean of the
+increments between windows (`Trend`), with the Theil–Sen slope and Sen's interval widened by the
+same factor (`qualify.soak.trendstats`), intersected with the increments' interval.
 
 The leak rule: a candidate's series is a leak, or a latency drift, when all three hold:
-1. its Mann–Kendall test is significant and upward, at its Holm level among the budgeted
-   series judged together (`alpha` bounds the chance of calling any trendless series a trend);
+1. it rises significantly (either test, each at half its level), at its Holm level among the
+   budgeted series judged together, ordered by `Trend.p_value` (`alpha` bounds the chance of
+   calling any trendless series a trend);
 2. the Theil–Sen lower bound × the horizon exceeds the plan's budget for that series;
 3. its slope exceeds the pinned role's slope by more than the margin — read strictly: the
    lower bound of the candidate's slope lies above the upper bound of pinned's by the margin.
@@ -25,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from qualify.soak.trendstats import SenSlope, TrendTest, mann_kendall, min_points, theil_sen
-from qualify.stats.abtests import ShiftTest, signed_rank_min_p, wilcoxon_signed_rank
+from qualify.stats.abtests import ShiftTest, mean_shift, signed_rank_min_p
 
 MIB = 1024**2
 HOUR = 3600.0
@@ -75,11 +77,18 @@ class Trend:
     """One role's trend on one series, with slopes per hour.
 
     Two tests, each at half the series' level (so that together they hold it): Mann–Kendall on
-    the levels, corrected for their autocorrelation (a trend in stationary noise), and the
-    Wilcoxon signed-rank test on the increments between windows (growth that accumulates, as
-    a leak does: its levels are a random walk with drift, whose autocorrelation leaves the first
-    test blind). The slope's interval is the narrower of Sen's (on the levels) and the
-    Hodges–Lehmann interval of the increments, each at 97.5 % one-sided, so at least 95 %.
+    the levels, corrected for their autocorrelation (a trend in stationary noise), and a t-test
+    of the mean of the increments between windows (growth that accumulates, as a leak does: its
+    levels are a random walk with drift, whose autocorrelation leaves the first test blind).
+    The increments' mean is the drift itself (they sum to the growth over the soak), so memory
+    that climbs and is freed (a sawtooth: many small rises, a few large releases) has a mean
+    near 0 however lopsided the increments are; a rank test on them would ask whether they are
+    symmetric about 0, and a sawtooth's are not. The series' p-value, which places it in the
+    soak's Holm order, is twice the smaller of the two (Bonferroni over the pair).
+
+    The slope's interval: Sen's (on the levels) and the t-interval of the increments' mean,
+    each at 97.5 %, intersected (both cover the slope with at least 95 %). When they do not
+    overlap the two disagree about what the series is doing, and the interval is their hull.
     """
 
     series: str
@@ -103,6 +112,16 @@ class Trend:
         return (self.test is not None and self.test.reachable) or self._increments_reachable
 
     @property
+    def p_value(self) -> float:
+        """The series' p-value for "no drift": twice the smaller of the two tests' that can reach
+        their level (1 when neither can), the order Holm's step-down takes the series in."""
+        ps = [self.test.p_value] if self.test is not None and self.test.reachable else []
+        if self._increments_reachable:
+            assert self.increments is not None
+            ps.append(self.increments.p_value)
+        return min(1.0, 2 * min(ps)) if ps else 1.0
+
+    @property
     def rising(self) -> bool:
         """Significantly upward on the levels or on the increments (each at half the level)."""
         by_levels = self.test is not None and self.test.significant and self.test.s > 0
@@ -116,12 +135,15 @@ class Trend:
         return by_levels or by_increments
 
     def slope_bounds(self) -> tuple[float, float]:
-        """(low, high) slope per hour: the tighter of Sen's and the increments' bounds."""
+        """(low, high) slope per hour, low ≤ high: Sen's interval and the increments' intersected,
+        or their hull where they do not overlap."""
         if self.sen is None or math.isnan(self.sen.slope):
             return (math.nan, math.nan)
         low, high = self.sen.low, self.sen.high
-        if self.increments is not None:
-            low, high = max(low, self.increments.low), min(high, self.increments.high)
+        inc = self.increments
+        if inc is not None and not (math.isnan(inc.low) or math.isnan(inc.high)):
+            both = max(low, inc.low), min(high, inc.high)
+            low, high = both if both[0] <= both[1] else (min(low, inc.low), max(high, inc.high))
         return low, high
 
     def growth(self, horizon_s: float) -> tuple[float, float, float]:
@@ -209,7 +231,8 @@ def trend(series: str, role: str, windows: pd.DataFrame, alpha: float) -> Trend:
     test = mann_kendall(list(y), alpha / 2)
     sen = theil_sen(t / HOUR, y, 1 - (1 - CONFIDENCE) / 2, variance_factor=test.variance_factor)
     rates = np.diff(y) / (np.diff(t) / HOUR)
-    increments = wilcoxon_signed_rank(list(rates), 1 - CONFIDENCE)
+    # Windows are evenly spaced, so the mean of the rates is the growth over the series per hour.
+    increments = mean_shift(list(rates), (1 - CONFIDENCE) / 2)
     return Trend(series, role, len(y), test, sen, increments)
 
 

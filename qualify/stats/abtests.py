@@ -59,9 +59,10 @@ def log_median(samples: Sequence[float]) -> float:
 
 
 def cv(samples: Sequence[float]) -> float:
-    """Coefficient of variation (sample SD / mean) of one unit's repetitions; 0 for one sample."""
+    """Coefficient of variation (sample SD / mean) of one unit's repetitions; NaN for fewer than
+    two, where it is undefined (0 would read as a perfectly steady unit and pass any limit)."""
     if len(samples) < 2:
-        return 0.0
+        return math.nan
     return statistics.stdev(samples) / statistics.fmean(samples)
 
 
@@ -166,6 +167,37 @@ def wilcoxon_signed_rank(differences: Sequence[float], level: float = 0.05) -> S
         level,
         signed_rank_min_p(len(nonzero)) if nonzero else 1.0,
     )
+
+
+def mean_shift(values: Sequence[float], level: float = 0.05) -> ShiftTest:
+    """One-sample t-test of H0 "the values have mean 0", two-sided, at `level`, with the mean
+    and its t-interval at confidence 1 − `level`.
+
+    Where the rank tests above ask whether values are symmetric about 0 (a location shift of a
+    symmetric distribution), this asks about the mean itself: the soak's increments between
+    windows sum to the growth over the soak, so their mean is the drift, and a skewed run of
+    increments (many small rises, a few large releases) has mean 0 while its signed ranks lean
+    upward. `min_p` is 0: any p-value is possible from 2 values on; fewer than 2 (or values
+    that do not vary) give p = 1 and an infinite interval unless the mean is not 0.
+    """
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n == 0:
+        raise ValueError("the t-test needs at least one value")
+    mean = float(x.mean())
+    sd = float(x.std(ddof=1)) if n > 1 else math.nan
+    if n < 2 or not math.isfinite(sd):
+        return ShiftTest("t-test on the mean", n, mean, -math.inf, math.inf, 1.0, level, 1.0)
+    if sd == 0:
+        p_value = 1.0 if mean == 0 else 0.0
+        return ShiftTest("t-test on the mean", n, mean, mean, mean, p_value, level, 0.0)
+    se = sd / math.sqrt(n)
+    t = mean / se
+    p_value = float(2 * stats.t.sf(abs(t), n - 1))
+    half = float(stats.t.ppf(1 - level / 2, n - 1)) * se
+    return ShiftTest("t-test on the mean", n, mean, mean - half, mean + half, p_value, level, 0.0)
 
 
 def mann_whitney(before: Sequence[float], after: Sequence[float], level: float = 0.05) -> ShiftTest:

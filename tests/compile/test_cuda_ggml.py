@@ -30,6 +30,7 @@ from cuda_wheels import load_toolchain, wheel_tree
 from ggml_cuda import TOOLCHAINS, Build, compile_all, ggml_tree, sdist_path
 
 from qualify.compile.cubin import read_cubin
+from qualify.compile.cudanames import display_name
 from qualify.compile.ptxaslog import read_ptxas_log
 
 pytestmark = pytest.mark.slow
@@ -224,8 +225,8 @@ def test_the_occupancy_limit_passes_at_the_measured_drop_and_fails_below(judged:
         judged.pinned, judged.candidate, f"limits = {{ max_occupancy_drop = {worst - 1} }}"
     )
     assert tight["verdict"] == "FAIL"
-    named = {m.split(": ")[0].split()[-1] for m in messages(tight, "FAIL")}
-    assert named == {key for key, drop in drops.items() if drop == worst}
+    named = {m.split(": ")[0].removeprefix("cuda sm_90 ") for m in messages(tight, "FAIL")}
+    assert named == {display_name(key) for key, drop in drops.items() if drop == worst}
 
 
 def test_a_toolchain_that_cannot_compile_is_an_error_naming_the_file(

@@ -22,6 +22,8 @@ import pytest
 from conftest import Project, qualify_proc
 from cuda_wheels import find_nvcc
 
+from qualify.compile.cudanames import display_name
+
 KERNELS = Path(__file__).parent / "kernels"
 TOOLS = ["clang-19", "clang++-19", "gcc-12", "llvm-readelf-19"]
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -352,8 +354,8 @@ def test_cuda_spill_bytes_from_ptxas_logs_fail_when_they_grow(project, tmp_path,
     assert after[0] > before[0] > 0  # what the flag does, as ptxas reports it
     result, check = run_kernels(project, pinned, cand, CUDA_PLAN)
     assert result["verdict"] == "FAIL"
-    fail = next(t for t in finding_texts(result, "FAIL") if name in t)
-    assert f"spill stores {before[0]} → {after[0]} B" in fail and "cuda sm_90" in fail
+    fail = next(t for t in finding_texts(result, "FAIL") if f"cuda sm_90 {display_name(name)}:" in t)
+    assert f"spill stores {before[0]} → {after[0]} B" in fail
     same, _ = run_kernels(project, pinned, build_cuda(nvcc, tmp_path / "o3-again"), CUDA_PLAN)
     assert same["verdict"] == "PASS", same["reason"]
     assert same["facts"]["counts"]["pinned"]["cuda"] >= 4

@@ -74,11 +74,11 @@ def test_variables_may_use_builtins_but_not_other_variables(tmp_path) -> None:
     )
     arm = RoleArm("pinned", ArmSpec("pinned", ".#default"), out="/nix/store/abc-x")
     ctx = CheckContext(
-        CheckSpec("c", "command", {}, {}, ("pinned",)),
-        tmp_path / "c",
-        tmp_path,
-        config,
-        {"pinned": arm},
+        spec=CheckSpec("c", "command", {}, {}, ("pinned",)),
+        folder=tmp_path / "c",
+        run_dir=tmp_path,
+        config=config,
+        arms={"pinned": arm},
         echo=lambda _: None,
     )
     with pytest.raises(PlaceholderError, match="unknown placeholder {model}"):

@@ -51,7 +51,8 @@ json.dump({"schema_version": 1, "metrics": [metric]}, open(out, "w"))
 
 def cli(project: Project, *args: str) -> tuple[int, str]:
     result = runner.invoke(app, [*args, "--project", str(project.root)])
-    return result.exit_code, result.output
+    # --json: the document alone on stdout (messages go to stderr).
+    return result.exit_code, result.stdout if "--json" in args else result.output
 
 
 def make(project: Callable[..., Project], controls: str = "", fails: dict[str, str] | None = None) -> Project:

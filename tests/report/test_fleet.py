@@ -68,7 +68,8 @@ def run_on(p: Project, label: str) -> Path:
 
 def merge(*args: str) -> tuple[int, str]:
     result = runner.invoke(app, ["merge", *args])
-    return result.exit_code, result.output
+    # --json: the document alone on stdout (messages go to stderr).
+    return result.exit_code, result.stdout if "--json" in args else result.output
 
 
 def test_a_stage_failing_on_one_host_fails_the_fleet_and_is_called_out(

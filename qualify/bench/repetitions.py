@@ -1,0 +1,69 @@
+"""How many repetitions a bench unit keeps, read from the plan, and the plan errors that follow.
+
+A unit's coefficient of variation (the `max_unit_cv` limit) needs at least two repetitions left
+after `discard_reps`; with fewer there is nothing to vary and the limit could never fire. The
+count is known before anything runs when the check drives llama-bench: its `-r`/`--repetitions`
+option (a number, or a `{name}` of the check's vars), 5 when absent (llama-bench's default).
+For a `metrics` command, or a count left to an arm's vars, it is known only from the saved
+samples, and the judge refuses the limit there instead.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from qualify.core.checkspec import CheckSpec
+
+#: llama-bench's repetitions when `-r` is not given.
+LLAMA_BENCH_REPETITIONS = 5
+MIN_REPETITIONS_FOR_CV = 2
+_PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
+
+
+def _count(token: str, variables: dict[str, Any]) -> int | None:
+    match = _PLACEHOLDER.match(token)
+    value: Any = variables.get(match.group(1)) if match else token
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def planned_repetitions(spec: CheckSpec) -> int | None:
+    """Repetitions per unit the plan asks llama-bench for, or None when the plan cannot say."""
+    if spec.params.get("format", "llama-bench") != "llama-bench":
+        return None
+    run = spec.params.get("run")
+    if not isinstance(run, str):
+        return None
+    try:
+        words = shlex.split(run)
+    except ValueError:
+        return None
+    for i, word in enumerate(words):
+        if word in ("-r", "--repetitions"):
+            # llama-bench takes a comma-free integer here; anything else is left to it to refuse.
+            return _count(words[i + 1], spec.vars) if i + 1 < len(words) else None
+        if word.startswith("--repetitions="):
+            return _count(word.split("=", 1)[1], spec.vars)
+    return LLAMA_BENCH_REPETITIONS
+
+
+def invalid_plan(spec: CheckSpec) -> str | None:
+    """What is wrong with a bench check's plan before anything runs, or None."""
+    discard = int(spec.params.get("discard_reps") or 0)
+    if discard < 0:
+        return f"discard_reps = {discard}: give 0 or more repetitions to leave out"
+    reps = planned_repetitions(spec)
+    if "max_unit_cv" in spec.limits and reps is not None and reps - discard < MIN_REPETITIONS_FOR_CV:
+        return (
+            f"limits.max_unit_cv needs at least {MIN_REPETITIONS_FOR_CV} repetitions per unit after "
+            f"discard_reps, but the run keeps {max(reps - discard, 0)} ({reps} with -r, {discard} "
+            "discarded): raise llama-bench's -r, lower discard_reps, or drop max_unit_cv"
+        )
+    return None

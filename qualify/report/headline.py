@@ -1,0 +1,172 @@
+"""What a reviewer reads first: the verdict line, the reasons that decide it, the toolchain
+change and the source, and each stage's one line of why — all derived from the stage and check
+views, so they say no more than was decided.
+
+- The verdict line names every gated stage that kept the run from a plain result: failed,
+  errored, undecided (INCONCLUSIVE, also when the plan counts it as WARN), or not run. A run
+  QUALIFIED with its bench undecided reads "QUALIFIED — bench undecided".
+- The reasons are the failing (or undecided) checks' own reasons, the decisive ones first; WARNs
+  and results past a failed gate follow as things to read, never as reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from qualify.core.errors import RunStoreError
+from qualify.core.runstore import RunDir, read_json
+
+if TYPE_CHECKING:
+    from qualify.report.views import CheckView, StageView
+
+#: Outcomes that decided against the run, as the verdict line words them.
+_AGAINST = {"FAIL": "failed", "ERROR": "could not be judged (ERROR)", "INCONCLUSIVE": "undecided"}
+#: Outcomes of a stage that did not run to a verdict.
+_NOT_RUN = ("BLOCKED", "NOT RUN", "INTERRUPTED", "STALE", "SKIPPED", "NOT CONFIGURED", "RUNNING")
+_FAILED_CHECK = ("FAIL", "ERROR", "INCONCLUSIVE")
+#: Toolchain components as a reviewer names them.
+_COMPONENT_NAMES = {
+    "cuda_nvcc": "CUDA",
+    "cudatoolkit": "CUDA toolkit",
+    "rocm-core": "ROCm",
+    "gcc": "GCC",
+    "clang-rocm": "ROCm clang",
+    "llvm-rocm": "ROCm LLVM",
+}
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """'1 check', '2 checks' (never 'check(s)')."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def undecided(stage: StageView) -> bool:
+    """The stage could not decide: INCONCLUSIVE, or a check of it was and the plan counts that
+    as WARN (`inconclusive = "warn"`)."""
+    return stage.outcome == "INCONCLUSIVE" or (
+        stage.outcome in ("PASS", "WARN") and any(c.verdict == "INCONCLUSIVE" for c in stage.checks)
+    )
+
+
+def stage_qualifier(stage: StageView) -> str | None:
+    """How the verdict line names this stage ("bench undecided"), None when it passed plainly."""
+    if undecided(stage):
+        return f"{stage.name} undecided"
+    if stage.outcome in _AGAINST:
+        return f"{stage.name} {_AGAINST[stage.outcome]}"
+    if stage.outcome in _NOT_RUN:
+        return f"{stage.name} {stage.outcome.lower()}"
+    return None
+
+
+def verdict_note(stages: Iterable[StageView]) -> str:
+    """What the verdict line adds to the verdict: every gated stage that did not plainly pass."""
+    return ", ".join(q for s in stages if not s.ungated and (q := stage_qualifier(s)))
+
+
+def stage_why(stage: StageView) -> str:
+    """The stage's one line: its deciding check's reason, or what its checks did."""
+    if not stage.checks or stage.outcome in _NOT_RUN:
+        return stage.reason
+    if undecided(stage) and stage.outcome != "INCONCLUSIVE":
+        open_checks = [c for c in stage.checks if c.verdict == "INCONCLUSIVE"]
+        return f"undecided, counted as {stage.outcome} by the plan — {_first(open_checks, stage)}"
+    deciding = [c for c in stage.checks if c.verdict == stage.outcome]
+    if stage.outcome == "PASS" or not deciding:
+        if len(stage.checks) == 1:
+            return stage.checks[0].reason or f"{stage.checks[0].name} {stage.checks[0].verdict}"
+        verdicts = ", ".join(f"{c.name} {c.verdict}" for c in stage.checks)
+        return f"{plural(len(stage.checks), 'check')}: {verdicts}"
+    return _first(deciding, stage)
+
+
+def _first(checks: list[CheckView], stage: StageView) -> str:
+    first = checks[0]
+    others = len(checks) - 1
+    more = f" (and {plural(others, 'other check')} {first.verdict})" if others else ""
+    return (f"{first.name}: {first.reason}" if len(stage.checks) > 1 else first.reason) + more
+
+
+def reasons(stages: Iterable[StageView]) -> tuple[list[str], list[str]]:
+    """(what decides the verdict, what else a reviewer should read), one line each."""
+    deciding: list[str] = []
+    to_read: list[str] = []
+    ungated: list[str] = []
+    for stage in stages:
+        if stage.ungated:
+            late = " (undecided)" if undecided(stage) and stage.outcome != "INCONCLUSIVE" else ""
+            ungated.append(f"{stage.name} {stage.outcome}{late}")
+            continue
+        if stage.outcome in _NOT_RUN:
+            if stage.configured or stage.outcome == "NOT CONFIGURED":
+                deciding.append(f"{stage.name} {stage.outcome.lower()}: {stage.reason}")
+            continue
+        for check in stage.checks:
+            line = f"{stage.name} · {check.name}: {check.reason}"
+            if check.verdict in _FAILED_CHECK:
+                deciding.append(line + ("" if check.verdict != "INCONCLUSIVE" else " (undecided)"))
+            elif check.verdict == "WARN":
+                to_read.append(line)
+        if stage.outcome in _AGAINST and not any(c.verdict in _FAILED_CHECK for c in stage.checks):
+            deciding.append(f"{stage.name}: {stage.reason}")
+    if ungated:
+        to_read.append("Ran past the failed gate (--no-gate), not counted: " + ", ".join(ungated) + ".")
+    return deciding, to_read
+
+
+def toolchain_delta(stages: Iterable[StageView]) -> list[str]:
+    """The build stage's toolchain table as 'CUDA 13.0.88 → 13.5.37', changed components only
+    ('unchanged: …' when none changed)."""
+    for stage in stages:
+        for check in stage.checks:
+            for table in check.tables:
+                if not str(table.get("title", "")).startswith("Toolchain"):
+                    continue
+                columns = list(table.get("columns", []))
+                if "pinned" not in columns or "candidate" not in columns:
+                    continue
+                p, c = columns.index("pinned"), columns.index("candidate")
+                changed, same = [], []
+                for row in table.get("rows", []):
+                    name = _COMPONENT_NAMES.get(str(row[0]), str(row[0]))
+                    if row[p] == row[c]:
+                        same.append(f"{name} {row[p]}")
+                    else:
+                        changed.append(f"{name} {row[p]} → {row[c]}")
+                if changed:
+                    return changed
+                return [f"toolchain unchanged ({', '.join(same)})"] if same else []
+    return []
+
+
+def source_line(run: RunDir, git: dict[str, Any], stages: Iterable[StageView]) -> str:
+    """Where the source came from: the git revision, else the flake's revision or content
+    hash (narHash) as the build stage locked it, else 'unknown'."""
+    if git.get("rev"):
+        return f"git {str(git['rev'])[:12]}" + (" (dirty tree)" if git.get("dirty") else "")
+    locked = _locked_source(run, stages)
+    if locked.get("revision"):
+        return f"flake revision {str(locked['revision'])[:12]}"
+    # narHash is base64 (`+`, `/`): read it as written, not as a form-encoded query.
+    query = urlsplit(str(locked.get("locked_url", ""))).query
+    nar_hash = next((part[len("narHash=") :] for part in query.split("&") if part.startswith("narHash=")), "")
+    if nar_hash:
+        return f"flake narHash {unquote(nar_hash)[:19]}… (not a git checkout)"
+    return "unknown (not a git checkout)"
+
+
+def _locked_source(run: RunDir, stages: Iterable[StageView]) -> dict[str, Any]:
+    for stage in stages:
+        if stage.folder is None:
+            continue
+        for check in stage.checks:
+            path = Path(run.stage_dir(stage.folder)) / check.name / "source.json"
+            if check.kind == "nix-build" and path.is_file():
+                try:
+                    return dict(read_json(path))
+                except RunStoreError:
+                    return {}
+    return {}
