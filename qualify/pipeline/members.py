@@ -183,8 +183,11 @@ class Behaviour:
     why: str
 
 
-def behaviour(member: Member, outcomes: Mapping[str, Verdict | StageState]) -> Behaviour:
-    """A control's behaviour from its stage outcomes (`outcomes` holds the member's stages)."""
+def behaviour(
+    member: Member, outcomes: Mapping[str, Verdict | StageState], undecided: Iterable[str] = ()
+) -> Behaviour:
+    """A control's behaviour from its stage outcomes (`outcomes` holds the member's stages;
+    `undecided` names those that passed only because the plan counts INCONCLUSIVE as WARN)."""
     if member.role == "positive":
         bad = {n: o for n, o in outcomes.items() if o in (Verdict.FAIL, Verdict.INCONCLUSIVE)}
         if bad:
@@ -194,6 +197,16 @@ def behaviour(member: Member, outcomes: Mapping[str, Verdict | StageState]) -> B
         if unknown:
             what = ", ".join(f"{n} {o.value}" for n, o in unknown.items())
             return Behaviour(None, f"the positive control {member.arm} was not judged throughout ({what})")
+        open_ = [n for n in outcomes if n in set(undecided)]
+        if open_:
+            # It behaved as far as the plan asks, but a stage that decided nothing is not one
+            # it passed: the sentence says so.
+            passed = [n for n in outcomes if n not in open_]
+            return Behaviour(
+                True,
+                f"the positive control {member.arm} passed {', '.join(passed) or 'no stage'}; "
+                f"{', '.join(open_)} decided nothing (INCONCLUSIVE, counted as WARN by the plan)",
+            )
         return Behaviour(True, f"the positive control {member.arm} passed every stage")
     if member.role == "negative":
         slipped = {n: outcomes.get(n) for n in member.must_fail if outcomes.get(n) in _SLIPPED}

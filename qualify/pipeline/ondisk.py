@@ -54,6 +54,8 @@ class StageOnDisk:
     reason: str
     #: The verdict stage.json saved, when it read (a stale stage still gates by it).
     saved: Verdict | None = None
+    #: A check of it was INCONCLUSIVE and the plan counted that as WARN: it decided nothing.
+    undecided: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class RunOnDisk:
     reasons: dict[str, str]
     #: Why the run is not QUALIFIED although its stages would make it so (it did not finish).
     unfinished: str | None = None
+    #: Stages that passed only because the plan counts INCONCLUSIVE as WARN.
+    undecided: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,10 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
     if record.get("stale") or _canonical(record.get("spec")) != _canonical(dict(spec)):
         why = f"was {saved.value}, but its inputs changed since it ran; rerun it to qualify"
         return StageOnDisk(name, folder, StageState.STALE, why, saved)
-    return StageOnDisk(name, folder, saved, str(record.get("reason", "")), saved)
+    undecided = record.get("inconclusive") == "warn" and any(
+        e.get("verdict") == Verdict.INCONCLUSIVE.value for e in record.get("checks", [])
+    )
+    return StageOnDisk(name, folder, saved, str(record.get("reason", "")), saved, undecided)
 
 
 def _disagreement(
@@ -176,7 +183,8 @@ def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDis
         # rerun, a new plan) is not in those stages, so they cannot speak for it.
         unfinished = f"its last attempt is {status}, not complete"
         verdict = RunVerdict.INCOMPLETE
-    return RunOnDisk(verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished)
+    undecided = tuple(s.name for s in stages if s.undecided)
+    return RunOnDisk(verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished, undecided)
 
 
 def status_of(run: RunDir, saved: Mapping[str, Any]) -> str:
@@ -205,7 +213,8 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
             continue
         derived = run_on_disk(member, mine)
         planned = [entry.name for entry in RunRecord.parse(member, mine).stages]
-        behaved = behaviour(m, {name: derived.stages[name] for name in planned if name in derived.stages})
+        outcomes = {name: derived.stages[name] for name in planned if name in derived.stages}
+        behaved = behaviour(m, outcomes, derived.undecided)
         # A member that did not finish has not decided anything yet, whatever its stages say.
         verdicts[m.label] = derived.verdict if derived.status == "complete" else None
         if derived.status != "complete" and behaved.behaved is True:
@@ -214,6 +223,10 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
         found.append(MemberOnDisk(m, derived, behaved))
     if members:
         verdict, why = set_verdict(verdicts, behaviours, members)
+        open_ = [f"{f.member.label} {name}" for f in found if f.run for name in f.run.undecided]
+        if verdict is RunVerdict.QUALIFIED and open_:
+            # The verdict never says more than was decided.
+            why = f"{why}, but these stages decided nothing (counted as WARN by the plan): {', '.join(open_)}"
     else:
         verdict, why = RunVerdict.INCOMPLETE, "the set has no members on record"
     statuses = [status_of(run, document)] + [f.run.status if f.run else "not created" for f in found]

@@ -345,3 +345,50 @@ def test_the_recorded_runs_load_as_records() -> None:
         record = RunRecord.load(RunDir(folder))
         assert record.stages and all(s.folder for s in record.stages), folder
         assert record.is_set or record.candidate_arm, folder
+
+
+def test_an_undecided_stage_is_never_said_to_have_passed(project: Callable[..., Project]) -> None:
+    """A set whose candidate's bench decided nothing, counted as WARN by the plan
+    (`inconclusive = "warn"`): QUALIFIED, and its reason names the undecided stage instead of
+    saying only that every candidate qualified; a positive control with such a stage is not
+    said to have passed every stage."""
+    from conftest import command_stage
+
+    from qualify.core.verdicts import Verdict
+    from qualify.pipeline.members import Member, behaviour
+
+    emit = f"{PY} {Path(__file__).resolve().parent.parent / 'helpers' / 'emit_metrics.py'}"
+    config = CONFIG.replace(
+        'installable = ".#cand"\n', 'installable = ".#cand"\nvars = { samples = "speed:higher:90,96,99" }\n'
+    )
+    config = config.replace(
+        'installable = ".#default"\n',
+        'installable = ".#default"\nvars = { samples = "speed:higher:99,100,101" }\n',
+        1,
+    )
+    config = config.replace(
+        'installable = ".#cand2"\n',
+        'installable = ".#cand2"\nvars = { samples = "speed:higher:99,100,101" }\n',
+    )
+    p = project(config)
+    six(p)
+    p.stage(
+        "60-bench.toml",
+        command_stage(
+            "bench",
+            f"{emit} {{out_file}} {{samples}}",
+            inconclusive="warn",
+            metrics="true",
+            limits="{ speed_margin = 0.05 }",
+        ),
+    )
+    code, out = cli(p, "run", "--candidate", "cand", "--candidate", "cand2")
+    assert code == 0, out
+    (run,) = p.run_dirs()
+    saved = json.loads((run / "run.json").read_text())
+    assert saved["member_results"]["cand"]["stages"]["bench"] == "WARN"
+    assert saved["verdict"] == "QUALIFIED"
+    assert "decided nothing" in saved["verdict_reason"] and "cand bench" in saved["verdict_reason"]
+    aa = Member("positive-pinned", "pinned", "positive")
+    said = behaviour(aa, {"compile": Verdict.PASS, "bench": Verdict.WARN}, undecided=("bench",))
+    assert said.behaved is True and "every stage" not in said.why and "bench decided nothing" in said.why
