@@ -32,8 +32,12 @@ getMaxWorkGroupsPerCU), `GCNSubtarget::getOccupancyWithNumSGPRs` and
   granule 4), gfx9-4-generic = gfx940 (64 KiB LDS, where gfx950 has 160 KiB),
   gfx10-1-generic = gfx101x, gfx10-3-generic = gfx103x, gfx11-generic = gfx1102 (1024 / 512
   VGPRs, granule 16 / 8, not the 1.5x file of gfx1100). This is also what LLVM models.
-- gfx950 and gfx9-4-generic postdate LLVM 19 and are untested here; gfx950's 160 KiB LDS is
-  LLVM's FeatureAddressableLocalMemorySize163840.
+- gfx950 and gfx9-4-generic postdate LLVM 19; gfx950's 160 KiB LDS is LLVM's
+  FeatureAddressableLocalMemorySize163840. gfx950, gfx942 and gfx1151 are checked against
+  clang 21's and 22's remarks on real ggml kernels (tests/compile/test_rocm_ggml.py). Those
+  compilers report the best occupancy over the workgroup sizes a kernel allows (one wave up to
+  its maximum); this model keeps the maximum, the size the kernel declares and is launched
+  with, so the two differ where whole workgroups bind (a 192-lane wave32 group: 15, not 16).
 
 NVIDIA (warps per SM), following the logic of the CUDA toolkit's `cuda_occupancy.h`
 (`cudaOccMaxActiveBlocksPerMultiprocessor`): registers are allocated per warp in units of 256

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.core.errors import ExitCode, RunStoreError
-from qualify.core.runstore import RunDir, read_json
+from qualify.core.runstore import RunDir
 from qualify.core.verdicts import (
     RunVerdict,
     StageState,
@@ -36,7 +36,7 @@ from qualify.core.verdicts import (
 )
 from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
 from qualify.pipeline.plan import DEFAULT_ORDER
-from qualify.pipeline.record import RunRecord
+from qualify.pipeline.record import CheckResult, RunRecord, StageRecord
 
 RESULT = "result.json"
 STAGE = "stage.json"
@@ -97,61 +97,52 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
     if not path.is_file():
         return StageOnDisk(name, folder, StageState.NOT_RUN, "not run yet")
     try:
-        record = read_json(path)
+        record = StageRecord.load(path)
     except RunStoreError as exc:
         return StageOnDisk(name, folder, StageState.UNREADABLE, exc.message)
-    if record.get("status") != "complete":
+    if not record.complete:
         return StageOnDisk(name, folder, StageState.INTERRUPTED, "interrupted before it finished")
-    if record.get("verdict") == StageState.BLOCKED.value:
-        return StageOnDisk(name, folder, StageState.BLOCKED, str(record.get("reason", "")))
+    if record.verdict == StageState.BLOCKED.value:
+        return StageOnDisk(name, folder, StageState.BLOCKED, record.reason)
     try:
-        saved = Verdict(str(record.get("verdict")))
+        saved = Verdict(str(record.verdict))
     except ValueError:
         return StageOnDisk(name, folder, StageState.UNREADABLE, f"{path}: no stage verdict saved")
-    trouble = _disagreement(run_path / folder, path, record, spec, saved)
+    trouble = _disagreement(record, spec, saved)
     if trouble is not None:
         return StageOnDisk(name, folder, StageState.UNREADABLE, trouble, saved)
-    if record.get("stale") or _canonical(record.get("spec")) != _canonical(dict(spec)):
+    if record.stale or _canonical(record.spec) != _canonical(dict(spec)):
         why = f"was {saved.value}, but its inputs changed since it ran; rerun it to qualify"
         return StageOnDisk(name, folder, StageState.STALE, why, saved)
-    undecided = record.get("inconclusive") == "warn" and any(
-        e.get("verdict") == Verdict.INCONCLUSIVE.value for e in record.get("checks", [])
+    undecided = record.inconclusive == "warn" and any(
+        e.verdict == Verdict.INCONCLUSIVE.value for e in record.checks
     )
-    return StageOnDisk(name, folder, saved, str(record.get("reason", "")), saved, undecided)
+    return StageOnDisk(name, folder, saved, record.reason, saved, undecided)
 
 
-def _disagreement(
-    folder: Path, path: Path, record: Mapping[str, Any], spec: Mapping[str, Any], saved: Verdict
-) -> str | None:
+def _disagreement(record: StageRecord, spec: Mapping[str, Any], saved: Verdict) -> str | None:
     """Why stage.json and its checks' result.json do not make one consistent stage, or None."""
-    entries = record.get("checks")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        return f"{path}: its list of checks does not read"
-    listed = [str(e.get("name")) for e in entries]
+    listed = [e.name for e in record.checks]
     planned = [str(c.get("name")) for c in spec.get("checks", []) if isinstance(c, dict)]
     if listed != planned:
-        return f"{path}: it lists checks {listed}, the plan's stage has {planned}"
+        return f"{record.path}: it lists checks {listed}, the plan's stage has {planned}"
     verdicts = []
-    for entry in entries:
-        result_path = folder / str(entry.get("name")) / RESULT
+    for entry in record.checks:
         try:
-            result = read_json(result_path)
+            result = CheckResult.load(record.path.parent / entry.name / RESULT)
         except RunStoreError as exc:
             return exc.message
-        if result.get("check", entry.get("name")) != entry.get("name"):
-            other = result.get("check")
-            return f"{result_path}: it is the result of check {other!r}, not {entry.get('name')!r}"
-        if result.get("verdict") != entry.get("verdict"):
-            return (
-                f"{result_path}: verdict {result.get('verdict')!r} where {path} says {entry.get('verdict')!r}"
-            )
+        if result.check != entry.name:
+            return f"{result.path}: it is the result of check {result.check!r}, not {entry.name!r}"
+        if result.verdict != entry.verdict:
+            return f"{result.path}: verdict {result.verdict!r} where {record.path} says {entry.verdict!r}"
         try:
-            verdicts.append(Verdict(str(result.get("verdict"))))
+            verdicts.append(Verdict(result.verdict))
         except ValueError:
-            return f"{result_path}: {result.get('verdict')!r} is not a verdict"
-    combined = stage_verdict(verdicts, inconclusive_as_warn=record.get("inconclusive") == "warn")
+            return f"{result.path}: {result.verdict!r} is not a verdict"
+    combined = stage_verdict(verdicts, inconclusive_as_warn=record.inconclusive == "warn")
     if combined is not saved:
-        return f"{path}: saved verdict {saved.value}, its checks combine to {combined.value}"
+        return f"{record.path}: saved verdict {saved.value}, its checks combine to {combined.value}"
     return None
 
 

@@ -30,7 +30,7 @@ from qualify.core.tomlfile import Table, read_toml, suggest
 DEFAULT_ORDER = ("build", "compile", "numerics", "serving", "soak", "bench")
 
 _CHECK_COMMON = ("kind", "name", "description", "timeout", "env", "roles", "limits", "vars")
-_STAGE_KEYS = ("name", "description", "inconclusive", "check", "profiles")
+_STAGE_KEYS = ("name", "description", "inconclusive", "requires", "check", "profiles")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _LIMIT = re.compile(r"^(max|min)_[a-z0-9_]+$|^[a-z0-9_]+_margin$")
 
@@ -43,13 +43,17 @@ class StageSpec:
     checks: tuple[CheckSpec, ...]
     inconclusive: str = "fail"
     description: str = ""
+    #: A command that says whether this host can run the stage at all (an AMD GPU of the
+    #: targets, a driver): exit 0 runs it; any other exit makes each check SKIPPED, with the
+    #: command's own words as the reason. None: every host can.
+    requires: str | None = None
 
     @property
     def inconclusive_as_warn(self) -> bool:
         return self.inconclusive == "warn"
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "name": self.name,
             "folder": self.folder,
             "file": str(self.file),
@@ -57,6 +61,9 @@ class StageSpec:
             "description": self.description,
             "checks": [c.as_json() for c in self.checks],
         }
+        if self.requires is not None:
+            document["requires"] = self.requires
+        return document
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,7 @@ def _load_stage(file: Path) -> tuple[StageSpec, dict[str, StageSpec]]:
         checks=tuple(checks.values()),
         inconclusive=inconclusive,
         description=top.string("description", "") or "",
+        requires=top.string("requires") or None,
     )
     return stage, {p: _resolve_profile(stage, profiles.table(p)) for p in profiles.data}
 
@@ -351,6 +359,8 @@ def plan_text(plan: Plan) -> str:
     for stage in plan.stages:
         gate = "  (inconclusive → warn)" if stage.inconclusive_as_warn else ""
         lines.append(f"{stage.folder}{gate}")
+        if stage.requires is not None:
+            lines.append(f"  requires  {stage.requires}  (else SKIPPED on this host)")
         for check in stage.checks:
             builds = kind_named(check.kind, check.name).builds_arms
             roles = "every role of the run" if builds else ", ".join(check.roles)

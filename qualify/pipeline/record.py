@@ -1,4 +1,4 @@
-"""run.json read as a typed record: what a run folder says about itself, checked on load.
+"""A run folder's records read as types: run.json, stage.json and result.json, checked on load.
 
 A run folder may come from another host (`qualify merge`), from an older qualify, or from a
 hand that edited it; what it says is read once, here, and checked before anything is read or
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels, name_problem
-from qualify.core.runstore import RunDir
+from qualify.core.runstore import RunDir, read_json
 from qualify.pipeline.members import Member
 
 KINDS = ("run", "set", "fleet")
@@ -151,3 +152,140 @@ def _stages(value: Any, where: str) -> tuple[StageEntry, ...]:
             )
         out.append(StageEntry(name, folder, spec))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class CheckEntry:
+    """A check as its stage.json lists it: name, kind, verdict and why."""
+
+    name: str
+    kind: str
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """A stage's stage.json, checked: its status, verdict and checks as one attempt saved them."""
+
+    path: Path
+    name: str
+    folder: str
+    status: str
+    verdict: str | None
+    reason: str
+    attempt: int | None
+    inputs_hash: str | None
+    inconclusive: str | None
+    ungated: bool
+    stale: bool
+    spec: Mapping[str, Any] | None
+    checks: tuple[CheckEntry, ...]
+    duration_s: float | None
+    document: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    @staticmethod
+    def load(path: Path) -> StageRecord:
+        """stage.json at `path` (RunStoreError naming it when it does not read or hold)."""
+        document = read_json(path)
+        entries = document.get("checks", [])
+        if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+            raise RunStoreError(f"{path}: its list of checks does not read", _HINT)
+        checks = []
+        for entry in entries:
+            name = str(entry.get("name", ""))
+            if name_problem(name) is not None:
+                # A check's name is a folder beside stage.json: it must be a plain name.
+                raise RunStoreError(f"{path}: check {name!r}: {name_problem(name)}", _HINT)
+            checks.append(
+                CheckEntry(
+                    name,
+                    str(entry.get("kind", "")),
+                    str(entry.get("verdict", "")),
+                    str(entry.get("reason", "")),
+                )
+            )
+        spec = document.get("spec")
+        attempt = document.get("attempt")
+        duration = document.get("duration_s")
+        return StageRecord(
+            path=path,
+            name=str(document.get("name", "")),
+            folder=str(document.get("folder", path.parent.name)),
+            status=str(document.get("status", "")),
+            verdict=_text(document.get("verdict")),
+            reason=str(document.get("reason", "")),
+            attempt=attempt if isinstance(attempt, int) else None,
+            inputs_hash=_text(document.get("inputs_hash")),
+            inconclusive=_text(document.get("inconclusive")),
+            ungated=bool(document.get("ungated")),
+            stale=bool(document.get("stale")),
+            spec=spec if isinstance(spec, Mapping) else None,
+            checks=tuple(checks),
+            duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+            document=document,
+        )
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A check's result.json, checked: its verdict and the evidence the report shows."""
+
+    path: Path
+    check: str
+    kind: str
+    verdict: str
+    reason: str
+    verdict_rules: str
+    ungated: bool
+    duration_s: float | None
+    inputs_hash: str | None
+    crashed: str | None
+    findings: tuple[Mapping[str, Any], ...]
+    tables: tuple[Mapping[str, Any], ...]
+    charts: tuple[Mapping[str, Any], ...]
+    judged: tuple[str, ...]
+    facts: Mapping[str, Any]
+    rejudged_at: str | None
+    document: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def limits_of_evidence(self) -> list[str]:
+        return [str(n) for n in self.facts.get("limits_of_evidence", [])]
+
+    @staticmethod
+    def load(path: Path) -> CheckResult:
+        """result.json at `path` (RunStoreError naming it when it does not read or hold)."""
+        document = read_json(path)
+        duration = document.get("duration_s")
+        facts = document.get("facts", {})
+        return CheckResult(
+            path=path,
+            check=str(document.get("check", path.parent.name)),
+            kind=str(document.get("kind", "")),
+            verdict=str(document.get("verdict", "")),
+            reason=str(document.get("reason", "")),
+            verdict_rules=str(document.get("verdict_rules", "")),
+            ungated=bool(document.get("ungated")),
+            duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+            inputs_hash=_text(document.get("inputs_hash")),
+            crashed=_text(document.get("crashed")),
+            findings=_objects(document, "findings", path),
+            tables=_objects(document, "tables", path),
+            charts=_objects(document, "charts", path),
+            judged=tuple(str(j) for j in document.get("judged", []) or []),
+            facts=facts if isinstance(facts, Mapping) else {},
+            rejudged_at=_text(document.get("rejudged_at")),
+            document=document,
+        )
+
+
+def _objects(document: Mapping[str, Any], key: str, path: Path) -> tuple[Mapping[str, Any], ...]:
+    value = document.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise RunStoreError(f"{path}: {key!r} is not a list of objects", _HINT)
+    return tuple(value)

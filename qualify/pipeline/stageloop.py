@@ -7,13 +7,15 @@ from collections.abc import Mapping
 
 from qualify.checks.base import Measure
 from qualify.checks.registry import kind_named
+from qualify.core import process
 from qualify.core.config import ProjectConfig
 from qualify.core.context import RoleArm
-from qualify.core.runstore import RunDir, read_json
+from qualify.core.placeholders import expand
+from qualify.core.runstore import RunDir
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import StageSpec
-from qualify.pipeline.record import RunRecord
+from qualify.pipeline.record import RunRecord, StageRecord
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
 from qualify.pipeline.stagerun import (
@@ -64,6 +66,7 @@ class StageLoop:
         )
         self.timings: dict[str, float] = dict(saved.get("timings", {}))
         self.blocked_by: tuple[str, str] | None = None
+        self._hosts: dict[str, str | None] = {}  # each stage's `requires` answer on this host
 
     def stage_hash(self, stage: StageSpec) -> str:
         builds = any(kind_named(c.kind, c.name).builds_arms for c in stage.checks)
@@ -79,9 +82,22 @@ class StageLoop:
         return _keep(self.run, stage, outcome, stage_hash, wanted, self.selected is None, self.request.force)
 
     def will_run(self, stage: StageSpec) -> bool:
-        """Whether `step` would measure this stage (not keep it, not block it)."""
+        """Whether `step` would measure this stage (not keep it, block it or skip it here)."""
         kept = self._kept(stage, self.stage_hash(stage))
-        return kept is None and (self.blocked_by is None or self.request.no_gate)
+        runs = kept is None and (self.blocked_by is None or self.request.no_gate)
+        return runs and self.host_cannot(stage) is None
+
+    def host_cannot(self, stage: StageSpec) -> str | None:
+        """Why this host cannot run `stage` at all (its `requires` command said so), or None.
+        Asked once per stage and attempt."""
+        if stage.requires is None:
+            return None
+        if stage.name not in self._hosts:
+            values = {**self.config.vars, "project": str(self.config.root), "run_dir": str(self.run.path)}
+            code, text = process.capture(expand(stage.requires, values), cwd=self.config.root, timeout_s=120)
+            said = " ".join(text.split()) or f"exit code {code}"
+            self._hosts[stage.name] = None if code == 0 else f"not run on this host: {said}"
+        return self._hosts[stage.name]
 
     def step(self, stage: StageSpec, measured: Mapping[str, Measure] | None = None) -> Verdict | StageState:
         """Keep, block or run `stage`; `measured` replaces the measurement of the checks it names
@@ -102,6 +118,12 @@ class StageLoop:
             self.runner.blocked(stage, name, why)
             events.stage_end(stage, StageState.BLOCKED.value, f"blocked by {name} ({why})")
             outcome = StageState.BLOCKED
+        elif (cannot := self.host_cannot(stage)) is not None:
+            # Nothing here could measure it (no device of its kind): SKIPPED with the reason,
+            # never passed, and the run stays INCOMPLETE until a host that can runs it.
+            self.runner.skipped(stage, cannot, stage_hash=stage_hash)
+            events.stage_end(stage, Verdict.SKIPPED.value, cannot)
+            outcome = Verdict.SKIPPED
         else:
             ungated = self.blocked_by is not None
             note = f"{self.blocked_by[0]} ({self.blocked_by[1]})" if self.blocked_by else None
@@ -134,7 +156,8 @@ def _keep(
     """Why a saved stage result is kept as it is, or None when the stage must run now."""
     if not wanted:
         return "kept (not selected)"
-    finished = isinstance(outcome, Verdict)
+    # A stage skipped for want of a device is asked again: this host may be one that can.
+    finished = isinstance(outcome, Verdict) and outcome is not Verdict.SKIPPED
     same = finished and _saved_hash(run, stage) == stage_hash
     if resuming and finished and same and not force:
         return "kept (finished, inputs unchanged)"
@@ -149,9 +172,9 @@ def _stage_roles(stage: StageSpec) -> set[str]:
 
 def _saved_hash(run: RunDir, stage: StageSpec) -> str | None:
     path = run.stage_dir(stage.folder) / STAGE
-    return read_json(path).get("inputs_hash") if path.is_file() else None
+    return StageRecord.load(path).inputs_hash if path.is_file() else None
 
 
 def _saved_reason(run: RunDir, stage: StageSpec) -> str:
     path = run.stage_dir(stage.folder) / STAGE
-    return str(read_json(path).get("reason", "")) if path.is_file() else ""
+    return StageRecord.load(path).reason if path.is_file() else ""

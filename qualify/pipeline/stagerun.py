@@ -24,6 +24,7 @@ from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, harness_error_log, judge_saved
 from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
+from qualify.pipeline.record import CheckResult, StageRecord
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 
@@ -127,6 +128,48 @@ class StageRunner:
             },
         )
 
+    def skipped(self, stage: StageSpec, why: str, *, stage_hash: str) -> None:
+        """Record `stage` as SKIPPED on this host: each check's result says why (so the stage's
+        records agree, as every kept stage's must), nothing is measured."""
+        folder = self.run.stage_dir(stage.folder)
+        self.run.move_to_attempts(stage.folder)
+        attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
+        entries = []
+        for spec in stage.checks:
+            write_json(
+                folder / spec.name / RESULT,
+                {
+                    "stage": stage.name,
+                    "check": spec.name,
+                    "kind": spec.kind,
+                    "spec": spec.as_json(),
+                    "started_at": now_iso(),
+                    "duration_s": 0.0,
+                    "crashed": None,
+                    **Judgement(Verdict.SKIPPED, why).as_json(),
+                },
+            )
+            entries.append(
+                {"name": spec.name, "kind": spec.kind, "verdict": Verdict.SKIPPED.value, "reason": why}
+            )
+        write_json(
+            folder / STAGE,
+            {
+                "name": stage.name,
+                "folder": stage.folder,
+                "status": "complete",
+                "attempt": attempt,
+                "profile": self.profile,
+                "inputs_hash": stage_hash,
+                "inconclusive": stage.inconclusive,
+                "spec": stage.as_json(),
+                "verdict": Verdict.SKIPPED.value,
+                "reason": why,
+                "checks": entries,
+                "finished_at": now_iso(),
+            },
+        )
+
     def execute(
         self,
         stage: StageSpec,
@@ -206,7 +249,8 @@ class StageRunner:
         reused = _reusable(previous, spec.name, check_hash)
         if reused is not None:
             shutil.copytree(reused, check_dir, symlinks=True)
-            judgement = _judgement_from(read_json(check_dir / RESULT))
+            kept = CheckResult.load(check_dir / RESULT)
+            judgement = Judgement(Verdict(kept.verdict), kept.reason)
             self.events.echo(f"{spec.name}: kept from the interrupted attempt (inputs unchanged)")
             self.events.check_end(stage.name, spec.name, judgement)
             return judgement
@@ -283,18 +327,14 @@ def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
     if previous is None or not (previous / STAGE).is_file():
         return None
     try:
-        if read_json(previous / STAGE).get("status") == "complete":
+        if StageRecord.load(previous / STAGE).complete:
             return None  # a finished stage is rerun on purpose: never reuse its checks
         result = previous / name / RESULT
-        if result.is_file() and read_json(result).get("inputs_hash") == check_hash:
+        if result.is_file() and CheckResult.load(result).inputs_hash == check_hash:
             return previous / name
     except RunStoreError:
         return None  # an unreadable record is never reused
     return None
-
-
-def _judgement_from(result: dict[str, Any]) -> Judgement:
-    return Judgement(Verdict(result["verdict"]), result.get("reason", ""))
 
 
 def stage_reason(checks: list[dict[str, Any]], verdict: Verdict) -> str:

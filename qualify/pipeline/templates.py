@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, PlaceholderError
-from qualify.core.placeholders import BUILTINS, placeholders_in, split
+from qualify.core.placeholders import BUILTINS, expand, placeholders_in, split
 from qualify.core.tomlfile import KeyPath, locate, read_toml, suggest
 from qualify.pipeline.plan import Plan
 
@@ -61,6 +61,15 @@ def check_templates(plan: Plan, config: ProjectConfig, arms: Mapping[str, RoleAr
     arm_vars = {role: set(bound.arm.vars) for role, bound in (arms or {}).items()}
     every_arm = {v for arm in config.arms.values() for v in arm.vars}
     for stage in plan.stages:
+        if stage.requires is not None:
+            # Asked of the host before any role is bound: the project's variables only.
+            with _at_line(stage.file, ("requires",)):
+                known = {"project", "run_dir"} | set(config.vars)
+                _check(stage.requires, known, f"{stage.file}: requires")
+                try:  # filled as it will be when asked, so a stray brace is found now
+                    expand(stage.requires, {**config.vars, "project": "p", "run_dir": "r"})
+                except PlaceholderError as exc:
+                    raise ConfigError(f"{stage.file}: requires: {exc.message}", exc.hint) from None
         for index, spec in enumerate(stage.checks):
             kind = kind_named(spec.kind, str(stage.file))
             roles = spec.roles if not kind.builds_arms else tuple(arm_vars)

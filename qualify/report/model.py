@@ -4,14 +4,16 @@ result.json): the HTML, the Markdown summary and report.json all render from it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from qualify import __version__
 from qualify.core.errors import RunStoreError
-from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
+from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import StageState
 from qualify.pipeline.ondisk import run_on_disk, stage_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
+from qualify.pipeline.record import CheckEntry, CheckResult, StageRecord
 from qualify.report import headline
 from qualify.report.views import CheckView, StageView
 
@@ -164,48 +166,55 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
         )
     found = stage_on_disk(run.path, spec)
     try:
-        stage = read_json(path)
+        stage = StageRecord.load(path)
     except RunStoreError:
         return StageView(spec["name"], spec["folder"], found.outcome.value, found.reason, True)
-    if stage.get("status") == "running" and run.status() == "running":
+    if stage.status == "running" and run.status() == "running":
         outcome, reason = "RUNNING", "running now"
     else:
         outcome, reason = found.outcome.value, found.reason
-    checks = []
-    for entry in stage.get("checks", []):
-        result_path = folder / entry["name"] / "result.json"
-        try:
-            result = read_json(result_path) if result_path.is_file() else {}
-        except RunStoreError as exc:
-            result = {"findings": [{"verdict": "ERROR", "message": exc.message, "role": None}]}
-        checks.append(
-            CheckView(
-                name=entry["name"],
-                kind=entry.get("kind", ""),
-                verdict=entry.get("verdict", ""),
-                reason=entry.get("reason", ""),
-                verdict_rules=result.get("verdict_rules", ""),
-                ungated=bool(result.get("ungated")),
-                duration_s=result.get("duration_s"),
-                findings=result.get("findings", []),
-                tables=result.get("tables", []),
-                charts=result.get("charts", []),
-                limits_of_evidence=list(result.get("facts", {}).get("limits_of_evidence", [])),
-                rejudged_at=result.get("rejudged_at"),
-                judged=[str(j) for j in result.get("judged", [])],
-            )
-        )
+    checks = [_check(folder, entry) for entry in stage.checks]
     return StageView(
         name=spec["name"],
         folder=spec["folder"],
         outcome=outcome,
         reason=reason,
         configured=True,
-        ungated=bool(stage.get("ungated")),
-        attempt=stage.get("attempt"),
+        ungated=stage.ungated,
+        attempt=stage.attempt,
         earlier_attempts=attempts,
-        duration_s=stage.get("duration_s"),
+        duration_s=stage.duration_s,
         checks=checks,
+    )
+
+
+def _check(folder: Path, entry: CheckEntry) -> CheckView:
+    """A check of a stage, as its stage.json lists it, with the evidence its result.json holds
+    (a result that does not read is shown as an ERROR finding naming the file)."""
+    path = folder / entry.name / "result.json"
+    try:
+        result = CheckResult.load(path) if path.is_file() else None
+    except RunStoreError as exc:
+        unreadable = ({"verdict": "ERROR", "message": exc.message, "role": None},)
+        return CheckView(
+            entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, list(unreadable), []
+        )
+    if result is None:
+        return CheckView(entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, [], [])
+    return CheckView(
+        name=entry.name,
+        kind=entry.kind,
+        verdict=entry.verdict,
+        reason=entry.reason,
+        verdict_rules=result.verdict_rules,
+        ungated=result.ungated,
+        duration_s=result.duration_s,
+        findings=[dict(f) for f in result.findings],
+        tables=[dict(t) for t in result.tables],
+        charts=[dict(c) for c in result.charts],
+        limits_of_evidence=result.limits_of_evidence,
+        rejudged_at=result.rejudged_at,
+        judged=list(result.judged),
     )
 
 

@@ -1,0 +1,177 @@
+# llama.cpp's HIP backend built for gfx1151 (Strix Halo), gfx942 (MI300X) and gfx950 (MI350) by
+# two ROCm toolchains through nix: ROCm 6.4 (Debian sid, pinned) and ROCm 7.2 (Debian
+# experimental, candidate), from one source revision.
+#
+# Like the other examples, every derivation is a `builtins.derivation` run by /bin/sh, and there
+# is no nixpkgs. Each toolchain is a whole root made from Debian's packages pinned by sha256
+# (rocm_toolchain.py, debs/): sid's glibc, libstdc++, cmake, ninja, clang and ROCm, because both
+# ROCm stacks need a newer glibc than the build host's. It is a fixed-output store path added by
+# its content (setup.sh), entered by the builder with bubblewrap (enter-root.sh). Small views of
+# it, each named after one component with the version the root's package list gives (the view's
+# builder checks it), put HIP, hipcc, clang, rocBLAS, hipBLAS and the device libraries into the
+# build closure by name, so the build stage's toolchain table shows the move and its
+# mixed-toolchain gate applies.
+{
+  description = "llama.cpp's HIP backend (llama-cpp-python 0.3.36 sdist) built by ROCm 6.4 and 7.2 for gfx1151, gfx942 and gfx950";
+
+  outputs =
+    { self }:
+    let
+      system = "x86_64-linux";
+      gpus = "gfx1151;gfx942;gfx950";
+
+      # A tree fixed by the NAR hash of its content (`nix-store --add-fixed --recursive`).
+      fixedTree =
+        { name, hash }:
+        builtins.derivation {
+          inherit name system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            "echo 'add ${name} to the store first: run examples/llama-cpp-rocm/setup.sh' >&2; exit 1"
+          ];
+          outputHashMode = "recursive";
+          outputHashAlgo = "sha256";
+          outputHash = hash;
+        };
+
+      # The same trimmed source tree as the CUDA example (vendor/llama.cpp of the sdist).
+      source = fixedTree {
+        name = "llama-cpp-src-0.3.36";
+        hash = "0s0axmfawc9xbniddccdmvv206k8gyq40hbhzzdrgajwd0ir0h89";
+      };
+
+      # The roots (rocm_toolchain.py pins their NAR hashes and lists their .debs).
+      root643 = fixedTree {
+        name = "rocm-root-6.4.3";
+        hash = "0j6vwh4cx4iv94y5fb3ry3c6skvr9qfdlqz7la7ksqpnsnanq5h5";
+      };
+      root724 = fixedTree {
+        name = "rocm-root-7.2.4";
+        hash = "0b63y2z1ny31fmvz0r6hn7899yxv90f64krwjxzbkqhgx443cmif";
+      };
+
+      # One component of a root under its own name: fails unless the root holds that package
+      # at that Debian version.
+      view =
+        root:
+        {
+          name,
+          deb,
+          version,
+        }:
+        builtins.derivation {
+          inherit name system root;
+          builder = "/bin/sh";
+          PATH = "/usr/bin:/bin";
+          args = [
+            "-c"
+            ''
+              grep -q "^${deb} ${version} " "$root/DEBS" || {
+                echo "${name}: $root holds no ${deb} ${version}:" >&2; grep "^${deb} " "$root/DEBS" >&2; exit 1; }
+              mkdir -p "$out"; ln -s "$root" "$out/root"; echo "${deb} ${version}" > "$out/package"
+            ''
+          ];
+        };
+
+      toolchain =
+        root: versions:
+        let
+          v = view root;
+        in
+        {
+          inherit root;
+          inherit (versions) llvm;
+          components = [
+            (v { name = "hip-${versions.hip}"; deb = "libamdhip64-dev"; version = versions.hipDeb; })
+            (v { name = "hipcc-${versions.hipcc}"; deb = "hipcc"; version = versions.hipccDeb; })
+            (v { name = "clang-${versions.clang}"; deb = "clang-${versions.llvm}"; version = versions.clangDeb; })
+            (v { name = "rocblas-${versions.rocblas}"; deb = "librocblas-dev"; version = versions.rocblasDeb; })
+            (v { name = "hipblas-${versions.hipblas}"; deb = "libhipblas-dev"; version = versions.hipblasDeb; })
+            (v {
+              name = "rocm-device-libs-${versions.devicelibs}";
+              deb = "rocm-device-libs-${versions.llvm}";
+              version = versions.devicelibsDeb;
+            })
+          ];
+        };
+
+      rocm64 = toolchain root643 {
+        llvm = "21";
+        hip = "6.4.3"; hipDeb = "6.4.3-5";
+        hipcc = "7.0.2"; hipccDeb = "7.0.2+dfsg-3";
+        clang = "21.1.8"; clangDeb = "1:21.1.8-14";
+        rocblas = "6.4.4"; rocblasDeb = "6.4.4-4";
+        hipblas = "6.4.4"; hipblasDeb = "6.4.4-1";
+        devicelibs = "7.0.2"; devicelibsDeb = "7.0.2+dfsg-3";
+      };
+      rocm72 = toolchain root724 {
+        llvm = "22";
+        hip = "7.2.4"; hipDeb = "7.2.4-1~exp2";
+        hipcc = "7.2.4"; hipccDeb = "7.2.4+dfsg-1~exp1";
+        clang = "22.1.8"; clangDeb = "1:22.1.8-3";
+        rocblas = "7.2.4"; rocblasDeb = "7.2.4-1~exp1";
+        hipblas = "7.2.4"; hipblasDeb = "7.2.4-1~exp1";
+        devicelibs = "7.2.4"; devicelibsDeb = "7.2.4+dfsg-1~exp1";
+      };
+
+      tools = [
+        "llama-bench"
+        "llama-perplexity"
+        "llama-server"
+      ];
+
+      llama =
+        {
+          name,
+          rocm,
+          gpus,
+          targets ? tools,
+          tests ? "test-backend-ops",
+        }:
+        builtins.derivation {
+          inherit name system gpus tests;
+          builder = "/bin/sh";
+          PATH = "/usr/local/bin:/usr/bin:/bin";
+          src = source;
+          rocm = rocm.root;
+          llvm = rocm.llvm;
+          components = rocm.components;
+          enter = ./enter-root.sh;
+          probe = ./amd-device.sh;
+          targets = builtins.concatStringsSep " " targets;
+          args = [
+            "-c"
+            (builtins.readFile ./build-llama-rocm.sh)
+          ];
+        };
+    in
+    {
+      packages.${system} = {
+        # pinned: ROCm 6.4 (HIP 6.4.3, hipcc 7.0.2 on clang 21)
+        default = llama {
+          name = "llama-cpp-hip-0.3.36";
+          rocm = rocm64;
+          inherit gpus;
+        };
+        # candidate: ROCm 7.2 (HIP 7.2.4 on clang 22)
+        rocm72 = llama {
+          name = "llama-cpp-hip-0.3.36";
+          rocm = rocm72;
+          inherit gpus;
+        };
+        # reference for numerics: the same source on the CPU, portable (no HIP, no native SIMD),
+        # built by ROCm 6.4's root clang: every kernel an independent implementation, in float32.
+        reference = llama {
+          name = "llama-cpp-portable-0.3.36";
+          rocm = rocm64;
+          gpus = "";
+          targets = [ "llama-perplexity" ];
+          tests = "";
+        };
+        rocm-6_4 = root643;
+        rocm-7_2 = root724;
+        src = source;
+      };
+    };
+}
