@@ -113,5 +113,5 @@ def test_a_host_label_is_kept_with_the_run_and_named_in_its_reports(project: Cal
     run_dir = Path(json.loads(done.stdout)["run_dir"])
     saved = json.loads((run_dir / "run.json").read_text())
     assert saved["provenance"]["host"]["label"] == "gfx1151-runner-3"
-    assert "**gfx1151-runner-3**" in (run_dir / "summary.md").read_text()
+    assert " · gfx1151-runner-3 (" in (run_dir / "summary.md").read_text()
     assert "<strong>gfx1151-runner-3</strong>" in (run_dir / "report.html").read_text()
