@@ -72,19 +72,19 @@ def _bench() -> tuple[Measure, Judge]:
 
 
 def _role_members() -> MemberView:
-    from qualify.checks.members import role_view
+    from qualify.checks.roleview import role_view
 
     return role_view
 
 
 def _numerics_members() -> MemberView:
-    from qualify.numerics.members import member_view
+    from qualify.numerics.sharedpass import member_view
 
     return member_view
 
 
 def _bench_members() -> MemberView:
-    from qualify.bench.members import member_view
+    from qualify.bench.sharedschedule import member_view
 
     return member_view
 

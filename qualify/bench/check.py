@@ -68,7 +68,7 @@ def judge(saved: SavedCheck) -> Judgement:
         return Judgement(Verdict.ERROR, "not measured (the run stopped first)")
     schedule = read_json(path)
     units: list[dict[str, Any]] = schedule["units"]
-    plan: dict[str, Any] | None = schedule.get("plan")
+    rule: dict[str, Any] | None = schedule.get("plan")  # the stopping rule the schedule ran by
     findings: list[Finding] = []
     for unit in units:
         where = _where(unit)
@@ -102,7 +102,7 @@ def judge(saved: SavedCheck) -> Judgement:
     values, kinds = _load(saved)
     series = series_from(units, values, kinds)
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
-    outcomes = evaluate(series, plan["looks"], plan["alpha"], margin) if plan else []
+    outcomes = evaluate(series, rule["looks"], rule["alpha"], margin) if rule else []
     invalid = _invalid_tests(saved, units, values, kinds)
     pairs = schedule.get("pairs", 0)
     # Nothing measured is FAIL, unless a baseline or harness failure already explains it.
@@ -137,7 +137,7 @@ def judge(saved: SavedCheck) -> Judgement:
             "limits_of_evidence": tables.limits_of_evidence(schedule, outcomes, by_label, margin, aa),
             "pairs": pairs,
             "stop_reason": schedule.get("stop_reason"),
-            "plan": plan,
+            "plan": rule,
             "margin": margin,
             "a_a": aa,
             "machine": {"gpu_telemetry": schedule.get("gpu_telemetry"), "flagged": conditions.flagged(units)},

@@ -13,7 +13,7 @@ every unit, the machine's state before and after it, and why the schedule stoppe
 In a run set the bench measures every member at once: each block runs pinned and every
 member's arm in a row of a Williams design (ABBA for one candidate), pinned's units serve every
 member's pairs, and each member is judged on its own pairs at its share of `alpha`
-(`qualify.core.designs`, `qualify.bench.members`).
+(`qualify.core.designs`, `qualify.bench.sharedschedule`).
 
 Per test, on R = candidate/pinned (throughput; inverted for lower-is-better metrics), from the
 log of each unit's median: an exact Wilcoxon signed-rank test and Hodges–Lehmann interval over

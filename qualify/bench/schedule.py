@@ -67,7 +67,9 @@ class Schedule:
         #: The machine's state since the last unit ended: the next unit's "before".
         self.between = self.baseline
         self.between_procs = machine.process_times()
-        self.plan: dict[str, Any] | None = None
+        #: When the schedule looks at its tests and stops (`make_stopping_rule`); None until the
+        #: first unit has said which tests there are.
+        self.stopping_rule: dict[str, Any] | None = None
         self.stop_reason = ""
         self.started_at = now_iso()
 
@@ -184,7 +186,10 @@ class Schedule:
                     }
                 )
 
-    def make_plan(self) -> dict[str, Any]:
+    def make_stopping_rule(self) -> dict[str, Any]:
+        """The group-sequential design: the pairs at which to look, the first Holm level and the
+        pairs it needs, the family-wise alpha, the maximum pairs, the time budget and the margin.
+        Saved in schedule.json under its original key, "plan"."""
         alpha, looks = float(self.params["alpha"]), int(self.params["looks"])
         tests = len(self.kinds)
         level = abtests.first_holm_level(alpha, tests, looks)
@@ -206,11 +211,12 @@ class Schedule:
 
     def open_tests(self) -> list[str]:
         """Tests still INCONCLUSIVE for some candidate at the current pairs ("role: test")."""
-        assert self.plan is not None
+        rule = self.stopping_rule
+        assert rule is not None
         found = []
         for role in self.roles[1:]:
             series = series_from(candidate_view(self.units, role), self.values, self.kinds)
-            outcomes = evaluate(series, self.plan["looks"], self.plan["alpha"], self.plan["margin"])
+            outcomes = evaluate(series, rule["looks"], rule["alpha"], rule["margin"])
             prefix = f"{role}: " if len(self.roles) > 2 else ""
             found += [prefix + o.label for o in outcomes if o.finding == INCONCLUSIVE]
         return found
@@ -221,7 +227,7 @@ class Schedule:
             ctx.folder / "schedule.json",
             {
                 "started_at": self.started_at,
-                "plan": self.plan,
+                "plan": self.stopping_rule,  # the key every saved schedule holds
                 "stop_reason": self.stop_reason,
                 "pairs": self.pairs_done(),
                 "roles": list(self.roles),
@@ -294,10 +300,10 @@ def _pairs(schedule: Schedule) -> None:
     started = time.monotonic()
     pair, look = 0, 0
     while True:
-        if schedule.plan is None and schedule.kinds:
-            schedule.plan = schedule.make_plan()
-        planned = schedule.plan["looks"] if schedule.plan else [1]
-        if schedule.plan is not None and pair >= planned[look]:
+        if schedule.stopping_rule is None and schedule.kinds:
+            schedule.stopping_rule = schedule.make_stopping_rule()
+        planned = schedule.stopping_rule["looks"] if schedule.stopping_rule else [1]
+        if schedule.stopping_rule is not None and pair >= planned[look]:
             schedule.save()
             open_tests = schedule.open_tests()
             if not open_tests:
@@ -322,13 +328,13 @@ def _pairs(schedule: Schedule) -> None:
         crashed = None
         for role in block_order(schedule.roles, pair):
             # Pairs planned so far: the current look's (unknown before the first unit's tests).
-            ctx.advance(Progress(role, pair - 1, planned[look] if schedule.plan else None, "pairs"))
+            ctx.advance(Progress(role, pair - 1, planned[look] if schedule.stopping_rule else None, "pairs"))
             if not schedule.run_unit(role, "pair", pair):
                 crashed = role
                 break
         if crashed:
             schedule.stop_reason = f"a {crashed} unit failed in pair {pair}"
             break
-        if schedule.plan is None and not schedule.kinds:
+        if schedule.stopping_rule is None and not schedule.kinds:
             schedule.stop_reason = "no unit reported any test"
             break

@@ -131,11 +131,11 @@ def limits_of_evidence(
         f"a regression is called only when a test's whole interval lies below 1 − {margin:.1%}; "
         "a slowdown whose interval reaches across that line is INCONCLUSIVE, not a regression.",
     ]
-    plan = schedule.get("plan") or {}
-    if plan and schedule.get("pairs", 0) < plan.get("computed_min_pairs", 0):
+    rule = schedule.get("plan") or {}  # the stopping rule
+    if rule and schedule.get("pairs", 0) < rule.get("computed_min_pairs", 0):
         notes.append(
-            f"fewer pairs ran than the {plan['computed_min_pairs']} needed to reach "
-            f"p ≤ {plan['first_level']:.3g}: a difference could not be shown at that level."
+            f"fewer pairs ran than the {rule['computed_min_pairs']} needed to reach "
+            f"p ≤ {rule['first_level']:.3g}: a difference could not be shown at that level."
         )
     open_tests = [o.label for o in outcomes if o.finding == INCONCLUSIVE]
     if open_tests:

@@ -29,6 +29,7 @@ from qualify.numerics.store import (
     save_stats,
 )
 from qualify.numerics.streamed import score_together
+from qualify.numerics.tables import stats_charts, stats_tables
 from qualify.numerics.tokenstats import TokenStats
 
 RECORD = "numerics.json"
@@ -162,8 +163,9 @@ def judge(saved: SavedCheck) -> Judgement:
         outcome = judge_stats(stats, saved.spec.limits, settings)
         findings.extend(outcome.findings)
         judged = outcome.judged
-        tables, facts = tuple(outcome.tables), {**facts, **outcome.facts}
-        charts = tuple(outcome.charts)
+        facts = {**facts, **outcome.facts}
+        tables = stats_tables(stats, outcome, saved.spec.limits, settings)
+        charts = stats_charts(stats, outcome, saved.spec.limits)
     elif not findings:
         findings.append(
             Finding(Verdict.FAIL, "no per-token vectors saved: nothing was compared", "candidate")

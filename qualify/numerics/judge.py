@@ -1,7 +1,8 @@
-"""The numerics stage's judgement of saved per-token vectors: limits, non-inferiority, tables.
+"""The numerics stage's judgement of saved per-token vectors: limits and non-inferiority.
 
 A pure function of a ``TokenStats`` (reference, pinned, optionally pinned.2, candidate), the
-plan's limits and the bootstrap settings; ``qualify.numerics.kind`` documents the verdict rules.
+plan's limits and the bootstrap settings; ``qualify.numerics.kind`` documents the verdict rules
+and ``qualify.numerics.tables`` presents what was judged.
 Every limit is judged on a one-sided bound (``qualify.numerics.bootstrap``): a point estimate beyond the
 limit is FAIL, an estimate within it whose bound is not is INCONCLUSIVE (the data cannot decide
 at the stated confidence), both within it passes.
@@ -9,7 +10,6 @@ at the stated confidence), both within it passes.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from qualify.checks.base import ChartData, Finding, TableData
+from qualify.checks.base import Finding
 from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds, noninferiority_bound
-from qualify.numerics.charts import distribution_chart
 from qualify.numerics.kind import GATES, KIND, Gate
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
@@ -29,10 +28,6 @@ from qualify.numerics.tokenstats import TokenStats
 FLOOR_ROLE = "pinned.2"
 DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
 FLOOR_FACTOR = 3.0  # δ is at least 3 × the pinned arm's run-to-run floor
-
-
-KLD_BINS = (-math.inf, 0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, math.inf)
-CONFIDENCE_BUCKETS = (0.0, 0.25, 0.5, 0.75, 0.95, 1.0 + 1e-12)
 
 
 @dataclass(frozen=True)
@@ -55,24 +50,29 @@ def g(x: float | None) -> str:
 
 @dataclass
 class Outcome:
+    """The judgement of saved per-token vectors (no verdict: the caller folds the findings), and
+    the evidence the tables present (`qualify.numerics.tables`)."""
+
     findings: list[Finding]
-    tables: list[TableData]
     facts: dict[str, Any]
-    charts: list[ChartData] = field(default_factory=list)
     #: The limits evaluated on the candidate and the comparisons made (see Judgement.judged).
     judged: list[str] = field(default_factory=list)
+    #: The roles compared with the reference (none when nothing was: no tables then).
+    roles: list[str] = field(default_factory=list)
+    summaries: dict[tuple[str, str], KldSummary] = field(default_factory=dict)
+    bounds: dict[str, dict[str, BootstrapBound]] = field(default_factory=dict)
+    noninferiority: Noninferiority | None = None
 
 
 def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> Outcome:
-    """Findings, tables and facts for saved per-token vectors (no verdict: the caller folds them)."""
-    out = Outcome(
-        [], [], {"n_tokens": stats.n_tokens, "n_chunks": stats.n_chunks, "kl_floor": stats.kl_floor}
-    )
+    """Findings, facts and what was judged, for saved per-token vectors and the limits."""
+    out = Outcome([], {"n_tokens": stats.n_tokens, "n_chunks": stats.n_chunks, "kl_floor": stats.kl_floor})
     ref = stats.reference
     judged = [r for r in ("pinned", "candidate") if (ref, r) in stats.pair]
     if stats.n_tokens == 0 or "candidate" not in judged:
         out.findings.append(Finding(Verdict.FAIL, "no tokens compared: nothing was measured", "candidate"))
         return out
+    out.roles = judged
     for role in stats.roles:
         bad = int(stats.role[role].nonfinite.sum())
         if bad:
@@ -95,10 +95,10 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
                 None,
             )
         )
-    summaries = {p: summarize(stats, *p, margin=s.flip_margin) for p in stats.pair}
+    summaries = out.summaries = {p: summarize(stats, *p, margin=s.flip_margin) for p in stats.pair}
     out.facts["summaries"] = {f"{a}|{b}": _summary_facts(v) for (a, b), v in summaries.items()}
     finite = {r: _finite(stats, r) for r in judged}
-    bounds: dict[str, dict[str, BootstrapBound]] = {}
+    bounds = out.bounds
     if stats.n_chunks >= 2:
         for role in judged:
             if finite[role]:
@@ -124,22 +124,28 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
                 None,
             )
         )
-    out.tables.append(_metric_table(stats, limits, bounds, summaries, s))
     if "pinned" in judged and all(finite.values()) and stats.n_chunks >= 2:
-        ni_findings, ni_table, ni_facts = _noninferiority(stats, limits, s)
+        ni_findings, out.noninferiority = _noninferiority(stats, limits, s)
         out.findings.extend(ni_findings)
-        out.tables.append(ni_table)
-        out.facts["noninferiority"] = ni_facts
+        out.facts["noninferiority"] = out.noninferiority.facts()
         out.judged.append("non-inferiority against pinned")
-    out.tables.append(_llama_table(summaries))
-    out.tables.append(_distribution_table(stats, judged))
-    out.tables.append(_confidence_table(stats, judged))
-    out.charts.append(distribution_chart(stats, judged, limits))
     out.facts["limits_of_evidence"] = [
         f"numerics were scored on one model and one text ({stats.n_tokens} tokens in "
         f"{stats.n_chunks} chunks); other models or prompts may move differently"
     ]
     return out
+
+
+def gate_result(gate: Gate, b: BootstrapBound, limit: float) -> str:
+    """A limit judged on the candidate's estimate and one-sided bound: FAIL when the estimate is
+    beyond it, INCONCLUSIVE when only the bound is, else PASS."""
+    return (
+        "FAIL"
+        if beyond(gate, b.estimate, limit)
+        else "INCONCLUSIVE"
+        if beyond(gate, b.bound, limit)
+        else "PASS"
+    )
 
 
 def _finite(stats: TokenStats, role: str) -> bool:
@@ -168,7 +174,7 @@ def _summary_facts(v: KldSummary) -> dict[str, Any]:
     }
 
 
-def _beyond(gate: Gate, value: float, limit: float) -> bool:
+def beyond(gate: Gate, value: float, limit: float) -> bool:
     return value > limit if gate.upper else value < limit
 
 
@@ -186,7 +192,7 @@ def _gate_findings(
         b = bounds.get(role, {}).get(gate.bound)
         if b is None:
             continue
-        if _beyond(gate, b.estimate, limit):
+        if beyond(gate, b.estimate, limit):
             if role == "candidate":
                 findings.append(
                     Finding(
@@ -205,7 +211,7 @@ def _gate_findings(
                         role,
                     )
                 )
-        elif role == "candidate" and _beyond(gate, b.bound, limit):
+        elif role == "candidate" and beyond(gate, b.bound, limit):
             findings.append(
                 Finding(
                     Verdict.INCONCLUSIVE,
@@ -218,64 +224,6 @@ def _gate_findings(
     return findings
 
 
-def _metric_table(
-    stats: TokenStats,
-    limits: Mapping[str, float],
-    bounds: Mapping[str, Mapping[str, BootstrapBound]],
-    summaries: Mapping[tuple[str, str], KldSummary],
-    s: Settings,
-) -> TableData:
-    ref = stats.reference
-    roles = [r for r in ("pinned", "candidate") if (ref, r) in summaries]
-    rows: list[tuple[Any, ...]] = []
-    for gate in GATES:
-        row: list[Any] = [gate.label, g(limits.get(gate.limit))]
-        verdict = ""
-        for role in roles:
-            b = bounds.get(role, {}).get(gate.bound)
-            row += [g(b.estimate) if b else "", g(b.bound) if b else ""]
-            if role == "candidate" and b is not None and gate.limit in limits:
-                limit = limits[gate.limit]
-                verdict = (
-                    "FAIL"
-                    if _beyond(gate, b.estimate, limit)
-                    else "INCONCLUSIVE"
-                    if _beyond(gate, b.bound, limit)
-                    else "PASS"
-                )
-        rows.append((*row, verdict))
-
-    def info(label: str, value: Any) -> None:
-        cells: list[Any] = [label, ""]
-        for role in roles:
-            cells += [value(summaries[(ref, role)]), ""]
-        rows.append((*cells, ""))
-
-    info("median KLD", lambda v: g(v.kld_median))
-    info("p90 KLD", lambda v: g(v.kld_p90))
-    info("p99.9 KLD", lambda v: g(v.kld_p999))
-    info("max KLD", lambda v: g(v.kld_max))
-    info("PPL (reference's in brackets)", lambda v: f"{v.ppl_q:.4f} ({v.ppl_base:.4f})")
-    info("ΔPPL % (all tokens)", lambda v: g(v.dppl_pct))
-    info("same top p %", lambda v: f"{100 * v.same_top_p:.3f}")
-    info("RMS Δp %", lambda v: g(100 * v.rms_dp))
-    info("NaN/Inf log-probs", lambda v: v.nonfinite_other)
-    info(
-        "targets at a llama.cpp floor (reference's)",
-        lambda v: f"{v.target_at_floor_other} ({v.target_at_floor_base})",
-    )
-    columns = ["metric", "limit"]
-    for role in roles:
-        columns += [role, f"{role} bound"]
-    title = (
-        f"Against the reference: estimates and one-sided {s.confidence:.0%} BCa bounds over "
-        f"{stats.n_chunks} chunks ({stats.n_tokens} tokens, {s.resamples} resamples, seed {s.seed}); "
-        "the means take Cantelli's bound when wider, counts an exact one; the p99 "
-        "and |ΔPPL| bounds are BCa alone, approximate"
-    )
-    return TableData(title, (*columns, "candidate verdict"), tuple(rows))
-
-
 def noninferiority_delta(margin: float, mean_kl_pinned: float, floor: float | None) -> float:
     """δ = max(margin × mean KL_P, 3 × the pinned arm's run-to-run floor)."""
     return max(margin * mean_kl_pinned, FLOOR_FACTOR * (floor or 0.0))
@@ -286,9 +234,37 @@ def noninferiority_verdict(bound: BootstrapBound, delta: float) -> str:
     return "FAIL" if bound.estimate > delta else "INCONCLUSIVE" if bound.bound > delta else "PASS"
 
 
+@dataclass(frozen=True)
+class Noninferiority:
+    """The candidate against pinned: the bound on θ = mean KL_C − KL_P, the δ it is held to and
+    the figures δ comes from."""
+
+    bound: BootstrapBound
+    delta: float
+    margin: float
+    mean_kl_pinned: float
+    mean_kl_candidate: float
+    #: Mean |KL(pinned‖pinned.2)|: the pinned arm's run-to-run floor (None: not rerun).
+    floor: float | None
+    verdict: str
+
+    def facts(self) -> dict[str, Any]:
+        return {
+            "theta": self.bound.estimate,
+            "bound": self.bound.bound,
+            "method": self.bound.method,
+            "delta": self.delta,
+            "margin": self.margin,
+            "mean_kl_pinned": self.mean_kl_pinned,
+            "mean_kl_candidate": self.mean_kl_candidate,
+            "floor": self.floor,
+            "verdict": self.verdict,
+        }
+
+
 def _noninferiority(
     stats: TokenStats, limits: Mapping[str, float], s: Settings
-) -> tuple[list[Finding], TableData, dict[str, Any]]:
+) -> tuple[list[Finding], Noninferiority]:
     ref = stats.reference
     rho = limits.get("noninferiority_margin", DEFAULT_NI_MARGIN)
     b = noninferiority_bound(
@@ -322,77 +298,4 @@ def _noninferiority(
                 "candidate",
             )
         )
-    ratio = kl_c / kl_p if kl_p > 0 else math.nan
-    rows = (
-        ("θ̂ = mean KL_C − KL_P per token", g(b.estimate)),
-        (f"upper {s.confidence:.0%} bound on θ ({b.method})", g(b.bound)),
-        ("δ = max(margin × mean KL_P, 3 × floor)", g(delta)),
-        (f"margin {g(rho)} × mean KL_P ({g(kl_p)})", g(rho * kl_p)),
-        ("floor = mean |KL(pinned‖pinned.2)|", g(floor) if floor is not None else "not measured"),
-        ("3 × floor", g(FLOOR_FACTOR * floor) if floor is not None else ""),
-        ("mean KL_C / mean KL_P", g(ratio)),
-        ("verdict", verdict),
-    )
-    facts = {
-        "theta": b.estimate,
-        "bound": b.bound,
-        "method": b.method,
-        "delta": delta,
-        "margin": rho,
-        "mean_kl_pinned": kl_p,
-        "mean_kl_candidate": kl_c,
-        "floor": floor,
-        "verdict": verdict,
-    }
-    return findings, TableData("Non-inferiority against pinned", ("quantity", "value"), rows), facts
-
-
-def _llama_table(summaries: Mapping[tuple[str, str], KldSummary]) -> TableData:
-    pairs = list(summaries)
-    printed = {p: v.printed() for p, v in summaries.items()}
-    lines = list(printed[pairs[0]]) if pairs else []
-
-    def cell(value: tuple[float, float | None]) -> str:
-        v, unc = value
-        return f"{v:.6g} ± {unc:.3g}" if unc is not None else f"{v:.6g}"
-
-    rows = tuple((line, *(cell(printed[p][line]) for p in pairs)) for line in lines)
-    columns = ("llama-perplexity line", *(f"{a} → {b}" for a, b in pairs))
-    return TableData(
-        "llama-perplexity's --kl-divergence figures per pair (base → Q; ± assumes independent tokens)",
-        columns,
-        rows,
-        collapsed=True,
-    )
-
-
-def _distribution_table(stats: TokenStats, roles: list[str]) -> TableData:
-    edges = np.array(KLD_BINS)
-    counts = {r: np.histogram(stats.kld(stats.reference, r), edges)[0] for r in roles}
-    rows = []
-    for i in range(len(edges) - 1):
-        lo, hi = edges[i], edges[i + 1]
-        label = "< 0" if math.isinf(lo) else f"≥ {g(lo)}" if math.isinf(hi) else f"[{g(lo)}, {g(hi)})"
-        rows.append((label, *(int(counts[r][i]) for r in roles)))
-    return TableData(
-        "KLD distribution against the reference (tokens per bin)", ("KLD", *roles), tuple(rows), True
-    )
-
-
-def _confidence_table(stats: TokenStats, roles: list[str]) -> TableData:
-    ref = stats.reference
-    # The reference's top-1 probability: exp(-nll) of its own top token is not stored, but the
-    # top-1/top-2 margin is; bucket by the reference's target probability instead.
-    p_ref = np.exp(-stats.role[ref].nll)
-    rows = []
-    for lo, hi in itertools.pairwise(CONFIDENCE_BUCKETS):
-        mask = (p_ref >= lo) & (p_ref < hi)
-        n = int(mask.sum())
-        means = [g(float(stats.kld(ref, r)[mask].mean())) if n else "" for r in roles]
-        rows.append((f"[{lo:g}, {min(hi, 1.0):g}{']' if hi > 1 else ')'}", n, *means))
-    return TableData(
-        "Mean KLD by the reference's probability of the target token",
-        ("p(target) under the reference", "tokens", *(f"{r} mean KLD" for r in roles)),
-        tuple(rows),
-        True,
-    )
+    return findings, Noninferiority(b, delta, rho, kl_p, kl_c, floor, verdict)

@@ -22,7 +22,7 @@ from qualify.numerics.store import (
     settings_of,
     store_reference,
 )
-from qualify.numerics.stream import LogprobFileError, LogprobStream
+from qualify.numerics.stream import LogprobFileError, LogprobStream, RoleStreamError
 from qualify.numerics.tokenstats import StreamMismatch, TokenStats, token_stats
 
 
@@ -159,8 +159,7 @@ class Measuring:
             self.record["token_mismatch"] = exc.message
             return None
         except LogprobFileError as exc:
-            role = next((r for r in roles if str(self.artifacts[r]) in exc.message), roles[-1])
-            self.record["artifact_error"] = {"role": role, "message": exc.message}
+            self.record["artifact_error"] = {"role": failed_role(exc), "message": exc.message}
             return None
         finally:
             self.ctx.progress(None)
@@ -182,6 +181,12 @@ class Measuring:
         if role != "reference" and role in self.artifacts and not self.params.get("keep"):
             self.streams.pop(role, None)  # drop the memory map before the file goes
             remove_artifact(self.artifacts.pop(role))
+
+
+def failed_role(exc: LogprobFileError) -> str | None:
+    """The role whose stream failed, as the reader said; None where no reader named one (an
+    error while a chunk's rows were decoded, not while the stream was read)."""
+    return exc.role if isinstance(exc, RoleStreamError) else None
 
 
 def one_path(ctx: CheckContext, template: str, role: str, extra: dict[str, Any]) -> Path:

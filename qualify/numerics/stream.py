@@ -32,6 +32,15 @@ class LogprobFileError(QualifyError):
     """A log-prob artifact is missing, truncated or corrupt; the message names file and offset."""
 
 
+class RoleStreamError(LogprobFileError):
+    """A role's log-prob stream failed while it was read: the reader's error, and the role it was
+    read for (so a caller names the role from this, not from the message's path)."""
+
+    def __init__(self, role: str, error: LogprobFileError) -> None:
+        super().__init__(error.message, error.hint)
+        self.role = role
+
+
 @dataclass(frozen=True, eq=False)
 class DenseChunk:
     """One chunk with full-vocabulary rows, decoded on demand by ``logprobs(start, stop)``."""

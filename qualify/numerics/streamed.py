@@ -11,13 +11,14 @@ sharing the cores or the GPU), which is why a plan turns it on.
 
 A writer that dies, a stream that ends early, or tokens that differ stop the pass: every other
 writer is ended, no per-token vectors are saved, the pipes are removed, and the record names the
-role and the offset.
+role (the one whose stream the reader was reading) and the offset.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,9 @@ from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.llamapipe import LlamaLogitsPipe, make_fifo
-from qualify.numerics.measuring import Measuring
+from qualify.numerics.measuring import Measuring, failed_role
 from qualify.numerics.store import artifact_bytes, settings_mismatch, settings_of
-from qualify.numerics.stream import LogprobFileError, LogprobStream
+from qualify.numerics.stream import LogprobFileError, LogprobStream, RoleStreamError
 from qualify.numerics.tokenstats import LLAMA_KL_FLOOR, StreamMismatch, TokenStats, token_stats
 
 
@@ -41,104 +42,158 @@ def pairs_for(roles: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """One role's scoring command, ready to start: the arm it runs (pinned.2 runs pinned's), its
+    command line, the named pipe it writes into, its log, and the measurement saved for it."""
+
+    role: str
+    arm_role: str
+    argv: list[str]
+    pipe: Path
+    log: Path
+    measurement: dict[str, Any]
+
+
+@dataclass
+class Pass:
+    """What one pass over the streams left: the vectors (None when it stopped), the role whose
+    stream stopped it, each command's end, and what each role's stream and output said."""
+
+    stats: TokenStats | None = None
+    failed: dict[str, Any] | None = None
+    finished: dict[str, process.Completed] = field(default_factory=dict)
+    streams: dict[str, LogprobStream] = field(default_factory=dict)
+    lines: dict[str, list[str]] = field(default_factory=dict)
+
+
 def score_together(state: Measuring, roles: list[str]) -> TokenStats | None:
     """Score `roles` at once through pipes and reduce them with the reference's stream."""
-    ctx = state.ctx
     if "reference" not in state.streams:
         return None  # the reference failed: the roles are not worth scoring
     started = time.monotonic()
-    prepared: dict[str, tuple[str, list[str], Path, dict[str, Any]]] = {}
+    scorings = _prepare(state, roles)
+    if scorings is None:
+        return None
+    done = _run_pass(state, scorings)
+    for scoring in scorings:
+        _save(state, scoring, done)
+    return _recorded(state, roles, done, time.monotonic() - started)
+
+
+def _prepare(state: Measuring, roles: list[str]) -> list[Scoring] | None:
+    """Each role's command and pipe; None (every pipe removed) when one role's cannot be made,
+    that role's measurement saying why."""
+    ctx = state.ctx
     logs = {
         role: ctx.log("pinned" if role == FLOOR_ROLE else role, "run-2" if role == FLOOR_ROLE else "run")
         for role in roles
     }
+    scorings: list[Scoring] = []
     for role in roles:
         arm_role = "pinned" if role == FLOOR_ROLE else role
         m: dict[str, Any] = {"role": role, "arm": ctx.arms[arm_role].arm.name, "streamed": True}
         try:
             extra = state.values_for(role)
             argv = ctx.argv(state.params["run"], arm_role, **extra)
-            artifact = state.artifact_path(arm_role, extra)
-            make_fifo(artifact)
+            pipe = state.artifact_path(arm_role, extra)
+            make_fifo(pipe)
         except (QualifyError, OSError) as exc:
             message = exc.message if isinstance(exc, QualifyError) else str(exc)
             m["error"] = {"message": message, "hint": getattr(exc, "hint", None)}
             ctx.save(role, m)
             continue
-        prepared[role] = (arm_role, argv, artifact, m)
-    if len(prepared) < len(roles):
-        for _, _, artifact, _ in prepared.values():
-            artifact.unlink(missing_ok=True)
+        scorings.append(Scoring(role, arm_role, argv, pipe, logs[role], m))
+    if len(scorings) < len(roles):
+        for scoring in scorings:
+            scoring.pipe.unlink(missing_ok=True)
         return None
-    lines: dict[str, list[str]] = {role: [] for role in roles}
-    stats: TokenStats | None = None
-    failed: dict[str, Any] | None = None
-    finished: dict[str, process.Completed] = {}
+    return scorings
+
+
+def _run_pass(state: Measuring, scorings: list[Scoring]) -> Pass:
+    """Start every scoring command and reduce their pipes with the reference's stream in one
+    pass; a stream that stops the pass ends every writer still running."""
+    ctx = state.ctx
+    roles = [s.role for s in scorings]
+    done = Pass(lines={role: [] for role in roles})
     ctx.advance(Progress(", ".join(roles), 1, 2, "scoring runs"))
     with ExitStack() as stack:
         running = {
-            role: stack.enter_context(
+            s.role: stack.enter_context(
                 background.start(
-                    argv,
-                    log=logs[role],
-                    env=ctx.env(arm_role),
-                    cwd=ctx.role_dir(role),
+                    s.argv,
+                    log=s.log,
+                    env=ctx.env(s.arm_role),
+                    cwd=ctx.role_dir(s.role),
                     timeout_s=ctx.spec.timeout_s,
                     echo=ctx.echo,
-                    on_line=[lines[role].append],
+                    on_line=[done.lines[s.role].append],
                 )
             )
-            for role, (arm_role, argv, _, _) in prepared.items()
+            for s in scorings
         }
-        streams: dict[str, LogprobStream] = {"reference": state.streams["reference"]}
+        done.streams["reference"] = state.streams["reference"]
         try:
-            for role, (_, _, artifact, _) in prepared.items():
-                streams[role] = LlamaLogitsPipe(artifact, running[role].alive)
-            ctx.progress(f"per-token statistics of {', '.join(streams)}, as they are scored")
-            stats = token_stats(streams, pairs=pairs_for(roles), kl_floor=LLAMA_KL_FLOOR)
+            for s in scorings:
+                try:
+                    done.streams[s.role] = LlamaLogitsPipe(s.pipe, running[s.role].alive)
+                except LogprobFileError as exc:
+                    raise RoleStreamError(s.role, exc) from exc
+            ctx.progress(f"per-token statistics of {', '.join(done.streams)}, as they are scored")
+            done.stats = token_stats(done.streams, pairs=pairs_for(roles), kl_floor=LLAMA_KL_FLOOR)
         except LogprobFileError as exc:
-            role = next((r for r, p in prepared.items() if str(p[2]) in exc.message), roles[-1])
-            failed = {
-                "role": role,
-                "message": f"{role}: " + exc.message + (f" ({exc.hint})" if exc.hint else ""),
-            }
+            role = failed_role(exc)
+            said = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            done.failed = {"role": role, "message": f"{role}: {said}" if role else said}
         except StreamMismatch as exc:
             state.record["token_mismatch"] = exc.message
         finally:
             ctx.progress(None)
-        if stats is None:
+        if done.stats is None:
             # Writers blocked on a pipe nobody reads any more: end them, not wait for them.
             for job in running.values():
                 if job.alive():
                     process.kill_group(job.process, grace_s=1.0)
         for role, job in running.items():
-            finished[role] = job.wait()
-    for role, (_, argv, artifact, m) in prepared.items():
-        done = finished[role]
-        m.update(
-            command={**done.as_json(), "log": str(logs[role])},
-            output_tail=list(done.output_tail[-20:]),
-            outcome=done.describe(),
-            ok=done.ok,
-            seconds=round(done.duration_s, 3),
-            artifact=str(artifact),
+            done.finished[role] = job.wait()
+    return done
+
+
+def _save(state: Measuring, scoring: Scoring, done: Pass) -> None:
+    """A role's measurement: how its command ended and what its stream said; its pipe removed."""
+    finished, m = done.finished[scoring.role], scoring.measurement
+    m.update(
+        command={**finished.as_json(), "log": str(scoring.log)},
+        output_tail=list(finished.output_tail[-20:]),
+        outcome=finished.describe(),
+        ok=finished.ok,
+        seconds=round(finished.duration_s, 3),
+        artifact=str(scoring.pipe),
+    )
+    stream = done.streams.get(scoring.role)
+    if stream is not None:
+        m["settings"] = state.settings[scoring.role] = settings_of(
+            stream, done.lines[scoring.role], scoring.argv
         )
-        stream = streams.get(role)
-        if stream is not None:
-            m["settings"] = state.settings[role] = settings_of(stream, lines[role], argv)
-            m["format"], m["artifact_bytes"] = stream.format, 0
-        artifact.unlink(missing_ok=True)  # the pipe: nothing was ever stored in it
-        ctx.save(role, m)
-    if failed is not None:
-        state.record["artifact_error"] = failed
+        m["format"], m["artifact_bytes"] = stream.format, 0
+    scoring.pipe.unlink(missing_ok=True)  # the pipe: nothing was ever stored in it
+    state.ctx.save(scoring.role, m)
+
+
+def _recorded(state: Measuring, roles: list[str], done: Pass, seconds: float) -> TokenStats | None:
+    """The pass in the record, and its vectors; None (the reason recorded) when it stopped or
+    the roles' settings differ."""
+    if done.failed is not None:
+        state.record["artifact_error"] = done.failed
         return None
+    stats = done.stats
     if stats is None:
         return None
     mismatch = settings_mismatch({r: state.settings[r] for r in ["reference", *roles] if r in state.settings})
     if mismatch:
         state.record["settings_mismatch"] = mismatch
         return None
-    seconds = time.monotonic() - started
     state.record["passes"].append(
         {
             "roles": ["reference", *roles],
@@ -149,5 +204,7 @@ def score_together(state: Measuring, roles: list[str]) -> TokenStats | None:
             "reference_bytes": artifact_bytes(state.artifacts["reference"]),
         }
     )
-    ctx.echo(f"scored and reduced {', '.join(roles)} together: {stats.n_tokens} tokens in {seconds:.1f} s")
+    state.ctx.echo(
+        f"scored and reduced {', '.join(roles)} together: {stats.n_tokens} tokens in {seconds:.1f} s"
+    )
     return stats

@@ -52,7 +52,7 @@ import numpy.typing as npt
 from qualify.core.errors import QualifyError
 from qualify.numerics.decoded import decoded_stats
 from qualify.numerics.encoded import default_threads, encoded_stats
-from qualify.numerics.stream import DenseChunk, LogprobChunk
+from qualify.numerics.stream import DenseChunk, LogprobChunk, LogprobFileError, RoleStreamError
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -217,7 +217,7 @@ def _lockstep(streams: Mapping[str, Iterable[LogprobChunk]]) -> Iterator[dict[st
     iters = {role: iter(s) for role, s in streams.items()}
     n = 0
     while True:
-        got = {role: next(it, None) for role, it in iters.items()}
+        got = {role: _next(role, it) for role, it in iters.items()}
         ended = [role for role, ch in got.items() if ch is None]
         if len(ended) == len(got):
             return
@@ -226,6 +226,16 @@ def _lockstep(streams: Mapping[str, Iterable[LogprobChunk]]) -> Iterator[dict[st
             raise StreamMismatch(f"{ended[0]} has {n} chunks, {more} has more", n)
         yield {role: ch for role, ch in got.items() if ch is not None}
         n += 1
+
+
+def _next(role: str, chunks: Iterator[LogprobChunk]) -> LogprobChunk | None:
+    """The next chunk of `role`'s stream; a reader's error comes out naming the role."""
+    try:
+        return next(chunks, None)
+    except RoleStreamError:
+        raise
+    except LogprobFileError as exc:
+        raise RoleStreamError(role, exc) from exc
 
 
 def default_pairs(roles: Sequence[str], reference: str) -> list[tuple[str, str]]:

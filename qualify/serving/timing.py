@@ -47,7 +47,11 @@ def pairs_needed(alpha: float, tests: int) -> int:
 
 
 @dataclass(frozen=True)
-class TimingPlan:
+class TimingDesign:
+    """How the timing gate is measured: the request types, the tokens generated per request, the
+    long prompt's length, the warm-up requests per role and type, and the ABBA pairs per type
+    (computed from `alpha` so the one-sided test can reach its first Holm level)."""
+
     types: tuple[str, ...]
     tokens: int
     prompt_tokens: int
@@ -56,25 +60,27 @@ class TimingPlan:
     alpha: float
 
 
-def plan_timing(
+def design_timing(
     types: list[str], tokens: int, prompt_tokens: int, warmup: int, repeats: int | None, alpha: float
-) -> TimingPlan:
+) -> TimingDesign:
     needed = pairs_needed(alpha, len(types) * len(METRICS))
-    return TimingPlan(tuple(types), tokens, prompt_tokens, warmup, max(needed, repeats or 0), alpha)
+    return TimingDesign(tuple(types), tokens, prompt_tokens, warmup, max(needed, repeats or 0), alpha)
 
 
-def _request(client: Client, kind: str, plan: TimingPlan, long_prompt: list[int] | None) -> dict[str, Any]:
+def _request(
+    client: Client, kind: str, design: TimingDesign, long_prompt: list[int] | None
+) -> dict[str, Any]:
     common = {**GREEDY, "ignore_eos": True}
     if kind == "chat":
         body = {
             **common,
             "messages": [{"role": "user", "content": "Count from one to twenty."}],
-            "max_tokens": plan.tokens,
+            "max_tokens": design.tokens,
         }
         streamed = client.stream("/v1/chat/completions", body)
     else:
         prompt: Any = long_prompt if kind == "long-prompt" else "Once upon a time, in a small village,"
-        streamed = client.stream("/completion", {**common, "prompt": prompt, "n_predict": plan.tokens})
+        streamed = client.stream("/completion", {**common, "prompt": prompt, "n_predict": design.tokens})
     ttft = streamed.first_content_s()
     tokens = sum(1 for e in streamed.events if e.get("content") or e.get("choices"))
     ok = streamed.status == 200 and not streamed.error and ttft is not None and not streamed.unparsable
@@ -84,7 +90,7 @@ def _request(client: Client, kind: str, plan: TimingPlan, long_prompt: list[int]
         return record
     assert ttft is not None
     e2e = streamed.times_s[-1] if streamed.times_s else streamed.seconds
-    generated = max(plan.tokens, 2)
+    generated = max(design.tokens, 2)
     record.update(
         ttft_ms=ttft * 1000, e2e_ms=e2e * 1000, tpot_ms=(e2e - ttft) * 1000 / (generated - 1), tokens=tokens
     )
@@ -93,26 +99,26 @@ def _request(client: Client, kind: str, plan: TimingPlan, long_prompt: list[int]
 
 def run_timing(
     clients: Mapping[str, Client],
-    plan: TimingPlan,
+    design: TimingDesign,
     progress: Callable[[str | None], None],
     advance: Callable[[Progress], None] = lambda _progress: None,
 ) -> list[dict[str, Any]]:
     """Warm-up then ABBA pairs for every request type; one record per request."""
     roles = ("pinned", "candidate")
     long_prompt = (
-        repeated_tokens(clients["pinned"], plan.prompt_tokens) if "long-prompt" in plan.types else None
+        repeated_tokens(clients["pinned"], design.prompt_tokens) if "long-prompt" in design.types else None
     )
     records: list[dict[str, Any]] = []
-    for kind in plan.types:
+    for kind in design.types:
         for role in roles:
-            for i in range(plan.warmup):
-                progress(f"timing {kind}: warm-up {role} {i + 1}/{plan.warmup}")
-                _request(clients[role], kind, plan, long_prompt)
-        for pair, order in enumerate(abba_order(roles, plan.pairs)):
-            progress(f"timing {kind}: pair {pair + 1}/{plan.pairs}")
-            advance(Progress(done=pair, total=plan.pairs, unit=f"{kind} pairs"))
+            for i in range(design.warmup):
+                progress(f"timing {kind}: warm-up {role} {i + 1}/{design.warmup}")
+                _request(clients[role], kind, design, long_prompt)
+        for pair, order in enumerate(abba_order(roles, design.pairs)):
+            progress(f"timing {kind}: pair {pair + 1}/{design.pairs}")
+            advance(Progress(done=pair, total=design.pairs, unit=f"{kind} pairs"))
             for position, role in enumerate(order):
-                record = _request(clients[role], kind, plan, long_prompt)
+                record = _request(clients[role], kind, design, long_prompt)
                 records.append({"type": kind, "pair": pair, "role": role, "position": position, **record})
     progress(None)
     return records

@@ -23,7 +23,7 @@ from qualify.cli import app
 from qualify.core.checkspec import CheckSpec
 from qualify.numerics.check import judge
 from qualify.numerics.formats import write_logprob_dir
-from qualify.numerics.llamalogits import write_llama_logits
+from qualify.numerics.llamalogits import llama_row_width, write_llama_logits
 from qualify.numerics.stream import log_softmax
 
 runner = CliRunner()
@@ -365,6 +365,26 @@ def test_a_writer_dying_mid_stream_is_an_error_naming_role_and_offset(project, a
     assert not [q for q in folder.rglob("output") if q.exists()]  # every pipe removed
     m = json.loads((folder / "pinned" / "measurement.json").read_text())
     assert m["outcome"] != "exit code 0" or m["ok"]  # pinned was ended or had finished
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reference_corrupt_mid_stream_is_blamed_on_the_reference(project, arms, stream: bool) -> None:
+    """The reference's artifact passes the size check but holds a row no llama-perplexity writes
+    (a negative scale in chunk 1), so it fails while the roles are reduced. The role comes from
+    the reader that failed, never from the message: a streamed pass once blamed the candidate
+    (FAIL) for the reference's file."""
+    files = dict(arms["files"])
+    corrupt = arms["dir"] / "ref-corrupt.kld"
+    corrupt.write_bytes(files["reference"].read_bytes())
+    row_bytes = 2 * llama_row_width(N_VOCAB)
+    with corrupt.open("r+b") as f:
+        f.seek(20 + 4 * N_CHUNK * N_CTX + N_ROWS * row_bytes)  # chunk 1, row 0: its scale
+        f.write(np.array([-1.0], "<f4").tobytes())
+    files.update(reference=corrupt, cand=files["pinned"])
+    result = _run(project, files, _stage(_limits(0.01), stream=stream, cache=""))
+    stopped = [f for f in result["findings"] if "scale -1.0" in f["message"]]
+    assert [(f["verdict"], f["role"]) for f in stopped] == [("ERROR", "reference")], result["findings"]
+    assert stopped[0]["message"].startswith("reference: " if stream else str(Path(result["folder"])))
 
 
 @pytest.mark.parametrize("stream", [False, True])

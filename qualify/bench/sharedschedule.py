@@ -3,7 +3,7 @@
 The set runs one schedule with pinned and every member's candidate arm (`qualify.bench.design`);
 each member's bench check then gets a folder that looks like a bench of one candidate: pinned's
 units and samples, its own under `candidate/`, the schedule's units of those two roles, and the
-same plan (whose `alpha` is the member's share). Its verdict comes from the kind's own `judge`,
+same stopping rule (whose `alpha` is the member's share). Its verdict comes from the kind's own `judge`,
 so a rejudge of a member reads exactly what a run of one would.
 """
 

@@ -1,0 +1,125 @@
+"""The `openai-suite` check's report: the serving cases (failures first), the greedy divergence
+per prompt, the timing gate and the servers. Pure functions of a `ServingJudgement`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from qualify.checks.base import TableData
+from qualify.serving.compare import CaseRow
+from qualify.serving.judgement import SavedTiming, ServingJudgement
+from qualify.serving.timing import GateRow
+
+
+def serving_tables(judgement: ServingJudgement) -> tuple[TableData, ...]:
+    tables = [cases_table(judgement.rows)]
+    if judgement.greedy:
+        tables.append(greedy_table(judgement.greedy))
+    if judgement.timing is not None:
+        tables.append(timing_table(judgement.timing, judgement.gate, judgement.limits))
+    tables.append(servers_table(judgement.measured))
+    return tuple(tables)
+
+
+def cases_table(rows: tuple[CaseRow, ...]) -> TableData:
+    return TableData(
+        "Serving cases (per suite; failures first)",
+        ("suite", "case", "pinned", "candidate", "across roles", "first difference"),
+        tuple(
+            (r.suite, r.case, r.pinned, r.candidate, r.across, r.first_difference)
+            for r in sorted(rows, key=lambda r: (r.candidate == "pass" and r.across != "differs",))
+        ),
+    )
+
+
+def greedy_table(greedy: tuple[dict[str, Any], ...]) -> TableData:
+    return TableData(
+        "Greedy faithfulness (first divergence per prompt)",
+        ("case", "tokens compared", "first divergence", "pinned top-2 margin", "near-tie"),
+        tuple(
+            (
+                g["case"],
+                g["compared"],
+                "none" if g["position"] is None else g["position"],
+                "" if g["margin"] is None else round(g["margin"], 4),
+                "" if g["position"] is None else ("yes" if g["tie"] else "no"),
+            )
+            for g in greedy
+        ),
+        collapsed=True,
+    )
+
+
+def timing_table(timing: SavedTiming, gate: tuple[GateRow, ...], limits: Mapping[str, float]) -> TableData:
+    return TableData(
+        f"Timing gate: candidate − pinned ≤ max({limits['max_slowdown_pct']:g} % × pinned, "
+        f"{limits['max_slowdown_ms']:g} ms); {timing.pairs} ABBA pairs per type after "
+        f"{timing.warmup} warm-up (computed so the one-sided test can reach its Holm level)",
+        (
+            "request",
+            "metric",
+            "pairs",
+            "pinned median ms",
+            "candidate median ms",
+            "Δ ms",
+            "bound ms",
+            "one-sided p",
+            "Holm level",
+            "result",
+        ),
+        tuple(
+            (
+                r.type,
+                r.metric,
+                r.pairs,
+                _ms(r.pinned_median),
+                _ms(r.candidate_median),
+                _ms(
+                    None
+                    if r.pinned_median is None or r.candidate_median is None
+                    else r.candidate_median - r.pinned_median
+                ),
+                _ms(r.bound),
+                "" if r.p_value is None else f"{r.p_value:.4f}",
+                "" if r.level is None else f"{r.level:.4f}",
+                r.result,
+            )
+            for r in gate
+        ),
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def servers_table(measured: dict[str, dict[str, Any]]) -> TableData:
+    rows = []
+    for role, m in measured.items():
+        server = m.get("server") or {}
+        status = (
+            "died in " + m["died"]["suite"]
+            if m.get("died")
+            else ("not started" if "start_error" in m else "ok")
+        )
+        rows.append(
+            (
+                role,
+                m.get("arm"),
+                server.get("build_info") or "",
+                server.get("total_slots") or "",
+                server.get("n_ctx") or "",
+                server.get("ready_after_s") or "",
+                status,
+                ", ".join(m.get("not_run", [])),
+                # Where `measure` wrote the role's server log, relative to the check's folder.
+                f"logs/{role}-server.log",
+            )
+        )
+    return TableData(
+        "Servers",
+        ("role", "arm", "build", "slots", "slot n_ctx", "ready after s", "status", "suites not run", "log"),
+        tuple(rows),
+        collapsed=True,
+    )
