@@ -17,8 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +24,12 @@ from types import ModuleType
 
 import httpx
 import pytest
+from ggml_sdist import SDIST_SHA256
+from ggml_sdist import ggml_tree as extract_ggml
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "llama-cpp-rocm"
 ARTIFACTS = REPO / "test-artifacts" / "rocm"
-SDIST = "llama_cpp_python-0.3.36.tar.gz"
-SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
-GGML = "llama_cpp_python-0.3.36/vendor/llama.cpp/ggml/"
 LLVM = {"6.4.3": "21", "7.2.4": "22"}  # each root's clang
 
 # Under ggml/src/ggml-cuda (ggml-hip compiles ggml-cuda's sources as HIP), with the seconds one
@@ -140,20 +137,7 @@ def root_tree(version: str) -> Path:
         pytest.fail(str(exc))
 
 
-def sdist_path() -> Path | None:
-    """The sdist's store path when it is in the store, else None."""
-    if shutil.which("nix-store") is None:
-        return None
-    argv = ["nix-store", "--print-fixed-path", "sha256", SDIST_SHA256, SDIST]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    path = Path(proc.stdout.strip())
-    return path if proc.returncode == 0 and path.is_file() else None
-
-
-def _wanted(name: str) -> bool:
-    if not name.startswith(GGML):
-        return False
-    rel = name[len(GGML) :]
+def _wanted(rel: str) -> bool:
     cuda = "src/ggml-cuda/"
     if rel.startswith("include/") or (rel.startswith("src/") and rel.count("/") == 1 and rel.endswith(".h")):
         return True
@@ -164,23 +148,7 @@ def _wanted(name: str) -> bool:
 
 def ggml_tree(sdist: Path) -> Path:
     """test-artifacts/rocm/ggml-<sha>: the part of the sdist's ggml tree the compiles read."""
-    dest = ARTIFACTS / f"ggml-{SDIST_SHA256[:12]}"
-    if (dest / ".complete").is_file():
-        return dest
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=".ggml.", dir=ARTIFACTS))
-    try:
-        with tarfile.open(sdist) as archive:
-            members = [m for m in archive if m.isfile() and _wanted(m.name)]
-            for member in members:
-                member.name = member.name[len(GGML) :]
-            archive.extractall(partial, members=members, filter="data")
-        (partial / ".complete").write_text(f"{SDIST} sha256:{SDIST_SHA256}\n")
-        shutil.rmtree(dest, ignore_errors=True)
-        partial.rename(dest)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return dest
+    return extract_ggml(sdist, ARTIFACTS, _wanted)
 
 
 def command(version: str, target: str, ggml: Path) -> list[str]:

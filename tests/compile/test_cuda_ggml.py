@@ -27,7 +27,8 @@ import pandas as pd
 import pytest
 from conftest import Project, qualify_proc
 from cuda_wheels import load_toolchain, wheel_tree
-from ggml_cuda import TOOLCHAINS, Build, compile_all, ggml_tree, sdist_path
+from ggml_cuda import TOOLCHAINS, Build, compile_all, ggml_tree
+from ggml_sdist import sdist_path
 
 from qualify.compile.cubin import read_cubin
 from qualify.compile.cudanames import display_name

@@ -44,8 +44,8 @@ from ggml_rocm import (
     in_root,
     load_toolchain,
     root_tree,
-    sdist_path,
 )
+from ggml_sdist import sdist_path
 
 from qualify.compile.amdgpu import read_code_object
 from qualify.compile.occupancy import amd_kernel_occupancy, amd_occupancy
