@@ -71,6 +71,8 @@ class RunOnDisk:
     unfinished: str | None = None
     #: Stages that passed only because the plan counts INCONCLUSIVE as WARN.
     undecided: tuple[str, ...] = ()
+    #: The stages of the plan the run records, in order (the others are NOT CONFIGURED).
+    planned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,10 @@ def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDis
         unfinished = f"its last attempt is {status}, not complete"
         verdict = RunVerdict.INCOMPLETE
     undecided = tuple(s.name for s in stages if s.undecided)
-    return RunOnDisk(verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished, undecided)
+    planned = tuple(s.name for s in stages)
+    return RunOnDisk(
+        verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished, undecided, planned
+    )
 
 
 def status_of(run: RunDir, saved: Mapping[str, Any]) -> str:
@@ -203,8 +208,8 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
             verdicts[m.label], behaviours[m.label] = None, missing
             continue
         derived = run_on_disk(member, mine)
-        planned = [entry.name for entry in RunRecord.parse(member, mine).stages]
-        outcomes = {name: derived.stages[name] for name in planned if name in derived.stages}
+        # The member's record is read and checked once, by run_on_disk.
+        outcomes = {name: derived.stages[name] for name in derived.planned}
         behaved = behaviour(m, outcomes, derived.undecided)
         # A member that did not finish has not decided anything yet, whatever its stages say.
         verdicts[m.label] = derived.verdict if derived.status == "complete" else None
