@@ -11,7 +11,7 @@ from qualify import __version__
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import StageState
-from qualify.pipeline.ondisk import run_on_disk, stage_on_disk
+from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import CheckEntry, CheckResult, StageRecord
 from qualify.report import headline
@@ -74,7 +74,10 @@ class ReportModel:
 def build_model(run: RunDir) -> ReportModel:
     saved = run.read()
     plan = saved.get("plan", {})
-    stages = [_stage(run, spec) for spec in plan.get("stages", [])]
+    # Derived from the stages as they are now, never the verdict run.json saved; each stage's
+    # view shows the outcome that derivation gave it (its files are read for it once).
+    derived = run_on_disk(run, saved)
+    stages = [_stage(run, spec, derived) for spec in plan.get("stages", [])]
     present = {s.name for s in stages}
     stages += [
         StageView(name, None, StageState.NOT_CONFIGURED.value, "the plan has no such stage", False)
@@ -87,8 +90,6 @@ def build_model(run: RunDir) -> ReportModel:
         RoleView(role, info.get("arm", ""), info.get("installable", ""), info.get("out"))
         for role, info in saved.get("roles", {}).items()
     ]
-    # Derived from the stages as they are now, never the verdict run.json saved.
-    derived = run_on_disk(run, saved)
     status = derived.status
     verdict = "RUNNING" if status == "running" else derived.verdict.value
     model = ReportModel(
@@ -151,7 +152,7 @@ def _merge_order(stages: list[StageView]) -> list[StageView]:
     return out
 
 
-def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
+def _stage(run: RunDir, spec: dict[str, Any], derived: RunOnDisk) -> StageView:
     folder = run.stage_dir(spec["folder"])
     attempts = len(list((folder / "attempts").glob("*"))) if (folder / "attempts").is_dir() else 0
     path = folder / "stage.json"
@@ -164,15 +165,16 @@ def _stage(run: RunDir, spec: dict[str, Any]) -> StageView:
             True,
             earlier_attempts=attempts,
         )
-    found = stage_on_disk(run.path, spec)
+    name = spec["name"]
+    found, why = derived.stages[name].value, derived.reasons[name]
     try:
         stage = StageRecord.load(path)
     except RunStoreError:
-        return StageView(spec["name"], spec["folder"], found.outcome.value, found.reason, True)
-    if stage.status == "running" and run.status() == "running":
+        return StageView(name, spec["folder"], found, why, True)
+    if stage.status == "running" and derived.status == "running":
         outcome, reason = "RUNNING", "running now"
     else:
-        outcome, reason = found.outcome.value, found.reason
+        outcome, reason = found, why
     checks = [_check(folder, entry) for entry in stage.checks]
     return StageView(
         name=spec["name"],
