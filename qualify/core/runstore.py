@@ -7,6 +7,10 @@ runs/<run-id>/<NN-stage>/stage.json
 runs/<run-id>/<NN-stage>/<check>/{result.json, <role>/..., logs/}
 runs/<run-id>/<NN-stage>/attempts/<n>/   earlier attempts, moved aside, never deleted
 runs/<run-id>/report.html  summary.md  report.json
+
+run.json, stage.json and result.json (the run folder's records) are versioned together, at
+RECORD_VERSION; every other JSON file qualify writes is at SCHEMA_VERSION. What each record
+version holds, and how an older one is read, is `qualify.pipeline.migrations`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ from qualify.core.errors import RunStoreError, UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The version of every JSON file qualify writes other than the records (and of the report).
 SCHEMA_VERSION = 1
+#: The version of the run folder's records, run.json, stage.json and result.json (and the copy
+#: of a first result.json that a rejudgement keeps): `qualify.pipeline.migrations`.
+RECORD_VERSION = 2
+RECORDS = frozenset({"run.json", "stage.json", "result.json", "result.measured.json"})
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
@@ -82,9 +91,15 @@ def _write_hint(exc: OSError, path: Path) -> str:
     return "free space or remove what is in the way"
 
 
-def write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Atomically write a JSON document stamped with `schema_version`."""
-    document = {"schema_version": SCHEMA_VERSION, **payload}
+def newest_version(path: Path) -> int:
+    """The newest `schema_version` this qualify reads in a file named like `path`."""
+    return RECORD_VERSION if path.name in RECORDS else SCHEMA_VERSION
+
+
+def write_json(path: Path, payload: dict[str, Any], *, version: int = SCHEMA_VERSION) -> None:
+    """Atomically write a JSON document stamped with `schema_version` (a record is written by
+    its type, `qualify.pipeline.record`, at RECORD_VERSION)."""
+    document = {"schema_version": version, **payload}
     text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
     write_atomic(path, text.encode("utf-8"))
 
@@ -96,8 +111,13 @@ def write_parquet(path: Path, table: pd.DataFrame) -> None:
     write_atomic(path, buffer.getvalue())
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """Read a qualify JSON file, refusing files from a newer qualify or without a version."""
+def read_json(path: Path, *, newest: int | None = None) -> dict[str, Any]:
+    """Read a qualify JSON file, refusing files from a newer qualify or without a version.
+
+    `newest` is the newest version understood (by default the one for the file's name,
+    `newest_version`). The document is returned as written: a record's older layout is brought
+    up to date by its type's `load`, never here.
+    """
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -109,9 +129,10 @@ def read_json(path: Path) -> dict[str, Any]:
     version = document.get("schema_version")
     if not isinstance(version, int):
         raise RunStoreError(f"{path}: no schema_version; not written by qualify")
-    if version > SCHEMA_VERSION:
+    known = newest_version(path) if newest is None else newest
+    if version > known:
         raise RunStoreError(
-            f"{path}: schema_version {version} is newer than this qualify understands ({SCHEMA_VERSION})",
+            f"{path}: schema_version {version} is newer than this qualify understands ({known})",
             "upgrade qualify to read this run",
         )
     return document
@@ -141,11 +162,14 @@ class RunDir:
         return read_json(self.run_json)
 
     def update(self, **changes: Any) -> dict[str, Any]:
-        """Read run.json, apply `changes`, write it back atomically."""
+        """Read run.json, apply `changes`, write it back atomically at the version it was
+        written at: the keys change, the layout does not. (The pipeline writes run.json through
+        its record, `qualify.pipeline.record.update_run`, which brings it to the current
+        layout and checks it; this layer cannot import that one.)"""
         document = self.read()
+        version = int(document.pop("schema_version"))
         document.update(changes)
-        document.pop("schema_version", None)
-        write_json(self.run_json, document)
+        write_json(self.run_json, document, version=version)
         return document
 
     @contextmanager

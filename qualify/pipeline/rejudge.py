@@ -25,11 +25,12 @@ from qualify.checks.registry import kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
 from qualify.core.errors import QualifyError, RunStoreError
-from qualify.core.runstore import RunDir, now_iso, read_json, write_json
+from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.ondisk import run_on_disk, stage_on_disk, status_of
 from qualify.pipeline.plan import Plan, load_plan
+from qualify.pipeline.record import CheckResult, RunRecord, StageRecord, update_run
 from qualify.pipeline.stagerun import RESULT, STAGE, stage_reason
 
 MEASURED = "result.measured.json"
@@ -104,83 +105,95 @@ def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
 
 def rejudge(run: RunDir, plan: Plan) -> list[Change]:
     """Re-decide every finished check of `run` with `plan`'s limits; return what changed."""
-    saved = run.read()
+    record = RunRecord.load(run)
     if not os.access(run.path, os.W_OK):
         raise RunStoreError(
             f"{run.path}: the run folder is not writable",
             "rejudging writes the new verdicts beside the data: make it writable, or copy the "
             "run folder somewhere writable and rejudge the copy",
         )
-    if status_of(run, saved) == "running":
+    if status_of(run, record.document) == "running":
         raise QualifyError(
             f"run {run.run_id} is running now (a qualify process holds its lock)",
             "rejudge it once it has stopped",
         )
     current = {(s.name, c.name): c for s in plan.stages for c in s.checks}
     changes: list[Change] = []
-    for entry in saved.get("plan", {}).get("stages", []):
-        folder = run.stage_dir(entry["folder"])
-        record_path = folder / STAGE
-        if not record_path.is_file():
+    for entry in record.stages:
+        folder = run.stage_dir(entry.folder)
+        if not (folder / STAGE).is_file():
             continue
-        if stage_on_disk(run.path, entry).outcome in (StageState.UNREADABLE, StageState.INTERRUPTED):
+        if stage_on_disk(run.path, entry.spec).outcome in (StageState.UNREADABLE, StageState.INTERRUPTED):
             # Files that do not read or do not agree are not data to decide from: the stage
             # stays as it is, and the run cannot qualify until it is run again.
             continue
-        record = read_json(record_path)
-        if record.get("status") == "complete" and record.get("verdict") != StageState.BLOCKED.value:
-            for check in record.get("checks", []):
-                change = _rejudge_check(folder / check["name"], current.get((entry["name"], check["name"])))
-                if change is not None:
-                    changes.append(change)
-                    check.update(verdict=change.after)
-                if (folder / check["name"] / RESULT).is_file():
-                    # The same verdict can come with other figures: the reason always follows.
-                    check.update(reason=_reason(folder / check["name"]))
-            verdicts = [Verdict(c["verdict"]) for c in record["checks"]]
-            verdict = stage_verdict(verdicts, inconclusive_as_warn=record.get("inconclusive") == "warn")
-            if verdict.value != record.get("verdict"):
-                record["verdict_before_rejudge"] = record.get("verdict")
-            record.update(
-                verdict=verdict.value, reason=stage_reason(record["checks"], verdict), rejudged_at=now_iso()
-            )
-            write_json(record_path, {k: v for k, v in record.items() if k != "schema_version"})
+        stage = StageRecord.load(folder / STAGE)
+        if stage.complete and stage.verdict != StageState.BLOCKED.value:
+            _rejudge_stage(stage, entry.name, current, changes)
     # The verdict saved for readers of the file, derived like every other: from the stages now.
     derived = run_on_disk(run)
-    run.update(
+    update_run(
+        run,
         verdict=derived.verdict.value,
         exit_code=int(derived.exit_code),
         stages={name: o.value for name, o in derived.stages.items()},
         rejudged=[
-            *saved.get("rejudged", []),
+            *record.document.get("rejudged", []),
             {"at": now_iso(), "plan": str(plan.source), "changed": [c.__dict__ for c in changes]},
         ],
     )
     return changes
 
 
-def _reason(check_dir: Path) -> str:
-    return str(read_json(check_dir / RESULT).get("reason", ""))
+def _rejudge_stage(
+    stage: StageRecord, name: str, current: dict[tuple[str, str], CheckSpec], changes: list[Change]
+) -> None:
+    """Re-decide each check of a finished stage, then the stage's verdict and reason from them."""
+    folder = stage.path.parent
+    checks = []
+    for listed in stage.checks:
+        entry = listed
+        change = _rejudge_check(folder / entry.name, current.get((name, entry.name)))
+        if change is not None:
+            changes.append(change)
+            entry = replace(entry, verdict=change.after)
+        if (folder / entry.name / RESULT).is_file():
+            # The same verdict can come with other figures: the reason always follows.
+            entry = replace(entry, reason=CheckResult.load(folder / entry.name / RESULT).reason)
+        checks.append(entry)
+    verdicts = [Verdict(c.verdict) for c in checks]
+    verdict = stage_verdict(verdicts, inconclusive_as_warn=stage.inconclusive == "warn")
+    before: dict[str, Any] = (
+        {"verdict_before_rejudge": stage.verdict} if verdict.value != stage.verdict else {}
+    )
+    stage.updated(
+        checks=[c.to_json() for c in checks],
+        verdict=verdict.value,
+        reason=stage_reason(checks, verdict),
+        rejudged_at=now_iso(),
+        **before,
+    ).save()
 
 
 def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
     result_path = check_dir / RESULT
     if not result_path.is_file():
         return None
-    result = read_json(result_path)
+    saved = CheckResult.load(result_path)
+    result = saved.document
     saved_spec = result.get("spec") or {}
     limits_before = dict(saved_spec.get("limits") or {})
     same_kind = now is not None and now.kind == saved_spec.get("kind")
     limits_after = dict(now.limits) if now is not None and same_kind else limits_before
     params = dict(saved_spec.get("params") or {})
-    kind = kind_named(saved_spec.get("kind", result.get("kind", "")), str(result_path))
+    kind = kind_named(saved_spec.get("kind", saved.kind), str(result_path))
     params_before = {n: params.get(n) for n in kind.judge_params}
     if now is not None and same_kind:
         params.update({n: now.params[n] for n in kind.judge_params if n in now.params})
     params_after = {n: params.get(n) for n in kind.judge_params}
     spec = CheckSpec(
         name=saved_spec.get("name", check_dir.name),
-        kind=saved_spec.get("kind", result.get("kind", "")),
+        kind=saved_spec.get("kind", saved.kind),
         params=params,
         limits=limits_after,
         roles=tuple(result.get("roles", {})),
@@ -189,8 +202,8 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         description=saved_spec.get("description", ""),
         vars=dict(saved_spec.get("vars") or {}),
     )
-    if result.get("crashed"):
-        judgement = crashed(str(result["crashed"]))  # new limits cannot mend a crashed measurement
+    if saved.crashed:
+        judgement = crashed(saved.crashed)  # new limits cannot mend a crashed measurement
     else:
         judgement = judge_saved(kind, SavedCheck(check_dir, spec, spec.roles), "rejudge-error.log")
     if not (check_dir / MEASURED).is_file():
@@ -201,18 +214,18 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
                 f"{check_dir / MEASURED}: cannot write: {exc.strerror or exc}",
                 "make the run folder writable",
             ) from None
-    updated: dict[str, Any] = {k: v for k, v in result.items() if k != "schema_version"}
-    updated.update(judgement.as_json())
-    updated["spec"] = {**saved_spec, "limits": limits_after, "params": params}
-    updated["rejudged_at"] = now_iso()
-    write_json(result_path, updated)
+    saved.updated(
+        **judgement.as_json(),
+        spec={**saved_spec, "limits": limits_after, "params": params},
+        rejudged_at=now_iso(),
+    ).save()
     unchanged = limits_after == limits_before and params_after == params_before
-    if judgement.verdict.value == result.get("verdict") and unchanged:
+    if judgement.verdict.value == saved.verdict and unchanged:
         return None
     return Change(
         stage=str(result.get("stage", "")),
         check=spec.name,
-        before=str(result.get("verdict")),
+        before=saved.verdict,
         after=judgement.verdict.value,
         limits_before=limits_before,
         limits_after=limits_after,

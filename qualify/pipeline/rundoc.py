@@ -15,7 +15,7 @@ from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
 from qualify.pipeline.plan import Plan
-from qualify.pipeline.record import RunRecord
+from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 
 
@@ -44,7 +44,8 @@ def refresh_saved_run(
         options["override_inputs"] = [list(o) for o in request.override_inputs]
     if request.nix_options:
         options["nix_options"] = redact_options(request.nix_options)
-    run.update(
+    update_run(
+        run,
         status="running",
         profile=plan.profile,
         plan=plan.as_json(),
@@ -57,14 +58,14 @@ def refresh_saved_run(
 
 def finish_run(run: RunDir, plan: Plan) -> RunVerdict:
     """Mark the run complete and write the verdict its saved stages give."""
-    run.update(status="complete", finished_at=now_iso())
+    update_run(run, status="complete", finished_at=now_iso())
     return record_verdict(run)
 
 
 def end_run(run: RunDir, status: str, **facts: Any) -> None:
     """Mark the run stopped (`interrupted`, `failed`) and write the verdict its stages give now:
     an earlier attempt's verdict never outlives a rerun that did not finish."""
-    run.update(status=status, **facts)
+    update_run(run, status=status, **facts)
     record_verdict(run)
 
 
@@ -72,7 +73,8 @@ def record_verdict(run: RunDir) -> RunVerdict:
     """Write the verdict derived from the stages on disk into run.json, for readers of the file
     (qualify itself always derives it again: `ondisk.run_on_disk`)."""
     derived = run_on_disk(run)
-    run.update(
+    update_run(
+        run,
         verdict=derived.verdict.value,
         exit_code=int(derived.exit_code),
         stages={name: o.value for name, o in derived.stages.items()},

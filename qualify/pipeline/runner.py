@@ -22,13 +22,13 @@ from qualify.core.config import ProjectConfig, load_config
 from qualify.core.context import RoleArm
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
-from qualify.core.runstore import RunDir, new_run, now_iso, open_run, write_json
+from qualify.core.runstore import RunDir, new_run, now_iso, open_run
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
 from qualify.pipeline.plan import Plan, load_plan
 from qualify.pipeline.preflight import require_clean_tree, require_flake, require_nix, will_build
-from qualify.pipeline.record import RunRecord
+from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
 from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
 from qualify.pipeline.runset import (
@@ -116,10 +116,10 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 )
                 document.pop("roles")
                 members = [m.as_json() for m in shape.members]
-                write_json(run.run_json, {"kind": SET, **document, "members": members})
+                RunRecord.parse(run, {"kind": SET, **document, "members": members}).save()
             else:
                 only = shape.members[0].label
-                write_json(run.run_json, new_run_document(run, config, plans[only], arms[only], request))
+                RunRecord.parse(run, new_run_document(run, config, plans[only], arms[only], request)).save()
     return _run_members(run, shape, config, plan, plans, arms, request, events, resumed=saved is not None)
 
 
@@ -176,8 +176,8 @@ def _run_members(
             for m in shape.chosen:
                 stack.enter_context(folders[m.label].locked())
             if resumed:
-                run.update(
-                    status="running", profile=plan.profile, plan=plan.as_json(), config=config.snapshot()
+                update_run(
+                    run, status="running", profile=plan.profile, plan=plan.as_json(), config=config.snapshot()
                 )
         loops: dict[str, StageLoop] = {}
         for m in shape.chosen:
@@ -207,7 +207,7 @@ def _run_members(
         verdicts = [finish_run(folders[m.label], plans[m.label]) for m in shape.chosen]
         verdict: RunVerdict = verdicts[0]
         if shape.is_set:
-            run.update(status="complete")
+            update_run(run, status="complete")
             verdict = summarize_set(run)
     return RunOutcome(run, verdict, exit_code_for(verdict))
 
@@ -229,14 +229,14 @@ def _stages(
             # The stage's wall time for the whole set, its shared measurements included (a
             # run of one records its own in the stage loop).
             timings[stage.name] = round(time.monotonic() - t0, 3)
-            run.update(timings=timings)
+            update_run(run, timings=timings)
 
 
 def _ended(run: RunDir, shape: Shape, folders: dict[str, RunDir], status: str, **facts: Any) -> None:
     for m in shape.chosen:
         end_run(folders[m.label], status, **facts)
     if shape.is_set:
-        run.update(status=status, **facts)
+        update_run(run, status=status, **facts)
         summarize_set(run)
 
 

@@ -28,13 +28,14 @@ from qualify.core.config import ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.progress import Progress
-from qualify.core.runstore import RunDir, now_iso, write_json
+from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.judging import harness_error_log
 from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.record import STATUSES, RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import new_run_document
 from qualify.pipeline.stageloop import StageLoop
@@ -73,8 +74,12 @@ def summarize_set(run: RunDir) -> RunVerdict:
             "behaved": found.behaviour.behaved,
             "behaviour": found.behaviour.why,
         }
-    run.update(
-        status=derived.status,
+    # The saved status is what a writer said of the set; "dead" and "not created" are readings
+    # of the folders now (a writer gone without ending, a member never made), never written.
+    status = {"status": derived.status} if derived.status in STATUSES else {}
+    update_run(
+        run,
+        **status,
         verdict=derived.verdict.value,
         verdict_reason=derived.reason,
         exit_code=int(derived.exit_code),
@@ -100,7 +105,7 @@ def create_member(
         return
     (folder.path / "gcroots").mkdir(parents=True, exist_ok=True)
     doc = new_run_document(folder, config, plan, arms, request)
-    write_json(folder.run_json, {**doc, "set": {"run_id": run.run_id, **member.as_json()}})
+    RunRecord.parse(folder, {**doc, "set": {"run_id": run.run_id, **member.as_json()}}).save()
 
 
 def chosen_members(members: list[Member], wanted: Sequence[str], run: RunDir | None) -> list[Member]:

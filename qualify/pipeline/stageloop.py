@@ -15,7 +15,7 @@ from qualify.core.runstore import RunDir
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import StageSpec
-from qualify.pipeline.record import RunRecord, StageRecord
+from qualify.pipeline.record import RunRecord, StageRecord, update_run
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
 from qualify.pipeline.stagerun import (
@@ -133,7 +133,7 @@ class StageLoop:
                 stage, stage_hash=stage_hash, ungated=ungated, gate_note=note, measured=measured or {}
             )
             self.timings[stage.name] = round(time.monotonic() - t0, 3)
-            run.update(timings=self.timings)
+            update_run(run, timings=self.timings)
             # A build stage records store paths; later stages fill {out} and {bin} from them.
             self.runner.arms = with_build_facts(dict(self.runner.arms), RunRecord.load(run))
             events.stage_end(stage, outcome.value, _saved_reason(run, stage))

@@ -6,7 +6,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,13 +18,13 @@ from qualify.core.config import ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
-from qualify.core.runstore import RunDir, now_iso, read_json, write_json
+from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, harness_error_log, judge_saved
 from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
-from qualify.pipeline.record import CheckResult, StageRecord
+from qualify.pipeline.record import CheckEntry, CheckResult, RunRecord, StageRecord, update_run
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 
@@ -81,16 +81,12 @@ def saved_verdict(run: RunDir, stage: StageSpec) -> Verdict | StageState:
 def mark_stale(run: RunDir, folder: str, inputs_hash: str) -> bool:
     """Flag a kept stage whose saved inputs hash differs from `inputs_hash` (or unflag it when
     the inputs are back as they were); True when it is stale."""
-    path = run.stage_dir(folder) / STAGE
-    saved = read_json(path)
-    stale = saved.get("inputs_hash") != inputs_hash
-    if stale and not saved.get("stale"):
-        saved["stale"] = {"since": now_iso(), "inputs_hash_now": inputs_hash}
-    elif not stale and "stale" in saved:
-        del saved["stale"]
-    else:
-        return stale
-    write_json(path, {k: v for k, v in saved.items() if k != "schema_version"})
+    saved = StageRecord.load(run.stage_dir(folder) / STAGE)
+    stale = saved.inputs_hash != inputs_hash
+    if stale and not saved.stale:
+        saved.updated(stale={"since": now_iso(), "inputs_hash_now": inputs_hash}).save()
+    elif not stale and "stale" in saved.document:
+        saved.updated(drop=("stale",)).save()
     return stale
 
 
@@ -114,7 +110,7 @@ class StageRunner:
     def blocked(self, stage: StageSpec, blocked_by: str, why: str) -> None:
         folder = self.run.stage_dir(stage.folder)
         self.run.move_to_attempts(stage.folder)
-        write_json(
+        StageRecord.parse(
             folder / STAGE,
             {
                 "name": stage.name,
@@ -126,7 +122,7 @@ class StageRunner:
                 "checks": [],
                 "finished_at": now_iso(),
             },
-        )
+        ).save()
 
     def skipped(self, stage: StageSpec, why: str, *, stage_hash: str) -> None:
         """Record `stage` as SKIPPED on this host: each check's result says why (so the stage's
@@ -136,7 +132,7 @@ class StageRunner:
         attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
         entries = []
         for spec in stage.checks:
-            write_json(
+            CheckResult.parse(
                 folder / spec.name / RESULT,
                 {
                     "stage": stage.name,
@@ -148,11 +144,9 @@ class StageRunner:
                     "crashed": None,
                     **Judgement(Verdict.SKIPPED, why).as_json(),
                 },
-            )
-            entries.append(
-                {"name": spec.name, "kind": spec.kind, "verdict": Verdict.SKIPPED.value, "reason": why}
-            )
-        write_json(
+            ).save()
+            entries.append(CheckEntry(spec.name, spec.kind, Verdict.SKIPPED.value, why).to_json())
+        StageRecord.parse(
             folder / STAGE,
             {
                 "name": stage.name,
@@ -168,7 +162,7 @@ class StageRunner:
                 "checks": entries,
                 "finished_at": now_iso(),
             },
-        )
+        ).save()
 
     def execute(
         self,
@@ -182,54 +176,49 @@ class StageRunner:
         folder = self.run.stage_dir(stage.folder)
         previous = self.run.move_to_attempts(stage.folder)
         attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
-        record: dict[str, Any] = {
-            "name": stage.name,
-            "folder": stage.folder,
-            "status": "running",
-            "attempt": attempt,
-            "profile": self.profile,
-            "inputs_hash": stage_hash,
-            "inconclusive": stage.inconclusive,
-            "ungated": ungated,
-            "ungated_past": gate_note,
-            "spec": stage.as_json(),
-            # The configuration this attempt ran with: a later rerun may change it.
-            "config": self.config.snapshot(),
-            "started_at": now_iso(),
-            "checks": [],
-        }
-        write_json(folder / STAGE, record)
+        record = StageRecord.parse(
+            folder / STAGE,
+            {
+                "name": stage.name,
+                "folder": stage.folder,
+                "status": "running",
+                "attempt": attempt,
+                "profile": self.profile,
+                "inputs_hash": stage_hash,
+                "inconclusive": stage.inconclusive,
+                "ungated": ungated,
+                "ungated_past": gate_note,
+                "spec": stage.as_json(),
+                # The configuration this attempt ran with: a later rerun may change it.
+                "config": self.config.snapshot(),
+                "started_at": now_iso(),
+                "checks": [],
+            },
+        )
+        record.save()
         start = time.monotonic()
         try:
             for spec in stage.checks:
                 judgement = self._check(
                     stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
                 )
-                record["checks"].append(
-                    {
-                        "name": spec.name,
-                        "kind": spec.kind,
-                        "verdict": judgement.verdict.value,
-                        "reason": judgement.reason,
-                    }
-                )
-                write_json(folder / STAGE, record)
+                entry = CheckEntry(spec.name, spec.kind, judgement.verdict.value, judgement.reason)
+                record = record.with_check(entry)
+                record.save()
         except BaseException:
-            record.update(
+            record.updated(
                 status="interrupted", finished_at=now_iso(), duration_s=round(time.monotonic() - start, 3)
-            )
-            write_json(folder / STAGE, record)
+            ).save()
             raise
-        verdicts = [Verdict(c["verdict"]) for c in record["checks"]]
+        verdicts = [Verdict(c.verdict) for c in record.checks]
         verdict = stage_verdict(verdicts, inconclusive_as_warn=stage.inconclusive_as_warn)
-        record.update(
+        record.updated(
             status="complete",
             verdict=verdict.value,
-            reason=stage_reason(record["checks"], verdict),
+            reason=stage_reason(record.checks, verdict),
             finished_at=now_iso(),
             duration_s=round(time.monotonic() - start, 3),
-        )
-        write_json(folder / STAGE, record)
+        ).save()
         return verdict
 
     def _check(
@@ -290,7 +279,7 @@ class StageRunner:
         judgement = (
             crashed(crash) if crash is not None else judge_saved(kind, SavedCheck(check_dir, spec, roles))
         )
-        write_json(
+        CheckResult.parse(
             check_dir / RESULT,
             {
                 "stage": stage.name,
@@ -306,7 +295,7 @@ class StageRunner:
                 "crashed": crash,
                 **judgement.as_json(),
             },
-        )
+        ).save()
         events.check_end(stage.name, spec.name, judgement)
         return judgement
 
@@ -316,10 +305,10 @@ def _record_arms(run: RunDir, learned: Mapping[str, Mapping[str, str | None]]) -
     runner writes run.json; a check says what it learned through its context)."""
     if not learned:
         return
-    roles = run.read()["roles"]
+    roles = dict(RunRecord.load(run).document["roles"])
     for role, facts in learned.items():
-        roles[role].update(facts)
-    run.update(roles=roles)
+        roles[role] = {**roles[role], **facts}
+    update_run(run, roles=roles)
 
 
 def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
@@ -337,13 +326,13 @@ def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
     return None
 
 
-def stage_reason(checks: list[dict[str, Any]], verdict: Verdict) -> str:
+def stage_reason(checks: Sequence[CheckEntry], verdict: Verdict) -> str:
     if verdict in (Verdict.PASS, Verdict.SKIPPED) and checks:
-        return f"{len(checks)} check(s): " + ", ".join(f"{c['name']} {c['verdict']}" for c in checks)
-    worst = [c for c in checks if c["verdict"] == verdict.value] or [
-        c for c in checks if c["verdict"] == Verdict.INCONCLUSIVE.value
+        return f"{len(checks)} check(s): " + ", ".join(f"{c.name} {c.verdict}" for c in checks)
+    worst = [c for c in checks if c.verdict == verdict.value] or [
+        c for c in checks if c.verdict == Verdict.INCONCLUSIVE.value
     ]
     if not worst:
         return ""
     first = worst[0]
-    return f"{first['name']}: {first['reason']}"
+    return f"{first.name}: {first.reason}"

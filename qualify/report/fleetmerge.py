@@ -26,8 +26,9 @@ def merge(
     """Copy the hosts' runs under `out` (archives unpacked within `caps`), render each host's
     report again from its JSON, refuse runs that qualify different things (unless
     `allow_mixed`), and write `out/run.json` (kind "fleet"); `render` writes the fleet's reports."""
-    from qualify.core.runstore import now_iso, write_json
+    from qualify.core.runstore import RunDir, now_iso
     from qualify.core.verdicts import exit_code_for
+    from qualify.pipeline.record import RunRecord
     from qualify.report.fleetinputs import collect, mismatches
 
     staging = _staging(out, inputs)
@@ -51,18 +52,15 @@ def merge(
             "hosts": [{"key": h.key, "source": h.source, "run_id": h.saved.get("run_id")} for h in hosts],
             "mixed": differ,
         }
-        write_json(staging / "run.json", document)
+        record = RunRecord.parse(RunDir(staging), document)
+        record.save()
         model = build_fleet_model(staging, hosts, created, differ)
-        write_json(
-            staging / "run.json",
-            {
-                **document,
-                "verdict": model.verdict,
-                "verdict_reason": model.verdict_reason,
-                "exit_code": int(exit_code_for(RunVerdict(model.verdict))),
-                "identity": model.identity,
-            },
-        )
+        record.updated(
+            verdict=model.verdict,
+            verdict_reason=model.verdict_reason,
+            exit_code=int(exit_code_for(RunVerdict(model.verdict))),
+            identity=model.identity,
+        ).save()
         try:
             if out.exists():
                 shutil.rmtree(out)

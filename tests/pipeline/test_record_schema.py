@@ -1,0 +1,320 @@
+"""The run folder's records as one owned schema: versions, the migration of an older layout,
+saving through the types, and refusing what does not hold.
+
+The older layout is a real one: the CUDA example's recorded run (examples/llama-cpp-cuda/
+recorded/) was written at version 1, before run.json recorded nix options, every candidate
+given and the controls asked for. It is read here as it is, and copied before anything writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Project, command_stage
+from typer.testing import CliRunner
+
+from qualify.cli import app
+from qualify.core.errors import RunStoreError
+from qualify.core.runstore import RunDir
+from qualify.pipeline.record import CheckResult, RunRecord, StageRecord
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda"
+RECORDED = EXAMPLE / "recorded" / "20261201-162842-cuda135"
+
+
+def current() -> int:
+    """The records' version now (imported here, so that a qualify without it fails the test
+    that needs it, not the module)."""
+    from qualify.core.runstore import RECORD_VERSION
+
+    return RECORD_VERSION
+
+
+def raw(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def write(path: Path, document: dict[str, Any]) -> None:
+    path.write_text(json.dumps(document, indent=2))
+
+
+def fingerprint(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def stage_files(run: Path) -> list[Path]:
+    return sorted(run.glob("*/stage.json"))
+
+
+def result_files(run: Path) -> list[Path]:
+    return sorted(run.glob("*/*/result.json"))
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    """The recorded run, copied where a test may write."""
+    target = tmp_path / RECORDED.name
+    shutil.copytree(RECORDED, target)
+    return target
+
+
+# (a) the recorded run reads through the records, and a record's JSON reads back as it.
+
+
+def test_the_recorded_run_loads_and_round_trips_without_being_written() -> None:
+    before = fingerprint(RECORDED)
+    assert raw(RECORDED / "run.json")["schema_version"] == 1  # the older layout, as recorded
+    run = RunRecord.load(RunDir(RECORDED))
+    assert run.candidate_arm == "cuda135" and [s.folder for s in run.stages] == [
+        "10-build",
+        "20-compile",
+        "30-numerics",
+        "40-serving",
+        "50-soak",
+        "60-bench",
+    ]
+    assert RunRecord.parse(run.run, run.to_json()) == run
+    stages = [StageRecord.load(p) for p in stage_files(RECORDED)]
+    results = [CheckResult.load(p) for p in result_files(RECORDED)]
+    assert len(stages) == 6 and len(results) == 7
+    for stage in stages:
+        assert stage.complete and stage.checks, stage.path
+        assert StageRecord.parse(stage.path, stage.to_json()) == stage
+    for result in results:
+        assert result.verdict and result.judged, result.path
+        assert CheckResult.parse(result.path, result.to_json()) == result
+    assert fingerprint(RECORDED) == before, "loading a recorded run wrote to it"
+
+
+def test_load_save_load_keeps_every_key(copy: Path) -> None:
+    """Keys no field covers (here one no qualify writes) survive a load, a save and a load."""
+    for path in [copy / "run.json", *stage_files(copy), *result_files(copy)]:
+        document = raw(path)
+        document["kept_as_it_is"] = {"nested": [1, "two", None]}
+        write(path, document)
+    run = RunRecord.load(RunDir(copy))
+    run.save()
+    again = RunRecord.load(RunDir(copy))
+    assert again == run and again.document["kept_as_it_is"] == {"nested": [1, "two", None]}
+    for path in stage_files(copy):
+        stage = StageRecord.load(path)
+        stage.save()
+        assert StageRecord.load(path) == stage
+    for path in result_files(copy):
+        before = raw(path)
+        result = CheckResult.load(path)
+        result.save()
+        assert CheckResult.load(path) == result
+        after = raw(path)
+        # Same keys, same values: only the version stamp moved.
+        assert {k: v for k, v in after.items() if k != "schema_version"} == {
+            k: v for k, v in before.items() if k != "schema_version"
+        }
+        assert after["schema_version"] == current()
+
+
+def test_a_field_changed_on_the_record_is_saved_over_its_key(copy: Path) -> None:
+    path = stage_files(copy)[0]
+    stage = StageRecord.load(path)
+    assert stage.verdict == "WARN"
+    dataclasses.replace(stage, reason="said again").save()
+    saved = raw(path)
+    assert saved["reason"] == "said again" and saved["verdict"] == "WARN"
+    assert saved["config"] == raw(RECORDED / path.relative_to(copy))["config"]
+
+
+# (b) a version 1 document is read as the current layout; a newer one is refused.
+
+
+def test_a_version_1_run_json_is_migrated_on_load_and_its_file_left_alone(copy: Path) -> None:
+    on_disk = (copy / "run.json").read_bytes()
+    saved = raw(copy / "run.json")
+    assert "nix_options" not in saved["options"] and "candidates" not in saved["invocations"][0]
+    record = RunRecord.load(RunDir(copy))
+    document = record.document
+    # What migrations.run_1_to_2 says a version 1 run meant: no nix options, its one candidate,
+    # no controls.
+    assert document["options"] == {**saved["options"], "nix_options": []}
+    assert document["invocations"] == [
+        {**saved["invocations"][0], "candidates": ["cuda135"], "controls": False, "nix_options": []}
+    ]
+    assert "schema_version" not in document
+    assert {k: v for k, v in document.items() if k not in ("options", "invocations")} == {
+        k: v for k, v in saved.items() if k not in ("options", "invocations", "schema_version")
+    }
+    assert (copy / "run.json").read_bytes() == on_disk
+    # Saved, it is a current document that reads the same.
+    record.save()
+    assert raw(copy / "run.json")["schema_version"] == current()
+    assert RunRecord.load(RunDir(copy)) == record
+
+
+def test_a_version_1_result_without_what_was_judged_reads_with_none(copy: Path) -> None:
+    path = result_files(copy)[0]
+    document = raw(path)
+    for key in ("judged", "charts"):
+        document.pop(key)
+    write(path, {**document, "schema_version": 1})
+    result = CheckResult.load(path)
+    assert result.judged == () and result.charts == ()
+    assert result.document["judged"] == [] and result.document["charts"] == []
+    assert "judged" not in raw(path)
+
+
+def test_every_record_has_a_step_from_each_older_version() -> None:
+    from qualify.pipeline.migrations import RESULT_STEPS, RUN_STEPS, STAGE_STEPS
+
+    for steps in (RUN_STEPS, STAGE_STEPS, RESULT_STEPS):
+        assert set(steps) == set(range(1, current()))
+
+
+def test_a_record_newer_than_this_qualify_is_refused_naming_the_file(copy: Path) -> None:
+    newer = current() + 1
+    for path, load in (
+        (copy / "run.json", lambda p: RunRecord.load(RunDir(p.parent))),
+        (stage_files(copy)[0], StageRecord.load),
+        (result_files(copy)[0], CheckResult.load),
+    ):
+        write(path, {**raw(path), "schema_version": newer})
+        with pytest.raises(RunStoreError) as refused:
+            load(path)
+        assert str(path) in refused.value.message
+        assert f"schema_version {newer} is newer than this qualify understands ({current()})" in (
+            refused.value.message
+        )
+
+
+def test_an_update_in_place_keeps_the_version_it_finds(copy: Path) -> None:
+    RunDir(copy).update(note="kept")
+    saved = raw(copy / "run.json")
+    assert saved["schema_version"] == 1 and saved["note"] == "kept"
+
+
+def test_a_new_run_writes_its_records_at_the_current_version(project: Callable[..., Project]) -> None:
+    p = project()
+    p.stage("20-compile.toml", command_stage("compile", "true"))
+    result = CliRunner().invoke(app, ["run", "--candidate", "cand", "--project", str(p.root)])
+    assert result.exit_code == 3, result.output  # the stages the plan lacks are not configured
+    [run] = p.run_dirs()
+    for path in (
+        run / "run.json",
+        run / "20-compile" / "stage.json",
+        run / "20-compile" / "compile-check" / "result.json",
+    ):
+        assert raw(path)["schema_version"] == current(), path
+    measurement = run / "20-compile" / "compile-check" / "candidate" / "measurement.json"
+    assert raw(measurement)["schema_version"] == 1  # other files keep their own version
+    record = RunRecord.load(RunDir(run))
+    assert record.document["invocations"][0]["candidates"] == ["cand"]
+    assert "kind" not in raw(run / "run.json")  # a run of one, as ever
+
+
+# (c) the recorded run re-judges to the verdicts it recorded.
+
+
+def test_the_recorded_run_rejudges_to_the_verdicts_it_saved(copy: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "qualify", "report", "-C", str(EXAMPLE), "--rejudge", str(copy)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recorded = {p.parent.name: raw(p) for p in stage_files(RECORDED)}
+    assert recorded and set(recorded) == {p.parent.name for p in stage_files(copy)}
+    for folder, before in recorded.items():
+        after = StageRecord.load(copy / folder / "stage.json")
+        assert after.verdict == before["verdict"], folder
+        assert [(c.name, c.verdict) for c in after.checks] == [
+            (c["name"], c["verdict"]) for c in before["checks"]
+        ], folder
+        # The same keys as recorded (a first rejudgement of a stage whose verdict moved would add
+        # verdict_before_rejudge; none moves here).
+        assert set(raw(copy / folder / "stage.json")) == set(before), folder
+    for path in result_files(RECORDED):
+        again = copy / path.relative_to(RECORDED)
+        assert CheckResult.load(again).verdict == raw(path)["verdict"], again
+        assert set(raw(again)) == set(raw(path)), again
+    report = raw(copy / "report.json")
+    assert {s["name"]: s["outcome"] for s in report["stages"]} == raw(RECORDED / "run.json")["stages"]
+    assert report["verdict"] == raw(RECORDED / "run.json")["verdict"]
+    assert raw(copy / "run.json")["schema_version"] == current()
+
+
+# (d) a malformed document is refused, naming the file and the key.
+
+
+def refused(load: Callable[[Path], object], path: Path) -> str:
+    with pytest.raises(RunStoreError) as caught:
+        load(path)
+    return caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda d: d.update(verdict="MAYBE"), "verdict 'MAYBE' is not one of PASS, WARN"),
+        (lambda d: d["checks"][0].update(verdict="GOOD"), "checks[0] verdict 'GOOD' is not one of"),
+        (lambda d: d.update(checks={"arms": "PASS"}), "'checks' is not a list of checks"),
+        (lambda d: d.update(folder="../x"), "folder '../x': it starts with '.'"),
+        (lambda d: d["checks"][0].update(name="../arms"), "checks[0] name '../arms'"),
+    ],
+)
+def test_a_malformed_stage_json_is_refused(
+    copy: Path, change: Callable[[dict[str, Any]], None], said: str
+) -> None:
+    path = copy / "10-build" / "stage.json"
+    document = raw(path)
+    change(document)
+    write(path, document)
+    message = refused(StageRecord.load, path)
+    assert str(path) in message and said in message, message
+
+
+def test_a_malformed_result_json_is_refused(copy: Path) -> None:
+    path = copy / "10-build" / "arms" / "result.json"
+    write(path, {**raw(path), "verdict": "OK"})
+    message = refused(CheckResult.load, path)
+    assert str(path) in message and "verdict 'OK' is not one of" in message, message
+    write(path, {**raw(path), "verdict": "WARN", "tables": {"title": "x"}})
+    message = refused(CheckResult.load, path)
+    assert str(path) in message and "'tables' is not a list of objects" in message, message
+
+
+def test_a_malformed_run_json_is_refused(copy: Path) -> None:
+    path = copy / "run.json"
+    original = raw(path)
+    document = json.loads(json.dumps(original))
+    document["plan"]["stages"][1]["folder"] = "../x"
+    write(path, document)
+    message = refused(lambda p: RunRecord.load(RunDir(p.parent)), path)
+    assert str(path) in message and "plan.stages[1] folder '../x'" in message, message
+    write(path, {**original, "status": "finished"})
+    message = refused(lambda p: RunRecord.load(RunDir(p.parent)), path)
+    assert str(path) in message and "status 'finished' is not one of" in message, message
+
+
+def test_a_writer_cannot_save_what_a_reader_would_refuse(tmp_path: Path) -> None:
+    path = tmp_path / "10-build" / "stage.json"
+    with pytest.raises(RunStoreError, match="verdict 'DONE'"):
+        StageRecord.parse(path, {"name": "build", "status": "complete", "verdict": "DONE", "checks": []})
+    stage = StageRecord.parse(path, {"name": "build", "status": "running", "checks": []})
+    with pytest.raises(RunStoreError, match="checks\\[0\\] verdict 'NEW'"):
+        stage.updated(checks=[{"name": "arms", "kind": "nix-build", "verdict": "NEW", "reason": ""}])
+    with pytest.raises(RunStoreError, match="verdict 'DONE'"):
+        dataclasses.replace(stage, status="complete", verdict="DONE").save()
+    assert not path.exists()
