@@ -144,12 +144,13 @@ if [ ! -f "$state/run.started" ] && built reference && built default && built cu
   cat > "$state/run.sh" <<RUN
 #!/usr/bin/env bash
 cd '$state/repo/examples/llama-cpp-cuda' || exit 2
-q() { python3 -m qualify run --runs-dir '$state/runs' --profile '$profile' --json "\$@"; }
+q=(python3 -m qualify run --runs-dir '$state/runs' --profile '$profile' --json)
 order='${QUALIFY_ORDER:-}'
 if [ -z "\$order" ]; then
-  q --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log'; exit \$?
+  exec "\${q[@]}" --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log'
 fi
-q --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log' &
+# qualify itself in the background (not a function or subshell), so that \$! is its pid.
+"\${q[@]}" --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log' &
 pid=\$!
 # The build stage has ended for every member once a later stage's folder appears.
 until ! kill -0 \$pid 2>/dev/null || ls -d '$state'/runs/*/*/20-* '$state'/runs/*/20-* 2> /dev/null | grep -q .; do
@@ -160,17 +161,22 @@ run=\$(ls '$state/runs' | head -1)
 rc=0
 for stage in \$order; do
   echo "--- \$stage" >> '$state/run.log'
-  q --run "\$run" --only "\$stage" --no-gate $* > '$state/run.json' 2>> '$state/run.log' || rc=\$?
+  "\${q[@]}" --run "\$run" --only "\$stage" --no-gate $* > '$state/run-\$stage.json' 2>> '$state/run.log' || rc=\$?
 done
 exit \$rc
 RUN
-  setsid nohup bash -c "bash '$state/run.sh'; echo \$? > '$state/run.rc'" < /dev/null > /dev/null 2>&1 &
+  setsid nohup bash -c "bash $state/run.sh; echo \$? > '$state/run.rc'" < /dev/null > /dev/null 2>&1 &
   order=${QUALIFY_ORDER:-as planned}
   log "qualify run started: profile $profile, stages $order, $*, revision $(cat "$state/revision" 2>/dev/null || echo none)"
 fi
 if [ "${QUALIFY_STOP:-0}" = 1 ] && [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]; then
-  pkill -TERM -f "$state/run.sh"; pkill -TERM -f "python3 -m qualify run"
-  for _ in $(seq 60); do pgrep -f "python3 -m qualify run" > /dev/null || break; sleep 1; done
+  # By pid, never by a pattern that this step's own command line may hold.
+  pkill -TERM -f "bash $state/run.sh"
+  qualify_pids() {
+    for p in $(pgrep -x python3); do tr '\0' ' ' < "/proc/$p/cmdline" | grep -q "qualify run" && echo "$p"; done
+  }
+  kill -TERM $(qualify_pids) 2> /dev/null
+  for _ in $(seq 60); do [ -z "$(qualify_pids)" ] && break; sleep 1; done
   echo stopped > "$state/run.rc"
   log "run stopped for the end of the lease"
 fi
@@ -204,7 +210,7 @@ done
     [ -f "$state/build-$a.rc" ] && [ "$(head -1 "$state/build-$a.rc")" != 0 ] && { echo "### build $a"; tail -40 "$state/build-$a.log"; }
   done
   [ -f "$state/run.log" ] && { echo "### run.log"; tail -60 "$state/run.log"; }
-  [ -f "$state/run.json" ] && { echo "### run.json"; cat "$state/run.json"; }
+  for j in "$state"/run.json "$state"/run-*.json; do [ -s "$j" ] && { echo "### $(basename "$j")"; cat "$j"; }; done
 } > "$out/summary.txt" 2>&1
 (cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log 2>/dev/null)
 if [ -d "$state/runs" ] && { [ -f "$state/run.rc" ] || [ "${QUALIFY_STOP:-0}" = 1 ]; }; then
