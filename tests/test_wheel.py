@@ -141,7 +141,9 @@ def test_the_core_alone_shows_reports_and_merges_and_a_run_asks_for_the_stages(t
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert have.stdout.strip() == "[]"
-    recorded = next((REPO / "examples" / "llama-cpp-cuda" / "recorded").glob("2*"))
+    recorded = next(
+        p for p in sorted((REPO / "examples" / "llama-cpp-cuda" / "recorded").glob("2*")) if p.is_dir()
+    )
     run = tmp_path / "runs" / recorded.name
     shutil.copytree(recorded, run)
     qualify = str(env_dir / "bin" / "qualify")

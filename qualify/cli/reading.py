@@ -335,8 +335,10 @@ def _derived_verdict(entry: RunDir, saved: dict[str, Any]) -> str:
 
 def _run_entry(entry: RunDir) -> dict[str, Any]:
     try:
+        from qualify.pipeline.ondisk import status_of
+
         saved = entry.read()
-        status = entry.status()
+        status = status_of(entry, saved)
         verdict = _derived_verdict(entry, saved)
     except QualifyError as exc:
         return {"run_id": entry.run_id, "path": str(entry.path), "status": "broken", "error": exc.message}

@@ -161,17 +161,6 @@ class RunDir:
     def read(self) -> dict[str, Any]:
         return read_json(self.run_json)
 
-    def update(self, **changes: Any) -> dict[str, Any]:
-        """Read run.json, apply `changes`, write it back atomically at the version it was
-        written at: the keys change, the layout does not. (The pipeline writes run.json through
-        its record, `qualify.pipeline.record.update_run`, which brings it to the current
-        layout and checks it; this layer cannot import that one.)"""
-        document = self.read()
-        version = int(document.pop("schema_version"))
-        document.update(changes)
-        write_json(self.run_json, document, version=version)
-        return document
-
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the writer lock; a second writer is refused instead of waiting.
@@ -226,13 +215,6 @@ class RunDir:
                 return True
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             return False
-
-    def status(self) -> str:
-        """The saved status, with a run saved as running but held by no process called dead."""
-        saved = self.read().get("status", "unknown")
-        if saved == "running" and not self.writer_alive():
-            return "dead"
-        return str(saved)
 
     def move_to_attempts(self, stage_folder: str) -> Path | None:
         """Move a stage's current results under `<stage>/attempts/<n>/`; return that folder."""

@@ -7,10 +7,11 @@ it checks it; the file itself is never rewritten by a load (a recorded run stays
 recorded; only a command that writes the run, such as a rerun or `report --rejudge`, saves it
 again, at the current version). A document newer than the current version is refused.
 
-Version 1 (every qualify up to the one that recorded examples/*/recorded/):
+Version 1 (every qualify up to the ones that recorded examples/*/recorded/):
 - run.json: a run of one has no "kind" (a set says "set", a fleet "fleet"); "options" holds
   "allow_dirty" and "override_inputs"; each of "invocations" holds "at", "candidate",
-  "profile", "only", "from", "force", "no_gate", "allow_dirty" and "override_inputs".
+  "profile", "only", "from", "force", "no_gate", "allow_dirty" and "override_inputs", and,
+  from the qualify that added run sets and nix options on, also what version 2 always holds.
 - stage.json: as in version 2.
 - result.json: as in version 2, except that one written before a kind said what it judged
   (or drew a chart) has no "judged" (or "charts").
@@ -25,11 +26,10 @@ Version 2 (current):
 - result.json: "verdict", "reason", "judged", "findings", "tables", "facts", "charts" always,
   with what the check ran with.
 
-The steps only add what an older version lacks, with the value it meant then (a version 1 run
-was given no nix options; it named its one candidate; it ran no controls, since a version 1
-qualify had none), and keep what
-is there: a version 1 run.json that a newer qualify updated in place (`RunDir.update` keeps the
-version it finds) reads the same.
+The steps only add what an older document lacks, with the value it meant then (a version 1 run
+without these keys was written before qualify had them: it was given no nix options, it named
+its one candidate, it ran no controls), and keep what is there, so a step applied twice
+changes nothing.
 """
 
 from __future__ import annotations

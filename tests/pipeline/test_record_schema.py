@@ -197,12 +197,6 @@ def test_a_record_newer_than_this_qualify_is_refused_naming_the_file(copy: Path)
         )
 
 
-def test_an_update_in_place_keeps_the_version_it_finds(copy: Path) -> None:
-    RunDir(copy).update(note="kept")
-    saved = raw(copy / "run.json")
-    assert saved["schema_version"] == 1 and saved["note"] == "kept"
-
-
 def test_a_new_run_writes_its_records_at_the_current_version(project: Callable[..., Project]) -> None:
     p = project()
     p.stage("20-compile.toml", command_stage("compile", "true"))
