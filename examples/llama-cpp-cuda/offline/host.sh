@@ -10,7 +10,8 @@
 # resumable) once its build stage has ended, and each named stage is then run with
 # `qualify run --run ID --only STAGE --no-gate`, so that the stages a short lease must not miss
 # come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
-# (the last step of a lease). The run reads a clone of the repository at its HEAD, so the run
+# (the last step of a lease). The run reads a clone of the repository at its HEAD (or at
+# QUALIFY_REVISION, to run more stages of a revision an earlier lease qualified), so the run
 # records the revision it qualified.
 #
 # Each step does what the bundles so far allow: nix from Debian's packages into a private prefix
@@ -132,8 +133,9 @@ if [ ! -f "$state/run.started" ] && built reference && built default && built cu
   # and a clone's index matches its files), so its record names the revision; a checkout
   # without .git is copied as it is, and its run names none.
   rm -rf "$state/repo"
-  if git -C "$repo" rev-parse HEAD > "$state/revision" 2>/dev/null; then
+  if git -C "$repo" rev-parse "${QUALIFY_REVISION:-HEAD}^{commit}" > "$state/revision" 2>/dev/null; then
     git clone -q --no-hardlinks "$repo" "$state/repo"
+    git -C "$state/repo" checkout -q --detach "$(cat "$state/revision")"
   else
     mkdir -p "$state/repo" && tar -C "$repo" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$state/repo" -xf -
   fi
