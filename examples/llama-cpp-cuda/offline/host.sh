@@ -159,7 +159,8 @@ until ! kill -0 \$pid 2>/dev/null || ls -d '$state'/runs/*/*/20-* '$state'/runs/
   sleep 1
 done
 kill -TERM \$pid 2>/dev/null; wait \$pid
-run=\$(ls '$state/runs' | head -1)
+# The run qualify started (its --json answer names it, interrupted too).
+run=\$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"])' '$state/run.json') || exit 2
 rc=0
 for stage in \$order; do
   echo "--- \$stage" >> '$state/run.log'
@@ -172,7 +173,8 @@ RUN
   log "qualify run started: profile $profile, stages $order, $*, revision $(cat "$state/revision" 2>/dev/null || echo none)"
 fi
 if [ "${QUALIFY_STOP:-0}" = 1 ] && [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]; then
-  # By pid, never by a pattern that this step's own command line may hold.
+  # The stage-order script first (so that it starts no next stage), then qualify by pid: a
+  # pattern such as "qualify run" may be in this step's own command line.
   pkill -TERM -f "bash $state/run.sh"
   qualify_pids() {
     for p in $(pgrep -x python3); do tr '\0' ' ' < "/proc/$p/cmdline" | grep -q "qualify run" && echo "$p"; done
