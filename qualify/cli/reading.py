@@ -76,7 +76,9 @@ def show(
 
     console = open_console()
     opened = _open(project, runs_dir, run_id)
-    kind = opened.read().get("kind")
+    from qualify.pipeline.record import RunRecord
+
+    kind = RunRecord.load(opened).kind
     if kind in ("set", "fleet"):
         _show_matrix(console, opened, as_json=as_json)
         return
@@ -108,10 +110,11 @@ def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
     from rich.table import Table
 
     from qualify.console import badge
+    from qualify.pipeline.record import RunRecord
     from qualify.report.fleet import FleetModel, fleet_model
     from qualify.report.matrix import MatrixModel, build_set_model
 
-    fleet = run.read().get("kind") == "fleet"
+    fleet = RunRecord.load(run).kind == "fleet"
     model: FleetModel | MatrixModel = fleet_model(run.path) if fleet else build_set_model(run)
     if as_json:
         print_json(model.as_json())

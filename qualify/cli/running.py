@@ -197,9 +197,10 @@ def outcome_fields(run: RunDir) -> dict[str, object]:
 def member_rows(run: RunDir) -> list[dict[str, Any]]:
     """Each member of a run set: label, arm, role, verdict, behaviour, folder, stages (none for
     a run of one)."""
+    from qualify.pipeline.record import RunRecord
     from qualify.report.matrix import build_set_model
 
-    if run.read().get("kind") != "set":
+    if RunRecord.load(run).kind != "set":
         return []
     model = build_set_model(run)
     return [
@@ -227,7 +228,9 @@ def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
     from qualify.report.model import ReportModel, build_model
 
     stream = sys.stderr if to_stderr else sys.stdout
-    kind = run.read().get("kind")
+    from qualify.pipeline.record import RunRecord
+
+    kind = RunRecord.load(run).kind
     model: ReportModel | MatrixModel | FleetModel
     if kind == "fleet":
         model = fleet_model(run.path)

@@ -75,11 +75,11 @@ def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Cha
         return rejudge_set(run, plan)
     if saved.get("set"):
         # A member of a set is re-decided with its share of the plan, then the set's verdict.
-        from qualify.pipeline.members import Member, member_plan
+        from qualify.pipeline.members import member_plan
         from qualify.pipeline.runset import summarize_set
 
         parent = RunDir(run.path.parent)
-        members = [Member.from_json(m) for m in parent.read().get("members", [])]
+        members = list(RunRecord.load(parent).members)
         mine = next(m for m in members if m.label == saved["set"]["label"])
         changes = rejudge(run, member_plan(plan, mine, members))
         summarize_set(parent)
@@ -89,10 +89,10 @@ def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Cha
 
 def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
     """Re-decide every member of a run set with its share of `plan`, then the set's verdict."""
-    from qualify.pipeline.members import Member, member_plan
+    from qualify.pipeline.members import member_plan
     from qualify.pipeline.runset import summarize_set
 
-    members = [Member.from_json(m) for m in run.read().get("members", [])]
+    members = list(RunRecord.load(run).members)
     changes: list[Change] = []
     for m in members:
         member = RunDir(run.path / m.label)

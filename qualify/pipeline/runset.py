@@ -49,9 +49,7 @@ def is_set(saved: dict[str, Any]) -> bool:
 
 def member_runs(run: RunDir) -> list[tuple[Member, RunDir]]:
     """A set's members, each with its run directory."""
-    return [
-        (m, RunDir(run.path / m.label)) for m in (Member.from_json(d) for d in run.read().get("members", []))
-    ]
+    return [(m, RunDir(run.path / m.label)) for m in RunRecord.load(run).members]
 
 
 def wants_set(config: ProjectConfig, request: RunRequest) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import locate, read_toml
+from qualify.pipeline.record import RunRecord
 from qualify.report.fleet import FleetModel
 from qualify.report.github import escape_data, escape_property
 from qualify.report.matrix import MatrixModel
@@ -31,10 +32,10 @@ LEVEL = {"FAIL": "error", "ERROR": "error", "WARN": "warning", "INCONCLUSIVE": "
 def stage_files(run: RunDir) -> dict[str, Path]:
     """Each stage's file, as the run's plan names it."""
     try:
-        stages = run.read().get("plan", {}).get("stages", [])
+        stages = RunRecord.load(run).stages
     except QualifyError:
         return {}
-    return {str(s["name"]): Path(s["file"]) for s in stages if s.get("name") and s.get("file")}
+    return {s.name: Path(str(s.spec["file"])) for s in stages if s.spec.get("file")}
 
 
 def check_location(file: Path, check: str, workspace: str | None) -> str:

@@ -14,6 +14,7 @@ from qualify import __version__
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
+from qualify.pipeline.record import RunRecord
 from qualify.report.model import ReportModel, build_model
 
 #: A stage a member does not run (a negative control runs only what it must fail).
@@ -90,7 +91,7 @@ def build_set_model(run: RunDir) -> MatrixModel:
     results = {f.member.label: f.behaviour for f in derived.members}
     models = {m.label: build_model(RunDir(run.path / m.label)) for m in members}
     plans = {m.label: RunDir(run.path / m.label).read().get("plan", {}) for m in members}
-    stages = [s["name"] for s in saved.get("plan", {}).get("stages", [])]
+    stages = [s.name for s in RunRecord.parse(run, saved).stages]
     columns: list[Column] = []
     cells: dict[str, dict[str, Cell]] = {name: {} for name in stages}
     for m in members:

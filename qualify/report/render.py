@@ -25,6 +25,7 @@ from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.core.symbols import display_name
+from qualify.pipeline.record import RunRecord
 from qualify.report import markdown
 from qualify.report.charts import identical_series, render_svg
 from qualify.report.fleet import FleetModel, fleet_model
@@ -162,7 +163,7 @@ def _environment() -> Environment:
 
 
 def render(run: RunDir) -> ReportFiles:
-    kind = run.read().get("kind")
+    kind = RunRecord.load(run).kind
     if kind == "set":
         return render_set(run)
     if kind == "fleet":
@@ -173,9 +174,9 @@ def render(run: RunDir) -> ReportFiles:
 
 def render_set(run: RunDir) -> ReportFiles:
     """A run set's report: every member's own report, then the set's matrix over them."""
-    for member in run.read().get("members", []):
-        if (run.path / member["label"] / "run.json").is_file():
-            render(RunDir(run.path / member["label"]))
+    for member in RunRecord.load(run).members:
+        if (run.path / member.label / "run.json").is_file():
+            render(RunDir(run.path / member.label))
     model = build_set_model(run)
     return _write(run, "set.html.j2", "set.md.j2", model, set_junit_xml(model))
 
