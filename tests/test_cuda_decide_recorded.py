@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded_runs import rejudge
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261202-151725-cuda135.tar.xz"
@@ -34,13 +33,7 @@ def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with tarfile.open(ARCHIVE) as archive:
         archive.extractall(where, filter="data")
     run = where / "20261202-151725-cuda135"
-    proc = subprocess.run(
-        [sys.executable, "-m", "qualify", "report", "-C", str(EXAMPLE), "--rejudge", str(run)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rejudge(EXAMPLE, run)
     return run
 
 

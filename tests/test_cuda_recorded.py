@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from junitparser import JUnitXml
+from recorded_runs import rejudge
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 RUN = EXAMPLE / "recorded" / "20261201-162842-cuda135"
@@ -25,13 +24,7 @@ RUN = EXAMPLE / "recorded" / "20261201-162842-cuda135"
 def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     copy = tmp_path_factory.mktemp("recorded") / RUN.name
     shutil.copytree(RUN, copy)
-    proc = subprocess.run(
-        [sys.executable, "-m", "qualify", "report", "-C", str(EXAMPLE), "--rejudge", str(copy)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rejudge(EXAMPLE, copy)
     return copy
 
 
