@@ -1,31 +1,41 @@
-"""Does a fixed set of cores take away pp2048's two per-process speeds? (README.md, "Noise")
+"""Where do pp2048's two per-process speeds come from, and which bench unit takes them away?
+(README.md, "Noise")
 
 Run on the GPU host once `offline/host.sh` has built the arms, before the qualification:
 
-    python3 examples/llama-cpp-cuda/offline/pin_study.py [PROCESSES]
+    python3 examples/llama-cpp-cuda/offline/pin_study.py [ROUNDS]
 
-For each of PROCESSES rounds it runs pinned's llama-bench (the decide profile's unit: -p 2048
--n 256 -r 6) once in each placement, in turn: as the bench runs it today, under `taskset` on
-cores 0-7, and with llama-bench's own `--cpu-mask 0xff --cpu-strict 1` (its compute threads
-only). It prints, per placement, the spread of the processes' pp2048 and tg256 medians (each
-process's first repetition left out) and how many fall in the slow mode, and writes every
-process's output under $OUT (or /tmp/qualify-host/pin-study). The GPU's settings are not touched.
+For each of ROUNDS rounds it runs pinned's llama-bench (the decide profile's unit: -p 2048
+-n 256 -r 6) once in each variant, in turn: as the bench runs it today; under `taskset` on cores
+0-7; with llama-bench's own `--cpu-mask 0xff --cpu-strict 1 --poll 0` (its threads one to a core,
+sleeping rather than spinning while the GPU works); and with a micro-batch of 2 048 (`-ub 2048`:
+the whole prompt in one batch, a quarter of the kernel launches, each four times the work). It
+prints, per variant, the spread of the processes' pp2048 and tg256 medians (each process's first
+repetition left out) and how many fall in the slow mode, writes every process's output and
+`study.json` under $OUT (or /tmp/qualify-host/pin-study), and names in `profile` the plan
+profile whose bench unit varied least from process to process (the variants that have one:
+`decide`, `decide-strict`, `decide-ub2048`), for host.sh's QUALIFY_PROFILE. The GPU's settings
+are not touched.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 STATE = Path("/tmp/qualify-host")
-PLACEMENTS: dict[str, tuple[list[str], list[str]]] = {
-    "as today": ([], []),
-    "taskset 0-7": (["taskset", "-c", "0-7"], []),
-    "cpu-strict 0xff": ([], ["--cpu-mask", "0xff", "--cpu-strict", "1"]),
+# name: (command prefix, llama-bench arguments, the plan profile whose bench unit this is)
+VARIANTS: dict[str, tuple[list[str], list[str], str | None]] = {
+    "as today": ([], [], "decide"),
+    "taskset 0-7": (["taskset", "-c", "0-7"], [], None),
+    "strict, poll 0": ([], ["--cpu-mask", "0xff", "--cpu-strict", "1", "--poll", "0"], "decide-strict"),
+    "ub 2048": ([], ["-ub", "2048"], "decide-ub2048"),
 }
 
 
@@ -38,34 +48,65 @@ def one_process(prefix: list[str], extra: list[str], out: Path) -> dict[str, flo
     model = STATE / "data" / "gemma-3-270m-q4_k_m.gguf"
     argv = [*prefix, str(pinned_arm() / "bin" / "llama-bench"), "-m", str(model), "-t", "8"]
     argv += ["-p", "2048", "-n", "256", "-r", "6", "-o", "jsonl", "-ngl", "99", *extra]
+    start = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=300)
     out.write_text(done.stdout)
-    medians = {}
+    medians = {"wall_s": time.monotonic() - start}
     for line in done.stdout.splitlines():
         if line.startswith("{"):
             row = json.loads(line)
             test = f"pp{row['n_prompt']}" if row["n_prompt"] else f"tg{row['n_gen']}"
             medians[test] = statistics.median(row["samples_ts"][1:])
+            medians[f"{test}_rep_cv"] = statistics.stdev(row["samples_ts"][1:]) / medians[test]
     return medians
+
+
+def log_sd(values: list[float]) -> float:
+    """The SD of the logs: how far one process's median lands from another's (a mixture of two
+    speeds counts in full, as it does in the bench's pairs)."""
+    return statistics.stdev(math.log(v) for v in values)
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 8
     out = Path(os.environ.get("OUT", STATE / "pin-study"))
     out.mkdir(parents=True, exist_ok=True)
-    seen: dict[str, list[dict[str, float]]] = {name: [] for name in PLACEMENTS}
+    seen: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
     for i in range(rounds):
-        for n, (name, (prefix, extra)) in enumerate(PLACEMENTS.items()):
+        for n, (name, (prefix, extra, _)) in enumerate(VARIANTS.items()):
             seen[name].append(one_process(prefix, extra, out / f"p{n}-{i:02d}.jsonl"))
-    header = ("placement", "processes", "pp2048 min/median/max", "slow", "tg256 median")
-    print(f"{header[0]:<16} {header[1]:>9} {header[2]:>26} {header[3]:>5} {header[4]:>12}")
+    header = ("variant", "processes", "pp2048 min/median/max", "slow", "pp SD", "tg256 median", "tg SD")
+    widths = (16, 9, 26, 5, 6, 12, 6)
+    print(
+        " ".join(
+            f"{h:>{w}}" if k else f"{h:<{w}}" for k, (h, w) in enumerate(zip(header, widths, strict=True))
+        )
+    )
+    summary: dict[str, dict[str, object]] = {}
+    spreads: dict[str, float] = {}
     for name, units in seen.items():
         pp = [u["pp2048"] for u in units]
         tg = [u["tg256"] for u in units]
-        # The recorded run's slow mode sat near 46 000 t/s, the fast near 61 000.
-        slow = sum(1 for p in pp if p < 52_000)
-        spread = f"{min(pp):,.0f} / {statistics.median(pp):,.0f} / {max(pp):,.0f}"
-        print(f"{name:<16} {len(units):>9} {spread:>26} {slow:>5} {statistics.median(tg):>12,.1f}")
+        median = statistics.median(pp)
+        # Slow: more than 12 % under the variant's own median (the recorded modes were 25 % apart).
+        slow = sum(1 for p in pp if p < 0.88 * median)
+        spread = f"{min(pp):,.0f} / {median:,.0f} / {max(pp):,.0f}"
+        summary[name] = {
+            "pp2048": pp, "tg256": tg, "pp_log_sd": log_sd(pp), "tg_log_sd": log_sd(tg), "slow": slow,
+            "wall_s": statistics.median(u["wall_s"] for u in units),
+            "pp_rep_cv": statistics.median(u["pp2048_rep_cv"] for u in units),
+            "profile": VARIANTS[name][2],
+        }  # fmt: skip
+        spreads[name] = log_sd(pp)
+        print(
+            f"{name:<16} {len(units):>9} {spread:>26} {slow:>5} {spreads[name]:>6.1%} "
+            f"{statistics.median(tg):>12,.1f} {log_sd(tg):>6.1%}"
+        )
+    best = min((n for n in spreads if VARIANTS[n][2]), key=spreads.__getitem__)
+    profile = str(VARIANTS[best][2])
+    (out / "study.json").write_text(json.dumps({"variants": summary, "chosen": best}, indent=1))
+    (out / "profile").write_text(profile + "\n")
+    print(f"least process-to-process spread of pp2048: {best!r} -> profile {profile}")
 
 
 if __name__ == "__main__":
