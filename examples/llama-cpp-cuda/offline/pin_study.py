@@ -14,7 +14,7 @@ prints, per variant, the spread of the processes' pp2048 and tg256 medians (each
 repetition left out) and how many fall in the slow mode, writes every process's output and
 `study.json` under $OUT (or /tmp/qualify-host/pin-study), and names in `profile` the plan
 profile whose bench unit varied least from process to process (the variants that have one:
-`decide`, `decide-strict`, `decide-ub2048`), for host.sh's QUALIFY_PROFILE. The GPU's settings
+`decide`, `decide-strict`), for host.sh's QUALIFY_PROFILE. The GPU's settings
 are not touched.
 """
 
@@ -35,7 +35,7 @@ VARIANTS: dict[str, tuple[list[str], list[str], str | None]] = {
     "as today": ([], [], "decide"),
     "taskset 0-7": (["taskset", "-c", "0-7"], [], None),
     "strict, poll 0": ([], ["--cpu-mask", "0xff", "--cpu-strict", "1", "--poll", "0"], "decide-strict"),
-    "ub 2048": ([], ["-ub", "2048"], "decide-ub2048"),
+    "ub 2048": ([], ["-ub", "2048"], None),
 }
 
 
