@@ -112,3 +112,23 @@ def test_each_arm_holds_its_own_cuda_in_its_build_closure() -> None:
         "cuda135": ["cuda_nvcc-13.5.37"],
         "reference": [],
     }
+
+
+def test_the_gpu_host_gets_every_dependency_qualify_declares() -> None:
+    """pack.sh's bundle c1 carries the Python packages the GPU host's image lacks; the rest the
+    image holds (pack.sh names them). A dependency in neither list would stop `qualify run` on
+    the host at its first import, after the bundles and the builds: this fails first."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((EXAMPLE.parents[1] / "pyproject.toml").read_text())["project"]
+    declared = {
+        Requirement(r).name.lower()
+        for r in [*project["dependencies"], *project["optional-dependencies"]["stages"]]
+    }
+    text = (EXAMPLE / "offline" / "pack.sh").read_text()
+    host_has = set(re.search(r"^# host-has: (.*)$", text, re.M).group(1).split())  # type: ignore[union-attr]
+    bundled = set(re.search(r"^bundled=\(([^)]*)\)", text, re.M | re.S).group(1).split())  # type: ignore[union-attr]
+    assert declared - host_has - bundled == set()
+    assert "nvidia-ml-py" in bundled  # NVML for the bench's GPU telemetry

@@ -26,6 +26,7 @@ from qualify.soak.run import soak_roles
 from qualify.soak.trend import (
     GROWS_LIKE_PINNED,
     LEAK,
+    NO_LEAK,
     RULES,
     TOO_SHORT,
     SeriesRule,
@@ -238,6 +239,8 @@ def judge(saved: SavedCheck) -> Judgement:
                 "candidate",
             )
         )
+    if p.get("bound_budgets"):
+        findings += _unbounded(verdicts, horizon)
     for v in verdicts:
         if v.finding == LEAK:
             what = "leak" if v.rule.kind == "memory" else "latency drift"
@@ -290,6 +293,26 @@ def judge(saved: SavedCheck) -> Judgement:
         },
         judged=tuple(f"{v.rule.name} against its budget" for v in judged),
     )
+
+
+def _unbounded(verdicts: list[SeriesVerdict], horizon_s: float) -> list[Finding]:
+    """One INCONCLUSIVE finding per memory series judged "no leak" whose growth over the horizon
+    the soak cannot bound within its budget (the upper end of the interval above it)."""
+    out: list[Finding] = []
+    for v in verdicts:
+        if v.finding != NO_LEAK or v.budget is None or v.rule.kind != "memory":
+            continue
+        high = v.candidate.growth(horizon_s)[2]
+        if not high <= v.budget:  # NaN: no bound at all
+            out.append(
+                Finding(
+                    Verdict.INCONCLUSIVE,
+                    f"{v.rule.label}: the soak cannot bound its growth within the budget: up to "
+                    f"{high:+.3g} {v.rule.unit} over {horizon_s / 3600:.3g} h > {v.budget:g} {v.rule.unit}",
+                    "candidate",
+                )
+            )
+    return out
 
 
 def _compaction(measurements: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:

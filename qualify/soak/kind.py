@@ -25,7 +25,10 @@ Verdict (`qualify.soak.trend` for the rule on series):
 - ERROR: the same failures of the pinned role (no baseline), or the harness could not run the
   server (a missing binary or placeholder).
 - INCONCLUSIVE: too few windows after the warm-up for Mann–Kendall to reach `alpha` in a role
-  (a soak too short to decide drift).
+  (a soak too short to decide drift); with `bound_budgets`, also a budgeted memory series whose
+  growth over the horizon the soak cannot bound within its budget (the upper end of the
+  candidate's slope interval × the horizon above the budget): a leak of the budget's size would
+  have gone unseen, so "no leak" would say more than was measured.
 - WARN: memory pressure could not be applied (compact_memory not writable) or the kernel log
   could not be read — the check then says so and cannot PASS; a series grew past its budget in
   the candidate but no faster than in pinned.
@@ -158,6 +161,13 @@ KIND = CheckKind(
             allowed=SECONDS,
         ),
         Param(
+            "bound_budgets",
+            "boolean",
+            False,
+            help="INCONCLUSIVE unless the soak bounds each memory budget: the candidate's upper "
+            "growth over the horizon at most the budget",
+        ),
+        Param(
             "ready_timeout_s",
             "number",
             300,
@@ -174,7 +184,8 @@ KIND = CheckKind(
         "no completed request, a GPU driver line in the kernel or server log, or a leak/drift (Mann–Kendall "
         "AR(1)-corrected p ≤ its Holm level AND Theil–Sen lower bound × horizon > budget AND "
         "slope > pinned's + margin); "
-        "ERROR on the same for pinned or a harness failure; INCONCLUSIVE when too few windows reach alpha; "
+        "ERROR on the same for pinned or a harness failure; INCONCLUSIVE when too few windows reach "
+        "alpha, or (bound_budgets) when a memory series' upper growth over the horizon exceeds its budget; "
         "WARN when compaction or the kernel log was unavailable, or a series grows past budget like pinned's"
     ),
     limits=LIMITS,

