@@ -1,9 +1,11 @@
-"""Re-deciding a recorded run folder with its example's plan, as `qualify report --rejudge` does."""
+"""Recorded run folders: unpacked from their archives, re-decided with their example's plan as
+`qualify report --rejudge` does."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 
@@ -16,3 +18,10 @@ def rejudge(example: Path, run: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def unpack(archive: Path, where: Path) -> Path:
+    """Unpack a recorded run's archive (NAME.tar.xz holding the folder NAME) under `where`."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(where, filter="data")
+    return where / archive.name.removesuffix(".tar.xz")

@@ -9,21 +9,19 @@ what the report must show. Nothing stands in for anything: these are the H200's 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from junitparser import JUnitXml
-from recorded_runs import rejudge
+from recorded_runs import rejudge, unpack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
-RUN = EXAMPLE / "recorded" / "20261201-162842-cuda135"
+ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"
 
 
 @pytest.fixture(scope="module")
 def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = tmp_path_factory.mktemp("recorded") / RUN.name
-    shutil.copytree(RUN, copy)
+    copy = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
     rejudge(EXAMPLE, copy)
     return copy
 

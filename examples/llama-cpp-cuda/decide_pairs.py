@@ -13,12 +13,23 @@ test ends NO CHANGE, and in which a 6 % slowdown ends SLOWER beyond the margin.
 `--recorded` reads the recorded run's bench samples: per role and test, how much the kept
 repetitions of one process vary (within a unit) against how much the units' medians vary
 (between processes), and the SD of the paired log ratios.
+
+    .venv/bin/python examples/llama-cpp-cuda/decide_pairs.py --resample SET_DIR
+
+`--resample` asks the same question of the noise a run set's bench really had, mixture of
+process speeds and all, rather than of a normal law: each simulated pair draws its two units'
+medians (each unit's first repetition left out) from the pinned units of SET_DIR's bench (its
+`pinned` and `positive-pinned` roles, both pinned's build), independently, so the A/A has no
+effect; the slowdown multiplies the candidate's draw by 0.94. What it leaves out: a drift that
+both units of a pair share (pairs cancel it, so the real design can only do better).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +39,7 @@ from qualify.bench.judge import NO_CHANGE, SLOWER, Series, evaluate
 
 ALPHA, MEMBERS, MARGIN, RUNS = 0.05, 3, 0.03, 200
 LOOKS = (24, 48)
-RECORDED = Path(__file__).parent / "recorded" / "20261201-162842-cuda135" / "60-bench" / "llama-bench"
+RECORDED = Path(__file__).parent / "recorded" / "20261201-162842-cuda135.tar.xz"
 
 
 def series(rng: np.random.Generator, label: str, pairs: int, effect: float, pair_sd: float) -> Series:
@@ -50,7 +61,14 @@ def share(effect: float, pair_sd: float, wanted: str, seed: int = 1) -> float:
     return hits / RUNS
 
 
-def recorded(folder: Path = RECORDED, discard: int = 1) -> None:
+def recorded(archive: Path = RECORDED, discard: int = 1) -> None:
+    with tempfile.TemporaryDirectory() as where, tarfile.open(archive) as tar:
+        tar.extractall(where, filter="data")
+        bench = Path(where) / archive.name.removesuffix(".tar.xz") / "60-bench" / "llama-bench"
+        unit_spread(bench, discard)
+
+
+def unit_spread(folder: Path, discard: int = 1) -> None:
     medians = {}
     for role in ("pinned", "candidate"):
         frame = pd.read_parquet(folder / role / "samples.parquet")
@@ -71,8 +89,47 @@ def recorded(folder: Path = RECORDED, discard: int = 1) -> None:
         print(f"{test:6} pair noise: SD {logs.std(ddof=1):.2%}, robust SD {robust:.2%}, {len(logs)} pairs")
 
 
+def unit_logs(
+    bench: Path, roles: tuple[str, ...] = ("pinned", "positive-pinned"), discard: int = 1
+) -> dict[str, np.ndarray]:
+    """Per test, the log of every unit's median over its kept repetitions, pooled over `roles`."""
+    out: dict[str, list[float]] = {}
+    for role in roles:
+        path = bench / role / "samples.parquet"
+        if not path.exists():
+            continue
+        frame = pd.read_parquet(path)
+        kept = frame[frame["rep"] >= discard]
+        for (test, _unit), rows in kept.groupby(["test", "unit"]):
+            out.setdefault(str(test), []).append(math.log(float(rows["value"].median())))
+    return {test: np.array(values) for test, values in out.items()}
+
+
+def resampled_share(logs: np.ndarray, effect: float, wanted: str, seed: int = 1) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(RUNS):
+        draws = rng.choice(logs, size=(LOOKS[-1], 2))
+        pairs = tuple((float(a), float(b) + math.log1p(effect)) for a, b in draws)
+        tests = [Series("t", "t/s", True, pairs), series(rng, "other", LOOKS[-1], 0.0, 0.012)]
+        outcome = evaluate(tests, LOOKS, ALPHA / MEMBERS, MARGIN)[0]
+        hits += outcome.finding == wanted and (wanted != SLOWER or outcome.regression)
+    return hits / RUNS
+
+
+def resample(run_set: Path) -> None:
+    bench = run_set / "60-bench" / "llama-bench"
+    print(f"looks {LOOKS}, alpha {ALPHA}/{MEMBERS}, margin ±{MARGIN:.0%}, {RUNS} runs each, units of {bench}")
+    print("test      units  unit SD   A/A NO CHANGE   6 % slower: SLOWER (regression)")
+    for test, logs in sorted(unit_logs(bench).items()):
+        same, slower = resampled_share(logs, 0.0, NO_CHANGE), resampled_share(logs, -0.06, SLOWER)
+        print(f"{test:8} {len(logs):6} {logs.std(ddof=1):7.2%}   {same:13.0%}   {slower:13.0%}")
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--recorded"]:
     recorded()
+elif __name__ == "__main__" and sys.argv[1:2] == ["--resample"] and len(sys.argv) == 3:
+    resample(Path(sys.argv[2]))
 elif __name__ == "__main__":
     print(f"looks {LOOKS}, alpha {ALPHA}/{MEMBERS}, margin ±{MARGIN:.0%}, {RUNS} runs each")
     print("pair SD   A/A NO CHANGE   6 % slower: SLOWER (regression)")

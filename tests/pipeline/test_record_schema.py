@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import Project, command_stage
+from recorded_runs import unpack
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -28,7 +29,7 @@ from qualify.core.runstore import RunDir
 from qualify.pipeline.record import CheckResult, RunRecord, StageRecord
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda"
-RECORDED = EXAMPLE / "recorded" / "20261201-162842-cuda135"
+ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"
 
 
 def current() -> int:
@@ -63,21 +64,27 @@ def result_files(run: Path) -> list[Path]:
     return sorted(run.glob("*/*/result.json"))
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded quick run, unpacked once from its archive; tests that write take a copy."""
+    return unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
+
+
 @pytest.fixture
-def copy(tmp_path: Path) -> Path:
+def copy(tmp_path: Path, recorded: Path) -> Path:
     """The recorded run, copied where a test may write."""
-    target = tmp_path / RECORDED.name
-    shutil.copytree(RECORDED, target)
+    target = tmp_path / recorded.name
+    shutil.copytree(recorded, target)
     return target
 
 
 # (a) the recorded run reads through the records, and a record's JSON reads back as it.
 
 
-def test_the_recorded_run_loads_and_round_trips_without_being_written() -> None:
-    before = fingerprint(RECORDED)
-    assert raw(RECORDED / "run.json")["schema_version"] == 1  # the older layout, as recorded
-    run = RunRecord.load(RunDir(RECORDED))
+def test_the_recorded_run_loads_and_round_trips_without_being_written(recorded: Path) -> None:
+    before = fingerprint(recorded)
+    assert raw(recorded / "run.json")["schema_version"] == 1  # the older layout, as recorded
+    run = RunRecord.load(RunDir(recorded))
     assert run.candidate_arm == "cuda135" and [s.folder for s in run.stages] == [
         "10-build",
         "20-compile",
@@ -87,8 +94,8 @@ def test_the_recorded_run_loads_and_round_trips_without_being_written() -> None:
         "60-bench",
     ]
     assert RunRecord.parse(run.run, run.to_json()) == run
-    stages = [StageRecord.load(p) for p in stage_files(RECORDED)]
-    results = [CheckResult.load(p) for p in result_files(RECORDED)]
+    stages = [StageRecord.load(p) for p in stage_files(recorded)]
+    results = [CheckResult.load(p) for p in result_files(recorded)]
     assert len(stages) == 6 and len(results) == 7
     for stage in stages:
         assert stage.complete and stage.checks, stage.path
@@ -96,7 +103,7 @@ def test_the_recorded_run_loads_and_round_trips_without_being_written() -> None:
     for result in results:
         assert result.verdict and result.judged, result.path
         assert CheckResult.parse(result.path, result.to_json()) == result
-    assert fingerprint(RECORDED) == before, "loading a recorded run wrote to it"
+    assert fingerprint(recorded) == before, "loading a recorded run wrote to it"
 
 
 def test_load_save_load_keeps_every_key(copy: Path) -> None:
@@ -126,14 +133,14 @@ def test_load_save_load_keeps_every_key(copy: Path) -> None:
         assert after["schema_version"] == current()
 
 
-def test_a_field_changed_on_the_record_is_saved_over_its_key(copy: Path) -> None:
+def test_a_field_changed_on_the_record_is_saved_over_its_key(copy: Path, recorded: Path) -> None:
     path = stage_files(copy)[0]
     stage = StageRecord.load(path)
     assert stage.verdict == "WARN"
     dataclasses.replace(stage, reason="said again").save()
     saved = raw(path)
     assert saved["reason"] == "said again" and saved["verdict"] == "WARN"
-    assert saved["config"] == raw(RECORDED / path.relative_to(copy))["config"]
+    assert saved["config"] == raw(recorded / path.relative_to(copy))["config"]
 
 
 # (b) a version 1 document is read as the current layout; a newer one is refused.
@@ -219,7 +226,7 @@ def test_a_new_run_writes_its_records_at_the_current_version(project: Callable[.
 # (c) the recorded run re-judges to the verdicts it recorded.
 
 
-def test_the_recorded_run_rejudges_to_the_verdicts_it_saved(copy: Path) -> None:
+def test_the_recorded_run_rejudges_to_the_verdicts_it_saved(copy: Path, recorded: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "qualify", "report", "-C", str(EXAMPLE), "--rejudge", str(copy)],
         capture_output=True,
@@ -228,9 +235,9 @@ def test_the_recorded_run_rejudges_to_the_verdicts_it_saved(copy: Path) -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    recorded = {p.parent.name: raw(p) for p in stage_files(RECORDED)}
-    assert recorded and set(recorded) == {p.parent.name for p in stage_files(copy)}
-    for folder, before in recorded.items():
+    stages = {p.parent.name: raw(p) for p in stage_files(recorded)}
+    assert stages and set(stages) == {p.parent.name for p in stage_files(copy)}
+    for folder, before in stages.items():
         after = StageRecord.load(copy / folder / "stage.json")
         assert after.verdict == before["verdict"], folder
         assert [(c.name, c.verdict) for c in after.checks] == [
@@ -239,13 +246,13 @@ def test_the_recorded_run_rejudges_to_the_verdicts_it_saved(copy: Path) -> None:
         # The same keys as recorded (a first rejudgement of a stage whose verdict moved would add
         # verdict_before_rejudge; none moves here).
         assert set(raw(copy / folder / "stage.json")) == set(before), folder
-    for path in result_files(RECORDED):
-        again = copy / path.relative_to(RECORDED)
+    for path in result_files(recorded):
+        again = copy / path.relative_to(recorded)
         assert CheckResult.load(again).verdict == raw(path)["verdict"], again
         assert set(raw(again)) == set(raw(path)), again
     report = raw(copy / "report.json")
-    assert {s["name"]: s["outcome"] for s in report["stages"]} == raw(RECORDED / "run.json")["stages"]
-    assert report["verdict"] == raw(RECORDED / "run.json")["verdict"]
+    assert {s["name"]: s["outcome"] for s in report["stages"]} == raw(recorded / "run.json")["stages"]
+    assert report["verdict"] == raw(recorded / "run.json")["verdict"]
     assert raw(copy / "run.json")["schema_version"] == current()
 
 

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from recorded_runs import unpack
 from test_report import CHROMIUM, sync_playwright
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda"
-RUN = EXAMPLE / "recorded" / "20261201-162842-cuda135"
+ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"
+RUN_NAME = ARCHIVE.name.removesuffix(".tar.xz")
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = tmp_path_factory.mktemp("recorded") / RUN.name
-    shutil.copytree(RUN, copy)
+    copy = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
     proc = subprocess.run(
         [sys.executable, "-m", "qualify", "report", "-C", str(EXAMPLE), "--rejudge", str(copy)],
         capture_output=True,
@@ -103,7 +103,7 @@ def test_the_bench_line_is_the_tables_delta_and_twin_curves_are_said(rendered: P
 def test_the_summary_is_far_under_the_comment_limit_and_points_to_the_report(rendered: Path) -> None:
     summary = (rendered / "summary.md").read_text()
     assert len(summary) < 10_000, len(summary)  # 62 768 characters when it held the tables
-    assert f"`report.html` in the run folder `{RUN.name}`" in summary
+    assert f"`report.html` in the run folder `{RUN_NAME}`" in summary
 
 
 @pytest.mark.skipif(CHROMIUM is None or sync_playwright is None, reason="needs chromium and playwright")

@@ -10,7 +10,12 @@
 set -euo pipefail
 prefix=${1:-/opt/cuda}
 python=${PYTHON:-python3}
-cuda_include=${CUDA_INCLUDE:?set CUDA_INCLUDE to a CUDA 13 include directory (the pinned toolchain tree: include)}
+here=$(cd "$(dirname "$0")/.." && pwd)
+# cuda.h of the pinned toolchain tree, which setup.sh put in the store.
+hash=$(sed -n '/name = "cuda_nvcc-13.0.88"/{n;s/.*hash = "\(.*\)";.*/\1/p}' "$here/flake.nix")
+tree=$(nix-store --print-fixed-path --recursive sha256 "$hash" cuda_nvcc-13.0.88)
+cuda_include=${CUDA_INCLUDE:-$tree/include}
+[ -f "$cuda_include/cuda.h" ] || { echo "$cuda_include/cuda.h: not there; run setup.sh first" >&2; exit 1; }
 lib=$prefix/lib64
 mkdir -p "$lib/stubs"
 if [ ! -e "$lib/libcublas.so.13" ]; then
