@@ -92,20 +92,28 @@ for t in "$bundles"/c*/*.tar.xz "$state"/treepieces/*.tar.xz; do
   tar -C "$state" -xJf "$t" && nix-store --add-fixed --recursive sha256 "$state/$name" > "$state/added.$name" \
     && rm -rf "${state:?}/$name" && log "store: $(cat "$state/added.$name")"
 done
-# 3b. arms built elsewhere (pack.sh --arms): imported once all their pieces and their
-#     references (the source and both toolchain trees) are in the store; nothing is built then
-#     (step 5's nix build finds them). An arm's RPATH names the cuBLAS directory of the machine
-#     that built it (share/host-cuda.txt): where this host has none there, its own CUDA's stands in.
+# 3b. arms built elsewhere (pack.sh --arms; c1/arms.attrs names them): imported once all their
+#     pieces and the trees they refer to (the source, the toolchain of each CUDA arm) are in the
+#     store; step 5's nix build then finds them and builds only the others. An arm's RPATH names
+#     the cuBLAS directory of the machine that built it (share/host-cuda.txt): where this host has
+#     none there, its own CUDA's stands in.
 have() { [ -f "$state/added.$1" ]; }
-[ -f "$bundles/c1/arms.pieces" ] && cp -n "$bundles/c1/arms.pieces" "$bundles/c1/arms.paths" "$state/"
+[ -f "$bundles/c1/arms.pieces" ] && cp -n "$bundles"/c1/arms.pieces "$bundles"/c1/arms.paths "$bundles"/c1/arms.attrs "$state/"
+imported_later() { # ATTR: true while that arm is on its way rather than to be built here
+  [ -f "$state/arms.attrs" ] && grep -qx "$1" "$state/arms.attrs" && [ ! -f "$state/arms.imported" ]
+}
 mkdir -p "$state/armpieces"
 [ -f "$state/arms.imported" ] || cp -n "$bundles"/a[0-9]*/arms.nar.xz.[0-9][0-9] "$state/armpieces/" 2>/dev/null
-if [ -f "$state/arms.pieces" ] && [ ! -f "$state/arms.imported" ] \
-  && have llama-cpp-src-0.3.36 && have cuda_nvcc-13.0.88 && have cuda_nvcc-13.5.37 \
-  && [ "$(ls "$state"/armpieces/arms.nar.xz.* 2>/dev/null | wc -l)" = "$(cat "$state/arms.pieces")" ]; then
+arms_ready() {
+  have llama-cpp-src-0.3.36 || return 1
+  ! grep -qx default "$state/arms.attrs" || have cuda_nvcc-13.0.88 || return 1
+  ! grep -qx cuda135 "$state/arms.attrs" || have cuda_nvcc-13.5.37 || return 1
+  [ "$(ls "$state"/armpieces/arms.nar.xz.* 2>/dev/null | wc -l)" = "$(cat "$state/arms.pieces")" ]
+}
+if [ -f "$state/arms.pieces" ] && [ ! -f "$state/arms.imported" ] && arms_ready; then
   if cat $(ls "$state"/armpieces/arms.nar.xz.* | sort) | xz -d | nix-store --import > "$state/arms.imported.tmp"; then
     mv "$state/arms.imported.tmp" "$state/arms.imported" && rm -f "$state"/armpieces/arms.nar.xz.*
-    log "arms imported: $(tr '\n' ' ' < "$state/arms.imported")"
+    log "arms imported ($(tr '\n' ' ' < "$state/arms.attrs")): $(tr '\n' ' ' < "$state/arms.imported")"
     for p in $(cat "$state/arms.imported"); do
       lib=$(sed -n 's/^cublas_lib=//p' "$p/share/host-cuda.txt" 2>/dev/null)
       [ -n "$lib" ] && [ ! -e "$lib/libcublas.so.13" ] || continue
@@ -156,7 +164,7 @@ build() { # ATTR CORES INPUT...
   local attr=$1 cores=$2; shift 2
   [ -f "$state/build-$attr.started" ] && return
   # Arms on their way (pack.sh --arms) are imported, not built.
-  [ -f "$state/arms.pieces" ] && [ ! -f "$state/arms.imported" ] && return
+  imported_later "$attr" && return
   for i in "$@"; do have "$i" || return; done
   date +%s > "$state/build-$attr.started"
   setsid nohup bash -c "cd '$ex' && nix build --json --no-link --cores $cores --max-jobs 1 'path:$ex#$attr' \

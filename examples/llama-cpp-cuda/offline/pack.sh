@@ -9,8 +9,8 @@
 #   (a tree's archive over 40 MiB is cut into pieces, one a bundle: NAME.pieces says how many)
 #   .gpu/m1 … .gpu/m6  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
 #   .gpu/r1  with --run FILE: an earlier lease's run.tar.xz, which host.sh resumes
-#   .gpu/a1 …  with --arms: the three arms built here, exported from the store
-#            (`nix-store --export`, xz, in 40 MiB pieces; c1/arms.pieces says how many), so that
+#   .gpu/a1 …  with --arms: the arms built here, exported from the store (`nix-store --export`,
+#            xz, in 40 MiB pieces; c1/arms.pieces says how many, arms.attrs which arms), so that
 #            the GPU host imports them instead of building them (ten minutes of its 16 cores).
 #            Build them first: link-libs.sh, then nix build .#default .#cuda135 .#reference.
 # Trees travel as tar.xz of their store paths and are added back by content, so the host's
@@ -104,16 +104,19 @@ split_into() { # FILE PREFIX: pieces in $out/PREFIX1, $out/PREFIX2, …; prints 
   echo "$n"
 }
 if [ "$arms" = 1 ] && [ ! -f "$out/c1/arms.pieces" ]; then
-  # The outputs of the flake's three arms as this store holds them (built, not built by this
-  # script: nix build with --no-build would not say so). Their references (the source and the
-  # toolchain trees) travel in c1-c3 and are added on the host before the import.
-  paths=()
+  # The flake's arms that this store holds built (nix path-info: valid, never built here by
+  # this script); host.sh builds the others. Their references (the source and the toolchain
+  # trees) travel in c1-c3 and are added on the host before the import.
+  paths=() attrs=()
   for attr in default cuda135 reference; do
-    paths+=("$(nix build --json --no-link "path:$here#$attr" | "$python" -c 'import json, sys; print(json.load(sys.stdin)[0]["outputs"]["out"])')")
+    p=$(nix path-info "path:$here#$attr" 2>/dev/null) || continue
+    paths+=("$p") attrs+=("$attr")
   done
+  [ ${#paths[@]} -gt 0 ] || { echo "--arms: no arm is built here (nix build path:$here#ATTR first)" >&2; exit 2; }
   rm -rf "$out"/a[0-9]*
   nix-store --export "${paths[@]}" | xz -6 -T0 > "$out/arms.nar.xz"
   printf '%s\n' "${paths[@]}" > "$out/c1/arms.paths"
+  printf '%s\n' "${attrs[@]}" > "$out/c1/arms.attrs"
   split_into "$out/arms.nar.xz" a > "$out/c1/arms.pieces.tmp" && mv "$out/c1/arms.pieces.tmp" "$out/c1/arms.pieces"
 fi
 # A run an earlier lease wrote out, for host.sh to resume (its stages in QUALIFY_ORDER).
