@@ -289,8 +289,10 @@ done
 } > "$out/summary.txt" 2>&1
 (cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log 2>/dev/null)
 if [ -d "$state/runs" ] && { [ -f "$state/run.rc" ] || [ "${QUALIFY_STOP:-0}" = 1 ]; }; then
-  # The run directory without its bulk (per-token logits, copies of test trees).
-  tar -C "$state/runs" -cJf "$out/run.tar.xz" --exclude='*.kld' --exclude='*.bin' --exclude='.cache' . \
+  # The run directory without its bulk: per-token logits, copies of test trees, and any file of
+  # 16 MiB or more (a numerics artifact still being written when the lease ends is gigabytes).
+  (cd "$state/runs" && find . -type f -size -16M ! -name '*.kld' ! -name '*.bin' ! -path '*/.cache/*' -print0 \
+    | tar --null --no-recursion -cJf "$out/run.tar.xz" -T -) \
     && log "run directory: $(stat -c %s "$out/run.tar.xz") bytes"
 fi
 tail -25 "$out/summary.txt"
