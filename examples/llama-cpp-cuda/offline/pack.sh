@@ -103,6 +103,8 @@ split_into() { # FILE PREFIX: pieces in $out/PREFIX1, $out/PREFIX2, …; prints 
   done
   echo "$n"
 }
+# Without --arms no arm travels: an earlier --arms pack's bundles would make host.sh wait for them.
+[ "$arms" = 1 ] || rm -rf "$out"/a[0-9]* "$out"/c1/arms.*
 if [ "$arms" = 1 ] && [ ! -f "$out/c1/arms.pieces" ]; then
   # The flake's arms that this store holds built (nix path-info: valid, never built here by
   # this script); host.sh builds the others. Their references (the source and the toolchain
