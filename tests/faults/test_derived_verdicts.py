@@ -332,15 +332,20 @@ def test_a_stage_folder_outside_the_run_is_refused(project: Callable[..., Projec
     assert "run.json" in said and "plan.stages[0] folder '../../elsewhere'" in said
 
 
-def test_the_recorded_runs_load_as_records() -> None:
-    """Every run folder this repository keeps (the examples' recorded runs) reads as a typed
-    record: its roles, its plan's stages and, for a set, its members."""
+def test_the_recorded_runs_load_as_records(tmp_path: Path) -> None:
+    """Every run folder this repository keeps (the examples' recorded runs, as folders or as
+    archives NAME.tar.xz) reads as a typed record: its roles, its plan's stages and, for a set,
+    its members."""
+    from recorded_runs import unpack
+
     from qualify.core.runstore import RunDir
     from qualify.pipeline.record import RunRecord
 
     repo = Path(__file__).resolve().parents[2]
     found = [p.parent for p in (repo / "examples").glob("*/recorded/**/run.json")]
-    assert found, "no recorded run in examples/"
+    archives = sorted((repo / "examples").glob("*/recorded/*.tar.xz"))
+    found += [unpack(a, tmp_path / str(n)) for n, a in enumerate(archives)]
+    assert len(archives) >= 3, archives  # the CUDA example's quick run and its two run sets
     for folder in found:
         record = RunRecord.load(RunDir(folder))
         assert record.stages and all(s.folder for s in record.stages), folder
