@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from recorded_runs import unpack
 
 
 @pytest.mark.slow
@@ -118,7 +119,6 @@ def test_the_stages_extra_is_what_a_run_checks_for() -> None:
 @pytest.mark.slow
 def test_the_core_alone_shows_reports_and_merges_and_a_run_asks_for_the_stages(tmp_path: Path) -> None:
     """A fleet job that only merges installs the core: no numba, scipy, httpx, pyelftools."""
-    import shutil
 
     dist = tmp_path / "dist"
     subprocess.run(
@@ -141,11 +141,8 @@ def test_the_core_alone_shows_reports_and_merges_and_a_run_asks_for_the_stages(t
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert have.stdout.strip() == "[]"
-    recorded = next(
-        p for p in sorted((REPO / "examples" / "llama-cpp-cuda" / "recorded").glob("2*")) if p.is_dir()
-    )
-    run = tmp_path / "runs" / recorded.name
-    shutil.copytree(recorded, run)
+    archive = REPO / "examples" / "llama-cpp-cuda" / "recorded" / "20261201-162842-cuda135.tar.xz"
+    run = unpack(archive, tmp_path / "runs")
     qualify = str(env_dir / "bin" / "qualify")
     env = {"PATH": "/usr/bin:/bin"}
     for args in (
