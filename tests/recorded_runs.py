@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 
 def rejudge(example: Path, run: Path) -> None:
@@ -25,3 +27,10 @@ def unpack(archive: Path, where: Path) -> Path:
     with tarfile.open(archive) as tar:
         tar.extractall(where, filter="data")
     return where / archive.name.removesuffix(".tar.xz")
+
+
+def bench_tests(run: Path, member: str) -> dict[str, Any]:
+    """The bench check's per-test findings of one member of a recorded run set."""
+    result = json.loads((run / member / "60-bench" / "llama-bench" / "result.json").read_text())
+    tests: dict[str, Any] = result["facts"]["tests"]
+    return tests

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recorded_runs import rejudge
+from recorded_runs import bench_tests, rejudge
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261202-151725-cuda135.tar.xz"
@@ -41,11 +41,6 @@ def result(run: Path, member: str, stage: str, check: str) -> dict[str, Any]:
     return json.loads((run / member / stage / check / "result.json").read_text())
 
 
-def bench(run: Path, member: str) -> dict[str, Any]:
-    tests: dict[str, Any] = result(run, member, "60-bench", "llama-bench")["facts"]["tests"]
-    return tests
-
-
 def test_the_set_names_the_revision_it_qualified(rejudged: Path) -> None:
     saved = json.loads((rejudged / "run.json").read_text())
     assert saved["provenance"]["git"] == {"rev": REVISION, "dirty": False}
@@ -54,7 +49,7 @@ def test_the_set_names_the_revision_it_qualified(rejudged: Path) -> None:
 
 def test_tg_decides_no_change_and_pp_stays_undecided(rejudged: Path) -> None:
     for member in ("cuda135", "positive-pinned"):
-        tests = bench(rejudged, member)
+        tests = bench_tests(rejudged, member)
         tg, pp = tests["tg256"], tests["pp2048"]
         assert tg["finding"] == "NO CHANGE", (member, tg)
         assert tg["look"] == 1 and tg["pairs"] == 24
@@ -68,7 +63,7 @@ def test_tg_decides_no_change_and_pp_stays_undecided(rejudged: Path) -> None:
 
 
 def test_the_smaller_micro_batch_is_caught_slower(rejudged: Path) -> None:
-    tests = bench(rejudged, "negative-ub256")
+    tests = bench_tests(rejudged, "negative-ub256")
     pp = tests["pp2048"]
     assert pp["finding"] == "SLOWER" and pp["regression"]
     assert pp["look"] == 1

@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
-from recorded_runs import rejudge, unpack
+from recorded_runs import bench_tests, rejudge, unpack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261203-092533-cuda135.tar.xz"
@@ -31,12 +30,6 @@ def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
     rejudge(EXAMPLE, run)
     return run
-
-
-def bench_tests(run: Path, member: str) -> dict[str, Any]:
-    result = json.loads((run / member / "60-bench" / "llama-bench" / "result.json").read_text())
-    tests: dict[str, Any] = result["facts"]["tests"]
-    return tests
 
 
 def test_the_set_names_its_revision_and_profile(rejudged: Path) -> None:
