@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+EXIT_GRACE_S = 2.0  # how long a transport error waits to see whether the server process exited
+
 
 class ServerGone(Exception):
     """The server process died while a request was in flight (or before it was sent)."""
@@ -86,6 +88,12 @@ class Client:
         self.http.close()
 
     def _gone_or(self, exc: Exception) -> str:
+        # A dying server's sockets close before its exit is visible to `alive` (the kernel tears
+        # down the files first): give the process a moment to be seen gone before calling the
+        # failure one case's.
+        deadline = time.monotonic() + EXIT_GRACE_S
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         if not self.alive():
             raise ServerGone(f"the server exited during a request ({type(exc).__name__}: {exc})") from exc
         return f"{type(exc).__name__}: {exc}"
