@@ -35,7 +35,12 @@ gate (the README's table). Sections:
   over 10 windows, then freed), a sine (amplitude 4 SD, 24 windows a period) and a single step
   (8 SD and 32 SD) called a LEAK, and how often a judged interval is inverted (low > high);
   the power to find a linear leak of 1, 1.5, 2 and 4 times the budget, and a random walk
-  whose drift adds 2 budgets.
+  whose drift adds 2 budgets;
+- soak bound (`bound_budgets`: the growth over the horizon must be bounded within the budget for
+  a PASS, `qualify.soak.check._unbounded`): a linear leak of exactly the budget over the horizon
+  passed, in normal, Student-t (3 df), AR(1) (φ 0.5, 0.8) and sawtooth noise, at 21 windows
+  judged over 6.2 soaks (the CUDA example's decide soak), 48 and 96 over one soak and 96 over
+  four; beside it how often flat memory is bounded (a PASS the soak earned).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from qualify.core.designs import block_order, williams_rows
 from qualify.numerics.bootstrap import RatioOfSums, bca_bound
 from qualify.numerics.bounds import mean_bound, with_exact
 from qualify.numerics.judge import DEFAULT_NI_MARGIN, noninferiority_delta, noninferiority_verdict
+from qualify.soak.check import _unbounded
 from qualify.soak.trend import LEAK, MEMORY_RULES, judge_series, trend
 from qualify.stats import abtests
 
@@ -505,12 +511,59 @@ def soak(runs: int) -> list[Cell]:
     return cells
 
 
+def noise_of(rng: np.random.Generator, n: int, kind: str) -> np.ndarray:
+    """Window noise of unit SD: normal, Student-t (3 df), AR(1) ("ar0.8") or a sawtooth of 8 SD
+    climbed over 10 windows and freed, on top of normal noise."""
+    if kind == "t3":
+        return rng.standard_t(3, n) / math.sqrt(3.0)
+    if kind.startswith("ar"):
+        return ar1(rng, n, float(kind.removeprefix("ar")))
+    if kind == "sawtooth":
+        return shape(rng, "sawtooth", n) + rng.normal(size=n)
+    return rng.normal(size=n)
+
+
+def bounded_outcome(rng: np.random.Generator, n: int, stretch: float, leak: float, kind: str) -> str:
+    """The soak's outcome for one simulated series under `bound_budgets`: LEAK, PASS (no leak and
+    the growth over the horizon bounded within the budget) or INCONCLUSIVE. `n` one-minute
+    windows, a horizon `stretch` times the soak, a linear leak of `leak` budgets over the horizon."""
+    horizon = n * 60.0 * stretch
+    index = pd.Index(np.arange(n) * 60.0 + 30.0)
+    rise = leak * BUDGET * (index.to_numpy() / horizon)
+    candidate = pd.DataFrame({"anon_mib": rise + noise_of(rng, n, kind)}, index=index)
+    pinned = pd.DataFrame({"anon_mib": noise_of(rng, n, kind)}, index=index)
+    c = trend("anon_mib", "candidate", candidate, 0.01)
+    verdict = judge_series(RULE, c, trend("anon_mib", "pinned", pinned, 0.01), LIMITS, horizon)
+    if verdict.finding == LEAK:
+        return "LEAK"
+    return "PASS" if not _unbounded([verdict], horizon) else "INCONCLUSIVE"
+
+
+def soak_bound(runs: int) -> list[Cell]:
+    """`bound_budgets`: a leak of exactly the budget over the horizon must not PASS more often
+    than the slope interval's 5 % (its upper end misses from below); how often a flat series is
+    bounded (PASS) is shown beside it."""
+    cells: list[Cell] = []
+    rng = np.random.default_rng(20261204)
+    for kind in ("normal", "t3", "ar0.5", "ar0.8", "sawtooth"):
+        for n, stretch in ((21, 6.2), (48, 1.0), (96, 1.0), (96, 4.0)):
+            what = f"{kind}, {n} windows, horizon {stretch:g}× the soak"
+            passed = sum(bounded_outcome(rng, n, stretch, 1.0, kind) == "PASS" for _ in range(runs))
+            cells.append(
+                Cell("soak bound: leak passed", f"budget leak, {what}: PASS", passed / runs, 0.05, runs)
+            )
+            flat = sum(bounded_outcome(rng, n, stretch, 0.0, kind) == "PASS" for _ in range(runs))
+            cells.append(info("soak bound: flat bounded", f"flat, {what}: PASS", flat / runs))
+    return cells
+
+
 SECTIONS: dict[str, Callable[[int], list[Cell]]] = {
     "bench": bench,
     "bench-sets": bench_sets,
     "no-change": no_change,
     "numerics": numerics,
     "soak": soak,
+    "soak-bound": soak_bound,
 }
 
 
