@@ -132,3 +132,43 @@ def test_the_gpu_host_gets_every_dependency_qualify_declares() -> None:
     bundled = set(re.search(r"^bundled=\(([^)]*)\)", text, re.M | re.S).group(1).split())  # type: ignore[union-attr]
     assert declared - host_has - bundled == set()
     assert "nvidia-ml-py" in bundled  # NVML for the bench's GPU telemetry
+
+
+@pytest.mark.nix
+@pytest.mark.skipif(shutil.which("nix-store") is None, reason="nix is not installed")
+def test_arms_sent_back_in_pieces_are_imported_whole(tmp_path: Path) -> None:
+    """send-arms.sh (on the GPU host) and receive-arms.sh (here) with the real nix-store: a path
+    of this store stands in for a built arm (building a CUDA arm takes the host's 16 cores ten
+    minutes); it is exported in pieces over three steps' output folders, deleted, and imported
+    back from them, and a missing piece stops the import before anything is added."""
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG, "ARMS_PIECE": "400", "ARMS_PER_STEP": "2"}
+    payload = tmp_path / "llama-cpp-cuda-test"
+    payload.write_bytes(os.urandom(1500))  # random: xz cannot shrink it below 4 pieces
+    path = subprocess.run(
+        ["nix-store", "--add", str(payload)], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+    send, steps = tmp_path / "send", [tmp_path / f"out{i}" for i in range(3)]
+    for step in steps:
+        done = subprocess.run(
+            [str(EXAMPLE / "offline" / "send-arms.sh"), str(send), str(step), f"default={path}"],
+            capture_output=True, text=True, check=False, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    pieces = int((steps[0] / "arms.list").read_text().split()[1])
+    assert pieces >= 4 and "0 pieces left" in done.stdout
+    assert sorted(p.name for s in steps for p in s.glob("arms.nar.xz.*")) == [
+        f"arms.nar.xz.{i:02d}" for i in range(pieces)
+    ]
+    subprocess.run(["nix-store", "--delete", path], capture_output=True, check=True, env=env)
+    receive = str(EXAMPLE / "offline" / "receive-arms.sh")
+    missing = subprocess.run([receive, str(steps[0])], capture_output=True, text=True, check=False, env=env)
+    assert missing.returncode == 2 and f"counts {pieces} pieces" in missing.stderr
+    valid = ["nix-store", "--check-validity", path]
+    assert subprocess.run(valid, capture_output=True, check=False, env=env).returncode != 0
+    done = subprocess.run(
+        [receive, *map(str, reversed(steps))], capture_output=True, text=True, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert path in done.stdout and "(default )" in done.stdout
+    assert subprocess.run(valid, capture_output=True, check=False, env=env).returncode == 0
+    subprocess.run(["nix-store", "--delete", path], capture_output=True, check=False, env=env)

@@ -79,6 +79,7 @@ def measure(ctx: CheckContext) -> None:
         compact_path=str(p["compact_path"]),
         grace_s=float(p["grace_s"]),
         block_s=float(p["block_s"]),
+        concurrent=bool(p.get("concurrent")),
     )
     soak_roles(ctx, requests, settings)
 

@@ -112,14 +112,21 @@ def line_pid(line: str) -> int | None:
 def attribute(matches: list[dict[str, Any]], pids: Mapping[str, set[int]]) -> list[dict[str, Any]]:
     """Matched lines (`role`, `log`, `line`, …) with each kernel-log line moved to the role whose
     server process it names, if another role's: the line was saved by the role under load, but
-    with interleaved roles both servers are up. A server's own log is its own."""
+    with interleaved roles both servers are up. A server's own log is its own. A line saved by
+    several roles (run concurrently, every role watches the one kernel log) is kept once per role
+    it ends up with: once for the role it names, once for each role when it names none."""
     out = []
+    seen: set[tuple[str, str, str]] = set()
     for match in matches:
         pid = line_pid(match["line"]) if match["log"] == "kernel" else None
         # One owner only: run one after the other, the second server may reuse a pid of the first.
         owners = [r for r, group in pids.items() if pid in group]
         moved = len(owners) == 1 and owners[0] != match["role"]
-        out.append({**match, "role": owners[0], "moved_from": match["role"]} if moved else match)
+        kept = {**match, "role": owners[0], "moved_from": match["role"]} if moved else match
+        key = (kept["role"], kept["log"], kept["line"])
+        if key not in seen:
+            seen.add(key)
+            out.append(kept)
     return out
 
 

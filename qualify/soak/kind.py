@@ -10,14 +10,16 @@ RSS/PSS, GPU memory where present, memory PSI, compaction counters), `1` written
 schedule for both roles (`qualify.soak.compaction`), the kernel log saved (`qualify.soak.kernellog`),
 and an application watchdog on every in-flight stream (`stall_s`). The roles run one after
 the other (pinned first), or, with `block_s`, interleaved in ABBA blocks with both servers up
-(`qualify.soak.blocks`).
+(`qualify.soak.blocks`), or, with `concurrent`, all at once, each role loaded by its own copy of
+the workload for the whole duration (one duration instead of one per role).
 
 Verdict (`qualify.soak.trend` for the rule on series):
 - FAIL: a candidate request failed or stalled; its server never became ready, or exited; no
   candidate request completed (nothing measured); a kernel-log line written during the
   candidate's soak (its blocks, when interleaved, unless the line names a process of pinned's
   server, which is up too; a line naming a candidate process during pinned's block counts for
-  the candidate) or a line of the candidate server's log matched a GPU driver pattern; a
+  the candidate; run concurrently, a line counts for the role whose process it names, and for
+  every role when it names none) or a line of the candidate server's log matched a GPU driver pattern; a
   candidate series leaks or drifts: Mann–Kendall (AR(1) corrected) significant at its Holm
   level among the budgeted series (family-wise `alpha`) AND the
   Theil–Sen lower bound × horizon over the plan's budget AND the candidate's slope above
@@ -38,7 +40,9 @@ What it cannot prove: one soak per role of the planned length on this machine an
 workload; drift slower than the interval can see over that length, faults that need more
 hours, other models or other traffic are not covered; run one after the other, the roles run at
 different times, so a change in the machine between them shows as a difference between roles
-(blocks spread such a change over both).
+(blocks spread such a change over both); run concurrently, the roles contend for the machine, so
+each role's latencies include the others' load (alike for all, so drift is still compared), and
+a driver fault that names no process cannot be told apart by role.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ LIMITS = (
 
 
 def _invalid(spec: CheckSpec) -> str | None:
+    if spec.params.get("concurrent") and float(spec.params.get("block_s") or 0) > 0:
+        return "it sets both concurrent and block_s: run the roles at once or in blocks, not both"
     if any(name in spec.limits for name in BUDGETS):
         return None
     return f"it has no budget ({', '.join(sorted(BUDGETS))}): a series is judged only against one"
@@ -151,6 +157,13 @@ KIND = CheckKind(
             help="interleave the roles in ABBA blocks of this many seconds of each role's soak "
             "(both servers stay up); 0: one role after the other",
             allowed=NON_NEGATIVE,
+        ),
+        Param(
+            "concurrent",
+            "boolean",
+            False,
+            help="load every role at once for the whole duration (one duration instead of one per "
+            "role); the roles then contend for the machine",
         ),
         Param("alpha", "number", 0.01, help="level of the Mann–Kendall tests", allowed=OPEN_UNIT),
         Param(

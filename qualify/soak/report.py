@@ -211,7 +211,15 @@ def limits_of_evidence(
 ) -> list[str]:
     duration = float(p["duration_s"])
     block = float(p.get("block_s") or 0)
-    if any((m or {}).get("schedule") == "interleaved" for m in measurements.values()):
+    schedules = {(m or {}).get("schedule") for m in measurements.values()}
+    if "concurrent" in schedules:
+        order = (
+            f"one soak of {duration / 60:.3g} min with every role loaded at once: drift too slow to show "
+            f"in that time and faults that take hours are not covered; the roles contended for the "
+            f"machine, so latencies include the others' load and device-wide figures (GPU VRAM/GTT, PSI) "
+            f"all servers; a driver line that names no process counts for every role"
+        )
+    elif "interleaved" in schedules:
         order = (
             f"one soak of {duration / 60:.3g} min per role in ABBA blocks of {block / 60:.3g} min: drift "
             f"too slow to show in that time and faults that take hours are not covered; both servers were "

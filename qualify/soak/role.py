@@ -60,6 +60,7 @@ class SoakSettings:
     body: dict[str, Any] | None = None
     compact_path: str = str(COMPACT_MEMORY)
     block_s: float = 0.0  # 0: the roles one after the other
+    concurrent: bool = False  # every role loaded at once for the whole duration
 
 
 def _ready(base_url: str, path: str) -> bool:
@@ -94,7 +95,7 @@ class RoleSoak:
         requests: list[Request],
         settings: SoakSettings,
         t_start: float,
-        interleaved: bool,
+        schedule: str,
     ) -> None:
         self.ctx = ctx
         self.role = role
@@ -106,7 +107,7 @@ class RoleSoak:
             "role": role,
             "arm": ctx.arms[role].arm.name,
             "settings": asdict(settings),
-            "schedule": "interleaved" if interleaved else "sequential",
+            "schedule": schedule,  # sequential, interleaved or concurrent
         }
         self.server: process.Server | None = None
         self.base_url = ""

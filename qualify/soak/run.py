@@ -2,12 +2,14 @@
 
 The order comes from `qualify.soak.blocks`; what happens within one role's block is
 `qualify.soak.role`. One after the other, one server is up at a time; interleaved, both are up
-for the whole soak so that each keeps its memory, and any leak, across its blocks.
+for the whole soak so that each keeps its memory, and any leak, across its blocks; concurrent,
+every role is loaded at once for the whole duration, each from its own thread.
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 from qualify.core.context import CheckContext
@@ -20,10 +22,14 @@ from qualify.soak.workload import Request
 def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSettings) -> None:
     """Run every role's soak in the planned order and save each role's files."""
     roles = tuple(ctx.roles)
-    blocks = plan_blocks(roles, settings.duration_s, settings.block_s)
+    blocks = plan_blocks(roles, settings.duration_s, 0.0 if settings.concurrent else settings.block_s)
     t_start = time.monotonic()
     interleaved = blocks[0].count > 1
-    soaks = {role: RoleSoak(ctx, role, requests, settings, t_start, interleaved) for role in roles}
+    schedule = "concurrent" if settings.concurrent else "interleaved" if interleaved else "sequential"
+    soaks = {role: RoleSoak(ctx, role, requests, settings, t_start, schedule) for role in roles}
+    if settings.concurrent:
+        _concurrent(ctx, soaks, blocks)
+        return
     if not interleaved:
         for role in roles:  # one server at a time
             with ExitStack() as stack:
@@ -41,6 +47,29 @@ def soak_roles(ctx: CheckContext, requests: list[Request], settings: SoakSetting
             if soaks[block.role].running:
                 _tell(ctx, blocks, block)
                 soaks[block.role].run_block(block)
+        for soak in soaks.values():
+            soak.finish()
+    for soak in soaks.values():
+        soak.save()
+
+
+def _concurrent(ctx: CheckContext, soaks: dict[str, RoleSoak], blocks: list[Block]) -> None:
+    """Every server up, then every role's single block at once: the soak takes one duration
+    instead of one per role. The servers start one after the other (their start-up is not
+    what is measured), and the clocks of all roles start together when the last is ready."""
+    with ExitStack() as stack:
+        for soak in soaks.values():
+            soak.start(stack)
+        running = [b for b in blocks if soaks[b.role].running]
+        if running:
+            ctx.advance(Progress(", ".join(b.role for b in running), left_s=running[0].end_s))
+            start = time.monotonic()
+            for block in running:
+                soaks[block.role].t_start = start
+            with ThreadPoolExecutor(len(running), thread_name_prefix="soak") as pool:
+                futures = [pool.submit(soaks[b.role].run_block, b) for b in running]
+                for future in futures:
+                    future.result()  # a harness error in one role is raised, not lost
         for soak in soaks.values():
             soak.finish()
     for soak in soaks.values():

@@ -9,16 +9,18 @@ compaction offsets and the role clocks are the same for both roles."""
 from __future__ import annotations
 
 import sys
+import time
 from itertools import pairwise
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from soakrig import run_soak
+from soakrig import run_soak, soak_spec
 
 from qualify.core.errors import QualifyError
 from qualify.core.verdicts import Verdict
 from qualify.soak import check as soak
+from qualify.soak import kind
 from qualify.soak.blocks import plan_blocks
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
@@ -134,6 +136,69 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
         log.write(fault(candidate_pid) + "\n")
     moved = [f for f in soak.judge(saved).findings if str(candidate_pid) in f.message]
     assert [(f.role, f.verdict) for f in moved] == [("candidate", Verdict.FAIL)]
+
+
+@pytest.mark.slow
+def test_a_concurrent_soak_loads_every_role_at_once_and_a_leak_still_fails(tmp_path: Path) -> None:
+    """`concurrent`: both roles loaded for the same 12 s of wall time from their own threads (the
+    leaking stand-in as candidate, 2 MiB kept per request at 4 requests/s): the leak rule FAILs
+    the candidate as it does interleaved, the soak takes one duration rather than two, and a
+    driver line both roles' watchers saved counts once, for the role it names, or for every
+    role when it names none."""
+    started = time.monotonic()
+    judgement, saved = run_soak(
+        tmp_path,
+        {"pinned": (None, {"fault": []}), "candidate": (None, {"fault": ["--leak-kib", "2048"]})},
+        {"server": SERVER, "duration_s": 12, "concurrent": True, "warmup_s": 2, "sample_s": 0.1,
+         "window_s": 0.5, "rate": 4, "concurrency": 2, "stall_s": 3, "max_tokens": 8, "grace_s": 5,
+         "compact_every_s": 2, "compact_path": str(tmp_path / "compact_memory")},
+        {"max_rss_growth_mib": 16.0, "leak_margin": 0.0, "max_ttft_drift_ms": 1000.0,
+         "max_tpot_drift_ms": 1000.0, "drift_margin": 0.0},
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert judgement.verdict is Verdict.FAIL, judgement.reason
+    [leak] = [f for f in judgement.findings if f.verdict is Verdict.FAIL]
+    assert leak.role == "candidate" and leak.message.startswith("leak: server anonymous memory")
+
+    measured = {role: saved.measurement(role) for role in ("pinned", "candidate")}
+    spans = []
+    for role, m in measured.items():
+        assert m is not None and m["schedule"] == "concurrent" and m["server"]["alive_at_end"] is True
+        [block] = m["blocks"]
+        assert (block["start_s"], block["end_s"]) == (0, 12)
+        spans.append((block["wall_start_s"], block["wall_end_s"]))
+        frame = pd.read_parquet(saved.role_dir(role) / "requests.parquet")
+        assert (frame["status"] == "ok").all() and len(frame) > 30
+    # The two roles' loads overlap almost wholly, and the soak took about one duration, not two.
+    (s1, e1), (s2, e2) = spans
+    assert min(e1, e2) - max(s1, s2) > 11
+    assert took < 2 * 12
+    assert any("loaded at once" in note for note in judgement.facts["limits_of_evidence"])
+    assert not [t for t in judgement.tables if t.title.startswith("Order of the soak")]
+
+    def fault(pid: int | None) -> str:
+        who = f", for process llama-server pid {pid} thread llama-server pid {pid})" if pid else ")"
+        return f"amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32785{who}"
+
+    candidate_pid = measured["candidate"]["server"]["pids"][0]
+    for role in measured:  # both watchers read the one kernel log
+        with (saved.role_dir(role) / "kernel.log").open("a") as log:
+            log.write(fault(candidate_pid) + "\n" + fault(None) + "\n")
+    faults = sorted(
+        (f.role, f.verdict.name, str(candidate_pid) in f.message)
+        for f in soak.judge(saved).findings
+        if "page fault" in f.message
+    )
+    assert faults == [("candidate", "FAIL", False), ("candidate", "FAIL", True), ("pinned", "ERROR", False)]
+
+
+def test_concurrent_and_blocks_together_are_refused() -> None:
+    spec = soak_spec({"server": SERVER, "concurrent": True, "block_s": 30}, {"max_rss_growth_mib": 8.0}, ())
+    assert "both concurrent and block_s" in (kind.KIND.invalid(spec) or "")
+    assert (
+        kind.KIND.invalid(soak_spec({"server": SERVER, "concurrent": True}, {"max_rss_growth_mib": 8.0}, ()))
+        is None
+    )
 
 
 def test_a_negative_block_length_is_refused_before_any_server_starts(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@
 # resumable) once its build stage has ended, and each named stage is then run with
 # `qualify run --run ID --only STAGE --no-gate`, so that the stages a short lease must not miss
 # come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
-# (the last step of a lease). The run reads a clone of the repository at its HEAD (or at
+# (the last step of a lease). QUALIFY_SEND_ARMS=1 writes the CUDA arms built here out, four
+# pieces a step (step 9), for later leases to import rather than build. The run reads a clone of the repository at its HEAD (or at
 # QUALIFY_REVISION, to run more stages of a revision an earlier lease qualified), so the run
 # records the revision it qualified. A bundle r1 holding an earlier lease's run.tar.xz (pack.sh
 # --run FILE) resumes that run instead of starting one: with QUALIFY_ORDER, only those stages run.
@@ -294,5 +295,16 @@ if [ -d "$state/runs" ] && { [ -f "$state/run.rc" ] || [ "${QUALIFY_STOP:-0}" = 
   (cd "$state/runs" && find . -type f -size -16M ! -name '*.kld' ! -name '*.bin' ! -path '*/.cache/*' -print0 \
     | tar --null --no-recursion -cJf "$out/run.tar.xz" -T -) \
     && log "run directory: $(stat -c %s "$out/run.tar.xz") bytes"
+fi
+# 9. with QUALIFY_SEND_ARMS=1, the CUDA arms built here go back (send-arms.sh: four 12 MiB
+#    pieces a step beside arms.list), so that later leases import them (receive-arms.sh here,
+#    then pack.sh --arms) instead of spending ten minutes of this host's cores building them.
+if [ "${QUALIFY_SEND_ARMS:-0}" = 1 ] && built default && built cuda135 && ! imported_later default; then
+  pairs=$(for a in default cuda135; do
+    python3 -c 'import json, sys; print(sys.argv[2] + "=" + json.load(open(sys.argv[1]))[0]["outputs"]["out"])' \
+      "$state/build-$a.json" "$a"
+  done)
+  # shellcheck disable=SC2086 # one ATTR=PATH per word
+  "$ex/offline/send-arms.sh" "$state/armsout" "$out" $pairs 2>&1 | while read -r line; do log "$line"; done
 fi
 tail -25 "$out/summary.txt"
