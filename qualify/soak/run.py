@@ -58,6 +58,10 @@ def _concurrent(ctx: CheckContext, soaks: dict[str, RoleSoak], blocks: list[Bloc
     instead of one per role. The servers start one after the other (their start-up is not
     what is measured), and the clocks of all roles start together when the last is ready."""
     with ExitStack() as stack:
+        # The pool is closed after the servers are stopped (the stack unwinds in reverse): when
+        # the run is interrupted, or one role's thread raises, the other threads see their
+        # servers gone within a second and end, rather than loading them to the end.
+        pool = stack.enter_context(ThreadPoolExecutor(len(blocks), thread_name_prefix="soak"))
         for soak in soaks.values():
             soak.start(stack)
         running = [b for b in blocks if soaks[b.role].running]
@@ -66,10 +70,9 @@ def _concurrent(ctx: CheckContext, soaks: dict[str, RoleSoak], blocks: list[Bloc
             start = time.monotonic()
             for block in running:
                 soaks[block.role].t_start = start
-            with ThreadPoolExecutor(len(running), thread_name_prefix="soak") as pool:
-                futures = [pool.submit(soaks[b.role].run_block, b) for b in running]
-                for future in futures:
-                    future.result()  # a harness error in one role is raised, not lost
+            futures = [pool.submit(soaks[b.role].run_block, b) for b in running]
+            for future in futures:
+                future.result()  # a harness error in one role is raised, not lost
         for soak in soaks.values():
             soak.finish()
     for soak in soaks.values():

@@ -8,6 +8,8 @@ compaction offsets and the role clocks are the same for both roles."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 import time
 from itertools import pairwise
@@ -190,6 +192,54 @@ def test_a_concurrent_soak_loads_every_role_at_once_and_a_leak_still_fails(tmp_p
         if "page fault" in f.message
     )
     assert faults == [("candidate", "FAIL", False), ("candidate", "FAIL", True), ("pinned", "ERROR", False)]
+
+
+@pytest.mark.slow
+def test_an_interrupted_concurrent_soak_stops_its_servers_at_once(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT, as SIGTERM is for `qualify run`) six seconds into a concurrent soak planned
+    for 120 s: the process ends within seconds, not when the roles' loads would have, and none
+    of its servers outlives it."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from soakrig import run_soak
+run_soak(__import__("pathlib").Path({str(tmp_path)!r}),
+    {{"pinned": (None, {{"fault": []}}), "candidate": (None, {{"fault": []}})}},
+    {{"server": {SERVER!r}, "duration_s": 120, "concurrent": True, "warmup_s": 2, "sample_s": 0.5,
+     "window_s": 2, "rate": 2, "concurrency": 2, "stall_s": 30, "max_tokens": 8, "grace_s": 5,
+     "compact_every_s": 0}},
+    {{"max_rss_growth_mib": 16.0}})
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2])
+    logs = tmp_path / "soak" / "logs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(logs.glob("*-server.log"))) < 2:
+        time.sleep(0.2)
+    time.sleep(6)
+    stopped = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=60) != 0
+    finally:
+        proc.kill()  # not left behind when the assertion fails
+    assert time.monotonic() - stopped < 20
+    # This soak's servers by their ports (the first line of each server log is its command).
+    started = [log.read_text().splitlines()[0].split()[-2] for log in logs.glob("*-server.log")]
+    assert len(started) == 2
+    servers = [
+        p for p in Path("/proc").iterdir()
+        if p.name.isdigit() and any(f"{HELPER} {port}" in _cmdline(p) for port in started)
+    ]  # fmt: skip
+    assert servers == []
+    for log in logs.glob("*-server.log"):
+        assert "# server stopped" in log.read_text()
+
+
+def _cmdline(entry: Path) -> str:
+    try:
+        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_concurrent_and_blocks_together_are_refused() -> None:
