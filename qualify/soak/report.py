@@ -216,8 +216,8 @@ def limits_of_evidence(
         order = (
             f"one soak of {duration / 60:.3g} min with every role loaded at once: drift too slow to show "
             f"in that time and faults that take hours are not covered; the roles contended for the "
-            f"machine, so latencies include the others' load and device-wide figures (GPU VRAM/GTT, PSI) "
-            f"all servers; a driver line that names no process counts for every role"
+            f"machine, so latencies include the others' load, device-wide figures (GPU VRAM/GTT, "
+            f"PSI) include all servers; a driver line that names no process counts for every role"
         )
     elif "interleaved" in schedules:
         order = (
