@@ -11,7 +11,8 @@
 # `qualify run --run ID --only STAGE --no-gate`, so that the stages a short lease must not miss
 # come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
 # (the last step of a lease). QUALIFY_SEND_ARMS=1 writes the CUDA arms built here out, four
-# pieces a step (step 9), for later leases to import rather than build. The run reads a clone of the repository at its HEAD (or at
+# pieces a step (ARMS_PER_STEP; step 9), for later leases to import rather than build. The run
+# reads a clone of the repository at its HEAD (or at
 # QUALIFY_REVISION, to run more stages of a revision an earlier lease qualified), so the run
 # records the revision it qualified. A bundle r1 holding an earlier lease's run.tar.xz (pack.sh
 # --run FILE) resumes that run instead of starting one: with QUALIFY_ORDER, only those stages run.
