@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from soakrig import run_soak
+from soakrig import cmdline, run_soak
 
 from qualify.core.errors import ConfigError
 from qualify.core.process import group_alive
@@ -155,17 +155,10 @@ def test_no_soak_process_is_left_behind() -> None:
     """After the tests above, no stand-in server of this module is still running."""
     leftovers = [
         p for p in Path("/proc").iterdir()
-        if p.name.isdigit() and str(HELPER) in _cmdline(p) and group_alive(int(p.name))
+        if p.name.isdigit() and str(HELPER) in cmdline(p) and group_alive(int(p.name))
     ]  # fmt: skip
     assert leftovers == []
     assert shutil.which(sys.executable)
-
-
-def _cmdline(entry: Path) -> str:
-    try:
-        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from soakrig import run_soak, soak_spec
+from soakrig import cmdline, run_soak, soak_spec
 
 from qualify.core.errors import QualifyError
 from qualify.core.verdicts import Verdict
@@ -27,6 +27,9 @@ from qualify.soak.blocks import plan_blocks
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
 SERVER = f"{sys.executable} {HELPER} {{port}} {{fault}}"
+# A 16 MiB budget that the stand-in's leak (2 MiB a request) passes; latency drift left loose.
+LEAK_LIMITS = {"max_rss_growth_mib": 16.0, "leak_margin": 0.0, "max_ttft_drift_ms": 1000.0,
+               "max_tpot_drift_ms": 1000.0, "drift_margin": 0.0}  # fmt: skip
 
 
 def test_blocks_alternate_abba_and_cover_each_roles_duration() -> None:
@@ -67,8 +70,7 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
         {"server": SERVER, "duration_s": 12, "block_s": 3, "warmup_s": 2, "sample_s": 0.1, "window_s": 0.5,
          "rate": 4, "concurrency": 2, "stall_s": 3, "max_tokens": 8, "grace_s": 5, "compact_every_s": 2,
          "compact_path": str(tmp_path / "compact_memory")},
-        {"max_rss_growth_mib": 16.0, "leak_margin": 0.0, "max_ttft_drift_ms": 1000.0,
-         "max_tpot_drift_ms": 1000.0, "drift_margin": 0.0},
+        LEAK_LIMITS,
     )  # fmt: skip
     assert judgement.verdict is Verdict.FAIL, judgement.reason
     [leak] = [f for f in judgement.findings if f.verdict is Verdict.FAIL]
@@ -154,8 +156,7 @@ def test_a_concurrent_soak_loads_every_role_at_once_and_a_leak_still_fails(tmp_p
         {"server": SERVER, "duration_s": 12, "concurrent": True, "warmup_s": 2, "sample_s": 0.1,
          "window_s": 0.5, "rate": 4, "concurrency": 2, "stall_s": 3, "max_tokens": 8, "grace_s": 5,
          "compact_every_s": 2, "compact_path": str(tmp_path / "compact_memory")},
-        {"max_rss_growth_mib": 16.0, "leak_margin": 0.0, "max_ttft_drift_ms": 1000.0,
-         "max_tpot_drift_ms": 1000.0, "drift_margin": 0.0},
+        LEAK_LIMITS,
     )  # fmt: skip
     took = time.monotonic() - started
     assert judgement.verdict is Verdict.FAIL, judgement.reason
@@ -202,7 +203,7 @@ def test_an_interrupted_concurrent_soak_stops_its_servers_at_once(tmp_path: Path
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from soakrig import run_soak
+from soakrig import cmdline, run_soak
 run_soak(__import__("pathlib").Path({str(tmp_path)!r}),
     {{"pinned": (None, {{"fault": []}}), "candidate": (None, {{"fault": []}})}},
     {{"server": {SERVER!r}, "duration_s": 120, "concurrent": True, "warmup_s": 2, "sample_s": 0.5,
@@ -228,18 +229,11 @@ run_soak(__import__("pathlib").Path({str(tmp_path)!r}),
     assert len(started) == 2
     servers = [
         p for p in Path("/proc").iterdir()
-        if p.name.isdigit() and any(f"{HELPER} {port}" in _cmdline(p) for port in started)
+        if p.name.isdigit() and any(f"{HELPER} {port}" in cmdline(p) for port in started)
     ]  # fmt: skip
     assert servers == []
     for log in logs.glob("*-server.log"):
         assert "# server stopped" in log.read_text()
-
-
-def _cmdline(entry: Path) -> str:
-    try:
-        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def test_concurrent_and_blocks_together_are_refused() -> None:
