@@ -10,7 +10,8 @@
 # resumable) once its build stage has ended, and each named stage is then run with
 # `qualify run --run ID --only STAGE --no-gate`, so that the stages a short lease must not miss
 # come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
-# (the last step of a lease). QUALIFY_SEND_ARMS=1 writes the CUDA arms built here out, four
+# (the last step of a lease). QUALIFY_HOLD=1 starts no run yet, so that a study of the host's
+# noise (pin_study.py, alternation_study.py) has the machine to itself. QUALIFY_SEND_ARMS=1 writes the CUDA arms built here out, four
 # pieces a step (ARMS_PER_STEP; step 9), for later leases to import rather than build. The run
 # reads a clone of the repository at its HEAD (or at
 # QUALIFY_REVISION, to run more stages of a revision an earlier lease qualified), so the run
@@ -183,6 +184,8 @@ built() { [ -f "$state/build-$1.rc" ] && [ "$(head -1 "$state/build-$1.rc")" = 0
 profile=${QUALIFY_PROFILE:-quick}
 # Called here and while step 7 waits, so that the run starts as soon as the last build ends.
 maybe_start_run() {
+# QUALIFY_HOLD=1: not yet (the host is kept quiet for a study of its noise first).
+[ "${QUALIFY_HOLD:-0}" = 1 ] && return
 if [ ! -f "$state/run.started" ] && built reference && built default && built cuda135 && [ -f "$model" ]; then
   date +%s > "$state/run.started"
   # The run reads a clone of the committed tree (the next step's transfer replaces the checkout,
