@@ -16,7 +16,9 @@ from typing import Any
 
 from qualify.checks.metrics import MetricsInvalid, read_metrics
 
-FORMATS = ("llama-bench", "metrics")
+#: The bench measured through resident servers, interleaved (`qualify.bench.serverblocks`).
+SERVERS = "llama-server"
+FORMATS = ("llama-bench", "metrics", SERVERS)
 
 #: llama-bench fields that are results or build facts, never configuration.
 _RESULT_FIELDS = frozenset(

@@ -57,6 +57,17 @@ def planned_repetitions(spec: CheckSpec) -> int | None:
 def invalid_plan(spec: CheckSpec) -> str | None:
     """What is wrong with a bench check's plan before anything runs, or None."""
     discard = int(spec.params.get("discard_reps") or 0)
+    if spec.params.get("format") == "llama-server":
+        run = spec.params.get("run")
+        if isinstance(run, str) and "{port}" not in run:
+            return 'format "llama-server" starts a server per role: put {port} in run (--port {port})'
+        rounds = int(spec.params.get("rounds") or 0)
+        if "max_unit_cv" in spec.limits and rounds - discard < MIN_REPETITIONS_FOR_CV:
+            return (
+                f"limits.max_unit_cv needs at least {MIN_REPETITIONS_FOR_CV} rounds per block after "
+                f"discard_reps, but the plan keeps {max(rounds - discard, 0)}: raise rounds or drop "
+                "max_unit_cv"
+            )
     if discard < 0:
         return f"discard_reps = {discard}: give 0 or more repetitions to leave out"
     reps = planned_repetitions(spec)

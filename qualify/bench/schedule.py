@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.bench import conditions, gputelemetry, machine
-from qualify.bench.data import UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
+from qualify.bench import conditions, gputelemetry, machine, serverblocks
+from qualify.bench.data import SERVERS, UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
 from qualify.bench.design import block_order, candidate_view, complete_pairs
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from
 from qualify.bench.kind import KIND
@@ -138,7 +138,7 @@ class Schedule:
         entry["configs"] = {t.label: t.config for t in tests}
         self.units.append(entry)
         if entry["ok"]:
-            self._keep(index, role, phase, pair, tests)
+            self.keep(index, role, phase, pair, tests)
         self.log_unit(entry)
         return bool(entry["ok"])
 
@@ -161,7 +161,7 @@ class Schedule:
             parts.append("missing: " + ", ".join(sorted(first - labels)))
         return "; ".join(parts)
 
-    def _keep(self, index: int, role: str, phase: str, pair: int | None, tests: list[UnitTest]) -> None:
+    def keep(self, index: int, role: str, phase: str, pair: int | None, tests: list[UnitTest]) -> None:
         for test in tests:
             self.kinds.setdefault(test.label, (test.unit, test.higher_is_better))
             self.configs[role].setdefault(test.label, test.config)
@@ -285,6 +285,11 @@ def _warm_up(schedule: Schedule) -> bool:
     """One thrown-away unit per role (when the plan asks); False when one failed."""
     if not schedule.ctx.spec.params["warmup"]:
         return True
+    if schedule.params["format"] == SERVERS:
+        if not serverblocks.run_block(schedule, schedule.roles, "warmup", None):
+            schedule.stop_reason = "the warm-up block failed"
+            return False
+        return True
     for role in schedule.roles:
         schedule.ctx.advance(Progress(role))
         if not schedule.run_unit(role, "warmup", None):
@@ -320,13 +325,21 @@ def _pairs(schedule: Schedule) -> None:
             )
             continue
         durations = [u.get("duration_s", 0.0) for u in schedule.units if u["phase"] == "pair"]
-        per_pair = len(schedule.roles) * sum(durations) / len(durations) if durations else 0.0
+        # A unit of llama-bench is one role's turn; a block of servers holds every role at once.
+        turns = 1 if schedule.params["format"] == SERVERS else len(schedule.roles)
+        per_pair = turns * sum(durations) / len(durations) if durations else 0.0
         if budget is not None and pair and time.monotonic() - started + per_pair > float(budget):
             schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
             break
         pair += 1
         crashed = None
-        for role in block_order(schedule.roles, pair):
+        if schedule.params["format"] == SERVERS:
+            planned_now = planned[look] if schedule.stopping_rule else None
+            ctx.advance(Progress("block", pair - 1, planned_now, "pairs"))
+            if not serverblocks.run_block(schedule, block_order(schedule.roles, pair), "pair", pair):
+                failed = [u for u in schedule.units if u["pair"] == pair and not u.get("ok")]
+                crashed = str(failed[0]["role"]) if failed else "server"
+        for role in block_order(schedule.roles, pair) if schedule.params["format"] != SERVERS else ():
             # Pairs planned so far: the current look's (unknown before the first unit's tests).
             ctx.advance(Progress(role, pair - 1, planned[look] if schedule.stopping_rule else None, "pairs"))
             if not schedule.run_unit(role, "pair", pair):

@@ -32,6 +32,9 @@ def _templates(value: object) -> Iterable[str]:
 #: (kind, parameter): the templates qualify fills `{port}` in, each the command that starts a
 #: server on a free port of its own choosing.
 PORT_PARAMS = frozenset({("openai-suite", "server"), ("soak", "server")})
+#: (kind, parameter, format): a template that starts a server only in one format of its kind
+#: (the bench's `run` under `format = "llama-server"`).
+PORT_PARAMS_IN_FORMAT = frozenset({("bench", "run", "llama-server")})
 
 
 def _uses_port(value: object) -> bool:
@@ -90,7 +93,12 @@ def check_templates(plan: Plan, config: ProjectConfig, arms: Mapping[str, RoleAr
                 with _at_line(stage.file, ("check", index, param.name)):
                     for template in _templates(spec.params.get(param.name)):
                         _check(template, known, where)
-                        if (kind.name, param.name) not in PORT_PARAMS:
+                        fmt = spec.params.get("format")
+                        if (kind.name, param.name) not in PORT_PARAMS and (
+                            kind.name,
+                            param.name,
+                            fmt,
+                        ) not in PORT_PARAMS_IN_FORMAT:
                             _no_port(template, port_vars, where)
 
 
@@ -120,7 +128,8 @@ def _no_port(template: str, port_vars: set[str], where: str) -> None:
     if "port" not in used and not via:
         return
     what = "{port}" if "port" in used else f"{{{via[0]}}}, a variable made with {{port}},"
-    servers = " and ".join(f"{kind}'s `{param}`" for kind, param in sorted(PORT_PARAMS))
+    servers = ", ".join(f"{kind}'s `{param}`" for kind, param in sorted(PORT_PARAMS))
+    servers += "".join(f", {k}'s `{p}` with format = {f!r}" for k, p, f in sorted(PORT_PARAMS_IN_FORMAT))
     raise ConfigError(
         f"{where}: {what} is used in {template!r}, but this template starts no server and is given no port",
         f"{{port}} is filled only in a server template ({servers}); give a fixed port here, or "

@@ -176,8 +176,9 @@ build() { # ATTR CORES INPUT...
   log "build $attr started"
 }
 build reference 4 llama-cpp-src-0.3.36
-build default 8 llama-cpp-src-0.3.36 cuda_nvcc-13.0.88
-build cuda135 8 llama-cpp-src-0.3.36 cuda_nvcc-13.5.37
+# QUALIFY_BUILD_CORES: cores for each CUDA arm (8: the two build at once on 16).
+build default "${QUALIFY_BUILD_CORES:-8}" llama-cpp-src-0.3.36 cuda_nvcc-13.0.88
+build cuda135 "${QUALIFY_BUILD_CORES:-8}" llama-cpp-src-0.3.36 cuda_nvcc-13.5.37
 
 # 6. the qualification, once every arm is built and the data is in place
 built() { [ -f "$state/build-$1.rc" ] && [ "$(head -1 "$state/build-$1.rc")" = 0 ]; }

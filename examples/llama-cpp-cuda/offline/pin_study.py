@@ -10,10 +10,9 @@ For each of ROUNDS rounds it runs pinned's llama-bench (the decide profile's uni
 0-7; with llama-bench's own `--cpu-mask 0xff --cpu-strict 1 --poll 0` (its threads one to a core,
 sleeping rather than spinning while the GPU works); and with a micro-batch of 2 048 (`-ub 2048`:
 the whole prompt in one batch, a quarter of the kernel launches, each four times the work); and
-three that change where memory lives rather than where threads run (the decide-strict run set of
+two that change where memory lives rather than where threads run (the decide-strict run set of
 2026-12-03 showed that pinning threads does not remove the two speeds): ggml's host buffers not
-pinned (`GGML_CUDA_NO_PINNED=1`), the model read rather than memory-mapped (`-mmp 0`), and ggml's
-kernel fusion off (`GGML_CUDA_DISABLE_FUSION=1`, fewer launches differently laid out). It
+pinned (`GGML_CUDA_NO_PINNED=1`) and ggml's kernel fusion off (`GGML_CUDA_DISABLE_FUSION=1`, fewer launches differently laid out). It
 prints, per variant, the spread of the processes' pp2048 and tg256 medians (each process's first
 repetition left out) and how many fall in the slow mode, writes every process's output and
 `study.json` under $OUT (or /tmp/qualify-host/pin-study), and names in `profile` the plan
@@ -41,7 +40,6 @@ VARIANTS: dict[str, tuple[list[str], list[str], str | None]] = {
     "strict, poll 0": ([], ["--cpu-mask", "0xff", "--cpu-strict", "1", "--poll", "0"], "decide-strict"),
     "ub 2048": ([], ["-ub", "2048"], None),
     "no pinned memory": (["env", "GGML_CUDA_NO_PINNED=1"], [], None),
-    "no mmap": ([], ["-mmp", "0"], None),
     "no fusion": (["env", "GGML_CUDA_DISABLE_FUSION=1"], [], None),
 }
 
