@@ -174,7 +174,7 @@ def test_arms_sent_back_in_pieces_are_imported_whole(tmp_path: Path) -> None:
     subprocess.run(["nix-store", "--delete", path], capture_output=True, check=False, env=env)
 
 
-@pytest.mark.parametrize("profile", ["decide", "decide-strict"])
+@pytest.mark.parametrize("profile", ["decide", "decide-strict", "decide-servers"])
 def test_the_decide_soak_can_bound_its_budgets_at_the_measured_noise(profile: str) -> None:
     """The decide soaks' sizing (stages/50-soak.toml): the plan's windows after the warm-up, its
     horizon and its 64 MiB budget, with flat memory whose window medians vary by 17 MiB (the
@@ -205,3 +205,20 @@ def test_the_decide_soak_can_bound_its_budgets_at_the_measured_noise(profile: st
         v = judge_series(MEMORY_RULES[0], c, q, limits, horizon)
         bounded += v.finding == NO_LEAK and not _unbounded([v], horizon)
     assert bounded >= 90, (n, bounded)
+
+
+def test_the_decide_servers_bench_interleaves_resident_servers_and_can_reach_its_level() -> None:
+    """The decide-servers profile's bench (stages/60-bench.toml): llama-server on every layer of
+    the GPU with the micro-batch the ub256 control changes, a prompt of 2 048 tokens, and a
+    first look at no fewer blocks than the exact signed-rank test needs to reach its first Holm
+    level with the run set's three bench members sharing alpha."""
+    from qualify.stats import abtests
+
+    bench = check(plan("decide-servers")["stages"], "bench", "llama-bench")
+    p = bench["params"]
+    assert p["format"] == "llama-server" and "{port}" in p["run"] and "-ub {ubatch}" in p["run"]
+    assert p["prompt_tokens"] == 2048 and p["discard_reps"] == 0 and "n_ubatch" in p["allow_config_diff"]
+    members = 3  # cuda135, the A/A and ub256
+    level = abtests.first_holm_level(p["alpha"] / members, 2, p["looks"])
+    assert p["min_pairs"] >= abtests.min_pairs(level), (level, abtests.min_pairs(level))
+    assert p["max_pairs"] >= 2 * p["min_pairs"] - 1
