@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -178,9 +179,16 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
         with ExitStack() as stack:
             servers: dict[str, Resident] = {}
             timeout = float(ctx.spec.timeout_s or 600)
+            # The servers start side by side (a GPU server takes seconds to load, a block's
+            # roles would wait for each other's); each goes into the stack as it comes up, so
+            # that every one started is stopped whatever the others did.
+            with ThreadPoolExecutor(len(order)) as pool:
+                starting = {
+                    role: pool.submit(start, ctx, stack, role, params["run"], timeout) for role in order
+                }
             for role in order:
                 current = role
-                servers[role] = start(ctx, stack, role, params["run"], timeout)
+                servers[role] = starting[role].result()
                 described[role] = servers[role].describe()
             current = order[0]
             long_prompt = prompt_ids(servers[order[0]], pp)

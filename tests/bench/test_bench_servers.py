@@ -92,32 +92,33 @@ def test_blocks_of_resident_servers_decide_on_the_real_engine(
     """pinned's llama-server against itself (an A/A: never a regression; on a busy 2-core machine
     it may stay undecided), and against itself on one thread instead of two (a real runtime
     setting that slows prompt processing on the CPU: the bench must call pp a regression).
-    Eight blocks of six rounds, both servers resident in each."""
+    Seven blocks (the fewest at which the exact test reaches its level) of four rounds, both
+    servers resident in each."""
     judgement, saved = run_bench(
         tmp_path,
         {"pinned": (example_outs["pinned"], {}), "candidate": (example_outs["pinned"], {"threads": threads})},
-        {"format": "llama-server", "run": SERVER, "prompt_tokens": 96, "gen_tokens": 8, "rounds": 6,
-         "warmup_requests": 1, "alpha": 0.05, "allow_config_diff": ["n_threads"], "looks": 1, "max_pairs": 8, "min_pairs": 8, "timeout": 300},
+        {"format": "llama-server", "run": SERVER, "prompt_tokens": 64, "gen_tokens": 4, "rounds": 4,
+         "warmup_requests": 1, "alpha": 0.05, "allow_config_diff": ["n_threads"], "looks": 1, "max_pairs": 7, "min_pairs": 7, "timeout": 300},
     )  # fmt: skip
-    pp = next(f for f in judgement.findings if f.message.startswith("pp96"))
+    pp = next(f for f in judgement.findings if f.message.startswith("pp64"))
     if slower:
         assert judgement.verdict is Verdict.FAIL and "SLOWER" in pp.message, judgement.reason
     else:
         assert judgement.verdict is not Verdict.FAIL, judgement.reason
     frame = pd.read_parquet(saved.role_dir("pinned") / "samples.parquet")
-    assert sorted(frame["test"].unique()) == ["pp96", "tg8"]
-    assert frame.groupby(["unit", "test"]).size().eq(6).all()  # six rounds a block, each test
+    assert sorted(frame["test"].unique()) == ["pp64", "tg4"]
+    assert frame.groupby(["unit", "test"]).size().eq(4).all()  # four rounds a block, each test
     schedule = pd.read_json(saved.folder / "schedule.json", typ="series")
     units = [u for u in schedule["units"] if u["phase"] == "pair"]
-    assert len(units) == 16 and all(u["ok"] for u in units)
+    assert len(units) == 14 and all(u["ok"] for u in units)
     # The two roles of a block were measured over the same span: one start, one duration.
-    for block in range(1, 9):
+    for block in range(1, 8):
         by_role = {u["role"]: u for u in units if u["pair"] == block}
         pinned, candidate = by_role["pinned"], by_role["candidate"]
         assert pinned["started_at"] == candidate["started_at"]
         assert pinned["duration_s"] == candidate["duration_s"]
-        assert pinned["configs"]["pp96"]["n_threads"] == "2"
-        assert candidate["configs"]["pp96"]["n_threads"] == str(threads)
+        assert pinned["configs"]["pp64"]["n_threads"] == "2"
+        assert candidate["configs"]["pp64"]["n_threads"] == str(threads)
 
 
 @example_marks
