@@ -222,3 +222,23 @@ def test_the_decide_servers_bench_interleaves_resident_servers_and_can_reach_its
     level = abtests.first_holm_level(p["alpha"] / members, 2, p["looks"])
     assert p["min_pairs"] >= abtests.min_pairs(level), (level, abtests.min_pairs(level))
     assert p["max_pairs"] >= 2 * p["min_pairs"] - 1
+
+
+def test_on_a_two_speed_host_server_blocks_decide_where_llama_bench_units_cannot() -> None:
+    """examples/llama-cpp-cuda/host_states.py, the host of the 2026-12-03 noise study (two CPU
+    speeds, fast 30 % of the time, switching about once a second, pp 31 % faster in the fast
+    one) simulated through the bench's judge, 60 sets a cell: blocks of resident servers valued
+    by the mean of their rounds' logs end an A/A's pp NO CHANGE and call a 6 % slowdown a
+    regression nearly always; the same blocks valued by their median, and llama-bench units
+    seconds apart, do neither reliably."""
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        import host_states as hs
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    servers = hs.shares(hs.SERVERS, 1.0, runs=60)
+    assert servers["pp NO CHANGE"] >= 0.85 and servers["pp −6 % SLOWER"] >= 0.9, servers
+    assert servers["tg NO CHANGE"] >= 0.9, servers
+    by_median = hs.shares(hs.SERVERS_MEDIAN, 1.0, runs=60)
+    units = hs.shares(hs.LLAMA_BENCH, 1.0, runs=60)
+    assert by_median["pp NO CHANGE"] <= 0.75 and units["pp NO CHANGE"] <= 0.4, (by_median, units)

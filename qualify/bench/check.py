@@ -23,6 +23,7 @@ from qualify.bench.judge import (
     Series,
     evaluate,
     series_from,
+    unit_center,
 )
 from qualify.bench.schedule import DEFAULT_MARGIN, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
@@ -100,7 +101,7 @@ def judge(saved: SavedCheck) -> Judgement:
 
     findings += _engine_differences(saved)
     values, kinds = _load(saved)
-    series = series_from(units, values, kinds)
+    series = series_from(units, values, kinds, unit_center(str(saved.spec.params.get("format"))))
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
     outcomes = evaluate(series, rule["looks"], rule["alpha"], margin) if rule else []
     invalid = _invalid_tests(saved, units, values, kinds)

@@ -8,7 +8,7 @@ are needed, and by `judge` on the saved data, so a re-judged run decides exactly
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,15 +123,26 @@ def evaluate(tests: Sequence[Series], planned: Sequence[int], alpha: float, marg
     return [final[t.label] for t in tests if t.label in final]
 
 
+def unit_center(fmt: str) -> Callable[[Sequence[float]], float]:
+    """How a unit's repetitions become its value (a log): their median for a process's
+    repetitions, which agree but for a few outliers; the mean of their logs for a block of
+    servers' rounds (`format = "llama-server"`), which sample the host's states in turn: where
+    the host runs at two speeds, the median of such rounds jumps from one speed to the other as
+    the share of each passes one half, the mean follows the share (README.md, "The bench around
+    the engine"; examples/llama-cpp-cuda/host_states.py simulates both)."""
+    return abtests.log_mean if fmt == "llama-server" else abtests.log_median
+
+
 def series_from(
     schedule: Sequence[Mapping[str, Any]],
     values: Mapping[int, Mapping[str, Sequence[float]]],
     kinds: Mapping[str, tuple[str, bool]],
+    center: Callable[[Sequence[float]], float] = abtests.log_median,
 ) -> list[Series]:
     """Per-test pairs from the schedule (units in run order) and each unit's values by test.
 
     Only completed pairs count: a pair's two units both ran (`ok`). `kinds` gives each test's
-    unit and direction.
+    unit and direction; `center` makes a unit's repetitions its value (`unit_center`).
     """
     pairs: dict[int, dict[str, int]] = {}
     for unit in schedule:
@@ -145,7 +156,7 @@ def series_from(
             got: list[float | None] = []
             for role in ("pinned", "candidate"):
                 samples = [v for v in values.get(pairs[p][role], {}).get(label, ()) if v > 0]
-                got.append(abtests.log_median(samples) if samples else None)
+                got.append(center(samples) if samples else None)
             rows.append((got[0], got[1]))
         out.append(Series(label, unit_name, higher, tuple(rows)))
     return out

@@ -29,7 +29,7 @@ import pandas as pd
 from qualify.bench import conditions, gputelemetry, machine, serverblocks
 from qualify.bench.data import SERVERS, UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
 from qualify.bench.design import block_order, candidate_view, complete_pairs
-from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from
+from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from, unit_center
 from qualify.bench.kind import KIND
 from qualify.core import process
 from qualify.core.context import CheckContext
@@ -215,7 +215,8 @@ class Schedule:
         assert rule is not None
         found = []
         for role in self.roles[1:]:
-            series = series_from(candidate_view(self.units, role), self.values, self.kinds)
+            center = unit_center(str(self.params["format"]))
+            series = series_from(candidate_view(self.units, role), self.values, self.kinds, center)
             outcomes = evaluate(series, rule["looks"], rule["alpha"], rule["margin"])
             prefix = f"{role}: " if len(self.roles) > 2 else ""
             found += [prefix + o.label for o in outcomes if o.finding == INCONCLUSIVE]

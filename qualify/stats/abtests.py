@@ -58,6 +58,15 @@ def log_median(samples: Sequence[float]) -> float:
     return math.log(statistics.median(samples))
 
 
+def log_mean(samples: Sequence[float]) -> float:
+    """The mean of the logs of one unit's repetitions (the log of their geometric mean): the
+    unit's value where its repetitions sample a mixture of a host's states, so that the value
+    moves with the share of each state rather than jumping between them as a median does."""
+    if not samples:
+        raise ValueError("a unit needs at least one sample")
+    return statistics.fmean(math.log(v) for v in samples)
+
+
 def cv(samples: Sequence[float]) -> float:
     """Coefficient of variation (sample SD / mean) of one unit's repetitions; NaN for fewer than
     two, where it is undefined (0 would read as a perfectly steady unit and pass any limit)."""
