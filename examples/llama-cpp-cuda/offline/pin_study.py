@@ -12,9 +12,10 @@ sleeping rather than spinning while the GPU works); and with a micro-batch of 2 
 the whole prompt in one batch, a quarter of the kernel launches, each four times the work); and
 two that change where memory lives rather than where threads run (the decide-strict run set of
 2026-12-03 showed that pinning threads does not remove the two speeds): ggml's host buffers not
-pinned (`GGML_CUDA_NO_PINNED=1`) and ggml's kernel fusion off (`GGML_CUDA_DISABLE_FUSION=1`, fewer launches differently laid out). It
-prints, per variant, the spread of the processes' pp2048 and tg256 medians (each process's first
-repetition left out) and how many fall in the slow mode, writes every process's output and
+pinned (`GGML_CUDA_NO_PINNED=1`) and ggml's kernel fusion off (`GGML_CUDA_DISABLE_FUSION=1`,
+fewer launches differently laid out). It prints, per variant, the spread of the processes'
+pp2048 and tg256 medians (each process's first repetition left out) and how many fall in the
+slow mode, writes every process's output and
 `study.json` under $OUT (or /tmp/qualify-host/pin-study), and names in `profile` the plan
 profile whose bench unit varied least from process to process (the variants that have one:
 `decide`, `decide-strict`), for host.sh's QUALIFY_PROFILE. The GPU's settings
