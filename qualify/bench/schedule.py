@@ -125,22 +125,38 @@ class Schedule:
             gpu = sampler.stop()
         after = self.between = machine.snapshot()
         self.between_procs = machine.process_times()
+        host = machine.foreign_load(before, after, procs_before, self.between_procs)
+        self.record(entry, tests, (before, after), host, gpu, f"unit {index} ({role}, pair {pair})")
+        return bool(entry["ok"])
+
+    def record(
+        self,
+        entry: dict[str, Any],
+        tests: list[UnitTest],
+        around: tuple[dict[str, Any], dict[str, Any]],
+        host: dict[str, Any],
+        gpu: dict[str, Any] | None,
+        where: str,
+    ) -> None:
+        """Add a finished unit: the machine's state `around` it, its host load and GPU
+        telemetry, its tests and their configuration; kept, saved to units.jsonl, and its
+        conditions echoed (as `where`) when a reviewer should weigh them."""
+        before, after = around
         entry.update(
             env_before=before, env_after=after, env_notes=machine.changes(before, after, self.baseline)
         )
-        entry["host"] = machine.foreign_load(before, after, procs_before, self.between_procs)
+        entry["host"] = host
         if gpu is not None:
             entry["gpu"] = gpu
-        if phase == "pair" and (flags := conditions.unit_flags(entry)):
-            ctx.echo(f"unit {index} ({role}, pair {pair}): {'; '.join(flags)}")
+        if entry["phase"] == "pair" and (flags := conditions.unit_flags(entry)):
+            self.ctx.echo(f"{where}: {'; '.join(flags)}")
         entry["tests"] = [t.label for t in tests]
         # Every unit's configuration is kept: a field that changes later must not go unseen.
         entry["configs"] = {t.label: t.config for t in tests}
         self.units.append(entry)
         if entry["ok"]:
-            self.keep(index, role, phase, pair, tests)
+            self.keep(int(entry["index"]), str(entry["role"]), str(entry["phase"]), entry["pair"], tests)
         self.log_unit(entry)
-        return bool(entry["ok"])
 
     def log_unit(self, entry: dict[str, Any]) -> None:
         """One line per unit as it ends: what ran, should the run die before the next save."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from qualify.bench import conditions, gputelemetry, machine
+from qualify.bench import gputelemetry, machine
 from qualify.bench.data import UnitTest, llama_label
 from qualify.core.context import CheckContext, free_port
 from qualify.core.errors import QualifyError, ToolMissing
@@ -238,17 +238,5 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
             entry.update(ok=False, outcome=message, output_tail=(hint or "").splitlines()[-8:])
             if harness:  # no such binary: the harness's fault, not the build's
                 entry["error"] = {"message": message, "hint": hint}
-        notes = machine.changes(before, after, schedule.baseline)
-        entry.update(env_before=before, env_after=after, env_notes=notes)
-        entry["host"] = host
-        if gpu is not None:
-            entry["gpu"] = gpu
-        if phase == "pair" and (flags := conditions.unit_flags(entry)):
-            ctx.echo(f"block {pair} ({role}): {'; '.join(flags)}")
-        entry["tests"] = [t.label for t in tests]
-        entry["configs"] = {t.label: t.config for t in tests}
-        schedule.units.append(entry)
-        if entry["ok"]:
-            schedule.keep(index, role, phase, pair, tests)
-        schedule.log_unit(entry)
+        schedule.record(entry, tests, (before, after), host, gpu, f"block {pair} ({role})")
     return failure is None
