@@ -21,9 +21,10 @@ member's pairs, and each member is judged on its own pairs at its share of `alph
 (`qualify.core.designs`, `qualify.bench.sharedschedule`).
 
 Per test, on R = candidate/pinned (throughput; inverted for lower-is-better metrics), from the
-log of each unit's median: an exact Wilcoxon signed-rank test and Hodges–Lehmann interval over
-the pairs (Mann–Whitney U when a pair is incomplete), at the test's Holm- and look-adjusted
-level. Findings, with δ = `speed_margin`:
+log of each unit's median (of a block of servers: the mean of its rounds' logs, which follows
+the share of each speed of a host that runs at two): an exact Wilcoxon signed-rank test and
+Hodges–Lehmann interval over the pairs (Mann–Whitney U when a pair is incomplete), at the test's
+Holm- and look-adjusted level. Findings, with δ = `speed_margin`:
 - FASTER: the interval lies above 1.
 - SLOWER: the interval lies below 1; a regression when it lies wholly below 1 − δ (an interval
   across 1 − δ is INCONCLUSIVE: the data cannot tell a slowdown within the margin from one beyond).
