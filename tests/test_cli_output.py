@@ -231,6 +231,14 @@ def test_the_plan_refuses_port_where_no_server_is_started(project: Callable[...,
     assert done.returncode == 4 and "{url}, a variable made with {port}" in done.stderr
     # A server template is where {port} belongs: the example's serving and soak plans load.
     assert qualify_proc("plan", "-C", str(REPO / "examples" / "llama-cpp")).returncode == 0
+    # A bench's run starts a server only under format = "llama-server".
+    bench = '[[check]]\nkind = "bench"\nname = "b"\nrun = "llama-server --port {port}"\n'
+    p3 = project()
+    p3.stage("60-bench.toml", bench)
+    done = qualify_proc("plan", "-C", str(p3.root))
+    assert done.returncode == 4 and "run: {port} is used" in " ".join(done.stderr.split())
+    p3.stage("60-bench.toml", bench + 'format = "llama-server"\n')
+    assert qualify_proc("plan", "-C", str(p3.root)).returncode == 0
 
 
 def test_a_refused_stage_file_is_annotated_at_its_line(project: Callable[..., Project]) -> None:

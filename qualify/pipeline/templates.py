@@ -37,6 +37,11 @@ PORT_PARAMS = frozenset({("openai-suite", "server"), ("soak", "server")})
 PORT_PARAMS_IN_FORMAT = frozenset({("bench", "run", "llama-server")})
 
 
+def _starts_server(kind: str, param: str, fmt: object) -> bool:
+    """Whether qualify fills `{port}` in this template (it starts the server itself)."""
+    return (kind, param) in PORT_PARAMS or (kind, param, fmt) in PORT_PARAMS_IN_FORMAT
+
+
 def _uses_port(value: object) -> bool:
     return any("port" in _names(template) for template in _templates(value))
 
@@ -93,12 +98,7 @@ def check_templates(plan: Plan, config: ProjectConfig, arms: Mapping[str, RoleAr
                 with _at_line(stage.file, ("check", index, param.name)):
                     for template in _templates(spec.params.get(param.name)):
                         _check(template, known, where)
-                        fmt = spec.params.get("format")
-                        if (kind.name, param.name) not in PORT_PARAMS and (
-                            kind.name,
-                            param.name,
-                            fmt,
-                        ) not in PORT_PARAMS_IN_FORMAT:
+                        if not _starts_server(kind.name, param.name, spec.params.get("format")):
                             _no_port(template, port_vars, where)
 
 
