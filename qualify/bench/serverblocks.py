@@ -26,16 +26,20 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from qualify.bench import gputelemetry, machine
 from qualify.bench.data import UnitTest, llama_label
-from qualify.core.context import CheckContext, free_port
-from qualify.core.errors import QualifyError, ToolMissing
+from qualify.core.context import CheckContext
+from qualify.core.errors import PlaceholderError, QualifyError, ToolMissing
+from qualify.core.loopback import loopback_server
 from qualify.core.process import Server
 from qualify.core.runstore import now_iso
+
+if TYPE_CHECKING:  # schedule.py runs blocks: imported for the type alone
+    from qualify.bench.schedule import Schedule
 
 #: Words for the prompt: tokenized once, repeated to the length asked (any text would do; this
 #: one tokenizes to ordinary word pieces in every vocabulary).
@@ -90,26 +94,16 @@ class Resident:
         }
 
 
-def _healthy(base_url: str) -> bool:
-    try:
-        return httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def start(ctx: CheckContext, stack: ExitStack, role: str, template: str, timeout_s: float) -> Resident:
     """`template` for `role` on a free loopback port, ready (`/health`), stopped with `stack`."""
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    argv = ctx.argv(template, role, port=str(port))
-    server = stack.enter_context(ctx.serve(role, argv, lambda: _healthy(base_url), timeout_s))
-    http = stack.enter_context(httpx.Client(base_url=base_url, timeout=timeout_s))
+    started = stack.enter_context(loopback_server(ctx, role, template, ready_timeout_s=timeout_s))
+    http = stack.enter_context(httpx.Client(base_url=started.base_url, timeout=timeout_s))
     try:
         reply = http.get("/props")
         props = reply.json() if reply.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         props = {}
-    return Resident(role, server, http, props if isinstance(props, dict) else {})
+    return Resident(role, started.process, http, props if isinstance(props, dict) else {})
 
 
 def server_config(argv: Sequence[str]) -> dict[str, Any]:
@@ -160,10 +154,10 @@ def rotated(order: Sequence[str], round_index: int) -> list[str]:
     return [*order[shift:], *order[:shift]]
 
 
-def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None) -> bool:
+def run_block(schedule: Schedule, order: Sequence[str], phase: str, pair: int | None) -> bool:
     """One block: every role's server resident at once, `warmup_requests` of each kind thrown
     away per role, then `rounds` rounds of interleaved requests. Adds one unit per role to
-    `schedule` (a `qualify.bench.schedule.Schedule`); False when a server or request failed."""
+    `schedule`; False when a server or request failed."""
     ctx, params = schedule.ctx, schedule.params
     pp, tg = int(params["prompt_tokens"]), int(params["gen_tokens"])
     labels = {"pp": llama_label(pp, 0, 0), "tg": llama_label(0, tg, 0)}
@@ -207,7 +201,8 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
     except RequestFailed as exc:
         failure = (current, exc.message, exc.hint, False)
     except QualifyError as exc:  # a server that did not start (ToolMissing: no such binary)
-        failure = (current, f"{current}: {exc.message}", exc.hint, isinstance(exc, ToolMissing))
+        harness = isinstance(exc, (ToolMissing, PlaceholderError))
+        failure = (current, f"{current}: {exc.message}", exc.hint, harness)
     finally:
         gpu = sampler.stop()
     duration = time.monotonic() - started
