@@ -94,10 +94,13 @@ class Resident:
         }
 
 
-def start(ctx: CheckContext, stack: ExitStack, role: str, template: str, timeout_s: float) -> Resident:
-    """`template` for `role` on a free loopback port, ready (`/health`), stopped with `stack`."""
-    started = stack.enter_context(loopback_server(ctx, role, template, ready_timeout_s=timeout_s))
-    http = stack.enter_context(httpx.Client(base_url=started.base_url, timeout=timeout_s))
+def start(
+    ctx: CheckContext, stack: ExitStack, role: str, template: str, *, ready_s: float, request_s: float
+) -> Resident:
+    """`template` for `role` on a free loopback port, ready (`/health`) within `ready_s`, its
+    requests given `request_s` each, stopped with `stack`."""
+    started = stack.enter_context(loopback_server(ctx, role, template, ready_timeout_s=ready_s))
+    http = stack.enter_context(httpx.Client(base_url=started.base_url, timeout=request_s))
     try:
         reply = http.get("/props")
         props = reply.json() if reply.status_code == 200 else {}
@@ -172,13 +175,18 @@ def run_block(schedule: Schedule, order: Sequence[str], phase: str, pair: int | 
     try:
         with ExitStack() as stack:
             servers: dict[str, Resident] = {}
-            timeout = float(ctx.spec.timeout_s or 600)
+            # A server that hangs while it loads, or a request that never ends, costs its own
+            # timeout, not the check's, which is sized for the whole bench.
+            limits = {
+                "ready_s": float(params["ready_timeout"]),
+                "request_s": float(params["request_timeout"]),
+            }
             # The servers start side by side (a GPU server takes seconds to load, a block's
             # roles would wait for each other's); each goes into the stack as it comes up, so
             # that every one started is stopped whatever the others did.
             with ThreadPoolExecutor(len(order)) as pool:
                 starting = {
-                    role: pool.submit(start, ctx, stack, role, params["run"], timeout) for role in order
+                    role: pool.submit(start, ctx, stack, role, params["run"], **limits) for role in order
                 }
             for role in order:
                 current = role
