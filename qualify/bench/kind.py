@@ -141,20 +141,6 @@ KIND = CheckKind(
             allowed=POSITIVE,
         ),
         Param(
-            "ready_timeout",
-            "number",
-            120,
-            help='format "llama-server": seconds to wait for each server\'s /health',
-            allowed=SECONDS,
-        ),
-        Param(
-            "request_timeout",
-            "number",
-            300,
-            help='format "llama-server": seconds per measuring request',
-            allowed=SECONDS,
-        ),
-        Param(
             "warmup_requests",
             "integer",
             2,

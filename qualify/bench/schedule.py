@@ -315,24 +315,6 @@ def _warm_up(schedule: Schedule) -> bool:
     return True
 
 
-def _run_pair(schedule: Schedule, pair: int, planned: int | None) -> str | None:
-    """Pair `pair`: one block of every role's servers, or one unit per role in the pair's
-    order. The role whose unit failed, or None."""
-    order = block_order(schedule.roles, pair)
-    if schedule.params["format"] == SERVERS:
-        schedule.ctx.advance(Progress("block", pair - 1, planned, "pairs"))
-        if serverblocks.run_block(schedule, order, "pair", pair):
-            return None
-        failed = [u for u in schedule.units if u["pair"] == pair and not u.get("ok")]
-        return str(failed[0]["role"]) if failed else "server"
-    for role in order:
-        # Pairs planned so far: the current look's (unknown before the first unit's tests).
-        schedule.ctx.advance(Progress(role, pair - 1, planned, "pairs"))
-        if not schedule.run_unit(role, "pair", pair):
-            return role
-    return None
-
-
 def _pairs(schedule: Schedule) -> None:
     """Blocks of units until a stop rule holds; the stop reason is left on `schedule`."""
     ctx = schedule.ctx
@@ -367,7 +349,19 @@ def _pairs(schedule: Schedule) -> None:
             schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
             break
         pair += 1
-        crashed = _run_pair(schedule, pair, planned[look] if schedule.stopping_rule else None)
+        crashed = None
+        if schedule.params["format"] == SERVERS:
+            planned_now = planned[look] if schedule.stopping_rule else None
+            ctx.advance(Progress("block", pair - 1, planned_now, "pairs"))
+            if not serverblocks.run_block(schedule, block_order(schedule.roles, pair), "pair", pair):
+                failed = [u for u in schedule.units if u["pair"] == pair and not u.get("ok")]
+                crashed = str(failed[0]["role"]) if failed else "server"
+        for role in block_order(schedule.roles, pair) if schedule.params["format"] != SERVERS else ():
+            # Pairs planned so far: the current look's (unknown before the first unit's tests).
+            ctx.advance(Progress(role, pair - 1, planned[look] if schedule.stopping_rule else None, "pairs"))
+            if not schedule.run_unit(role, "pair", pair):
+                crashed = role
+                break
         if crashed:
             schedule.stop_reason = f"a {crashed} unit failed in pair {pair}"
             break

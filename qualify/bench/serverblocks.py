@@ -26,20 +26,16 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from qualify.bench import gputelemetry, machine
 from qualify.bench.data import UnitTest, llama_label
-from qualify.core.context import CheckContext
-from qualify.core.errors import PlaceholderError, QualifyError, ToolMissing
-from qualify.core.loopback import loopback_server
+from qualify.core.context import CheckContext, free_port
+from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.process import Server
 from qualify.core.runstore import now_iso
-
-if TYPE_CHECKING:  # schedule.py runs blocks: imported for the type alone
-    from qualify.bench.schedule import Schedule
 
 #: Words for the prompt: tokenized once, repeated to the length asked (any text would do; this
 #: one tokenizes to ordinary word pieces in every vocabulary).
@@ -94,19 +90,26 @@ class Resident:
         }
 
 
-def start(
-    ctx: CheckContext, stack: ExitStack, role: str, template: str, *, ready_s: float, request_s: float
-) -> Resident:
-    """`template` for `role` on a free loopback port, ready (`/health`) within `ready_s`, its
-    requests given `request_s` each, stopped with `stack`."""
-    started = stack.enter_context(loopback_server(ctx, role, template, ready_timeout_s=ready_s))
-    http = stack.enter_context(httpx.Client(base_url=started.base_url, timeout=request_s))
+def _healthy(base_url: str) -> bool:
+    try:
+        return httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start(ctx: CheckContext, stack: ExitStack, role: str, template: str, timeout_s: float) -> Resident:
+    """`template` for `role` on a free loopback port, ready (`/health`), stopped with `stack`."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    argv = ctx.argv(template, role, port=str(port))
+    server = stack.enter_context(ctx.serve(role, argv, lambda: _healthy(base_url), timeout_s))
+    http = stack.enter_context(httpx.Client(base_url=base_url, timeout=timeout_s))
     try:
         reply = http.get("/props")
         props = reply.json() if reply.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         props = {}
-    return Resident(role, started.process, http, props if isinstance(props, dict) else {})
+    return Resident(role, server, http, props if isinstance(props, dict) else {})
 
 
 def server_config(argv: Sequence[str]) -> dict[str, Any]:
@@ -157,10 +160,10 @@ def rotated(order: Sequence[str], round_index: int) -> list[str]:
     return [*order[shift:], *order[:shift]]
 
 
-def run_block(schedule: Schedule, order: Sequence[str], phase: str, pair: int | None) -> bool:
+def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None) -> bool:
     """One block: every role's server resident at once, `warmup_requests` of each kind thrown
     away per role, then `rounds` rounds of interleaved requests. Adds one unit per role to
-    `schedule`; False when a server or request failed."""
+    `schedule` (a `qualify.bench.schedule.Schedule`); False when a server or request failed."""
     ctx, params = schedule.ctx, schedule.params
     pp, tg = int(params["prompt_tokens"]), int(params["gen_tokens"])
     labels = {"pp": llama_label(pp, 0, 0), "tg": llama_label(0, tg, 0)}
@@ -175,18 +178,13 @@ def run_block(schedule: Schedule, order: Sequence[str], phase: str, pair: int | 
     try:
         with ExitStack() as stack:
             servers: dict[str, Resident] = {}
-            # A server that hangs while it loads, or a request that never ends, costs its own
-            # timeout, not the check's, which is sized for the whole bench.
-            limits = {
-                "ready_s": float(params["ready_timeout"]),
-                "request_s": float(params["request_timeout"]),
-            }
+            timeout = float(ctx.spec.timeout_s or 600)
             # The servers start side by side (a GPU server takes seconds to load, a block's
             # roles would wait for each other's); each goes into the stack as it comes up, so
             # that every one started is stopped whatever the others did.
             with ThreadPoolExecutor(len(order)) as pool:
                 starting = {
-                    role: pool.submit(start, ctx, stack, role, params["run"], **limits) for role in order
+                    role: pool.submit(start, ctx, stack, role, params["run"], timeout) for role in order
                 }
             for role in order:
                 current = role
@@ -209,8 +207,7 @@ def run_block(schedule: Schedule, order: Sequence[str], phase: str, pair: int | 
     except RequestFailed as exc:
         failure = (current, exc.message, exc.hint, False)
     except QualifyError as exc:  # a server that did not start (ToolMissing: no such binary)
-        harness = isinstance(exc, (ToolMissing, PlaceholderError))
-        failure = (current, f"{current}: {exc.message}", exc.hint, harness)
+        failure = (current, f"{current}: {exc.message}", exc.hint, isinstance(exc, ToolMissing))
     finally:
         gpu = sampler.stop()
     duration = time.monotonic() - started

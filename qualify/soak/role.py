@@ -24,9 +24,8 @@ import httpx
 import pandas as pd
 
 from qualify.core import process
-from qualify.core.context import CheckContext
-from qualify.core.errors import PlaceholderError, QualifyError, ToolMissing
-from qualify.core.loopback import loopback_server
+from qualify.core.context import CheckContext, free_port
+from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.runstore import write_parquet
 from qualify.soak.blocks import Block
 from qualify.soak.compaction import COMPACT_MEMORY, Compactor, schedule
@@ -62,6 +61,13 @@ class SoakSettings:
     compact_path: str = str(COMPACT_MEMORY)
     block_s: float = 0.0  # 0: the roles one after the other
     concurrent: bool = False  # every role loaded at once for the whole duration
+
+
+def _ready(base_url: str, path: str) -> bool:
+    try:
+        return httpx.get(base_url + path, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _slots(base_url: str) -> int | None:
@@ -121,29 +127,35 @@ class RoleSoak:
         return self.server is not None and self.stop_reason not in FINAL
 
     def start(self, stack: ExitStack) -> None:
-        self.ctx.progress(f"{self.role}: starting the server")
+        port = free_port()
+        self.base_url = f"http://127.0.0.1:{port}"
         try:
-            started = stack.enter_context(
-                loopback_server(
-                    self.ctx,
+            argv = self.ctx.argv(self.settings.server, self.role, port=str(port))
+        except QualifyError as exc:  # a placeholder the plan forgot: the harness's problem
+            self.measurement["error"] = {"message": exc.message, "hint": exc.hint}
+            return
+        try:
+            self.ctx.progress(f"{self.role}: starting the server")
+            started = time.monotonic()
+            self.server = stack.enter_context(
+                self.ctx.serve(
                     self.role,
-                    self.settings.server,
-                    ready_timeout_s=self.settings.ready_timeout_s,
-                    health=self.settings.health,
+                    argv,
+                    lambda: _ready(self.base_url, self.settings.health),
+                    self.settings.ready_timeout_s,
                 )
             )
-        except (ToolMissing, PlaceholderError) as exc:  # no such program, or the plan's template
+        except ToolMissing as exc:
             self.measurement["error"] = {"message": exc.message, "hint": exc.hint}
             return
         except QualifyError as exc:
             # The server never became ready: the candidate's failure or a broken baseline.
             self.measurement["start_failed"] = {"message": exc.message, "tail": (exc.hint or "").splitlines()}
             return
-        self.server, self.base_url = started.process, started.base_url
         slots = _slots(self.base_url)
         self.measurement["server"] = {
-            "argv": self.server.recorded_argv(),
-            "start_s": round(started.ready_after_s, 3),
+            "argv": process.recorded_argv(argv),
+            "start_s": round(time.monotonic() - started, 3),
             "slots": slots,
         }
         self.concurrency = min(self.settings.concurrency, slots) if slots else self.settings.concurrency

@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 import pytest
 from example_arms import example_marks
-from processes import running
 
 from qualify.bench import check, kind
 from qualify.bench.serverblocks import rotated, server_config
@@ -147,30 +146,3 @@ def test_a_candidate_server_that_does_not_start_fails_the_bench_and_stops_it(
     assert unit["role"] == "candidate" and unit["phase"] == "warmup" and not unit["ok"]
     assert unit["outcome"].startswith("candidate: ") and "error" not in unit
     assert schedule["stop_reason"] == "the warm-up block failed"
-
-
-@example_marks
-def test_a_candidate_server_that_never_gets_ready_fails_within_its_ready_timeout(
-    example_outs: dict[str, Path], tmp_path: Path
-) -> None:
-    """A candidate whose server never answers `/health` (a stand-in: a `llama-server` that
-    sleeps, the deliberately broken peer no real build offers on demand) beside pinned's real
-    server. The block gives up after `ready_timeout`, not the check's timeout (an hour here), and
-    the bench FAILs naming the server that was not ready; pinned's server is stopped with it."""
-    broken = tmp_path / "broken"
-    (broken / "bin").mkdir(parents=True)
-    script = broken / "bin" / "llama-server"
-    script.write_text("#!/bin/sh\nexec sleep 600\n")
-    script.chmod(0o755)
-    judgement, saved = run_bench(
-        tmp_path,
-        {"pinned": (example_outs["pinned"], {}), "candidate": (broken, {})},
-        {"format": "llama-server", "run": SERVER, "prompt_tokens": 32, "gen_tokens": 4, "rounds": 2,
-         "ready_timeout": 5, "timeout": 3600},
-    )  # fmt: skip
-    assert judgement.verdict is Verdict.FAIL, judgement.reason
-    schedule = pd.read_json(saved.folder / "schedule.json", typ="series")
-    [unit] = schedule["units"]
-    assert unit["role"] == "candidate" and not unit["ok"]
-    assert "not ready after 5 s" in unit["outcome"], unit["outcome"]
-    assert not running(str(script))

@@ -51,3 +51,11 @@ def run_soak(
     check.measure(ctx)
     saved = SavedCheck(folder, spec, tuple(arms))
     return check.judge(saved), saved
+
+
+def cmdline(entry: Path) -> str:
+    """A /proc/PID entry's command line with spaces, or "" once the process is gone."""
+    try:
+        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from processes import cmdline
-from soakrig import run_soak
+from soakrig import cmdline, run_soak
 
 from qualify.core.errors import ConfigError
 from qualify.core.process import group_alive

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from processes import cmdline
-from soakrig import run_soak, soak_spec
+from soakrig import cmdline, run_soak, soak_spec
 
 from qualify.core.errors import QualifyError
 from qualify.core.verdicts import Verdict
@@ -204,7 +203,7 @@ def test_an_interrupted_concurrent_soak_stops_its_servers_at_once(tmp_path: Path
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from soakrig import run_soak
+from soakrig import cmdline, run_soak
 run_soak(__import__("pathlib").Path({str(tmp_path)!r}),
     {{"pinned": (None, {{"fault": []}}), "candidate": (None, {{"fault": []}})}},
     {{"server": {SERVER!r}, "duration_s": 120, "concurrent": True, "warmup_s": 2, "sample_s": 0.5,
