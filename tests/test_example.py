@@ -168,11 +168,20 @@ def test_numerics_gcc_vs_clang_reaches_a_verdict_from_real_scores(example_runs: 
     assert result["verdict"] in ("PASS", "WARN", "FAIL", "INCONCLUSIVE"), (result["reason"], out)
     assert not [f for f in result["findings"] if f["verdict"] == "ERROR"], result["findings"]
     ni = result["facts"]["noninferiority"]
-    # Two builds: the scores differ; on skewed chunks the bound is guarded by Cantelli's.
-    assert ni["method"] in ("BCa", "BCa+Cantelli") and ni["bound"] >= ni["theta"]
-    # Head to head, the two builds differ too: pinned -> candidate is no zero vector.
+    # The reference (SSE 4.2 and AVX only) computes differently from a native build on every
+    # x86-64 host, so pinned is some distance from it and δ has something to scale.
+    ref_pinned = saved_vectors(run_dir, "pinned")["pair:reference:pinned:kld"]
+    assert np.abs(ref_pinned).max() > 0 and ni["mean_kl_pinned"] > 0 and ni["delta"] > 0
     kld_pc = saved_vectors(run_dir, "candidate")["pair:pinned:candidate:kld"]
-    assert np.abs(kld_pc).max() > 0
+    if np.abs(kld_pc).max() > 0:
+        # The two compilers' builds score differently: a bootstrap bound (on skewed chunks
+        # guarded by Cantelli's) at or above the estimate.
+        assert ni["method"] in ("BCa", "BCa+Cantelli") and ni["bound"] >= ni["theta"]
+    else:
+        # Bit for bit alike (on hosts where both take the same vector kernels, gcc and clang
+        # compute the same): θ is exactly 0 and so is its bound, within any δ.
+        assert ni["method"] == "degenerate" and ni["theta"] == 0.0 == ni["bound"]
+        assert ni["verdict"] == "PASS"
 
 
 def test_numerics_a_a_passes(example_runs: dict) -> None:

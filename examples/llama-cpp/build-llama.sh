@@ -9,11 +9,17 @@ no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # AMX is off: some virtual machines list it in /proc/cpuinfo without granting it, and a native
 # build then dies of SIGILL on its first tile instruction; AVX-512 and below stay native. With
 # GGML_NATIVE, -march=native turns AMX on whatever GGML_AMX_* say: the -mno-amx-* flags win.
+# The portable build (GGML_NATIVE off) would still default to AVX2, FMA, F16C and BMI2: on a host
+# whose native set is just that, the reference and the native builds run the same kernels and
+# score bit for bit alike, which leaves numerics nothing to compare. SSE 4.2 and AVX only keep it
+# a different computation on every x86-64 host that runs the native arms.
+portable=""
+[ "$native" = ON ] || portable="-DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_BMI2=OFF"
 cmake -S "$tree" -B build -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_COMPILER="$cc/bin/cc" -DCMAKE_CXX_COMPILER="$cc/bin/c++" \
   -DCMAKE_C_FLAGS="-fstack-usage $no_amx" -DCMAKE_CXX_FLAGS="-fstack-usage $no_amx" \
-  -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE="$native" \
+  -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE="$native" $portable \
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
   -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \

@@ -24,7 +24,7 @@ import itertools
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,9 @@ import httpx
 
 from qualify.bench import gputelemetry, machine
 from qualify.bench.data import UnitTest, llama_label
-from qualify.core.context import CheckContext, free_port
+from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, ToolMissing
+from qualify.core.loopback import answers, on_free_port
 from qualify.core.process import Server
 from qualify.core.runstore import now_iso
 
@@ -90,20 +91,19 @@ class Resident:
         }
 
 
-def _healthy(base_url: str) -> bool:
-    try:
-        return httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def start(ctx: CheckContext, stack: ExitStack, role: str, template: str, timeout_s: float) -> Resident:
+def start(
+    ctx: CheckContext, stack: ExitStack, role: str, template: str, ready_s: float, request_s: float
+) -> Resident:
     """`template` for `role` on a free loopback port, ready (`/health`), stopped with `stack`."""
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    argv = ctx.argv(template, role, port=str(port))
-    server = stack.enter_context(ctx.serve(role, argv, lambda: _healthy(base_url), timeout_s))
-    http = stack.enter_context(httpx.Client(base_url=base_url, timeout=timeout_s))
+
+    def serve(port: int) -> AbstractContextManager[Server]:
+        url = f"http://127.0.0.1:{port}/health"
+        return ctx.serve(role, ctx.argv(template, role, port=str(port)), lambda: answers(url), ready_s)
+
+    base_url, server = stack.enter_context(
+        on_free_port(serve, retried=lambda why: ctx.echo(f"{role}: {why}"))
+    )
+    http = stack.enter_context(httpx.Client(base_url=base_url, timeout=request_s))
     try:
         reply = http.get("/props")
         props = reply.json() if reply.status_code == 200 else {}
@@ -178,13 +178,14 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
     try:
         with ExitStack() as stack:
             servers: dict[str, Resident] = {}
-            timeout = float(ctx.spec.timeout_s or 600)
+            ready_s, request_s = float(params["ready_timeout"]), float(params["request_timeout"])
             # The servers start side by side (a GPU server takes seconds to load, a block's
             # roles would wait for each other's); each goes into the stack as it comes up, so
             # that every one started is stopped whatever the others did.
             with ThreadPoolExecutor(len(order)) as pool:
                 starting = {
-                    role: pool.submit(start, ctx, stack, role, params["run"], timeout) for role in order
+                    role: pool.submit(start, ctx, stack, role, params["run"], ready_s, request_s)
+                    for role in order
                 }
             for role in order:
                 current = role

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -47,14 +46,6 @@ def abba_order(roles: Sequence[str], pairs: int) -> list[tuple[str, ...]]:
         raise ValueError("ABBA interleaving takes exactly two roles")
     a, b = roles
     return [(a, b) if i % 2 == 0 else (b, a) for i in range(pairs)]
-
-
-def free_port() -> int:
-    """A free loopback TCP port (the OS picks it; it is free when this returns)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(kw_only=True)

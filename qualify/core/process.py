@@ -192,25 +192,24 @@ def run(
     watch: _GroupWatch | None = None
     try:
         proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
-        try:
-            watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
-        except BaseException:
-            # An interrupt between the spawn and the wait below must not leave the child behind.
-            kill_group(proc)
-            raise
         assert proc.stdout is not None
         data: list[bytes] = []
         reader: threading.Thread | None = None
         if separate_stdout:
             assert proc.stderr is not None
             pump = _Pump(proc.stderr, log_file, on_line, tail)
-            stdout = proc.stdout
-            reader = threading.Thread(target=lambda: data.append(stdout.read()), daemon=True)
-            reader.start()
         else:
             pump = _Pump(proc.stdout, log_file, on_line, tail)
-        pump.start()
+        # From here to the wait, an interrupt (Ctrl-C, or SIGTERM turned into one) may land
+        # between any two steps, starting the watcher and the pumps among them: every step is
+        # inside the block that ends the group, so none leaves the child behind.
         try:
+            watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
+            if separate_stdout:
+                stdout = proc.stdout
+                reader = threading.Thread(target=lambda: data.append(stdout.read()), daemon=True)
+                reader.start()
+            pump.start()
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -225,7 +224,8 @@ def run(
             # Grandchildren may still hold the pipe open after the leader exits.
             if group_alive(proc.pid):
                 kill_group(proc, grace_s=1.0)
-            pump.join(timeout=5)
+            if pump.is_alive():
+                pump.join(timeout=5)
             if reader is not None:
                 reader.join(timeout=5)
         duration = time.monotonic() - start
@@ -333,25 +333,26 @@ def launched(
     log_file.flush()
     try:
         proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
-        try:
-            watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
-        except BaseException:
-            kill_group(proc)
-            raise
     except BaseException:
         log_file.close()
         raise
     assert proc.stdout is not None
     pump = _Pump(proc.stdout, log_file, on_line, tail)
-    pump.start()
+    watch: _GroupWatch | None = None
     try:
+        # Inside the block that ends the group: an interrupt while the watcher or the pump
+        # starts must not leave the child behind either.
+        watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
+        pump.start()
         yield proc, pump
     finally:
         if group_alive(proc.pid):
             kill_group(proc, grace_s=grace_s)
         proc.wait()
-        watch.release()
-        pump.join(timeout=5)
+        if watch is not None:
+            watch.release()
+        if pump.is_alive():
+            pump.join(timeout=5)
         log_file.write(f"{ended}: {proc.returncode}\n")
         log_file.close()
 

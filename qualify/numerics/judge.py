@@ -283,6 +283,19 @@ def _noninferiority(
                 Verdict.WARN, "no noise floor measured (pinned not rerun): δ is the margin alone", "pinned"
             )
         )
+    if kl_p == 0.0:
+        # δ scales pinned's distance from the reference; with none, only the floor is left, and
+        # with a still rerun that is 0 too: any difference at all then fails.
+        findings.append(
+            Finding(
+                Verdict.WARN,
+                "the reference scored every token exactly as pinned did, so the margin has nothing "
+                f"to scale (δ {g(delta)}): non-inferiority asks the candidate for pinned's own scores; "
+                "give numerics a reference that computes differently from pinned (another precision "
+                "or instruction set)",
+                "reference",
+            )
+        )
     text = f"θ = mean KL(ref‖candidate) − KL(ref‖pinned) = {g(b.estimate)} per token"
     verdict = noninferiority_verdict(b, delta)
     if verdict == "FAIL":

@@ -16,7 +16,7 @@ load stopped). The server's own output is `logs/<role>-server.log`.
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,8 +24,9 @@ import httpx
 import pandas as pd
 
 from qualify.core import process
-from qualify.core.context import CheckContext, free_port
+from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, ToolMissing
+from qualify.core.loopback import answers, on_free_port
 from qualify.core.runstore import write_parquet
 from qualify.soak.blocks import Block
 from qualify.soak.compaction import COMPACT_MEMORY, Compactor, schedule
@@ -61,13 +62,6 @@ class SoakSettings:
     compact_path: str = str(COMPACT_MEMORY)
     block_s: float = 0.0  # 0: the roles one after the other
     concurrent: bool = False  # every role loaded at once for the whole duration
-
-
-def _ready(base_url: str, path: str) -> bool:
-    try:
-        return httpx.get(base_url + path, timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _slots(base_url: str) -> int | None:
@@ -127,23 +121,24 @@ class RoleSoak:
         return self.server is not None and self.stop_reason not in FINAL
 
     def start(self, stack: ExitStack) -> None:
-        port = free_port()
-        self.base_url = f"http://127.0.0.1:{port}"
+        s, role = self.settings, self.role
         try:
-            argv = self.ctx.argv(self.settings.server, self.role, port=str(port))
+            self.ctx.argv(s.server, role, port="0")
         except QualifyError as exc:  # a placeholder the plan forgot: the harness's problem
             self.measurement["error"] = {"message": exc.message, "hint": exc.hint}
             return
+
+        def serve(port: int) -> AbstractContextManager[process.Server]:
+            url = f"http://127.0.0.1:{port}{s.health}"
+            return self.ctx.serve(
+                role, self.ctx.argv(s.server, role, port=str(port)), lambda: answers(url), s.ready_timeout_s
+            )
+
         try:
-            self.ctx.progress(f"{self.role}: starting the server")
+            self.ctx.progress(f"{role}: starting the server")
             started = time.monotonic()
-            self.server = stack.enter_context(
-                self.ctx.serve(
-                    self.role,
-                    argv,
-                    lambda: _ready(self.base_url, self.settings.health),
-                    self.settings.ready_timeout_s,
-                )
+            self.base_url, self.server = stack.enter_context(
+                on_free_port(serve, retried=lambda why: self.ctx.echo(f"{role}: {why}"))
             )
         except ToolMissing as exc:
             self.measurement["error"] = {"message": exc.message, "hint": exc.hint}
@@ -154,7 +149,7 @@ class RoleSoak:
             return
         slots = _slots(self.base_url)
         self.measurement["server"] = {
-            "argv": process.recorded_argv(argv),
+            "argv": self.server.recorded_argv(),
             "start_s": round(time.monotonic() - started, 3),
             "slots": slots,
         }

@@ -160,7 +160,7 @@ def test_serve_reports_a_server_that_dies_before_ready(tmp_path: Path) -> None:
 
 
 def _free_port() -> int:
-    from qualify.core.context import free_port
+    from qualify.core.loopback import free_port
 
     return free_port()
 

@@ -433,3 +433,18 @@ def test_a_run_set_scores_reference_pinned_and_floor_once_for_every_member(
         m = json.loads((view / role / "measurement.json").read_text())
         assert m["measured_as"] == ("cand" if role == "candidate" else role)
     assert verdicts["cand"]["facts"]["noninferiority"] == alone["facts"]["noninferiority"]
+
+
+def test_a_reference_identical_to_pinned_is_named_as_the_reason_delta_is_zero(project, arms) -> None:
+    """The reference is pinned's own file: δ has nothing to scale, so a candidate a little off
+    pinned fails non-inferiority, and the result says why rather than only "θ > δ 0"."""
+    files = dict(arms["files"])
+    files["reference"] = files["pinned"]
+    files["cand"] = _llama(arms["dir"] / "near.kld", arms["tokens"], arms["pinned"] + _noise(8, 0.01))
+    loose = "max_mean_kld = 1.0, min_top1_agreement = 0.5, noninferiority_margin = 100.0"
+    result = _run(project, files, _stage(loose))
+    ni = result["facts"]["noninferiority"]
+    assert ni["mean_kl_pinned"] == 0.0 and ni["delta"] == 0.0
+    assert result["verdict"] == "FAIL" and any("not non-inferior" in m for m in _findings(result, "FAIL"))
+    [warned] = [f for f in result["findings"] if f["verdict"] == "WARN"]
+    assert warned["role"] == "reference" and "exactly as pinned" in warned["message"]
