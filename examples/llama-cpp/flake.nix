@@ -124,7 +124,7 @@
           targets = tools;
           testTargets = tests;
         };
-        # reference for numerics: portable (no native SIMD), only llama-perplexity
+        # reference for numerics: portable (SSE 4.2 and AVX only, see build-llama.sh), only llama-perplexity
         reference = llama {
           name = "llama-cpp-portable-0.3.36";
           toolchain = gcc12;
