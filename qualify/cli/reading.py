@@ -161,7 +161,7 @@ def report(
     """Write report.html, summary.md, report.json and junit.xml from a saved run."""
     from qualify.console import badge
     from qualify.core.runstore import read_json
-    from qualify.pipeline.rejudge import rejudge_with_project_plan
+    from qualify.pipeline.rejudge import project_root_for, rejudge_with_project_plan
     from qualify.report.render import render
 
     console = open_console(stderr=as_json)
@@ -171,7 +171,12 @@ def report(
         where = safe(f"{change.stage}/{change.check}")
         console.print(f"{where}: {badge(change.before)} → {badge(change.after)}")
     if rejudge:
-        console.print(f"re-decided; {len(changes)} check(s) changed")
+        # Say whose plan decided: a run's own project wins over -C while it still exists.
+        plan_root, profile = project_root_for(run, project), run.read().get("profile")
+        console.print(
+            f"re-decided with the plan of {safe(str(plan_root))} (profile {safe(str(profile))}); "
+            f"{len(changes)} check(s) changed"
+        )
     files = render(run)
     publish_for(run, files.markdown, to_stderr=as_json)
     if as_json:

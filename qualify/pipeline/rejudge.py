@@ -51,26 +51,34 @@ class Change:
     params_after: dict[str, Any] = field(default_factory=dict)
 
 
+def project_root_for(run: RunDir, here: Path | None = None) -> Path:
+    """The project whose plan re-decides `run`: the one it was made from (its saved root) while
+    that still holds a qualify.toml, else `here`, the project the command was given (a run
+    directory copied from another machine, such as a GPU host)."""
+    saved = run.read()
+    root = saved.get("project", {}).get("root")
+    if root and Path(root, "qualify.toml").is_file():
+        return Path(root)
+    if here is None or not (here / "qualify.toml").is_file():
+        raise QualifyError(
+            f"run {run.run_id}: its project {root or '(not recorded)'} has no qualify.toml here",
+            "run it from the project's directory (or give -C PROJECT): rejudge needs the plan "
+            "whose limits it applies",
+        )
+    return here
+
+
 def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Change]:
-    """`rejudge` with the current plan of the project the run was made from (its saved root),
-    resolved with the run's profile. A run moved to another machine (a run directory copied from
-    a GPU host) is re-decided with the plan of `here`, the project the command was given."""
+    """`rejudge` with the current plan of `project_root_for(run, here)`, resolved with the run's
+    profile."""
     saved = run.read()
     if saved.get("kind") == "fleet":
         raise QualifyError(
             f"{run.path} is a merged fleet report: its hosts' runs are re-decided where they were made",
             "rejudge each host's run (qualify report RUN --rejudge), then merge them again",
         )
-    root = saved.get("project", {}).get("root")
-    if not root or not Path(root, "qualify.toml").is_file():
-        if here is None or not (here / "qualify.toml").is_file():
-            raise QualifyError(
-                f"run {run.run_id}: its project {root or '(not recorded)'} has no qualify.toml here",
-                "run it from the project's directory (or give -C PROJECT): rejudge needs the plan "
-                "whose limits it applies",
-            )
-        root = str(here)
-    plan = load_plan(load_config(Path(root)).plan_dir, profile=saved.get("profile"))
+    root = project_root_for(run, here)
+    plan = load_plan(load_config(root).plan_dir, profile=saved.get("profile"))
     if saved.get("kind") == "set":
         return rejudge_set(run, plan)
     if saved.get("set"):

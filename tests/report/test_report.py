@@ -187,6 +187,7 @@ def test_rejudge_re_decides_from_saved_data_with_the_current_limits(project: Cal
     again = qualify_proc("report", run_dir.name, "--rejudge", "--project", str(p.root))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 check(s) changed" in again.stdout
+    assert f"re-decided with the plan of {p.root}" in again.stdout  # whose limits decided
     result = json.loads((check / "result.json").read_text())
     assert result["verdict"] == "FAIL" and result["spec"]["limits"] == {"min_tps": 150}
     assert json.loads((check / "result.measured.json").read_text())["verdict"] == "PASS"

@@ -10,7 +10,7 @@
 # resumable) once its build stage has ended, and each named stage is then run with
 # `qualify run --run ID --only STAGE --no-gate`, so that the stages a short lease must not miss
 # come first. QUALIFY_STOP=1 stops whatever still runs before the run directory is written out
-# (the last step of a lease). QUALIFY_HOLD=1 starts no run yet, so that a study of the host's
+# (the last step of a lease: it waits up to LIMIT_S first). QUALIFY_HOLD=1 starts no run yet, so that a study of the host's
 # noise (pin_study.py, alternation_study.py) has the machine to itself. QUALIFY_SEND_ARMS=1 writes the CUDA arms built here out, four
 # pieces a step (ARMS_PER_STEP; step 9), for later leases to import rather than build. The run
 # reads a clone of the repository at its HEAD (or at
@@ -248,19 +248,6 @@ RUN
 fi
 }
 maybe_start_run "$@"
-if [ "${QUALIFY_STOP:-0}" = 1 ] && [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]; then
-  # The stage-order script first (so that it starts no next stage), then qualify by pid: a
-  # pattern such as "qualify run" may be in this step's own command line.
-  pkill -TERM -f "bash $state/run.sh"
-  qualify_pids() {
-    for p in $(pgrep -x python3); do tr '\0' ' ' < "/proc/$p/cmdline" | grep -q "qualify run" && echo "$p"; done
-  }
-  kill -TERM $(qualify_pids) 2> /dev/null
-  for _ in $(seq 60); do [ -z "$(qualify_pids)" ] && break; sleep 1; done
-  echo stopped > "$state/run.rc"
-  log "run stopped for the end of the lease"
-fi
-
 # 7. wait for what runs, reporting every minute
 busy() {
   for a in reference default cuda135; do
@@ -284,6 +271,21 @@ while busy && [ "$(left)" -gt 25 ]; do
   [ $((SECONDS % 60)) -lt 5 ] && log "$(status | tr '\n' ';')"
 done
 
+# QUALIFY_STOP=1: once the wait is over, whatever still runs is stopped (it stays resumable), so
+# that the lease's last step waits for the run as long as it can and then writes out what is on disk.
+if [ "${QUALIFY_STOP:-0}" = 1 ] && [ -f "$state/run.started" ] && [ ! -f "$state/run.rc" ]; then
+  # The stage-order script first (so that it starts no next stage), then qualify by pid: a
+  # pattern such as "qualify run" may be in this step's own command line.
+  pkill -TERM -f "bash $state/run.sh"
+  qualify_pids() {
+    for p in $(pgrep -x python3); do tr '\0' ' ' < "/proc/$p/cmdline" | grep -q "qualify run" && echo "$p"; done
+  }
+  kill -TERM $(qualify_pids) 2> /dev/null
+  for _ in $(seq 60); do [ -z "$(qualify_pids)" ] && break; sleep 1; done
+  echo stopped > "$state/run.rc"
+  log "run stopped for the end of the lease"
+fi
+
 # 8. what came of it
 {
   cat "$state/host.txt"; echo; cat "$state/host.log"; echo; status
@@ -294,12 +296,16 @@ done
   for j in "$state"/run.json "$state"/run-*.json; do [ -s "$j" ] && { echo "### $(basename "$j")"; cat "$j"; }; done
 } > "$out/summary.txt" 2>&1
 (cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log 2>/dev/null)
-if [ -d "$state/runs" ] && { [ -f "$state/run.rc" ] || [ "${QUALIFY_STOP:-0}" = 1 ]; }; then
+if [ -d "$state/runs" ]; then
   # The run directory without its bulk: per-token logits, copies of test trees, and any file of
   # 16 MiB or more (a numerics artifact still being written when the lease ends is gigabytes).
+  # Every step writes it, at the lowest priority: while the run goes on it is a snapshot, so that
+  # a lease lost before its last step still leaves the stages that had ended (`run.state` says
+  # which it is).
+  if [ -f "$state/run.rc" ]; then echo "ended: $(cat "$state/run.rc")"; else echo "running"; fi > "$out/run.state"
   (cd "$state/runs" && find . -type f -size -16M ! -name '*.kld' ! -name '*.bin' ! -path '*/.cache/*' -print0 \
-    | tar --null --no-recursion -cJf "$out/run.tar.xz" -T -) \
-    && log "run directory: $(stat -c %s "$out/run.tar.xz") bytes"
+    | nice -n 19 tar --null --no-recursion -cJf "$out/run.tar.xz" -T -) \
+    && log "run directory ($(cat "$out/run.state")): $(stat -c %s "$out/run.tar.xz") bytes"
 fi
 # 9. with QUALIFY_SEND_ARMS=1, the CUDA arms built here go back (send-arms.sh: four 12 MiB
 #    pieces a step beside arms.list), so that later leases import them (receive-arms.sh here,
