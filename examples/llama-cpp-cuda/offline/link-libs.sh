@@ -37,4 +37,10 @@ if [ ! -e "$lib/stubs/libcuda.so" ]; then
   echo "libcuda stub: $(wc -l < "$tmp/stub.c") functions"
   rm -rf "$tmp"
 fi
+# ld looks for a shared library's own needs (libggml-cuda.so needs libcuda.so.1) by that name in
+# the -rpath directories the executables are linked with, which name $lib: without this link
+# every executable fails to link ("libcuda.so.1, needed by libggml-cuda.so, not found"). At run
+# time it would load the stub, but only here, where there is no GPU: on the GPU host $lib is the
+# host's CUDA (host.sh), and libcuda.so.1 is the driver's.
+ln -sfn stubs/libcuda.so "$lib/libcuda.so.1"
 ls "$lib" "$lib/stubs"
