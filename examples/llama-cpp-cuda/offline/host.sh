@@ -238,7 +238,7 @@ fi
 rc=0
 for stage in \$order; do
   echo "--- \$stage" >> '$state/run.log'
-  "\${q[@]}" --run "\$run" --only "\$stage" --no-gate $* > '$state/run-\$stage.json' 2>> '$state/run.log' || rc=\$?
+  "\${q[@]}" --run "\$run" --only "\$stage" --no-gate $* > "$state/run-\$stage.json" 2>> '$state/run.log' || rc=\$?
 done
 exit \$rc
 RUN
