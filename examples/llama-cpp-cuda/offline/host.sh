@@ -303,8 +303,11 @@ if [ -d "$state/runs" ]; then
   # a lease lost before its last step still leaves the stages that had ended (`run.state` says
   # which it is).
   if [ -f "$state/run.rc" ]; then echo "ended: $(cat "$state/run.rc")"; else echo "running"; fi > "$out/run.state"
+  # A log the run is still writing changes while tar reads it: tar exits 1 then and the archive is
+  # whole (that log's copy may end early; results are written atomically and are never caught
+  # half-written). Only a fatal error (2) loses the snapshot.
   (cd "$state/runs" && find . -type f -size -16M ! -name '*.kld' ! -name '*.bin' ! -path '*/.cache/*' -print0 \
-    | nice -n 19 tar --null --no-recursion -cJf "$out/run.tar.xz" -T -) \
+    | nice -n 19 tar --null --no-recursion --warning=no-file-changed -cJf "$out/run.tar.xz" -T -; [ $? -le 1 ]) \
     && log "run directory ($(cat "$out/run.state")): $(stat -c %s "$out/run.tar.xz") bytes"
 fi
 # 9. with QUALIFY_SEND_ARMS=1, the CUDA arms built here go back (send-arms.sh: four 12 MiB
