@@ -22,6 +22,15 @@ medians (each unit's first repetition left out) from the pinned units of SET_DIR
 `pinned` and `positive-pinned` roles, both pinned's build), independently, so the A/A has no
 effect; the slowdown multiplies the candidate's draw by 0.94. What it leaves out: a drift that
 both units of a pair share (pairs cancel it, so the real design can only do better).
+
+    .venv/bin/python examples/llama-cpp-cuda/decide_pairs.py --rounds SET_DIR
+
+`--rounds` reads a set whose bench ran server blocks (`format = "llama-server"`): per member
+and test, the SD of one round's log ratio to pinned's round of the same block, what that SD
+predicts for a block's mean of its rounds (SD / sqrt(rounds)), the SD the block means had, and
+how closely pinned's and the A/A server's rounds of one block follow each other (the median
+correlation of their logs). Where the prediction matches, the blocks' noise is the rounds' own,
+and only more rounds in all (blocks × rounds) narrow it.
 """
 
 from __future__ import annotations
@@ -126,8 +135,39 @@ def resample(run_set: Path) -> None:
         print(f"{test:8} {len(logs):6} {logs.std(ddof=1):7.2%}   {same:13.0%}   {slower:13.0%}")
 
 
+KEYS = ["test", "pair", "rep"]  # a block's rounds: its pair number and the round within it
+
+
+def rounds(run_set: Path) -> None:
+    bench = run_set / "60-bench" / "llama-bench"
+    logs = {
+        role: np.log(pd.read_parquet(bench / role / "samples.parquet").set_index(KEYS).value)
+        for role in ("pinned", "positive-pinned", "cuda135", "negative-ub256")
+        if (bench / role / "samples.parquet").exists()
+    }
+    base = logs.pop("pinned")
+    print("test     member            round SD  predicted block SD  block SD  rounds  pinned~A/A r")
+    for test in sorted(set(base.index.get_level_values(0))):
+        for member, member_logs in logs.items():
+            ratio = (member_logs.loc[test] - base.loc[test]).dropna()
+            blocks = ratio.groupby(level=0)
+            per_round = float(blocks.std().mean())
+            n = int(blocks.size().median())
+            correlation = ""
+            if member == "positive-pinned":
+                both = pd.concat([base.loc[test], member_logs.loc[test]], axis=1).dropna()
+                r = [float(np.corrcoef(g.iloc[:, 0], g.iloc[:, 1])[0, 1]) for _, g in both.groupby(level=0)]
+                correlation = f"{np.median(r):.2f}"
+            print(
+                f"{test:8} {member:16} {per_round:9.1%} {per_round / math.sqrt(n):19.1%}"
+                f" {float(blocks.mean().std()):9.1%} {n:7}  {correlation}"
+            )
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--recorded"]:
     recorded()
+elif __name__ == "__main__" and sys.argv[1:2] == ["--rounds"] and len(sys.argv) == 3:
+    rounds(Path(sys.argv[2]))
 elif __name__ == "__main__" and sys.argv[1:2] == ["--resample"] and len(sys.argv) == 3:
     resample(Path(sys.argv[2]))
 elif __name__ == "__main__":
