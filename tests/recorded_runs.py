@@ -34,3 +34,9 @@ def bench_tests(run: Path, member: str) -> dict[str, Any]:
     result = json.loads((run / member / "60-bench" / "llama-bench" / "result.json").read_text())
     tests: dict[str, Any] = result["facts"]["tests"]
     return tests
+
+
+def check_result(run: Path, member: str, stage: str, check: str) -> dict[str, Any]:
+    """One check's saved result.json in a member of a recorded run set."""
+    saved: dict[str, Any] = json.loads((run / member / stage / check / "result.json").read_text())
+    return saved

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from recorded_runs import bench_tests, rejudge
+from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261202-151725-cuda135.tar.xz"
@@ -35,10 +36,6 @@ def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = where / "20261202-151725-cuda135"
     rejudge(EXAMPLE, run)
     return run
-
-
-def result(run: Path, member: str, stage: str, check: str) -> dict[str, Any]:
-    return json.loads((run / member / stage / check / "result.json").read_text())
 
 
 def test_the_set_names_the_revision_it_qualified(rejudged: Path) -> None:

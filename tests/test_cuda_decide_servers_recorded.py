@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from recorded_runs import bench_tests, rejudge, unpack
+from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261204-171520-cuda135.tar.xz"
@@ -28,10 +28,6 @@ def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
     rejudge(EXAMPLE, run)
     return run
-
-
-def result(run: Path, member: str, stage: str, check: str) -> dict[str, Any]:
-    return json.loads((run / member / stage / check / "result.json").read_text())
 
 
 def test_the_set_names_its_revision_and_profile(rejudged: Path) -> None:
