@@ -25,7 +25,7 @@ from qualify.bench.judge import (
     series_from,
     unit_center,
 )
-from qualify.bench.schedule import DEFAULT_MARGIN, run_schedule
+from qualify.bench.schedule import DEFAULT_MARGIN, PLANNED_MAXIMUM, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.core.context import CheckContext
@@ -61,6 +61,19 @@ def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], d
                 str(test), (str(group["unit_name"].iloc[0]), bool(group["higher_is_better"].iloc[0]))
             )
     return dict(values), kinds
+
+
+def _stop_reason(schedule: dict[str, Any], outcomes: list[Outcome]) -> str:
+    """Why the schedule stopped, as this judgement's reader needs it. A run set's members share
+    one schedule, which runs to its planned maximum while any member's test is undecided; a
+    member whose own tests were all decided says so, rather than pass on a count of tests that
+    are not its own."""
+    stop = str(schedule.get("stop_reason") or "stopped")
+    shared = len(schedule.get("joint") or ()) > 2
+    decided = bool(outcomes) and all(o.finding != INCONCLUSIVE for o in outcomes)
+    if shared and decided and stop.startswith(PLANNED_MAXIMUM):
+        return f"{PLANNED_MAXIMUM} for other members' tests; every test of this one was decided"
+    return stop
 
 
 def judge(saved: SavedCheck) -> Judgement:
@@ -116,7 +129,8 @@ def judge(saved: SavedCheck) -> Judgement:
     for outcome in outcomes:
         counted[INVALID if outcome.label in invalid else outcome.finding] += 1
     summary = ", ".join(f"{n} {name}" for name, n in counted.items()) or "no tests"
-    summary += f" — {pairs} pairs ({schedule.get('stop_reason') or 'stopped'})"
+    schedule = {**schedule, "stop_reason": _stop_reason(schedule, outcomes)}
+    summary += f" — {pairs} pairs ({schedule['stop_reason']})"
     reason = headline(verdict, findings, summary)
     if reason != summary:
         reason += f" — {summary}"

@@ -315,6 +315,11 @@ def _warm_up(schedule: Schedule) -> bool:
     return True
 
 
+# How a schedule's stop reason begins when its last look left tests undecided; a member of a run
+# set reads it to tell whether the tests still open were its own.
+PLANNED_MAXIMUM = "the planned maximum ran"
+
+
 def _pairs(schedule: Schedule) -> None:
     """Blocks of units until a stop rule holds; the stop reason is left on `schedule`."""
     ctx = schedule.ctx
@@ -334,7 +339,8 @@ def _pairs(schedule: Schedule) -> None:
             look += 1
             if look >= len(planned):
                 schedule.stop_reason = (
-                    f"the planned maximum ran; {len(open_tests)} test(s) still inconclusive"
+                    f"{PLANNED_MAXIMUM}; {len(open_tests)} test(s) still inconclusive: "
+                    + ", ".join(open_tests)
                 )
                 break
             ctx.echo(

@@ -2,7 +2,8 @@
 
 The stages are `command` checks whose exit status depends on the arm ({arm}), and a `bench`
 check whose units are a small Python script reporting throughput in qualify's metrics format:
-the "bad" arm is 10 % slower, every other arm runs at the same speed with 0.2 % noise. They
+the "bad" arm is 10 % slower, the "noisy" one has pinned's speed with 20 % noise (no run of
+12 pairs can decide it), every other arm runs at the same speed with 0.2 % noise. They
 stand in for real builds and engines (no nix here): what is under test is how a set binds,
 gates, measures together and decides.
 """
@@ -35,6 +36,8 @@ installable = ".#cand"
 installable = ".#cand2"
 [arms.bad]
 installable = ".#bad"
+[arms.noisy]
+installable = ".#noisy"
 """
 
 SPEED = """
@@ -43,7 +46,8 @@ from pathlib import Path
 arm, out = sys.argv[1], sys.argv[2]
 random.seed(Path(out).parent.parent.name + Path(out).name)  # the role and the unit: repeatable
 factor = 0.9 if arm == "bad" else 1.0
-samples = [100 * factor * (1 + random.gauss(0, 0.002)) for _ in range(3)]
+noise = 0.2 if arm == "noisy" else 0.002
+samples = [100 * factor * (1 + random.gauss(0, noise)) for _ in range(3)]
 metric = {"name": "tps", "unit": "t/s", "higher_is_better": True, "samples": samples}
 json.dump({"schema_version": 1, "metrics": [metric]}, open(out, "w"))
 """
@@ -231,6 +235,25 @@ def test_a_bench_regression_is_found_for_its_candidate_only(project: Callable[..
     assert cand["verdict"] in ("PASS", "WARN") and not cand["facts"]["tests"]["tps"]["regression"]
     bad = saved(run / "bad" / "60-bench" / "speed" / "result.json")
     assert bad["verdict"] == "FAIL" and "regression" in bad["reason"], bad["reason"]
+
+
+def test_a_member_decided_early_is_not_told_of_another_member_s_open_test(
+    project: Callable[..., Project],
+) -> None:
+    """The set's one schedule runs to its planned maximum while noisy's test is open; bad's
+    judgement, decided, says the schedule ran on for other members rather than that a test is
+    still inconclusive, and noisy's names its own open test."""
+    p = make(project)
+    code, out = cli(p, "run", "--candidate", "noisy", "--candidate", "bad")
+    assert code == 1, out
+    run = only_run(p)
+    joint = saved(run / "60-bench" / "speed" / "schedule.json")
+    assert joint["stop_reason"] == "the planned maximum ran; 1 test(s) still inconclusive: noisy: tps"
+    noisy = saved(run / "noisy" / "60-bench" / "speed" / "result.json")
+    assert noisy["verdict"] == "INCONCLUSIVE" and "still inconclusive: noisy: tps" in noisy["reason"]
+    bad = saved(run / "bad" / "60-bench" / "speed" / "result.json")
+    assert bad["verdict"] == "FAIL" and "still inconclusive" not in bad["reason"], bad["reason"]
+    assert "for other members' tests; every test of this one was decided" in bad["reason"]
 
 
 def test_a_saved_set_is_rerun_and_rejudged_per_candidate(project: Callable[..., Project]) -> None:
