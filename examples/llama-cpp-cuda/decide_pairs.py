@@ -30,7 +30,9 @@ and test, the SD of one round's log ratio to pinned's round of the same block, w
 predicts for a block's mean of its rounds (SD / sqrt(rounds)), the SD the block means had, and
 how closely pinned's and the A/A server's rounds of one block follow each other (the median
 correlation of their logs). Where the prediction matches, the blocks' noise is the rounds' own,
-and only more rounds in all (blocks × rounds) narrow it.
+and only more rounds in all (blocks × rounds) narrow it. The last two columns ask whether a
+robust summary of a block would do better: the rounds' excess kurtosis about their block's mean
+(0 for a normal law; heavy tails are well above it), and the SD of the blocks' median ratios.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from qualify.bench.judge import NO_CHANGE, SLOWER, Series, evaluate
 
@@ -146,7 +149,10 @@ def rounds(run_set: Path) -> None:
         if (bench / role / "samples.parquet").exists()
     }
     base = logs.pop("pinned")
-    print("test     member            round SD  predicted block SD  block SD  rounds  pinned~A/A r")
+    print(
+        "test     member            round SD  predicted block SD  block SD  rounds  pinned~A/A r"
+        "  kurtosis  block SD (medians)"
+    )
     for test in sorted(set(base.index.get_level_values(0))):
         for member, member_logs in logs.items():
             ratio = (member_logs.loc[test] - base.loc[test]).dropna()
@@ -158,9 +164,13 @@ def rounds(run_set: Path) -> None:
                 both = pd.concat([base.loc[test], member_logs.loc[test]], axis=1).dropna()
                 r = [float(np.corrcoef(g.iloc[:, 0], g.iloc[:, 1])[0, 1]) for _, g in both.groupby(level=0)]
                 correlation = f"{np.median(r):.2f}"
+            # Heavy tails (excess kurtosis well above 0) would let a robust summary of a block's
+            # rounds (their median) vary less than their mean does; without them it varies more.
+            tails = float(stats.kurtosis(ratio - blocks.transform("mean")))
             print(
                 f"{test:8} {member:16} {per_round:9.1%} {per_round / math.sqrt(n):19.1%}"
-                f" {float(blocks.mean().std()):9.1%} {n:7}  {correlation}"
+                f" {float(blocks.mean().std()):9.1%} {n:7}  {correlation:12}"
+                f" {tails:9.2f} {float(blocks.median().std()):19.1%}"
             )
 
 
