@@ -12,6 +12,8 @@ Nothing stands in for anything: these are the H200's measurements.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,23 @@ def test_every_block_ran_at_full_clock_with_no_throttle_or_foreign_load(rejudged
         gpu = unit["gpu"]["gpus"]["0"]
         assert gpu["sm_mhz"] == [1980.0, 1980.0, 1980.0] and not gpu["reasons"], unit["index"]
         assert unit["host"]["foreign_cores"] < 0.1, unit["index"]
+
+
+def test_the_pp_noise_is_the_rounds_own_and_has_no_heavy_tail(rejudged: Path) -> None:
+    """What the README says of `decide_pairs.py --rounds` on this set: a block's noise is what
+    its rounds' noise predicts, and with no heavy tail a block's median varies no less than its
+    mean, so a robust summary would not decide pp either."""
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE / "decide_pairs.py"), "--rounds", str(rejudged)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("pp2048")]
+    assert len(rows) == 3, proc.stdout
+    for row in rows:
+        member, per_round, predicted, block = row[1], *(float(v.rstrip("%")) for v in row[2:5])
+        kurtosis, medians = float(row[-2]), float(row[-1].rstrip("%"))
+        assert 20 < per_round < 25 and abs(block - predicted) < 1.0, (member, row)
+        assert kurtosis < 0, (member, kurtosis)
+        assert medians > 4.5, (member, medians)
