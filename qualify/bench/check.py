@@ -63,14 +63,14 @@ def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], d
     return dict(values), kinds
 
 
-def _stop_reason(schedule: dict[str, Any], outcomes: list[Outcome]) -> str:
+def _stop_reason(schedule: dict[str, Any], outcomes: list[Outcome], invalid: dict[str, str]) -> str:
     """Why the schedule stopped, as this judgement's reader needs it. A run set's members share
     one schedule, which runs to its planned maximum while any member's test is undecided; a
     member whose own tests were all decided says so, rather than pass on a count of tests that
     are not its own."""
     stop = str(schedule.get("stop_reason") or "stopped")
     shared = len(schedule.get("joint") or ()) > 2
-    decided = bool(outcomes) and all(o.finding != INCONCLUSIVE for o in outcomes)
+    decided = bool(outcomes) and all(o.finding != INCONCLUSIVE and o.label not in invalid for o in outcomes)
     if shared and decided and stop.startswith(PLANNED_MAXIMUM):
         return f"{PLANNED_MAXIMUM} for other members' tests; every test of this one was decided"
     return stop
@@ -129,7 +129,7 @@ def judge(saved: SavedCheck) -> Judgement:
     for outcome in outcomes:
         counted[INVALID if outcome.label in invalid else outcome.finding] += 1
     summary = ", ".join(f"{n} {name}" for name, n in counted.items()) or "no tests"
-    schedule = {**schedule, "stop_reason": _stop_reason(schedule, outcomes)}
+    schedule = {**schedule, "stop_reason": _stop_reason(schedule, outcomes, invalid)}
     summary += f" — {pairs} pairs ({schedule['stop_reason']})"
     reason = headline(verdict, findings, summary)
     if reason != summary:
