@@ -40,3 +40,17 @@ def check_result(run: Path, member: str, stage: str, check: str) -> dict[str, An
     """One check's saved result.json in a member of a recorded run set."""
     saved: dict[str, Any] = json.loads((run / member / stage / check / "result.json").read_text())
     return saved
+
+
+def rejudged_copy(example: Path, archive: Path, where: Path) -> Path:
+    """A recorded run set unpacked under `where` and re-decided with EXAMPLE's plan."""
+    run = unpack(archive, where)
+    rejudge(example, run)
+    return run
+
+
+def assert_provenance(run: Path, revision: str, profile: str) -> None:
+    """The set names the clean revision it qualified and the profile it ran."""
+    saved = json.loads((run / "run.json").read_text())
+    assert saved["provenance"]["git"] == {"rev": revision, "dirty": False}
+    assert saved["profile"] == profile

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from recorded_runs import bench_tests, rejudge
+from recorded_runs import assert_provenance, bench_tests, rejudged_copy
 from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -30,18 +29,11 @@ REVISION = "e49ade408a6a4ab2fa3ad79a05693792be59bccf"
 
 @pytest.fixture(scope="module")
 def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("recorded")
-    with tarfile.open(ARCHIVE) as archive:
-        archive.extractall(where, filter="data")
-    run = where / "20261202-151725-cuda135"
-    rejudge(EXAMPLE, run)
-    return run
+    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
 
 
 def test_the_set_names_the_revision_it_qualified(rejudged: Path) -> None:
-    saved = json.loads((rejudged / "run.json").read_text())
-    assert saved["provenance"]["git"] == {"rev": REVISION, "dirty": False}
-    assert saved["profile"] == "decide"
+    assert_provenance(rejudged, REVISION, "decide")
 
 
 def test_tg_decides_no_change_and_pp_stays_undecided(rejudged: Path) -> None:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from recorded_runs import bench_tests, rejudge, unpack
+from recorded_runs import assert_provenance, bench_tests, rejudged_copy
 from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -27,15 +27,11 @@ REVISION = "7cca46d6669019c7f2a8f7cf06d1f77e2964ec02"
 
 @pytest.fixture(scope="module")
 def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
-    rejudge(EXAMPLE, run)
-    return run
+    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
 
 
 def test_the_set_names_its_revision_and_profile(rejudged: Path) -> None:
-    saved = json.loads((rejudged / "run.json").read_text())
-    assert saved["provenance"]["git"] == {"rev": REVISION, "dirty": False}
-    assert saved["profile"] == "decide-servers"
+    assert_provenance(rejudged, REVISION, "decide-servers")
 
 
 def test_server_blocks_decide_tg_and_halve_the_pp_noise_without_deciding_pp(rejudged: Path) -> None:

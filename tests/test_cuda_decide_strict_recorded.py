@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from recorded_runs import bench_tests, rejudge, unpack
+from recorded_runs import assert_provenance, bench_tests, rejudged_copy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261203-092533-cuda135.tar.xz"
@@ -27,15 +27,11 @@ REVISION = "02f47980b48e1443bbfc7e6561d2a84f70932aad"
 
 @pytest.fixture(scope="module")
 def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
-    rejudge(EXAMPLE, run)
-    return run
+    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
 
 
 def test_the_set_names_its_revision_and_profile(rejudged: Path) -> None:
-    saved = json.loads((rejudged / "run.json").read_text())
-    assert saved["provenance"]["git"] == {"rev": REVISION, "dirty": False}
-    assert saved["profile"] == "decide-strict"
+    assert_provenance(rejudged, REVISION, "decide-strict")
 
 
 def test_tg_decides_and_pp_does_not_even_with_the_threads_pinned(rejudged: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from junitparser import JUnitXml
-from recorded_runs import rejudge, unpack
+from recorded_runs import rejudged_copy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"
@@ -21,9 +21,7 @@ ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"
 
 @pytest.fixture(scope="module")
 def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
-    rejudge(EXAMPLE, copy)
-    return copy
+    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
 
 
 def report(run: Path) -> dict:
