@@ -29,6 +29,7 @@ from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.text import Text
 
+from qualify.core.plaintext import clean
 from qualify.pipeline.events import Events
 
 if TYPE_CHECKING:
@@ -64,17 +65,6 @@ def badge(value: str) -> str:
     return f"[{STYLE.get(value, 'white')}]{escape(value)}[/]"
 
 
-# ESC sequences: CSI (colours, cursor moves, erasures), OSC (titles, hyperlinks, clipboard)
-# ended by BEL or ST or not at all, DCS/SOS/PM/APC strings, and the two-character ones.
-_ESCAPE = re.compile(
-    r"\x9b[0-?]*[ -/]*[@-~]?"  # CSI in its one-byte (C1) form
-    r"|\x1b(?:\[[0-?]*[ -/]*[@-~]?"
-    r"|\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|[PX^_][^\x1b]*(?:\x1b\\)?"
-    r"|[ -~]?)"
-)
-# Every other C0 and C1 control but tab and newline (CR would let a line overwrite itself).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # GitHub's runner reads a line as a workflow command when, leading blanks trimmed, it starts
 # with "::" (`::error::`, `::add-mask::`, `::stop-commands::`), or when it holds "##[" anywhere
 # (the older form).
@@ -82,10 +72,10 @@ _COMMAND = re.compile(r"^(\s*):(?=:)", re.M)
 
 
 def plain(text: str) -> str:
-    """Outside text made safe to print: control sequences and characters removed, and a line
-    that a CI runner would take for a workflow command broken up (`: :error::`, `# #[`)."""
-    text = _CONTROL.sub("", _ESCAPE.sub("", text))
-    return _COMMAND.sub(r"\1: ", text).replace("##[", "# #[")
+    """Outside text made safe to print: control sequences and characters, bidirectional
+    controls and zero-width characters removed (`qualify.core.plaintext.clean`), and a line that
+    a CI runner would take for a workflow command broken up (`: :error::`, `# #[`)."""
+    return _COMMAND.sub(r"\1: ", clean(text)).replace("##[", "# #[")
 
 
 def safe(text: str) -> str:
@@ -116,6 +106,12 @@ class _Trimmed(io.TextIOBase):
 
     def writable(self) -> bool:
         return True
+
+    # typeshed declares `encoding` a plain attribute; io's own is a read-only descriptor.
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        # rich draws a table's borders in ASCII where the stream's encoding is not UTF.
+        return getattr(self._stream, "encoding", None) or "utf-8"
 
     def isatty(self) -> bool:
         return False

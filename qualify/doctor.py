@@ -24,6 +24,7 @@ from qualify.core.config import ProjectConfig, load_config
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.process import capture
+from qualify.core.redaction import redact_ref
 from qualify.core.runstore import read_json
 from qualify.pipeline.plan import Plan, load_plan
 
@@ -215,23 +216,24 @@ def _flake_probes(config: ProjectConfig, env: Mapping[str, str]) -> Iterator[Pro
     except QualifyError as exc:
         yield _problem("flake", exc, "building the arms")
         return
-    yield Probe("flake", True, f"{source.locked_url}", "building the arms")
+    # What is printed names a URL's token redacted (`oauth2:<redacted>@`): CI keeps this output.
+    yield Probe("flake", True, f"{redact_ref(source.locked_url)}", "building the arms")
     for name, arm in sorted(config.arms.items()):
         installable, _ = nix.installable_ref(source, arm.installable)
         argv = ["nix", "eval", "--raw", f"{installable}.drvPath", *arm.nix_args]
         code, text = capture(argv, env=env, cwd=config.root, timeout_s=600)
-        what = f"arm {name}"
+        what, shown = f"arm {name}", redact_ref(arm.installable)
         if code == 0:
-            yield Probe(what, True, f"{arm.installable} → {text.strip()}", "building the arms")
+            yield Probe(what, True, f"{shown} → {text.strip()}", "building the arms")
         else:
             yield Probe(
                 what,
                 False,
-                f"{arm.installable} does not evaluate: {text.strip()[-400:]}",
+                f"{shown} does not evaluate: {text.strip()[-400:]}",
                 "building the arms",
                 required=True,
-                fix=f"fix the flake's output for {arm.installable}, or the arm's installable in "
-                f"{config.path} (`nix eval {installable}.drvPath` shows the error)",
+                fix=f"fix the flake's output for {shown}, or the arm's installable in "
+                f"{config.path} (`nix eval {redact_ref(installable)}.drvPath` shows the error)",
             )
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from qualify.checks import junit, metrics
 from qualify.checks.base import TIMEOUT, CheckKind
 from qualify.checks.registry import installed
+from qualify.core.capped import size_words
 
 
 def kind_json(kind: CheckKind) -> dict[str, Any]:
@@ -88,6 +90,13 @@ def kinds_markdown() -> str:
         "A number is checked against its range when the plan is loaded (profiles included): a value",
         "outside it, NaN or infinity is a usage error naming the file, the line and the range. A limit",
         "without a default is judged only when the plan sets it.",
+        "",
+        # The caps come from the readers themselves, so this line cannot drift from them.
+        "A file a check's command writes is read up to a cap: the metrics JSON up to "
+        f"{size_words(metrics.MAX_BYTES)}, JUnit XML",
+        f"up to {size_words(junit.MAX_BYTES)}. A larger file is refused without being read, "
+        "naming its size and the cap (FAIL",
+        "for the candidate, ERROR for another role).",
         "",
     ]
     for kind in installed():

@@ -86,7 +86,7 @@ def test_python_then_qualify_then_what_uses_it() -> None:
         assert "pip install --user" not in script and "QUALIFY_SOURCE" in script
         assert 'echo "$RUNNER_TEMP/qualify/bin" >> "$GITHUB_PATH"' in script
     assert "[stages]" in step("qualify", "Install qualify")["run"]
-    assert "[stages]" not in step("fleet", "Install qualify")["run"]  # merging needs the core only
+    assert "[stages]" in step("fleet", "Install qualify")["run"]  # merging re-judges every host
     assert "QUALIFY_SOURCE" in workflow()["env"]
     nix = position("qualify", lambda s: str(s.get("name", "")).startswith("Nix"))
     assert nix < position("qualify", lambda s: "qualify doctor" in str(s.get("run", "")))

@@ -32,7 +32,7 @@ from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
-from qualify.core.redaction import holds_redacted, redact_argv, redact_values, remember_named
+from qualify.core.redaction import holds_redacted, redact_argv, redact_ref, redact_values, remember_named
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
 
@@ -89,6 +89,7 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
     allow_dirty = bool(ctx.options.get("allow_dirty"))
     nix_settings = builders.settings(ctx.spec.params, ctx.options.get("nix_options", []))
     _refuse_redacted(nix_settings)
+    _refuse_redacted_overrides(ctx.options.get("override_inputs", []))
     remember_named(nix_settings)  # an access token is redacted wherever nix prints it
     # Before any evaluation or build: a builder that is down fails here, by name.
     builders.probe(builders.builder_uris(nix_settings.get("builders", "")), env)
@@ -123,6 +124,18 @@ def _refuse_redacted(nix_settings: dict[str, str]) -> None:
             "give them again: "
             + " ".join(f"--nix-option {name}=..." for name in hidden)
             + " (or set them in nix.conf or NIX_CONFIG, which a run never saves in clear)",
+        )
+
+
+def _refuse_redacted_overrides(overrides: list[list[str]]) -> None:
+    """A resumed run reads its `--override-input`s from run.json, where a URL's token was saved
+    redacted: nix must not be given `<redacted>` for it."""
+    hidden = [str(name) for name, ref in overrides if holds_redacted(ref)]
+    if hidden:
+        raise QualifyError(
+            f"the --override-input(s) {', '.join(hidden)} of this run were saved redacted (their URL "
+            "holds a secret), so this attempt cannot pass them on",
+            "give them again: " + " ".join(f"--override-input {name}=..." for name in hidden),
         )
 
 
@@ -295,7 +308,8 @@ def _inputs(ctx: CheckContext, source: dict[str, Any], env: dict[str, str]) -> N
         for name in names or []:
             entry = dict(direct.get(name, {}))
             if role == "candidate" and name in overridden:
-                entry = {"original": dict(source["override_inputs"]).get(name), "override": True}
+                original = redact_ref(dict(source["override_inputs"]).get(name))
+                entry = {"original": original, "override": True}
             used[name] = entry
         write_json(
             ctx.role_dir(role) / "inputs.json",

@@ -17,6 +17,7 @@ from typing import Any
 from qualify.build.internaljson import BuildLog, DryRun, parse_dry_run
 from qualify.core import process
 from qualify.core.errors import QualifyError
+from qualify.core.runstore import ensure_folder
 
 
 class NixError(QualifyError):
@@ -179,7 +180,7 @@ def build(
         if on_log is not None and events.last_line is not before and events.last_line:
             on_log(*events.last_line)
 
-    out_link.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out_link.parent)  # the run's gcroots: never a link to somewhere else
     done = process.run(
         [
             "nix",

@@ -3,6 +3,10 @@
 A test's captured output may hold characters XML 1.0 does not allow (a coloured log's ESC, a
 NUL), written raw or as character references by tools that do not filter them: such a file
 is read with those characters taken out, since the outcomes it records are intact.
+
+A file is read up to `MAX_BYTES` (a suite of tens of thousands of tests with their captured
+output stays well under it); a larger one is refused, naming its size and the cap, without
+being read.
 """
 
 from __future__ import annotations
@@ -10,6 +14,11 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from qualify.core.capped import FileTooLarge, read_capped
+
+#: The largest JUnit XML file read.
+MAX_BYTES = 256 << 20
 
 PASSED, FAILED, ERROR, SKIPPED, MISSING = "passed", "failed", "error", "skipped", "missing"
 
@@ -30,10 +39,12 @@ def read_junit(path: Path) -> dict[str, str]:
 def read_junit_cases(path: Path) -> dict[str, tuple[str, float | None]]:
     """Each test case's status and its `time` attribute in seconds (None when absent)."""
     try:
-        data = path.read_bytes()
+        data = read_capped(path, MAX_BYTES, "the JUnit XML")
     except FileNotFoundError:
         raise JUnitInvalid(f"{path}: the test command wrote no JUnit XML") from None
-    except OSError as exc:
+    except FileTooLarge as exc:
+        raise JUnitInvalid(str(exc)) from None
+    except (OSError, ValueError) as exc:
         raise JUnitInvalid(f"{path}: not valid JUnit XML: {exc}") from None
     try:
         root = ET.fromstring(data)

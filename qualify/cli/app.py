@@ -26,6 +26,7 @@ from typer.core import TyperGroup
 from qualify import __version__
 from qualify.checks import registry
 from qualify.console import reader_left, safe
+from qualify.core.asciitext import fit_streams
 from qualify.core.errors import ConfigError, ExitCode, QualifyError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class QualifyGroup(TyperGroup):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         _plain_argument_help(self)
+        fit_streams()  # an ASCII console gets `->` for `→`, not an error
         err = Console(stderr=True, soft_wrap=True, emoji=False)  # paths and commands stay copyable
         try:
             code = super().main(*args, **kwargs)

@@ -49,10 +49,21 @@ def merge(
             "--max-files", metavar="N", min=1, help="The most entries one archive may hold (default 100000)."
         ),
     ] = None,
+    pick: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run",
+            metavar="ID",
+            help="Of an archive or folder holding several runs, the one to merge: its run id or its "
+            "folder's path inside it (repeatable: one for each such input).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge the hosts' runs of one revision into one report: stages × hosts, each host's verdict,
-    GPU and driver, and what differs between hosts. QUALIFIED only when every host is."""
+    GPU and driver, and what differs between hosts. Every host's checks are re-decided from
+    their measurements first. QUALIFIED only when every host is."""
     from qualify.console import badge
     from qualify.core.runstore import RunDir
     from qualify.core.verdicts import exit_code_for
@@ -68,7 +79,7 @@ def merge(
     )
 
     console = open_console(stderr=as_json)
-    verdict = merge(runs, out, allow_mixed=allow_mixed, caps=caps)
+    verdict = merge(runs, out, allow_mixed=allow_mixed, caps=caps, pick=tuple(pick or ()))
     files = render(RunDir(out))
     publish_for(RunDir(out), files.markdown, to_stderr=as_json)
     if as_json:
@@ -78,10 +89,16 @@ def merge(
             "exit_code": int(exit_code_for(verdict)),
             "out": str(out),
             "report": {k: str(v) for k, v in vars(files).items()},
-            "hosts": [{"host": h.key, "verdict": h.verdict, "gpus": h.gpus} for h in model.hosts],
+            "hosts": [
+                {"host": h.key, "verdict": h.verdict, "reason": h.verdict_reason, "gpus": h.gpus}
+                for h in model.hosts
+            ],
             "differences": model.differences,
         }
         print_json(document)
+    for host in fleet_model(out).hosts if not as_json else []:
+        if host.verdict_reason.startswith("not re-judged"):
+            console.print(f"{safe(host.key)}: {badge(host.verdict)}  {safe(host.verdict_reason)}")
     console.print(f"{badge(verdict.value)}  fleet report {safe(str(files.html))}")
     console.print(f"summary: {safe(str(files.markdown))}")
     raise typer.Exit(int(exit_code_for(verdict)))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from qualify.core.runstore import RunDir
+    from qualify.pipeline.record import RunRecord
 
 from qualify.cli.running import publish_for
 
@@ -27,7 +28,7 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
 
     from qualify.console import badge
     from qualify.core.config import load_config
-    from qualify.core.runstore import list_runs
+    from qualify.core.runlist import list_runs
     from qualify.pipeline.request import runs_dir_for
 
     console = open_console()
@@ -45,8 +46,9 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
         table.add_column(column, overflow="fold")
     for entry in entries:
         if entry["status"] == "broken":
-            # One broken run must not hide the others: list it, say what is wrong.
-            table.add_row(safe(entry["run_id"]), "?", "", "[red]broken[/]", "—", safe(entry["error"]))
+            # One broken run must not hide the others: list it, say what is wrong and what to do.
+            why = entry["error"] + (f" (what to do: {entry['hint']})" if entry["hint"] else "")
+            table.add_row(safe(entry["run_id"]), "?", "", "[red]broken[/]", "—", safe(why))
             continue
         table.add_row(
             safe(entry["run_id"]),
@@ -166,7 +168,8 @@ def report(
 
     console = open_console(stderr=as_json)
     run = _open(project, runs_dir, run_id)
-    changes = rejudge_with_project_plan(run, project) if rejudge else []
+    with run.writing():  # a rejudgement writes nothing through a link inside the run
+        changes = rejudge_with_project_plan(run, project) if rejudge else []
     for change in changes:
         where = safe(f"{change.stage}/{change.check}")
         console.print(f"{where}: {badge(change.before)} → {badge(change.after)}")
@@ -342,41 +345,51 @@ def _derived_verdict(entry: RunDir, saved: dict[str, Any]) -> str:
 
 
 def _run_entry(entry: RunDir) -> dict[str, Any]:
-    try:
-        from qualify.pipeline.ondisk import status_of
+    """What `runs` lists of a run, from its record as checked on load: a run.json that does
+    not read or hold is listed as broken, with why and what to do, and never hides the others."""
+    from qualify.pipeline.ondisk import status_of
+    from qualify.pipeline.record import RunRecord
 
+    try:
         saved = entry.read()
+        record = RunRecord.parse(entry, saved)
         status = status_of(entry, saved)
         verdict = _derived_verdict(entry, saved)
     except QualifyError as exc:
-        return {"run_id": entry.run_id, "path": str(entry.path), "status": "broken", "error": exc.message}
+        return {
+            "run_id": entry.run_id,
+            "path": str(entry.path),
+            "status": "broken",
+            "error": exc.message,
+            "hint": exc.hint,
+        }
     return {
         "run_id": entry.run_id,
         "path": str(entry.path),
-        "candidate": _candidates(saved),
-        "profile": saved.get("profile"),
+        "sequence": entry.sequence,
+        "candidate": _candidates(record),
+        "profile": record.profile,
         "status": status,
         "verdict": verdict,
-        "created_at": saved.get("created_at"),
+        "created_at": record.created_at or None,
     }
 
 
-def _candidates(saved: dict[str, Any]) -> str | None:
+def _candidates(record: RunRecord) -> str | None:
     """The run's candidate arm; a run set's candidates, and how many controls ran with them."""
-    if saved.get("kind") == "fleet":
-        return f"fleet of {len(saved.get('hosts', []))} hosts"
-    if saved.get("kind") != "set":
-        arm = saved.get("roles", {}).get("candidate", {}).get("arm")
-        return str(arm) if arm is not None else None
-    members = saved.get("members", [])
-    names = ", ".join(m["arm"] for m in members if m.get("role") == "candidate")
-    controls = sum(m.get("role") != "candidate" for m in members)
+    if record.kind == "fleet":
+        hosts = record.document.get("hosts")
+        return f"fleet of {len(hosts) if isinstance(hosts, list) else '?'} hosts"
+    if not record.is_set:
+        return record.candidate_arm
+    names = ", ".join(m.arm for m in record.members if not m.is_control)
+    controls = sum(m.is_control for m in record.members)
     return names + (f" (+{controls} control{'s' if controls > 1 else ''})" if controls else "")
 
 
 def _open(project: Path, runs_dir: Path | None, run_id: str | None) -> RunDir:
     from qualify.core.config import load_config
-    from qualify.core.runstore import open_run
+    from qualify.core.runlist import open_run
     from qualify.pipeline.request import runs_dir_for
 
     if run_id is not None and (Path(run_id) / "run.json").is_file():

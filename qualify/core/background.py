@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from qualify.core.process import Completed, LineCallback, _Pump, kill_group, launched
+from qualify.core.children import kill_group
+from qualify.core.outputpump import LineCallback, Pump
+from qualify.core.process import Completed, launched
 from qualify.core.runstore import now_iso
 
 
@@ -22,7 +24,7 @@ class Running:
 
     argv: tuple[str, ...]
     process: subprocess.Popen[bytes]
-    pump: _Pump
+    pump: Pump
     started_at: str
     start_s: float
     timeout_s: float | None

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from qualify.core.errors import ConfigError, UsageError
-from qualify.core.redaction import redact_argv, redact_env, redact_values
+from qualify.core.plaintext import describe, forbidden
+from qualify.core.redaction import redact_argv, redact_env, redact_ref, redact_values, remember_urls
 from qualify.core.tomlfile import Table, read_toml, suggest
 
 CONFIG_NAME = "qualify.toml"
@@ -92,7 +93,7 @@ class ProjectConfig:
         """The resolved configuration as saved in run.json (secrets redacted)."""
         return {
             "path": str(self.path),
-            "flake": self.flake,
+            "flake": redact_ref(self.flake),
             "plan_dir": str(self.plan_dir) if self.plan_dir else None,
             "pinned": self.pinned,
             "reference": self.reference,
@@ -102,8 +103,8 @@ class ProjectConfig:
             "vars": redact_values(_jsonable(self.vars)),
             "arms": {
                 name: {
-                    "installable": arm.installable,
-                    "devshell": arm.devshell,
+                    "installable": redact_ref(arm.installable),
+                    "devshell": redact_ref(arm.devshell),
                     "env": redact_env(arm.env),
                     "nix_args": redact_argv(arm.nix_args, known=False),
                     "vars": redact_values(_jsonable(arm.vars)),
@@ -137,6 +138,8 @@ def load_config(project: Path) -> ProjectConfig:
     )
     root = path.parent
     arms_table = top.table("arms", required=True)
+    for name in arms_table.data:
+        _check_arm_name(arms_table, name)
     arms = {name: _load_arm(arms_table, name) for name in arms_table.data}
     if not arms:
         raise arms_table.error(None, "no arms defined", "add [arms.pinned] and a candidate arm")
@@ -158,10 +161,13 @@ def load_config(project: Path) -> ProjectConfig:
     if plan_dir is not None and not plan_dir.is_dir():
         raise top.error("plan", f"{plan_dir} is not a directory of stage files")
     runs_dir = Path(top.string("runs_dir", "runs") or "runs")
+    flake = top.string("flake", ".") or "."
+    # A token in a flake URL reaches nix as written, and nix or git may print it anywhere.
+    remember_urls([flake, *(t for a in arms.values() for t in (a.installable, a.devshell, *a.nix_args))])
     return ProjectConfig(
         path=path,
         root=root,
-        flake=top.string("flake", ".") or ".",
+        flake=flake,
         plan_dir=plan_dir,
         pinned=pinned,
         reference=reference,
@@ -205,6 +211,19 @@ def _load_controls(table: Table, arms: dict[str, ArmSpec]) -> Controls:
             )
         negative[name] = stages
     return Controls(positive, negative)
+
+
+def _check_arm_name(arms: Table, name: str) -> None:
+    """An arm's name is shown in every report and names folders and CI annotations: a character
+    that reorders or hides text around it (bidirectional, zero-width) or a control character
+    would make what a reviewer reads differ from what ran."""
+    char = forbidden(name)
+    if char is not None:
+        raise arms.error(
+            name,
+            f"the arm's name holds {describe(char)}, a character that changes how text is shown",
+            "rename the arm ([arms.NAME]) with visible characters only",
+        )
 
 
 def _load_arm(arms: Table, name: str) -> ArmSpec:

@@ -15,7 +15,7 @@ from qualify.core.environment import child_env
 from qualify.core.placeholders import Value, expand
 from qualify.core.progress import Progress
 from qualify.core.redaction import remember_named
-from qualify.core.runstore import write_json
+from qualify.core.runstore import ensure_folder, write_json
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,8 @@ class CheckContext:
         self.learned[role] = {"drv": drv, "out": out}
 
     def role_dir(self, role: str) -> Path:
-        path = self.folder / role
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        # Never a link inside the run folder: what the role writes stays in it.
+        return ensure_folder(self.folder / role)
 
     def log(self, role: str, name: str = "run") -> Path:
         return self.folder / "logs" / f"{role}-{name}.log"

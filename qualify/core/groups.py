@@ -10,11 +10,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from qualify.core import cgroups, proctree
+from qualify.core.runfolder import open_append_nofollow
+
+if TYPE_CHECKING:
+    from qualify.core.cgroups import Cell
+    from qualify.core.containment import Wrapped
 
 #: Seconds between SIGTERM and SIGKILL when a watcher ends a group.
 KILL_GRACE_S = 5.0
@@ -25,9 +32,11 @@ KILL_GRACE_S = 5.0
 # grandchildren under a check's `/bin/sh -c`). The watcher is a shell in its own session that
 # blocks reading a pipe only qualify holds open: "done" means the group already ended; end of
 # file without it means qualify died, and the watcher ends the group (TERM, then KILL).
+# With a cgroup (`$3`: its cgroup.kill), what left the group is ended too.
 _WATCHER = (
     'read -r said; [ "$said" = done ] && exit 0; '
-    'kill -TERM -"$1" 2>/dev/null || exit 0; sleep "$2"; kill -KILL -"$1" 2>/dev/null; exit 0'
+    'kill -TERM -"$1" 2>/dev/null; sleep "$2"; kill -KILL -"$1" 2>/dev/null; '
+    '[ -n "$3" ] && echo 1 > "$3" 2>/dev/null; exit 0'
 )
 
 #: Where the run records the process groups it starts (one JSON line each), so that a resume
@@ -57,12 +66,14 @@ def _start_time(pid: int) -> int | None:
 class GroupWatch:
     """The watcher of one process group (see _WATCHER)."""
 
-    def __init__(self, pgid: int, argv: Sequence[str]) -> None:
+    def __init__(self, pgid: int, argv: Sequence[str], held: Wrapped | None = None) -> None:
         read_end, self._write = os.pipe()
         self._proc = None
+        cell = held.cell if held is not None else None
+        kill_file = str(cell.path / "cgroup.kill") if cell is not None else ""
         try:
             self._proc = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHER, "qualify-watch", str(pgid), str(KILL_GRACE_S)],
+                ["/bin/sh", "-c", _WATCHER, "qualify-watch", str(pgid), str(KILL_GRACE_S), kill_file],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -75,9 +86,18 @@ class GroupWatch:
             raise
         finally:
             os.close(read_end)
+        if self._proc is not None:
+            proctree.adopt(self._proc.pid)
         if _group_log is not None:
-            record = {"pgid": pgid, "start": _start_time(pgid), "argv": list(argv)[:8]}
-            with suppress(OSError), _group_log.open("a", encoding="utf-8") as handle:
+            record: dict[str, object] = {
+                "pgid": pgid,
+                "start": _start_time(pgid),
+                "boot": boot_id(),
+                "mark": held.mark if held is not None else None,
+                "cgroup": _relative_cgroup(cell),
+                "argv": list(argv)[:8],
+            }
+            with suppress(OSError), open_append_nofollow(_group_log) as handle:
                 handle.write(json.dumps(record) + "\n")
 
     def release(self) -> None:
@@ -89,28 +109,78 @@ class GroupWatch:
         if self._proc is not None:
             with suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
+            proctree.forget(self._proc.pid)
+
+
+def boot_id() -> str | None:
+    """This boot's id: a start time recorded in another boot says nothing about this one."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _relative_cgroup(cell: Cell | None) -> str | None:
+    mount = cgroups.cgroup2_mount()
+    if cell is None or mount is None or mount not in cell.path.parents:
+        return None
+    return str(cell.path.relative_to(mount))
 
 
 def end_recorded_groups(path: Path) -> list[str]:
-    """End the process groups a dead run recorded in `path` that are still alive (a group is
-    matched by its number, its session and a start no earlier than the recorded one, so a
-    number reused since is left alone); returns what was ended."""
+    """End what a dead run recorded in `path` and left alive; returns what was ended.
+
+    Only what is provably the run's own is ended, whatever the record says (a command could
+    have edited it): a cgroup only when it is one qualify made for a run; a process group only
+    when its leader is alive with the very start time recorded, in the same boot; else only the
+    processes that carry the command's mark in their environment."""
     if not path.is_file():
         return []
     ended: list[str] = []
+    boot = boot_id()
+    mount = cgroups.cgroup2_mount()
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)
             pgid, start = int(record["pgid"]), record.get("start")
         except (ValueError, KeyError, TypeError):
             continue
-        members = group_members(pgid, session=True, started_after=start if isinstance(start, int) else None)
-        if members:
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-            ended.append(f"group {pgid} ({shlex.join(record.get('argv') or [])}: {len(members)} processes)")
+        if not isinstance(record, dict) or record.get("boot") != boot:
+            continue  # another boot (or a record without one): none of its processes is alive
+        argv = record.get("argv")
+        shown = shlex.join(str(a) for a in argv) if isinstance(argv, list) else "?"
+        recorded = record.get("cgroup")
+        cell = cgroups.valid_recorded(recorded, mount) if isinstance(recorded, str) else None
+        if cell is not None:
+            count = len(cell.pids())
+            cell.kill()
+            with suppress(OSError):
+                cell.path.parent.rmdir()  # the dead run's own cgroup, once it holds no other
+            if count:
+                ended.append(f"group {pgid} ({shown}: {count} processes, by its cgroup)")
+                continue
+        mark = record.get("mark")
+        pids = set(group_members(pgid, session=True)) if _leader_is(pgid, start) else set()
+        if isinstance(mark, str) and mark:
+            pids |= proctree.marked(mark, proctree.table())
+        if pids:
+            proctree.end(pids, grace_s=0.0)
+            ended.append(f"group {pgid} ({shown}: {len(pids)} processes)")
     path.unlink()
     return ended
+
+
+def _leader_is(pgid: int, start: object) -> bool:
+    """Whether the group's leader is alive and is the process recorded (same start time)."""
+    leader = proctree.entry(pgid)
+    return (
+        isinstance(start, int)
+        and leader is not None
+        and not leader.zombie
+        and leader.pgid == pgid
+        and leader.session == pgid
+        and leader.start == start
+    )
 
 
 def group_members(pgid: int, *, session: bool = False, started_after: int | None = None) -> list[int]:

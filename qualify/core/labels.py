@@ -55,6 +55,7 @@ RESERVED = frozenset(
         "summary.md",
         "junit.xml",
         "processes.jsonl",
+        "seal.json",
     }
 )
 

@@ -1,14 +1,18 @@
-"""Command templates: split with shlex first, then fill each token's placeholders.
+"""Command templates: split as `shlex.split` splits them first, then fill each token's
+placeholders.
 
 A token that is exactly `{name}` and whose value is a list becomes several arguments (or none);
 a string value is never split, so a path with spaces stays one argument. `{{` and `}}` are
 literal braces.
+
+`split` is `shlex.split` (POSIX rules, no comments) in one regular-expression pass: shlex builds
+each token a character at a time, which takes time quadratic in the token's length, minutes for
+a variable of a few megabytes.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 
 from qualify.core.errors import PlaceholderError
@@ -25,11 +29,49 @@ BUILTINS = (
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
 
 
+# One piece of a word, as POSIX shlex reads it: a run of ordinary characters, a backslash and
+# the character it escapes, a single-quoted string (nothing escapes inside it), a double-quoted
+# one (a backslash escapes only `"` and `\\` there, and stays before any other character), or the
+# blanks between words. A quote never closed, or a backslash at the very end, is what is left.
+_PIECE = re.compile(
+    r"""(?P<plain>[^ \t\r\n'"\\]+)"""
+    r"|\\(?P<escaped>.)"
+    r"|'(?P<single>[^']*)'"
+    r'|"(?P<double>[^"\\]*(?:\\.[^"\\]*)*)"'
+    r"|(?P<blank>[ \t\r\n]+)",
+    re.S,
+)
+_DOUBLE_ESCAPE = re.compile(r'\\([\\"])')
+
+
 def split(template: str) -> list[str]:
-    try:
-        return shlex.split(template)
-    except ValueError as exc:
-        raise PlaceholderError(f"cannot split command template {template!r}: {exc}") from None
+    """`shlex.split(template)`, in time linear in the template's length."""
+    words: list[str] = []
+    word: list[str] | None = None  # None between words; [] for a word of empty quotes
+    at = 0
+    while at < len(template):
+        piece = _PIECE.match(template, at)
+        if piece is None:
+            why = "No escaped character" if template[at] == "\\" else "No closing quotation"
+            raise PlaceholderError(f"cannot split command template {_shown(template)}: {why}")
+        at = piece.end()
+        if piece.lastgroup == "blank":
+            if word is not None:
+                words.append("".join(word))
+            word = None
+            continue
+        if word is None:
+            word = []
+        kind, text = piece.lastgroup, piece.group(piece.lastgroup or 0)
+        word.append(_DOUBLE_ESCAPE.sub(r"\1", text) if kind == "double" else text)
+    if word is not None:
+        words.append("".join(word))
+    return words
+
+
+def _shown(template: str) -> str:
+    """A template as a message quotes it: its start and end, when it is long."""
+    return repr(template) if len(template) <= 200 else f"{template[:120]!r} … {template[-40:]!r}"
 
 
 def _scalar(name: str, value: Value, token: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -22,12 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from qualify.core import proctree
+from qualify.core.children import Child, open_log, raise_unwritten, spawn
 from qualify.core.errors import QualifyError, ToolMissing
-from qualify.core.groups import KILL_GRACE_S, group_alive
+from qualify.core.groups import KILL_GRACE_S
 from qualify.core.groups import GroupWatch as _GroupWatch
-from qualify.core.redaction import redact_argv, redact_env, redact_known, remember_named
-
-LineCallback = Callable[[str], None]
+from qualify.core.outputpump import LineCallback, Pump, read_bounded
+from qualify.core.redaction import redact_argv, redact_env, remember_named
 
 
 @dataclass(frozen=True)
@@ -78,82 +78,6 @@ def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> s
     return shlex.join(redact_argv(argv, env))
 
 
-def _spawn(
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    cwd: Path | None,
-    stdin: int | IO[bytes] | None,
-    separate_stdout: bool = False,
-) -> subprocess.Popen[bytes]:
-    if not argv:
-        raise QualifyError("empty command line", "the check's `run` template produced nothing")
-    try:
-        return subprocess.Popen(
-            list(argv),
-            env=dict(env),
-            cwd=cwd,
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
-            start_new_session=True,  # own session and process group
-        )
-    except FileNotFoundError:
-        missing = argv[0] if cwd is None or not (cwd / argv[0]).exists() else str(cwd)
-        raise ToolMissing(
-            f"cannot run {missing!r}: not found",
-            "install it or put it on PATH (qualify passes only allowlisted variables, see `inherit_env`)",
-        ) from None
-    except PermissionError:
-        raise ToolMissing(f"cannot run {argv[0]!r}: permission denied") from None
-
-
-def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM the child's process group, then SIGKILL what is left after `grace_s`."""
-    pgid = proc.pid  # start_new_session makes the child its own group leader
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not group_alive(pgid):
-            return
-        time.sleep(0.05)
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    with suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-
-
-class _Pump(threading.Thread):
-    """Copies a child's output to the log and callbacks, keeping a tail for error messages."""
-
-    def __init__(
-        self, stream: IO[bytes], log: IO[str] | None, callbacks: Sequence[LineCallback], tail: int
-    ) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.log = log
-        self.callbacks = callbacks
-        self.tail: list[str] = []
-        self.tail_size = tail
-
-    def run(self) -> None:
-        for raw in iter(self.stream.readline, b""):
-            line = raw.decode("utf-8", errors="replace")
-            # A secret the child was given and prints is kept neither in its log nor in the
-            # tail that error messages and measurements quote; the callbacks parse it as it is.
-            kept = redact_known(line)
-            if self.log:
-                self.log.write(kept)
-                self.log.flush()
-            text = line.rstrip("\n")
-            self.tail.append(kept.rstrip("\n"))
-            if len(self.tail) > self.tail_size:
-                del self.tail[0]
-            for callback in self.callbacks:
-                callback(text)
-
-
 def run(
     argv: Sequence[str],
     *,
@@ -182,48 +106,51 @@ def run(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     log_file: IO[str] | None = None
     if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log_file = log.open("a", encoding="utf-8")
+        log_file = open_log(log)
         log_file.write(f"$ {shown}\n# cwd: {cwd or Path.cwd()}\n# started: {started_at}\n")
         log_file.write(f"# env: {redact_env(env)}\n")
         log_file.flush()
     start = time.monotonic()
     timed_out = False
     watch: _GroupWatch | None = None
+    child: Child | None = None
     try:
-        proc = _spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
+        child = spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
+        proc = child.proc
         assert proc.stdout is not None
         data: list[bytes] = []
         reader: threading.Thread | None = None
         if separate_stdout:
             assert proc.stderr is not None
-            pump = _Pump(proc.stderr, log_file, on_line, tail)
+            pump = Pump(proc.stderr, log_file, on_line, tail)
         else:
-            pump = _Pump(proc.stdout, log_file, on_line, tail)
+            pump = Pump(proc.stdout, log_file, on_line, tail)
         # From here to the wait, an interrupt (Ctrl-C, or SIGTERM turned into one) may land
         # between any two steps, starting the watcher and the pumps among them: every step is
         # inside the block that ends the group, so none leaves the child behind.
         try:
-            watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
+            watch = _GroupWatch(proc.pid, redact_argv(argv, env), child.held)  # in processes.jsonl
             if separate_stdout:
                 stdout = proc.stdout
-                reader = threading.Thread(target=lambda: data.append(stdout.read()), daemon=True)
+                reader = threading.Thread(target=read_bounded, args=(stdout, data), daemon=True)
                 reader.start()
             pump.start()
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            kill_group(proc)
+            child.end()
         except BaseException as exc:
-            kill_group(proc)
+            child.end()
             if log_file:
                 # The log says how it ended, also when it did not end on its own.
                 log_file.write(f"# stopped: {type(exc).__name__} after {time.monotonic() - start:.3f} s\n")
             raise
         finally:
-            # Grandchildren may still hold the pipe open after the leader exits.
-            if group_alive(proc.pid):
-                kill_group(proc, grace_s=1.0)
+            # Grandchildren may still hold the pipe open after the leader exits; a process that
+            # left the group (its own session) is still in the cgroup or carries the mark.
+            if child.left_behind():
+                child.end(grace_s=1.0)
+            child.close()
             if pump.is_alive():
                 pump.join(timeout=5)
             if reader is not None:
@@ -240,14 +167,19 @@ def run(
             stdout=b"".join(data).decode("utf-8", errors="replace") if separate_stdout else None,
             timeout_s=timeout_s,
         )
+        raise_unwritten(pump, log)
         if log_file:
-            log_file.write(f"# {result.describe()} after {duration:.3f} s\n")
+            with suppress(OSError):
+                log_file.write(f"# {result.describe()} after {duration:.3f} s\n")
         return result
     finally:
+        if child is not None:
+            proctree.forget(child.pid)
         if watch is not None:
             watch.release()
         if log_file:
-            log_file.close()
+            with suppress(OSError):  # a full disk was said above; closing must not hide it
+                log_file.close()
 
 
 def capture(
@@ -293,7 +225,7 @@ class Server:
     argv: tuple[str, ...]
     process: subprocess.Popen[bytes]
     log: Path
-    pump: _Pump
+    pump: Pump
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -317,7 +249,7 @@ def launched(
     tail: int = 40,
     grace_s: float = KILL_GRACE_S,
     ended: str = "# ended",
-) -> Iterator[tuple[subprocess.Popen[bytes], _Pump]]:
+) -> Iterator[tuple[subprocess.Popen[bytes], Pump]]:
     """A child left running while the caller works with it (a server, a writer into a pipe): in
     its own watched process group, its output pumped into `log`; when the block leaves, however
     it leaves, the group is ended (TERM, then KILL after `grace_s`) and the log says how."""
@@ -325,36 +257,38 @@ def launched(
     shown = command_line(argv, env)
     if echo:
         echo(f"$ {shown} &")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log_file = log.open("a", encoding="utf-8")
+    log_file = open_log(log)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     log_file.write(f"$ {shown} &\n# cwd: {cwd or Path.cwd()}\n# started: {started_at}\n")
     log_file.write(f"# env: {redact_env(env)}\n")
     log_file.flush()
     try:
-        proc = _spawn(argv, env=env, cwd=cwd, stdin=None)
+        child = spawn(argv, env=env, cwd=cwd, stdin=None)
     except BaseException:
         log_file.close()
         raise
+    proc = child.proc
     assert proc.stdout is not None
-    pump = _Pump(proc.stdout, log_file, on_line, tail)
+    pump = Pump(proc.stdout, log_file, on_line, tail)
     watch: _GroupWatch | None = None
     try:
         # Inside the block that ends the group: an interrupt while the watcher or the pump
         # starts must not leave the child behind either.
-        watch = _GroupWatch(proc.pid, redact_argv(argv, env))  # recorded in processes.jsonl
+        watch = _GroupWatch(proc.pid, redact_argv(argv, env), child.held)  # in processes.jsonl
         pump.start()
         yield proc, pump
     finally:
-        if group_alive(proc.pid):
-            kill_group(proc, grace_s=grace_s)
+        if child.left_behind() or proc.poll() is None:
+            child.end(grace_s=grace_s)
         proc.wait()
+        child.close()
         if watch is not None:
             watch.release()
         if pump.is_alive():
             pump.join(timeout=5)
-        log_file.write(f"{ended}: {proc.returncode}\n")
-        log_file.close()
+        with suppress(OSError):
+            log_file.write(f"{ended}: {proc.returncode}\n")
+            log_file.close()
 
 
 @contextmanager

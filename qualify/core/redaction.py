@@ -11,12 +11,18 @@ CREDENTIAL, AUTHORIZATION or KEY, or the word PASS, in any case and with any sep
 (`hf_token`, `API-KEY`, `db_pass`, `access-tokens`); not a public key
 (`trusted-public-keys`), a count of tokens (`max_tokens`) or a tokenizer. A name that says its
 value is a file (`netrc-file`, `api-key-file`, nix's `ssh-key`) keeps a value that is an absolute
-path: the secret is in the file, which qualify neither reads nor records. By form,
+path: the secret is in the file, which qualify never records (a netrc file nix reads is read
+only to redact its passwords by value, below). By form,
 wherever text is recorded: a URL's password (`scheme://user:PASSWORD@`), an `Authorization:`
 header's credentials, a `Bearer` token, a netrc `password`, and the tokens of the services a
 model or a source comes from by their prefix (`hf_`, `ghp_`, `github_pat_`, `glpat-`, `sk-`, ...).
 By value: each value a secret-named variable, environment variable or option held in this
-process (`remember`), wherever it appears.
+process (`remember`), wherever it appears, and the secrets qualify can see around a run
+(`remember_urls`, `remember_ambient`): a URL's credentials in the flake, an installable, a dev
+shell, an `--override-input` or a nix option; the secret settings of NIX_CONFIG and nix.conf
+(each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
+git would read. A child's output gets the value rules and, of the rules by form, only the URL's password: the
+others would hit ordinary text.
 
 A number, a boolean or a list of them under a secret-looking name is kept (`max_tokens = 64`
 is a count): a secret is text.
@@ -24,10 +30,13 @@ is a count): a secret is text.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 REDACTED = "<redacted>"
 
@@ -77,8 +86,12 @@ def remember(values: Iterable[str]) -> None:
 
 
 def remember_named(values: Mapping[str, Any]) -> None:
-    """`remember` the text values held under secret names in `values` (vars, env, options)."""
+    """`remember` the text values held under secret names in `values` (vars, env, options).
+    An environment holding NIX_CONFIG (a child's) also makes known what nix will use with it
+    (`remember_ambient`)."""
     remember(text for name, value in values.items() for text in _texts(value) if hides(name, text))
+    if isinstance(values.get("NIX_CONFIG"), str):
+        remember_ambient(values)
 
 
 def _texts(value: Any) -> list[str]:
@@ -150,7 +163,7 @@ def redact_text(text: str, env: Mapping[str, str] | None = None, *, known: bool 
     if env:
         remember_named(env)
     if known:
-        text = redact_known(text)
+        text = _by_value(text)
     text = _URL_PASSWORD.sub(_keep_head, text)
     text = _AUTHORIZATION.sub(_keep_head, text)
     text = _BEARER.sub(_keep_head, text)
@@ -161,8 +174,12 @@ def redact_text(text: str, env: Mapping[str, str] | None = None, *, known: bool 
 
 
 def redact_known(text: str) -> str:
-    """Only the remembered values replaced: for a child's own output, where the rules by name
-    and form would also hit ordinary text."""
+    """The remembered values replaced, and a URL's password by its form: for a child's own
+    output, where the other rules by name and form would also hit ordinary text."""
+    return _URL_PASSWORD.sub(_keep_head, _by_value(text))
+
+
+def _by_value(text: str) -> str:
     for value in _known:
         if value in text:
             text = text.replace(value, REDACTED)
@@ -249,3 +266,122 @@ def holds_redacted(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(holds_redacted(v) for v in value)
     return False
+
+
+def redact_ref(ref: str | None) -> str | None:
+    """A flake reference, installable or dev shell as a record keeps it: a URL's password and a
+    secret-named query parameter redacted (`git+https://oauth2:<redacted>@host/o/r#pkg`), by
+    form only (a record compared across runs)."""
+    return None if ref is None else redact_text(ref, known=False)
+
+
+def redact_overrides(pairs: Iterable[Sequence[str]]) -> list[list[str]]:
+    """`--override-input NAME FLAKEREF` pairs as run.json records them: `[name, ref]`, the ref
+    by `redact_ref` (an input's name is kept whatever it says)."""
+    return [[str(name), redact_text(str(ref), known=False)] for name, ref in pairs]
+
+
+# --- secrets around a run: URLs, nix's settings, netrc files -----------------------------------
+
+#: A URL's query parameter: `?access_token=X`, `&private_token=X`.
+_QUERY = re.compile(r"[?&](?P<name>[\w.-]+)=(?P<value>[^\s&#'\"]+)")
+#: A GitLab access token's type before the token (`PAT:glpat-…`, `OAuth2:…`).
+_TOKEN_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9]*:(?P<token>.+)")
+#: How deep nix.conf's `include` is followed (an include loop must end).
+_MAX_INCLUDES = 8
+
+
+def url_secrets(text: str) -> list[str]:
+    """The credentials the URLs in `text` carry: each password, as written and percent-decoded,
+    and each secret-named query parameter's value."""
+    found: list[str] = []
+    for match in _URL_PASSWORD.finditer(text):
+        found += [match.group("secret"), unquote(match.group("secret"))]
+    for match in _QUERY.finditer(text):
+        if hides(match.group("name"), match.group("value")):
+            found += [match.group("value"), unquote(match.group("value"))]
+    return found
+
+
+def remember_urls(texts: Iterable[str | None]) -> None:
+    """`remember` the URL credentials in `texts` (a flake, installables, `--override-input`
+    refs): nix gets them as written, and nix or git may print them bare or re-encoded."""
+    remember(secret for text in texts if text for secret in url_secrets(text))
+
+
+def remember_ambient(env: Mapping[str, str] | None = None, settings: Iterable[tuple[str, str]] = ()) -> None:
+    """`remember` the secrets nix may use, as `env` (this process's by default) and `settings`
+    (a run's `--nix-option`s) point nix at them: the secret settings of nix.conf, NIX_CONFIG
+    and `settings` (each `access-tokens` token, and the whole value), the URL credentials in
+    any setting, and the passwords of the netrc files nix and git read (every `netrc-file`,
+    <NIX_CONF_DIR>/netrc by default, and ~/.netrc). A file this process cannot read is passed
+    over (a nix daemon may still read it: what is in it cannot be redacted by value)."""
+    env = os.environ if env is None else env
+    pairs = [pair for path in _nix_conf_files(env) for pair in _nix_settings(_read(path), path.parent)]
+    pairs += _nix_settings(env.get("NIX_CONFIG", ""), None)
+    pairs += [(str(name), str(value)) for name, value in settings]
+    remember(secret for name, value in pairs for secret in _setting_secrets(name, value))
+    netrcs = [Path(value) for name, value in pairs if name.removeprefix("extra-") == "netrc-file" and value]
+    netrcs.append(Path(env.get("NIX_CONF_DIR") or "/etc/nix") / "netrc")
+    if env.get("HOME"):
+        netrcs.append(Path(env["HOME"]) / ".netrc")
+    remember(secret for path in netrcs for secret in netrc_passwords(_read(path)))
+
+
+def _nix_conf_files(env: Mapping[str, str]) -> list[Path]:
+    """The nix.conf files nix reads, as nix finds them: the system's, then the user's."""
+    files = [Path(env.get("NIX_CONF_DIR") or "/etc/nix") / "nix.conf"]
+    if env.get("NIX_USER_CONF_FILES"):
+        return files + [Path(p) for p in env["NIX_USER_CONF_FILES"].split(":") if p]
+    home = env.get("HOME")
+    dirs = (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
+    dirs.append(env.get("XDG_CONFIG_HOME") or (f"{home}/.config" if home else ""))
+    return files + [Path(d) / "nix" / "nix.conf" for d in dirs if d]
+
+
+def _nix_settings(text: str, base: Path | None, depth: int = 0) -> list[tuple[str, str]]:
+    """`name = value` settings of nix.conf's format (`#` starts a comment anywhere), with the
+    files `include` and `!include` name read in their place, relative to `base`."""
+    pairs: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 2 and words[0] in ("include", "!include"):
+            path = Path(words[1]) if base is None else base / words[1]
+            if depth < _MAX_INCLUDES:
+                pairs += _nix_settings(_read(path), path.parent, depth + 1)
+            continue
+        name, equals, value = " ".join(words).partition("=")
+        if equals and re.fullmatch(r"[\w.-]+", name.strip()):
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+def _setting_secrets(name: str, value: str) -> Iterator[str]:
+    """The secrets a nix setting holds: its whole value under a secret name and, for
+    `access-tokens`, each `host=token` item's token (also without GitLab's `PAT:` type); a URL's
+    credentials under any name (a substituter's password)."""
+    if hides(name, value):
+        yield value
+        if name.endswith("access-tokens"):
+            for item in value.split():
+                token = item.partition("=")[2]
+                yield token
+                typed = _TOKEN_TYPE.fullmatch(token)
+                if typed:
+                    yield typed.group("token")
+    yield from url_secrets(value)
+
+
+def netrc_passwords(text: str) -> list[str]:
+    """The passwords a netrc file holds (`password X`, on any line), also without the quotes
+    curl allows around one."""
+    words = text.split()
+    found = [words[i + 1] for i, word in enumerate(words[:-1]) if word in ("password", "passwd")]
+    return found + [w[1:-1] for w in found if len(w) > 2 and w[0] == w[-1] == '"']
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError):
+        return ""  # missing, unreadable or not a file: nothing of it can reach a child here

@@ -1,5 +1,6 @@
 """The run directory: layout, atomic JSON files with `schema_version`, the writer lock.
 
+runs/.sequence                           the number of the last run made here (`new_run`)
 runs/<run-id>/run.json
 runs/<run-id>/lock                       held (flock) by the one process writing the run
 runs/<run-id>/gcroots/<role>
@@ -11,26 +12,37 @@ runs/<run-id>/report.html  summary.md  report.json
 run.json, stage.json and result.json (the run folder's records) are versioned together, at
 RECORD_VERSION; every other JSON file qualify writes is at SCHEMA_VERSION. What each record
 version holds, and how an older one is read, is `qualify.pipeline.migrations`.
+
+Nothing is written through a link inside a run folder, and the lock is never followed through
+one (`qualify.core.runfolder`).
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import io
 import json
 import os
-import re
 import shutil
-import tempfile
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qualify.core.errors import RunStoreError, UsageError
+from qualify.core import runfolder
+from qualify.core.errors import RunStoreError
+from qualify.core.runfolder import (
+    LinkInRunError,
+    LockLostError,
+    check_writer,
+    ensure_folder,
+    guard_root,
+    guarding,
+    open_append_nofollow,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,16 +53,24 @@ SCHEMA_VERSION = 1
 #: of a first result.json that a rejudgement keeps): `qualify.pipeline.migrations`.
 RECORD_VERSION = 2
 RECORDS = frozenset({"run.json", "stage.json", "result.json", "result.measured.json"})
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
-
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _current_umask()
+__all__ = [
+    "RECORDS",
+    "RECORD_VERSION",
+    "SCHEMA_VERSION",
+    "LinkInRunError",
+    "LockLostError",
+    "RunDir",
+    "check_writer",
+    "ensure_folder",
+    "newest_version",
+    "now_iso",
+    "open_append_nofollow",
+    "read_json",
+    "write_atomic",
+    "write_json",
+    "write_parquet",
+]
 
 
 def now_iso() -> str:
@@ -60,35 +80,11 @@ def now_iso() -> str:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` so that `path` holds either the old or the new content, never a mix.
 
-    The bytes go to a temporary file in the same directory, are flushed to disk, then renamed
-    over `path` (rename is atomic within one file system).
+    The bytes go to a new file in the same directory, are flushed to disk, then renamed over
+    `path` (rename is atomic within one file system). Inside a run folder being written, no
+    folder on the way is a link (`qualify.core.runfolder`).
     """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise RunStoreError(f"{path}: cannot write: {exc.strerror or exc}", _write_hint(exc, path)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            # mkstemp makes the file private; a report is meant to be read like any file.
-            os.fchmod(handle.fileno(), 0o666 & ~_UMASK)
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except OSError as exc:
-        # A full disk or a directory in the way: the old content stays, the message names it.
-        Path(tmp).unlink(missing_ok=True)
-        raise RunStoreError(f"{path}: cannot write: {exc.strerror or exc}", _write_hint(exc, path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _write_hint(exc: OSError, path: Path) -> str:
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"make {path.parent} writable, or copy the run to a writable folder and use that"
-    return "free space or remove what is in the way"
+    runfolder.write_file_atomic(path, lambda handle: handle.write(data))
 
 
 def newest_version(path: Path) -> int:
@@ -143,6 +139,9 @@ class RunDir:
     """One run directory."""
 
     path: Path
+    #: The run's number in its runs directory, given by `new_run` (None where not known here:
+    #: it is saved in run.json, `runlist.recorded_sequence`).
+    sequence: int | None = field(default=None, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -161,167 +160,118 @@ class RunDir:
     def read(self) -> dict[str, Any]:
         return read_json(self.run_json)
 
+    def folder(self, *parts: str) -> Path:
+        """The folder `parts` inside the run, made where missing; no part of the way from the
+        run folder (from its set's, for a member written with its set) may be a link."""
+        path = self.path.joinpath(*parts)
+        if guard_root(path) is not None:
+            return ensure_folder(path)
+        with guarding(self.path):
+            return ensure_folder(path)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Write into the run without its lock (a report, a rejudgement): no write inside it
+        goes through a link while the block runs."""
+        with guarding(self.path):
+            yield
+
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the writer lock; a second writer is refused instead of waiting.
+        """Hold the writer lock; a second writer is refused instead of waiting. While it is
+        held, nothing is written through a link inside the run, and each record saved first
+        checks that the lock is still the file held (`check_writer`).
 
         flock is released by the kernel when the holder dies, so a killed run never leaves a
-        stale lock behind.
+        stale lock behind: its lock file is used again.
         """
         lock_path = self.path / "lock"
+        for _ in range(8):
+            fd = self._open_lock(lock_path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                os.close(fd)
+                raise RunStoreError(
+                    f"run {self.run_id} is being written by {holder}",
+                    "wait for it to finish, or stop it first; a run has one writer at a time",
+                ) from None
+            if runfolder.same_file(lock_path, fd):
+                break
+            # Locked a file that is no longer the lock (removed or replaced meanwhile): again.
+            os.close(fd)
+        else:
+            raise RunStoreError(
+                f"{lock_path}: the run's lock keeps changing", "stop whatever removes it, and run again"
+            )
         try:
-            handle = lock_path.open("a+")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"qualify pid {os.getpid()}\n".encode(), 0)
+            info = os.fstat(fd)
+            with guarding(self.path, runfolder.HeldLock(lock_path, fd, info.st_dev, info.st_ino)):
+                yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _open_lock(self, lock_path: Path) -> int:
+        try:
+            return runfolder.open_plain_file(lock_path, "the run's lock")
         except OSError as exc:
             raise RunStoreError(
                 f"{lock_path}: cannot open the run's lock: {exc.strerror or exc}",
                 f"running or resuming a run writes in its folder: make {self.path} writable, or "
                 "copy the run to a writable runs directory",
             ) from None
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise RunStoreError(
-                f"run {self.run_id} is being written by {holder}",
-                "wait for it to finish, or stop it first; a run has one writer at a time",
-            ) from None
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"qualify pid {os.getpid()}\n")
-            handle.flush()
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            handle.close()
 
     def writer_alive(self) -> bool:
         """Whether a process holds the run's lock now (a run saved as running without one was
         killed before it could say so)."""
         lock_path = self.path / "lock"
-        if not lock_path.is_file():
-            return False
         try:
-            # Opened for reading: a run on a read-only disk can still be shown (flock needs no write).
-            handle = lock_path.open("r")
+            # Opened for reading: a run on a read-only disk can still be shown (flock needs no
+            # write). Never through a link: no writer holds a lock there.
+            fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return False
-        with handle:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
             try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return True
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
             return False
+        finally:
+            os.close(fd)
 
     def move_to_attempts(self, stage_folder: str) -> Path | None:
         """Move a stage's current results under `<stage>/attempts/<n>/`; return that folder."""
         stage = self.stage_dir(stage_folder)
-        if not stage.exists():
+        try:
+            os.close(self._entered(stage))
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise RunStoreError(f"{stage}: cannot read: {exc.strerror or exc}") from None
         entries = [p for p in stage.iterdir() if p.name != "attempts"]
         if not entries:
             return None
-        attempts = stage / "attempts"
+        attempts = self.folder(stage_folder, "attempts")
         numbers = [int(p.name) for p in attempts.glob("*") if p.name.isdigit()]
         target = attempts / str(max(numbers, default=0) + 1)
-        target.mkdir(parents=True)
+        target.mkdir()  # a new number: made here, never an existing folder or link
         for entry in entries:
+            # A rename: an entry that is a link is moved as the link, never followed.
             shutil.move(str(entry), target / entry.name)
         return target
 
-
-#: How much of the candidates' names a run's folder keeps: a set of many candidates still gets
-#: a folder name well under the file systems' 255 bytes.
-_NAME_KEEPS = 96
-_WHERE_RUNS_GO = "or point runs_dir in qualify.toml, --runs-dir or $QUALIFY_RUNS_DIR at a writable folder"
-
-
-def new_run(runs_dir: Path, candidate: str) -> RunDir:
-    """A new run directory named `<UTC time>-<candidate>[-N]`, created atomically: two runs
-    started in the same second get different folders (mkdir is the test, not a look first)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", candidate)[:_NAME_KEEPS]
-    base = f"{stamp}-{safe}"
-    if runs_dir.exists() and not runs_dir.is_dir():
-        raise RunStoreError(f"{runs_dir}: the runs directory is not a directory", "point runs_dir elsewhere")
-    try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunStoreError(
-            f"{runs_dir}: cannot create the runs directory: {exc.strerror or exc}",
-            f"create it (writable) first, {_WHERE_RUNS_GO}",
-        ) from None
-    for counter in range(1, 10_000):
-        path = runs_dir / (base if counter == 1 else f"{base}-{counter}")
-        try:
-            path.mkdir()
-            (path / "gcroots").mkdir()
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            # A read-only runs directory (or one on a read-only mount) is named, with the way out.
-            raise RunStoreError(
-                f"{runs_dir}: cannot create a run folder in the runs directory: {exc.strerror or exc}",
-                f"make {runs_dir} writable, {_WHERE_RUNS_GO}",
-            ) from None
-        return RunDir(path)
-    raise RunStoreError(f"{runs_dir}: no free run name for {base}")
-
-
-def list_runs(runs_dir: Path) -> list[RunDir]:
-    """Runs in `runs_dir`, oldest first (by creation time recorded in run.json)."""
-    if not runs_dir.is_dir():
-        return []
-    runs = [RunDir(p) for p in runs_dir.iterdir() if (p / "run.json").is_file()]
-
-    def created(run: RunDir) -> str:
-        try:
-            return str(run.read().get("created_at", ""))
-        except RunStoreError:
-            return ""
-
-    return sorted(runs, key=lambda r: (created(r), r.run_id))
-
-
-def open_run(runs_dir: Path, run_id: str | None) -> RunDir:
-    """The run named `run_id` (or a path to it), or the latest run when `run_id` is None."""
-    if run_id is None:
-        runs = list_runs(runs_dir)
-        if not runs:
-            raise UsageError(f"no runs in {runs_dir}", "start one with `qualify run --candidate ARM`")
-        return _checked(runs[-1])
-    as_path = Path(run_id)
-    if as_path.is_dir() and (as_path / "run.json").is_file():
-        return _checked(RunDir(as_path.resolve()))
-    if not _RUN_ID.match(run_id) or not (runs_dir / run_id / "run.json").is_file():
-        known = [r.run_id for r in list_runs(runs_dir)][-5:]
-        raise UsageError(
-            f"no run {run_id!r} in {runs_dir}",
-            ("recent runs: " + ", ".join(known)) if known else "no runs yet",
-        )
-    return _checked(RunDir(runs_dir / run_id))
-
-
-def _checked(run: RunDir) -> RunDir:
-    """`run`, once the labels its run.json names folders by are known to stay inside it.
-
-    Every command that reads a run back (show, report, report --rejudge, run --run) opens it
-    here; a member of a set is rerun through its set, so the set's run.json is checked too. A
-    run.json that cannot be read is left to the command, which says what it needs from it.
-    """
-    from qualify.core.labels import check_saved_labels
-
-    for folder in (run.path, run.path.parent):
-        try:
-            saved = read_json(folder / "run.json")
-        except RunStoreError:
-            if folder == run.path:
-                return run
-            break
-        check_saved_labels(saved, str(folder / "run.json"))
-        if "set" not in saved:
-            break
-    return run
+    def _entered(self, folder: Path) -> int:
+        """`folder`, inside the run, open: reached without a link from the run folder (or from
+        the outermost run folder being written, for a member of a set)."""
+        if guard_root(folder) is not None:
+            return runfolder.open_folder(folder, create=False)
+        with guarding(self.path):
+            return runfolder.open_folder(folder, create=False)

@@ -5,6 +5,10 @@ text ourselves (best effort: table headers, dotted keys, arrays of tables, inlin
 it cannot be found the message still names the file and the full key. The lines of every key
 are found in one pass over the text, kept with the parsed file, so that a plan of thousands of
 checks costs one read, not one per error it might report.
+
+A file is read up to `MAX_BYTES`, and its arrays and tables may nest `MAX_DEPTH` deep: a
+deeper file is refused naming where, before anything recursive (the parser itself, a walk over
+a table parameter, a JSON copy in run.json) runs out of stack on it.
 """
 
 from __future__ import annotations
@@ -19,17 +23,37 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from qualify.core.capped import FileTooLarge, read_capped
 from qualify.core.errors import ConfigError
+from qualify.core.plaintext import visible
 from qualify.core.ranges import Range
 
 KeyPath = tuple[str | int, ...]
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_ASSIGN = re.compile(r"^\s*([A-Za-z0-9_\-\".' ]+?)\s*=")
+#: The largest qualify.toml or stage file read (a plan of thousands of checks is a few MiB).
+MAX_BYTES = 64 << 20
+#: How deep arrays and tables may nest in one (a table parameter inside a profile: about 8).
+MAX_DEPTH = 32
+
+# Possessive (`*+`, `++`): a key or header of a million blanks is read in one pass, never
+# backtracked over once per character (quadratic, minutes for a few megabytes).
+_HEADER = re.compile(r"^\s*+(\[\[?)\s*+([^\]]++)\]\]?\s*+(#.*)?$")
+_ASSIGN = re.compile(r"""^\s*+((?:[A-Za-z0-9_\-. \t]|"(?:[^"\\]|\\.)*+"|'[^']*+')++)=""")
 
 
 def _split_dotted(text: str) -> list[str]:
-    return [part.strip().strip("\"'") for part in text.split(".")]
+    return [_key_part(part.strip()) for part in text.split(".")]
+
+
+def _key_part(part: str) -> str:
+    """A key as TOML reads it: quotes taken off, and a basic string's escapes (`"a\\u202e"`)
+    read, so that the key is found under the name the parser gave it."""
+    if part.startswith('"') and "\\" in part:
+        try:
+            return str(tomllib.loads(f"k = {part}")["k"])
+        except (tomllib.TOMLDecodeError, RecursionError):
+            pass
+    return part.strip("\"'")
 
 
 #: What ends or opens something, outside a string and inside each kind of string.
@@ -145,9 +169,11 @@ def suggest(word: str, choices: Iterable[str]) -> str:
 
 
 def dotted(path: KeyPath) -> str:
+    """`check[2].limits.max_x`; a key's invisible or control characters written as escapes
+    (`\\u202e`), so that a message shows them instead of obeying them."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        out += f"[{part}]" if isinstance(part, int) else (f".{visible(part)}" if out else visible(part))
     return out
 
 
@@ -174,19 +200,50 @@ class TomlDoc:
 
 
 def read_toml(path: Path) -> TomlDoc:
-    """Parse `path`; a missing file or a syntax error becomes a ConfigError naming it."""
+    """Parse `path`; a missing, unreadable, too large or too deeply nested file or a syntax
+    error becomes a ConfigError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, MAX_BYTES, "the file").decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except FileTooLarge as exc:
+        raise ConfigError(
+            str(exc), "a qualify.toml or stage file is a few kilobytes: is this the right file?"
+        ) from None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError included
         raise ConfigError(f"{path}: cannot read: {exc}") from None
+    too_deep = ConfigError(
+        f"{path}: arrays or tables nested more than {MAX_DEPTH} deep",
+        f"qualify reads at most {MAX_DEPTH} levels of nested arrays and tables; flatten the value",
+    )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already carries "(at line N, column M)".
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return TomlDoc(path, text, data)
+    except RecursionError:
+        # The parser recurses once per level: hundreds of levels exhaust Python's stack.
+        raise too_deep from None
+    doc = TomlDoc(path, text, data)
+    deep = _too_deep(data)
+    if deep is not None:
+        raise doc.error(deep, too_deep.message.removeprefix(f"{path}: "), too_deep.hint)
+    return doc
+
+
+def _too_deep(data: dict[str, Any]) -> KeyPath | None:
+    """The key path of the first value nested more than MAX_DEPTH deep, or None; walked with a
+    stack of its own, so that a deep file cannot exhaust Python's."""
+    stack: list[tuple[KeyPath, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if len(path) > MAX_DEPTH:
+            return path
+        if isinstance(value, dict):
+            stack.extend(((*path, key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+    return None
 
 
 class Table:

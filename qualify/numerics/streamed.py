@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qualify.core import background, process
+from qualify.core import background, children, process
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
 from qualify.numerics.judge import FLOOR_ROLE
@@ -154,7 +154,7 @@ def _run_pass(state: Measuring, scorings: list[Scoring]) -> Pass:
             # Writers blocked on a pipe nobody reads any more: end them, not wait for them.
             for job in running.values():
                 if job.alive():
-                    process.kill_group(job.process, grace_s=1.0)
+                    children.kill_group(job.process, grace_s=1.0)
         for role, job in running.items():
             done.finished[role] = job.wait()
     return done

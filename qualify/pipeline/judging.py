@@ -13,6 +13,7 @@ from pathlib import Path
 
 from qualify.checks.base import CheckKind, Finding, Judgement, SavedCheck
 from qualify.core.errors import QualifyError
+from qualify.core.runstore import write_atomic
 from qualify.core.verdicts import Verdict
 
 _OK = (Verdict.PASS, Verdict.WARN)
@@ -52,6 +53,5 @@ def harness_error_log(folder: Path, name: str = "harness-error.log") -> Path:
     """The traceback of the exception being handled, kept in `<folder>/logs/<name>` (a bug in
     qualify or a kind never loses the run: the check is ERROR and the log says why)."""
     log = folder / "logs" / name
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(traceback.format_exc(), encoding="utf-8")
+    write_atomic(log, traceback.format_exc().encode("utf-8"))  # never through a link
     return log

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qualify.core import seal
 from qualify.core.errors import ExitCode, RunStoreError
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import (
@@ -34,9 +35,10 @@ from qualify.core.verdicts import (
     run_verdict,
     stage_verdict,
 )
+from qualify.pipeline.checkrecords import CheckResult, StageRecord
 from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
 from qualify.pipeline.plan import DEFAULT_ORDER
-from qualify.pipeline.record import CheckResult, RunRecord, StageRecord
+from qualify.pipeline.record import RunRecord
 
 RESULT = "result.json"
 STAGE = "stage.json"
@@ -110,6 +112,10 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
         saved = Verdict(str(record.verdict))
     except ValueError:
         return StageOnDisk(name, folder, StageState.UNREADABLE, f"{path}: no stage verdict saved")
+    changed = seal.tampered([path, *(path.parent / e.name / RESULT for e in record.checks)])
+    if changed:
+        why = "tampered: " + ", ".join(str(p) for p in changed) + " changed after qualify wrote it"
+        return StageOnDisk(name, folder, StageState.UNREADABLE, why, saved)
     trouble = _disagreement(record, spec, saved)
     if trouble is not None:
         return StageOnDisk(name, folder, StageState.UNREADABLE, trouble, saved)

@@ -20,24 +20,32 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Self
 
+from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels, name_problem
-from qualify.core.runstore import RECORD_VERSION, RunDir, read_json, write_json
-from qualify.core.verdicts import StageState, Verdict
+from qualify.core.runstore import RECORD_VERSION, RunDir, check_writer, read_json, write_json
 from qualify.pipeline.members import Member
-from qualify.pipeline.migrations import RESULT_STEPS, RUN_STEPS, STAGE_STEPS, migrate
+from qualify.pipeline.migrations import RUN_STEPS, migrate
+from qualify.pipeline.recordfields import (
+    HINT,
+    a_list,
+    is_object,
+    is_str,
+    mapping,
+    number,
+    string,
+    text,
+    word,
+    wrong,
+)
 
 KINDS = ("run", "set", "fleet")
 STATUSES = ("running", "complete", "interrupted", "failed")
-#: A check's verdict; a stage's is one of them or BLOCKED (never measured: its gate failed).
-VERDICTS = tuple(v.value for v in Verdict)
-STAGE_VERDICTS = (*VERDICTS, StageState.BLOCKED.value)
-_HINT = "this run folder was not written by qualify as it is; use the run it came from"
 #: Fields that are not the document's keys.
 _NOT_KEYS = ("run", "path", "document")
 
 
-class _Document:
+class Document:
     """What the three records share: their document out, changed by key, and saved."""
 
     document: Mapping[str, Any]
@@ -71,10 +79,14 @@ class _Document:
 
     def save(self, path: Path | None = None) -> None:
         """Write the record to `path` (its own file by default) atomically, at the current
-        version; it is checked first, so a record no reader would accept is never written."""
+        version; it is checked first, so a record no reader would accept is never written. A
+        writer whose lock was removed or replaced stops here instead (LockLostError)."""
         document = self.to_json()
         self._parse(document)
-        write_json(path or self._file(), document, version=RECORD_VERSION)
+        target = path or self._file()
+        check_writer(target)
+        write_json(target, document, version=RECORD_VERSION)
+        seal.note(target)
 
 
 def _plain(value: Any) -> Any:
@@ -110,7 +122,7 @@ class StageEntry:
 
 
 @dataclass(frozen=True)
-class RunRecord(_Document):
+class RunRecord(Document):
     """A run's, a set's or a fleet's run.json, checked."""
 
     run: RunDir
@@ -149,23 +161,24 @@ class RunRecord(_Document):
         where = str(run.run_json)
         document = migrate(RUN_STEPS, document, where)
         check_saved_labels(document, where)
-        kind = _word(document.get("kind", "run"), KINDS, where, "kind")
-        status = _word(document.get("status", "running"), STATUSES, where, "status")
+        kind = word(document.get("kind", "run"), KINDS, where, "kind")
+        status = word(document.get("status", "running"), STATUSES, where, "status")
+        _check_sequence(document.get("sequence"), where)
         entry = document.get("set")
         return RunRecord(
             run=run,
             kind=kind,
             status=status,
             run_id=str(document.get("run_id", run.run_id)),
-            created_at=str(document.get("created_at", "")),
-            finished_at=_text(document.get("finished_at")),
-            profile=_text(document.get("profile")),
+            created_at=_created_at(document.get("created_at", ""), where),
+            finished_at=string(document, "finished_at", where),
+            profile=string(document, "profile", where),
             roles=_roles(document.get("roles", {}), where),
             stages=_stages(document.get("plan", {}), where),
-            members=tuple(Member.from_json(m) for m in document.get("members", [])) if kind == "set" else (),
+            members=_members(document, where) if kind == "set" else (),
             set_label=str(entry["label"]) if isinstance(entry, Mapping) else None,
-            provenance=_mapping(document.get("provenance", {}), where, "provenance"),
-            document=document,
+            provenance=_provenance(document.get("provenance", {}), where),
+            document=_with_rejudged_checked(document, where),
         )
 
     def _parse(self, document: Mapping[str, Any]) -> RunRecord:
@@ -200,220 +213,116 @@ def update_run(run: RunDir, *, drop: Sequence[str] = (), **changes: Any) -> RunR
     return record
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _mapping(value: Any, where: str, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise RunStoreError(f"{where}: {key!r} is not an object", _HINT)
+def _created_at(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise RunStoreError(
+            f"{where}: created_at {value!r} is not a time (qualify writes one as text, "
+            "such as 2025-01-31T12:00:00+00:00)",
+            "write the time the run was made there as such a text, or move this run folder out "
+            "of the runs directory",
+        )
     return value
 
 
+def _check_sequence(value: Any, where: str) -> None:
+    """The run's number in its runs directory (`runlist.new_run`), when it has one."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise RunStoreError(
+            f"{where}: sequence {value!r} is not a run's number (a whole number from 1)",
+            "remove the key (the run is then ordered by its name, before the numbered runs), "
+            "or move this run folder out of the runs directory",
+        )
+
+
+def _provenance(value: Any, where: str) -> Mapping[str, Any]:
+    """The host, source and GPUs a run recorded, in the shapes the reports print them from."""
+    prov = mapping(value, where, "provenance")
+    for key in ("host", "git", "tools", "flake_lock"):
+        if key in prov:
+            mapping(prov[key], where, f"provenance.{key}")
+    host = prov.get("host", {})
+    loadavg = host.get("loadavg")
+    if loadavg is not None:
+        a_list(loadavg, where, "provenance.host.loadavg", number, "a number")
+    for index, gpu in enumerate(
+        a_list(prov.get("gpus", []), where, "provenance.gpus", is_object, "an object")
+    ):
+        if gpu.get("firmware") is not None:
+            mapping(gpu["firmware"], where, f"provenance.gpus[{index}].firmware")
+    holders = a_list(prov.get("gpu_processes", []), where, "provenance.gpu_processes", is_object, "an object")
+    for index, holder in enumerate(holders):
+        at = f"provenance.gpu_processes[{index}]"
+        if not number(holder.get("pid")):
+            raise wrong(where, f"{at}.pid", holder.get("pid"), "a process id")
+        if not isinstance(holder.get("command"), str):
+            raise wrong(where, f"{at}.command", holder.get("command"), "a string")
+        a_list(holder.get("devices"), where, f"{at}.devices", is_str, "a string")
+    return prov
+
+
+def _with_rejudged_checked(document: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """`document`, its `rejudged` entries (each `qualify report --rejudge`) checked."""
+    for index, entry in enumerate(
+        a_list(document.get("rejudged", []), where, "rejudged", is_object, "an object")
+    ):
+        at = f"rejudged[{index}]"
+        for key in ("at", "plan"):
+            if not isinstance(entry.get(key), str):
+                raise wrong(where, f"{at}.{key}", entry.get(key), "a string")
+        a_list(entry.get("changed", []), where, f"{at}.changed", is_object, "an object")
+    return document
+
+
+def _members(document: Mapping[str, Any], where: str) -> tuple[Member, ...]:
+    """A set's members (their labels are checked by `check_saved_labels`)."""
+    members = []
+    for index, entry in enumerate(
+        a_list(document.get("members", []), where, "members", is_object, "an object")
+    ):
+        at = f"members[{index}]"
+        if not isinstance(entry.get("arm"), str):
+            raise wrong(where, f"{at}.arm", entry.get("arm"), "an arm's name")
+        if entry.get("role") not in ("candidate", "positive", "negative"):
+            raise RunStoreError(
+                f"{where}: {at}.role {entry.get('role')!r} is not candidate, positive or negative", HINT
+            )
+        a_list(entry.get("must_fail", []), where, f"{at}.must_fail", is_str, "a string")
+        members.append(Member.from_json(entry))
+    return tuple(members)
+
+
 def _roles(value: Any, where: str) -> dict[str, RoleRecord]:
-    roles = _mapping(value, where, "roles")
+    roles = mapping(value, where, "roles")
     out = {}
     for role, info in roles.items():
         if name_problem(str(role)) is not None or not isinstance(info, Mapping):
-            raise RunStoreError(f"{where}: roles.{role} is not a role of a run", _HINT)
+            raise RunStoreError(f"{where}: roles.{role} is not a role of a run", HINT)
         out[str(role)] = RoleRecord(
             role=str(role),
             arm=str(info.get("arm", "")),
             installable=str(info.get("installable", "")),
-            devshell=_text(info.get("devshell")),
-            drv=_text(info.get("drv")),
-            out=_text(info.get("out")),
+            devshell=text(info.get("devshell")),
+            drv=text(info.get("drv")),
+            out=text(info.get("out")),
         )
     return out
 
 
 def _stages(value: Any, where: str) -> tuple[StageEntry, ...]:
-    plan = _mapping(value, where, "plan")
+    plan = mapping(value, where, "plan")
     specs = plan.get("stages", [])
     if not isinstance(specs, list):
-        raise RunStoreError(f"{where}: plan.stages is not a list", _HINT)
+        raise RunStoreError(f"{where}: plan.stages is not a list", HINT)
     out = []
     for index, spec in enumerate(specs):
         if not isinstance(spec, Mapping):
-            raise RunStoreError(f"{where}: plan.stages[{index}] is not a stage", _HINT)
+            raise RunStoreError(f"{where}: plan.stages[{index}] is not a stage", HINT)
         name, folder = str(spec.get("name", "")), str(spec.get("folder", ""))
         # A stage's folder is read and written inside the run: it must be a plain name.
         problem = name_problem(folder)
         if problem is not None or not name:
             raise RunStoreError(
-                f"{where}: plan.stages[{index}] folder {folder!r}: {problem or 'no name'}", _HINT
+                f"{where}: plan.stages[{index}] folder {folder!r}: {problem or 'no name'}", HINT
             )
         out.append(StageEntry(name, folder, spec))
     return tuple(out)
-
-
-def _word(value: Any, words: tuple[str, ...], where: str | Path, key: str) -> str:
-    if value not in words:
-        raise RunStoreError(f"{where}: {key} {value!r} is not one of {', '.join(words)}", _HINT)
-    return str(value)
-
-
-@dataclass(frozen=True)
-class CheckEntry:
-    """A check as its stage.json lists it: name, kind, verdict and why."""
-
-    name: str
-    kind: str
-    verdict: str
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class StageRecord(_Document):
-    """A stage's stage.json, checked: its status, verdict and checks as one attempt saved them."""
-
-    path: Path
-    name: str
-    folder: str
-    status: str
-    verdict: str | None
-    reason: str
-    attempt: int | None
-    inputs_hash: str | None
-    inconclusive: str | None
-    ungated: bool
-    stale: bool
-    spec: Mapping[str, Any] | None
-    checks: tuple[CheckEntry, ...]
-    duration_s: float | None
-    document: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def complete(self) -> bool:
-        return self.status == "complete"
-
-    @staticmethod
-    def load(path: Path) -> StageRecord:
-        """stage.json at `path` (RunStoreError naming it when it does not read or hold)."""
-        return StageRecord.parse(path, read_json(path, newest=RECORD_VERSION))
-
-    @staticmethod
-    def parse(path: Path, document: Mapping[str, Any]) -> StageRecord:
-        """`document`, the stage.json at `path` (as read, or as a writer built it), checked."""
-        document = migrate(STAGE_STEPS, document, str(path))
-        entries = document.get("checks", [])
-        if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
-            raise RunStoreError(f"{path}: 'checks' is not a list of checks", _HINT)
-        checks = []
-        for index, entry in enumerate(entries):
-            name = str(entry.get("name", ""))
-            if name_problem(name) is not None:
-                # A check's name is a folder beside stage.json: it must be a plain name.
-                raise RunStoreError(f"{path}: checks[{index}] name {name!r}: {name_problem(name)}", _HINT)
-            verdict = _word(entry.get("verdict"), VERDICTS, path, f"checks[{index}] verdict")
-            checks.append(CheckEntry(name, str(entry.get("kind", "")), verdict, str(entry.get("reason", ""))))
-        folder = str(document.get("folder", path.parent.name))
-        if (problem := name_problem(folder)) is not None:
-            raise RunStoreError(f"{path}: folder {folder!r}: {problem}", _HINT)
-        saved = document.get("verdict")
-        spec = document.get("spec")
-        attempt = document.get("attempt")
-        duration = document.get("duration_s")
-        return StageRecord(
-            path=path,
-            name=str(document.get("name", "")),
-            folder=folder,
-            status=str(document.get("status", "")),
-            verdict=None if saved is None else _word(saved, STAGE_VERDICTS, path, "verdict"),
-            reason=str(document.get("reason", "")),
-            attempt=attempt if isinstance(attempt, int) else None,
-            inputs_hash=_text(document.get("inputs_hash")),
-            inconclusive=_text(document.get("inconclusive")),
-            ungated=bool(document.get("ungated")),
-            stale=bool(document.get("stale")),
-            spec=spec if isinstance(spec, Mapping) else None,
-            checks=tuple(checks),
-            duration_s=float(duration) if isinstance(duration, (int, float)) else None,
-            document=document,
-        )
-
-    def with_check(self, entry: CheckEntry) -> StageRecord:
-        """This record with one more check listed."""
-        return self.updated(checks=[*self.to_json().get("checks", []), entry.to_json()])
-
-    def _parse(self, document: Mapping[str, Any]) -> StageRecord:
-        return StageRecord.parse(self.path, document)
-
-    def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
-        if name == "checks":
-            out["checks"] = [c.to_json() for c in value]
-        elif name == "stale" and not value:
-            out.pop("stale", None)
-        else:
-            super()._put(out, name, value)
-
-
-@dataclass(frozen=True)
-class CheckResult(_Document):
-    """A check's result.json, checked: its verdict and the evidence the report shows."""
-
-    path: Path
-    check: str
-    kind: str
-    verdict: str
-    reason: str
-    verdict_rules: str
-    ungated: bool
-    duration_s: float | None
-    inputs_hash: str | None
-    crashed: str | None
-    findings: tuple[Mapping[str, Any], ...]
-    tables: tuple[Mapping[str, Any], ...]
-    charts: tuple[Mapping[str, Any], ...]
-    judged: tuple[str, ...]
-    facts: Mapping[str, Any]
-    rejudged_at: str | None
-    document: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def limits_of_evidence(self) -> list[str]:
-        return [str(n) for n in self.facts.get("limits_of_evidence", [])]
-
-    @staticmethod
-    def load(path: Path) -> CheckResult:
-        """result.json at `path` (RunStoreError naming it when it does not read or hold)."""
-        return CheckResult.parse(path, read_json(path, newest=RECORD_VERSION))
-
-    @staticmethod
-    def parse(path: Path, document: Mapping[str, Any]) -> CheckResult:
-        """`document`, the result.json at `path` (as read, or as a writer built it), checked."""
-        document = migrate(RESULT_STEPS, document, str(path))
-        duration = document.get("duration_s")
-        facts = document.get("facts", {})
-        return CheckResult(
-            path=path,
-            check=str(document.get("check", path.parent.name)),
-            kind=str(document.get("kind", "")),
-            verdict=_word(document.get("verdict"), VERDICTS, path, "verdict"),
-            reason=str(document.get("reason", "")),
-            verdict_rules=str(document.get("verdict_rules", "")),
-            ungated=bool(document.get("ungated")),
-            duration_s=float(duration) if isinstance(duration, (int, float)) else None,
-            inputs_hash=_text(document.get("inputs_hash")),
-            crashed=_text(document.get("crashed")),
-            findings=_objects(document, "findings", path),
-            tables=_objects(document, "tables", path),
-            charts=_objects(document, "charts", path),
-            judged=tuple(str(j) for j in document.get("judged", []) or []),
-            facts=facts if isinstance(facts, Mapping) else {},
-            rejudged_at=_text(document.get("rejudged_at")),
-            document=document,
-        )
-
-    def _parse(self, document: Mapping[str, Any]) -> CheckResult:
-        return CheckResult.parse(self.path, document)
-
-
-def _objects(document: Mapping[str, Any], key: str, path: Path) -> tuple[Mapping[str, Any], ...]:
-    value = document.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise RunStoreError(f"{path}: {key!r} is not a list of objects", _HINT)
-    return tuple(value)

@@ -15,7 +15,6 @@ shows them as they ran).
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,12 +24,13 @@ from qualify.checks.registry import kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
 from qualify.core.errors import QualifyError, RunStoreError
-from qualify.core.runstore import RunDir, now_iso
+from qualify.core.runstore import RunDir, now_iso, write_atomic
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
+from qualify.pipeline.checkrecords import CheckResult, StageRecord
 from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.ondisk import run_on_disk, stage_on_disk, status_of
 from qualify.pipeline.plan import Plan, load_plan
-from qualify.pipeline.record import CheckResult, RunRecord, StageRecord, update_run
+from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.stagerun import RESULT, STAGE, stage_reason
 
 MEASURED = "result.measured.json"
@@ -215,13 +215,8 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
     else:
         judgement = judge_saved(kind, SavedCheck(check_dir, spec, spec.roles), "rejudge-error.log")
     if not (check_dir / MEASURED).is_file():
-        try:
-            shutil.copyfile(result_path, check_dir / MEASURED)
-        except OSError as exc:
-            raise RunStoreError(
-                f"{check_dir / MEASURED}: cannot write: {exc.strerror or exc}",
-                "make the run folder writable",
-            ) from None
+        # A copy written like every file of the run: atomically, never through a link.
+        write_atomic(check_dir / MEASURED, result_path.read_bytes())
     saved.updated(
         **judgement.as_json(),
         spec={**saved_spec, "limits": limits_after, "params": params},

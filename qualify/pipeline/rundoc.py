@@ -10,7 +10,7 @@ from qualify.core import provenance
 from qualify.core.config import ProjectConfig
 from qualify.core.context import RoleArm
 from qualify.core.errors import ConfigError, UsageError
-from qualify.core.redaction import redact_options
+from qualify.core.redaction import redact_options, redact_overrides, redact_ref
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
@@ -41,7 +41,7 @@ def refresh_saved_run(
     if request.allow_dirty:
         options["allow_dirty"] = True
     if request.override_inputs:
-        options["override_inputs"] = [list(o) for o in request.override_inputs]
+        options["override_inputs"] = redact_overrides(request.override_inputs)
     if request.nix_options:
         options["nix_options"] = redact_options(request.nix_options)
     update_run(
@@ -114,11 +114,13 @@ def _check_same_roles(record: RunRecord, arms: dict[str, RoleArm]) -> None:
         before = record.roles.get(role)
         if before is None:
             continue
-        if before.arm != bound.arm.name or before.installable != bound.arm.installable:
+        # run.json keeps the installable as recorded: a URL's token redacted (or, in a run
+        # saved before that, in clear).
+        now = redact_ref(bound.arm.installable)
+        if before.arm != bound.arm.name or before.installable not in (bound.arm.installable, now):
             raise UsageError(
                 f"run {record.run.run_id}: the {role} role was arm {before.arm!r} "
-                f"({before.installable}), qualify.toml now gives {bound.arm.name!r} "
-                f"({bound.arm.installable})",
+                f"({redact_ref(before.installable)}), qualify.toml now gives {bound.arm.name!r} ({now})",
                 "start a new run; a run compares one fixed pair of arms",
             )
 
@@ -135,7 +137,7 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
         "force": request.force,
         "no_gate": request.no_gate,
         "allow_dirty": request.allow_dirty,
-        "override_inputs": [list(o) for o in request.override_inputs],
+        "override_inputs": redact_overrides(request.override_inputs),
         "nix_options": redact_options(request.nix_options),
     }
 
@@ -152,12 +154,12 @@ def new_run_document(
         "run_id": run.run_id,
         "created_at": now_iso(),
         "status": "running",
-        "project": {"root": str(config.root), "config": str(config.path), "flake": config.flake},
+        "project": {"root": str(config.root), "config": str(config.path), "flake": redact_ref(config.flake)},
         "roles": {
             role: {
                 "arm": bound.arm.name,
-                "installable": bound.arm.installable,
-                "devshell": bound.arm.devshell,
+                "installable": redact_ref(bound.arm.installable),
+                "devshell": redact_ref(bound.arm.devshell),
                 "drv": None,
                 "out": None,
             }
@@ -170,7 +172,7 @@ def new_run_document(
         "timings": {},
         "options": {
             "allow_dirty": request.allow_dirty,
-            "override_inputs": [list(o) for o in request.override_inputs],
+            "override_inputs": redact_overrides(request.override_inputs),
             "nix_options": redact_options(request.nix_options),
         },
         "invocations": [_invocation(request)],

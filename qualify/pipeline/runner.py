@@ -18,11 +18,16 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
+from qualify.core import seal
 from qualify.core.config import ProjectConfig, load_config
+from qualify.core.containment import contained, runs_root
 from qualify.core.context import RoleArm
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
-from qualify.core.runstore import RunDir, new_run, now_iso, open_run
+from qualify.core.redaction import remember_ambient, remember_urls
+from qualify.core.runlist import new_run, open_run
+from qualify.core.runstore import LockLostError, RunDir, now_iso
+from qualify.core.seal import sealing
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
@@ -70,6 +75,10 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     if request.only and request.from_stage:
         raise UsageError("--only and --from cannot be combined", "pick one stage selection")
     config = load_config(request.project)
+    # Before any child runs: the secrets nix may use (NIX_CONFIG, nix.conf, netrc files) and
+    # those in the URLs given, redacted from every output from the first line on.
+    remember_ambient(settings=request.nix_options)
+    remember_urls(ref for _, ref in request.override_inputs)
     runs_dir = runs_dir_for(config, request.runs_dir)
     existing: RunDir | None = None
     saved: dict[str, Any] | None = None
@@ -107,6 +116,9 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     run = existing
     if run is None:
         run = new_run(runs_dir, shape.new_name())
+        # Its number in the runs directory: the order runs are made in is what "the latest
+        # run" means (`runlist.list_runs`), never a clock.
+        numbered = {"sequence": run.sequence}
         with run.locked():
             if shape.is_set:
                 # The set's record first, naming every member: a set stopped before its
@@ -116,10 +128,11 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 )
                 document.pop("roles")
                 members = [m.as_json() for m in shape.members]
-                RunRecord.parse(run, {"kind": SET, **document, "members": members}).save()
+                RunRecord.parse(run, {"kind": SET, **document, **numbered, "members": members}).save()
             else:
                 only = shape.members[0].label
-                RunRecord.parse(run, new_run_document(run, config, plans[only], arms[only], request)).save()
+                document = new_run_document(run, config, plans[only], arms[only], request)
+                RunRecord.parse(run, {**document, **numbered}).save()
     return _run_members(run, shape, config, plan, plans, arms, request, events, resumed=saved is not None)
 
 
@@ -192,14 +205,22 @@ def _run_members(
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")
         try:
+            jail = stack.enter_context(contained(runs_root(run.path), run.run_id))
+            stack.enter_context(sealing(run.path))
+            update_run(run, containment=jail.describe())
             with recording_groups(run.path / PROCESSES):
                 try:
                     _stages(run, shape, config, plan, plans, loops, events)
+                    seal.check()  # nothing a command did changed what was judged
                 finally:
                     events.close()
         except KeyboardInterrupt:
             _ended(run, shape, folders, "interrupted", interrupted_at=now_iso())
             return RunOutcome(run, None, ExitCode.INTERRUPTED)
+        except LockLostError:
+            # Another writer may hold the run now: this one writes nothing more, not even how
+            # it ended (`show` calls it dead once no process holds a lock).
+            raise
         except BaseException as exc:
             # Every exit path leaves the status saying what happened, never "running".
             _ended(run, shape, folders, "failed", failed_at=now_iso(), error=f"{type(exc).__name__}: {exc}")

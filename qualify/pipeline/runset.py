@@ -24,7 +24,9 @@ from typing import Any
 
 from qualify.checks.base import Judgement, Measure
 from qualify.checks.registry import kind_named
+from qualify.core import seal
 from qualify.core.config import ProjectConfig
+from qualify.core.containment import writing
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.progress import Progress
@@ -97,11 +99,12 @@ def create_member(
     request: RunRequest,
 ) -> None:
     """A member's folder and run.json, unless an earlier attempt made them (a set stopped while
-    it was being made is completed on resume)."""
-    folder = RunDir(run.path / member.label)
+    it was being made is completed on resume). The member's folder is inside the set's and
+    never a link (`RunDir.folder`)."""
+    folder = RunDir(run.folder(member.label))
     if folder.run_json.is_file():
         return
-    (folder.path / "gcroots").mkdir(parents=True, exist_ok=True)
+    run.folder(member.label, "gcroots")
     doc = new_run_document(folder, config, plan, arms, request)
     RunRecord.parse(folder, {**doc, "set": {"run_id": run.run_id, **member.as_json()}}).save()
 
@@ -139,7 +142,7 @@ def step_members(
     joint = [c for c in stage.checks if kind_named(c.kind, c.name).measures_members]
     if len(measuring) > 1 and joint:
         # An earlier attempt's shared measurements move aside once, before any is made again.
-        RunDir(run.path).move_to_attempts(stage.folder)
+        seal.moved_aside(run.stage_dir(stage.folder), RunDir(run.path).move_to_attempts(stage.folder))
         for check in joint:
             kind = kind_named(check.kind, check.name)
             crash = _measure_jointly(run, config, loops, own, measuring, stage, check.name, events)
@@ -166,8 +169,7 @@ def _measure_jointly(
     why it failed, or None."""
     first = measuring[0]
     spec = next(c for c in own[first.label].checks if c.name == check_name)
-    folder = run.stage_dir(stage.folder) / check_name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = run.folder(stage.folder, check_name)
     # The roles every member shares (pinned, and the reference where the check scores it), once.
     shared = loops[first.label].runner.arms
     arms: dict[str, RoleArm] = {r: shared[r] for r in spec.roles if r != "candidate"}
@@ -190,7 +192,8 @@ def _measure_jointly(
     )
     kind = kind_named(spec.kind, check_name)
     try:
-        kind.measure(ctx)
+        with writing(folder, run.path / "gcroots"):
+            kind.measure(ctx)
     except QualifyError as exc:
         return f"the set's shared measurement failed: {exc}".replace("\n", " — ")
     except Exception:  # a harness bug must not lose the set: each member's check is ERROR
@@ -198,6 +201,7 @@ def _measure_jointly(
         return f"internal error in the set's shared {spec.kind!r} measurement; see {log}"
     finally:
         events.progress(None)
+    seal.check()  # the shared measurement's commands have ended: had one changed a record, stop
     return None
 
 

@@ -13,9 +13,10 @@ from qualify.core.context import RoleArm
 from qualify.core.placeholders import expand
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
+from qualify.pipeline.checkrecords import StageRecord
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import StageSpec
-from qualify.pipeline.record import RunRecord, StageRecord, update_run
+from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
 from qualify.pipeline.stagerun import (
@@ -59,8 +60,11 @@ class StageLoop:
             request,
             events,
         )
-        # run.json keeps a secret nix option redacted: the build gets this invocation's own.
+        # run.json keeps a secret nix option, and a token in an override's URL, redacted: the
+        # build gets this invocation's own.
         given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
+        if request.override_inputs:
+            given["override_inputs"] = [list(o) for o in request.override_inputs]
         self.runner = StageRunner(
             run, config, arms, events, saved.get("profile"), {**options, **given}, self.source
         )

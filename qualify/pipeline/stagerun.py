@@ -13,18 +13,21 @@ from typing import Any
 
 from qualify.checks.base import CheckKind, Judgement, Measure, SavedCheck
 from qualify.checks.registry import kind_named
+from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
+from qualify.core.containment import writing
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
+from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, harness_error_log, judge_saved
 from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
-from qualify.pipeline.record import CheckEntry, CheckResult, RunRecord, StageRecord, update_run
+from qualify.pipeline.record import RunRecord, update_run
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 
@@ -109,7 +112,7 @@ class StageRunner:
 
     def blocked(self, stage: StageSpec, blocked_by: str, why: str) -> None:
         folder = self.run.stage_dir(stage.folder)
-        self.run.move_to_attempts(stage.folder)
+        seal.moved_aside(folder, self.run.move_to_attempts(stage.folder))
         StageRecord.parse(
             folder / STAGE,
             {
@@ -128,7 +131,7 @@ class StageRunner:
         """Record `stage` as SKIPPED on this host: each check's result says why (so the stage's
         records agree, as every kept stage's must), nothing is measured."""
         folder = self.run.stage_dir(stage.folder)
-        self.run.move_to_attempts(stage.folder)
+        seal.moved_aside(folder, self.run.move_to_attempts(stage.folder))
         attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
         entries = []
         for spec in stage.checks:
@@ -175,6 +178,7 @@ class StageRunner:
     ) -> Verdict:
         folder = self.run.stage_dir(stage.folder)
         previous = self.run.move_to_attempts(stage.folder)
+        seal.moved_aside(folder, previous)
         attempt = len(list((folder / "attempts").glob("*"))) + 1 if folder.exists() else 1
         record = StageRecord.parse(
             folder / STAGE,
@@ -237,13 +241,16 @@ class StageRunner:
         check_hash = inputs_hash(spec.as_json(), arms, self.config, source=source)
         reused = _reusable(previous, spec.name, check_hash)
         if reused is not None:
+            # Copied as it is, links as links, into a stage folder that is no link itself.
+            self.run.folder(stage.folder)
             shutil.copytree(reused, check_dir, symlinks=True)
+            seal.note(check_dir / RESULT)  # sealed where it was; the kept copy is sealed too
             kept = CheckResult.load(check_dir / RESULT)
             judgement = Judgement(Verdict(kept.verdict), kept.reason)
             self.events.echo(f"{spec.name}: kept from the interrupted attempt (inputs unchanged)")
             self.events.check_end(stage.name, spec.name, judgement)
             return judgement
-        check_dir.mkdir(parents=True, exist_ok=True)
+        self.run.folder(stage.folder, spec.name)
         roles = tuple(arms)
         events = self.events
         ctx = CheckContext(
@@ -263,10 +270,13 @@ class StageRunner:
         t0 = time.monotonic()
         crash: str | None = None
         try:
-            if measured is not None:
-                measured(ctx)  # measured with other runs (a run set's bench): this fills its folder
-            else:
-                kind.measure(ctx)
+            # The check's commands may write its own folder (and nix its GC roots), nothing
+            # else of the runs directory.
+            with writing(check_dir, self.run.path / "gcroots"):
+                if measured is not None:
+                    measured(ctx)  # measured with other runs (a run set's bench): this fills its folder
+                else:
+                    kind.measure(ctx)
         except QualifyError as exc:
             crash = str(exc).replace("\n", " — ")
         except Exception as exc:  # a harness bug must not lose the run: record it as ERROR
@@ -275,6 +285,7 @@ class StageRunner:
         finally:
             events.progress(None)
             _record_arms(self.run, ctx.learned)
+        seal.check()  # the check's commands have ended: had one changed a record, stop here
         # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
         judgement = (
             crashed(crash) if crash is not None else judge_saved(kind, SavedCheck(check_dir, spec, roles))
@@ -319,6 +330,8 @@ def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
         if StageRecord.load(previous / STAGE).complete:
             return None  # a finished stage is rerun on purpose: never reuse its checks
         result = previous / name / RESULT
+        if seal.tampered([result]):
+            return None  # changed since qualify wrote it: measured again, never kept
         if result.is_file() and CheckResult.load(result).inputs_hash == check_hash:
             return previous / name
     except RunStoreError:

@@ -4,7 +4,9 @@ Each host ran `qualify run` on its own (a CI matrix job, or by hand); `qualify m
 runs under one folder and writes this report from them alone: a matrix of stages × hosts (× the
 candidates), each host's verdict with its GPU and driver, and what differs between hosts — a
 stage that passes on one and fails on another, a kernel that spills on one target only, the
-bench's ratios side by side. The fleet is QUALIFIED only when every host is.
+bench's ratios side by side. The fleet is QUALIFIED only when every host is. Each host's
+verdict is derived from its checks as `merge` re-decided them (`fleetjudge`); a host whose
+checks could not be re-decided is shown as such, each of its stages ERROR, and is never QUALIFIED.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
 from qualify.pipeline.record import RunRecord
 from qualify.report.fleetinputs import HostRun, identity
+from qualify.report.fleetjudge import not_rejudged_model
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
 
@@ -118,6 +121,8 @@ def build_fleet_model(
             if run is None:
                 continue
             model = build_model(run)
+            if h.not_rejudged is not None:
+                model = not_rejudged_model(model, h.not_rejudged)
             models.append(model)
             href = f"{run.path.relative_to(out)}/report.html"
             columns.append(Column(key, h.key, "candidate", candidate, model.verdict, None, "", href))
@@ -129,7 +134,7 @@ def build_fleet_model(
                     if view
                     else Cell("—", "not in this host's plan")
                 )
-    verdict, why = _fleet_verdict(views)
+    verdict, why = _fleet_verdict(views, {h.key for h in hosts if h.not_rejudged is not None})
     return FleetModel(
         schema_version=SCHEMA_VERSION,
         qualify_version=__version__,
@@ -146,18 +151,25 @@ def build_fleet_model(
         columns=columns,
         cells=cells,
         members=models,
-        differences=_stage_differences(candidates, hosts, stages, cells) + _spill_lines(hosts, by_host),
+        differences=_stage_differences(
+            candidates, [h for h in hosts if h.not_rejudged is None], stages, cells
+        )
+        + _spill_lines(hosts, by_host),
         spills=_spills(hosts, by_host),
         bench=_bench(hosts, by_host, candidates),
         mixed=list(mixed or []),
-        not_proven=_not_proven(views, mixed or []),
+        not_proven=_not_proven(views, mixed or [], hosts),
     )
 
 
 def _host_view(host: HostRun) -> HostView:
     saved = host.saved
-    # The host's verdict from its stages as copied here, never the one its run.json saved.
-    derived = host_verdict(host.run, saved)
+    # The host's verdict from its stages as re-decided here, never the one its run.json saved.
+    derived = (
+        host_verdict(host.run, saved)
+        if host.not_rejudged is None
+        else HostVerdict(RunVerdict.INCOMPLETE.value, f"not re-judged: {host.not_rejudged}", None)
+    )
     prov = saved.get("provenance", {})
     info = prov.get("host", {})
     git = prov.get("git") or {}
@@ -180,11 +192,15 @@ def _host_view(host: HostRun) -> HostView:
     )
 
 
-def _fleet_verdict(hosts: list[HostView]) -> tuple[RunVerdict, str]:
+def _fleet_verdict(hosts: list[HostView], not_rejudged: set[str]) -> tuple[RunVerdict, str]:
     failed = [h.key for h in hosts if h.verdict == RunVerdict.NOT_QUALIFIED.value]
     if failed:
         return RunVerdict.NOT_QUALIFIED, "not qualified on " + ", ".join(failed)
-    open_ = [h.key for h in hosts if h.verdict != RunVerdict.QUALIFIED.value]
+    open_ = [
+        f"{h.key} (not re-judged)" if h.key in not_rejudged else h.key
+        for h in hosts
+        if h.verdict != RunVerdict.QUALIFIED.value
+    ]
     if open_:
         return RunVerdict.INCOMPLETE, "not decided on " + ", ".join(open_)
     return RunVerdict.QUALIFIED, f"qualified on every host ({len(hosts)})"
@@ -318,7 +334,7 @@ def _ratio(fact: dict[str, Any]) -> str:
     return f"{ratio:.3f}{span} {fact.get('finding', '')}".strip()
 
 
-def _not_proven(hosts: list[HostView], mixed: list[str]) -> list[str]:
+def _not_proven(hosts: list[HostView], mixed: list[str], runs: list[HostRun]) -> list[str]:
     notes = [
         "Each host was measured on its own, at its own time: the hosts' results are not paired, and "
         "a difference between hosts can be the day (load, temperature, a driver update) as much "
@@ -339,6 +355,12 @@ def _not_proven(hosts: list[HostView], mixed: list[str]) -> list[str]:
         if h.kind == "run":
             notes.append(f"{h.key} ran without controls: nothing there shows its gates could tell.")
     notes += [f"Merged although they differ — {line}." for line in mixed]
+    notes += [
+        f"{h.key} was not re-judged from its measurements here, so nothing its records say is "
+        f"taken: {h.not_rejudged}"
+        for h in runs
+        if h.not_rejudged is not None
+    ]
     return notes
 
 
@@ -354,7 +376,10 @@ def fleet_model(out: Path) -> FleetModel:
     labels checked to name folders inside it: the folder may come from anywhere)."""
     saved = read_json(out / "run.json")
     check_saved_labels(saved, str(out / "run.json"))
-    hosts = [HostRun(h["key"], RunDir(out / "hosts" / h["key"]), h.get("source", "")) for h in saved["hosts"]]
+    hosts = [
+        HostRun(h["key"], RunDir(out / "hosts" / h["key"]), h.get("source", ""), h.get("not_rejudged"))
+        for h in saved["hosts"]
+    ]
     for host in hosts:
         check_saved_labels(host.saved, str(host.run.run_json))
     return build_fleet_model(out, hosts, str(saved.get("created_at", "")), list(saved.get("mixed", [])))

@@ -5,7 +5,9 @@ qualification before anything is merged.
 What comes in is read as outside input: an archive is unpacked within caps (`unpack`), every
 run.json's labels must name folders inside the run (`qualify.core.labels`), and no HTML file
 is copied: each host's report is rendered again from its JSON, so nothing the fleet page links
-to was written by anyone but qualify.
+to was written by anyone but qualify. An input holding several runs (an archive of a runs
+folder, or the folder itself) is refused unless the caller names the one to take (`pick`): an
+older run that qualified is never taken over a newer one that did not by the order of a listing.
 
 Runs merge when they qualify the same thing: the same source revision, the same flake.lock,
 the same plan (stages, checks, parameters, limits and roles; paths left out) and profile.
@@ -19,6 +21,7 @@ import hashlib
 import json
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,23 +43,32 @@ class HostRun:
     key: str  # the host's folder under hosts/, and its name in the report
     run: RunDir
     source: str  # what the caller gave: a directory or an archive
+    #: Why its checks could not be re-decided from their measurements here (None: they were).
+    not_rejudged: str | None = None
 
     @property
     def saved(self) -> dict[str, Any]:
         return self.run.read()
 
 
-def collect(inputs: list[Path], out: Path, caps: Caps | None = None) -> list[HostRun]:
+def collect(
+    inputs: list[Path], out: Path, caps: Caps | None = None, pick: tuple[str, ...] = ()
+) -> list[HostRun]:
     """Every input's run copied to `out/hosts/<host>/`, in the order given; archives are
-    unpacked within `caps` (the documented defaults when None)."""
+    unpacked within `caps` (the documented defaults when None). An input holding several runs
+    gives the one `pick` names (a run id, or its folder's path inside the input)."""
     if len(inputs) < 1:
         raise UsageError("nothing to merge", "give the run directories (or their archives) of each host")
     caps = caps or Caps.default()
     hosts: list[HostRun] = []
+    used: set[str] = set()
+    seen: list[str] = []
     (out / "hosts").mkdir(parents=True, exist_ok=True)
     for given in inputs:
         with tempfile.TemporaryDirectory(prefix="qualify-merge-") as scratch:
-            found = _run_dir(given, Path(scratch), caps)
+            root, runs = _runs_in(given, Path(scratch), caps)
+            found = _chosen(given, root, runs, pick, used)
+            seen += [_run_name(root, run) for run in runs]
             where = (
                 f"{given}: {found.relative_to(scratch) / 'run.json'}"
                 if found.is_relative_to(scratch)
@@ -69,24 +81,90 @@ def collect(inputs: list[Path], out: Path, caps: Caps | None = None) -> list[Hos
                 shutil.rmtree(target)
             _copy_run(found, target, given)
         hosts.append(HostRun(key, RunDir(target), str(given)))
+    unknown = [name for name in pick if name not in used]
+    if unknown:
+        raise UsageError(
+            f"--run {', '.join(unknown)}: no run of the inputs has this id; runs found: {', '.join(seen)}",
+            "give --run the id of a run inside an input that holds several (its folder's name)",
+        )
     return hosts
 
 
-def _run_dir(given: Path, scratch: Path, caps: Caps) -> Path:
+def _runs_in(given: Path, scratch: Path, caps: Caps) -> tuple[Path, list[Path]]:
+    """Where the input's runs are found (the folder given, or `scratch` with the archive
+    unpacked in it), and each run's folder in it (a set's members are part of their set)."""
     if given.is_dir():
         if (given / "run.json").is_file():
-            return given
-        raise UsageError(f"{given}: no run.json here", "give a run directory (runs/<id>) or its archive")
-    if not given.is_file():
+            return given.parent, [given]  # a run folder: its members are part of it
+        root = given
+    elif not given.is_file():
         raise UsageError(f"{given}: no such file or directory")
-    name = given.name.lower()
-    if not name.endswith(ARCHIVES):
+    elif not given.name.lower().endswith(ARCHIVES):
         raise UsageError(f"{given}: not a run directory nor an archive", "archives: " + ", ".join(ARCHIVES))
-    unpack(given, scratch, caps)
-    runs = sorted((p.parent for p in scratch.rglob("run.json")), key=lambda p: len(p.parts))
+    else:
+        unpack(given, scratch, caps)
+        root = scratch
+    runs: list[Path] = []
+    for folder in sorted((p.parent for p in root.rglob("run.json")), key=lambda p: (len(p.parts), p)):
+        if not any(folder.is_relative_to(run) for run in runs):
+            runs.append(folder)
     if not runs:
-        raise UsageError(f"{given}: the archive holds no run.json", "archive the run directory itself")
-    return runs[0]
+        what = "the folder" if given.is_dir() else "the archive"
+        raise UsageError(
+            f"{given}: {what} holds no run.json", "give a run directory (runs/<id>) or its archive"
+        )
+    return root, runs
+
+
+def _chosen(given: Path, root: Path, runs: list[Path], pick: tuple[str, ...], used: set[str]) -> Path:
+    """The one run of `runs` to merge: the only one, or the one `pick` names."""
+    named = [run for run in runs if _names(root, run) & set(pick)]
+    for run in named:
+        used.update(_names(root, run) & set(pick))
+    if len(runs) == 1:
+        return runs[0]
+    if len(named) == 1:
+        return named[0]
+    listing = "; ".join(_described(root, run) for run in runs)
+    if named:
+        raise UsageError(
+            f"{given}: --run names {len(named)} of its runs ({', '.join(_run_name(root, r) for r in named)})",
+            "name one run of each input: give its folder's path inside the input to --run",
+        )
+    raise UsageError(
+        f"{given}: holds {len(runs)} runs, and one host's run is merged at a time: {listing}",
+        "name the one to merge: qualify merge ... --run ID (a run's id, or its folder's path inside "
+        "the input; repeat --run for each input that holds several)",
+    )
+
+
+def _names(root: Path, run: Path) -> set[str]:
+    """What `--run` may call a run: its folder's name, its path inside the input, its run id."""
+    names = {run.name, _run_name(root, run)} if run != root else set()
+    try:
+        run_id = read_json(run / "run.json").get("run_id")
+    except RunStoreError:
+        run_id = None
+    if isinstance(run_id, str) and run_id:
+        names.add(run_id)
+    return names
+
+
+def _run_name(root: Path, run: Path) -> str:
+    """The run's folder inside the input ("." for an archive of a run's contents alone)."""
+    return run.relative_to(root).as_posix()
+
+
+def _described(root: Path, run: Path) -> str:
+    """A run as a listing names it: its folder, host and start (its own words, as found)."""
+    try:
+        saved = read_json(run / "run.json")
+    except RunStoreError:
+        return f"{_run_name(root, run)} (its run.json does not read)"
+    host = (saved.get("provenance") or {}).get("host") or {}
+    name = host.get("label") or host.get("hostname") or "?"
+    made = str(saved.get("created_at", "?"))[:32]
+    return f"{_run_name(root, run)} (host {str(name)[:MAX_LENGTH]}, made {made})"
 
 
 def _checked_run(found: Path, where: str) -> dict[str, Any]:
@@ -96,6 +174,11 @@ def _checked_run(found: Path, where: str) -> dict[str, Any]:
         saved = read_json(found / "run.json")
     except RunStoreError as exc:
         raise RunStoreError(exc.message.replace(str(found / "run.json"), where), exc.hint) from None
+    if saved.get("kind") == "fleet":
+        raise UsageError(
+            f"{where}: a merged fleet report, not a host's run",
+            "merge the hosts' runs themselves (each a folder under runs/, or its archive)",
+        )
     check_saved_labels(saved, where)
     for member in saved.get("members", []) if saved.get("kind") == "set" else []:
         own = found / member["label"] / "run.json"
@@ -124,6 +207,10 @@ def _copy_run(found: Path, target: Path, given: Path) -> None:
 
     try:
         shutil.copytree(found, target, symlinks=True, ignore=left_out)
+        # The copy is the fleet's: its checks are re-decided and its report written in it, so
+        # folders that came read-only (an archive's modes) are made writable to their owner.
+        for folder in [target, *(p for p in target.rglob("*") if p.is_dir() and not p.is_symlink())]:
+            folder.chmod(folder.stat().st_mode | stat.S_IRWXU)
     except (OSError, shutil.Error) as exc:
         first = exc.args[0][0] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else exc
         raise RunStoreError(

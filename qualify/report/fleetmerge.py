@@ -2,15 +2,17 @@
 
 Each host's run (a folder or an archive, unpacked within caps) is copied under
 `<out>/hosts/<key>/`, refused when the runs qualify different things (unless allowed), its
-report rendered again from its own JSON, and the fleet's run.json written; the fleet's model
-and pages come from `fleet`.
+checks re-decided from their measurements (`fleetjudge`), its report rendered again from its own
+JSON, and the fleet's run.json written; the fleet's model and pages come from `fleet`.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from qualify.core.errors import QualifyError, RunStoreError, UsageError
 from qualify.core.verdicts import RunVerdict
@@ -21,19 +23,27 @@ from qualify.report.unpack import Caps
 
 
 def merge(
-    inputs: list[Path], out: Path, *, allow_mixed: bool = False, caps: Caps | None = None
+    inputs: list[Path],
+    out: Path,
+    *,
+    allow_mixed: bool = False,
+    caps: Caps | None = None,
+    pick: tuple[str, ...] = (),
 ) -> RunVerdict:
-    """Copy the hosts' runs under `out` (archives unpacked within `caps`), render each host's
-    report again from its JSON, refuse runs that qualify different things (unless
-    `allow_mixed`), and write `out/run.json` (kind "fleet"); `render` writes the fleet's reports."""
+    """Copy the hosts' runs under `out` (archives unpacked within `caps`; of an input holding
+    several runs, the one `pick` names), refuse runs that qualify different things (unless
+    `allow_mixed`), re-decide each host's checks from its measurements, render each host's
+    report again from its JSON, and write `out/run.json` (kind "fleet"); `render` writes the
+    fleet's reports."""
     from qualify.core.runstore import RunDir, now_iso
     from qualify.core.verdicts import exit_code_for
     from qualify.pipeline.record import RunRecord
     from qualify.report.fleetinputs import collect, mismatches
+    from qualify.report.fleetjudge import rejudge_host
 
     staging = _staging(out, inputs)
     try:
-        hosts = collect(inputs, staging, caps)
+        hosts = collect(inputs, staging, caps, pick)
         differ = mismatches(hosts)
         if differ and not allow_mixed:
             raise UsageError(
@@ -41,6 +51,9 @@ def merge(
                 "merge runs of one revision, lock and plan; --allow-mixed merges them anyway "
                 "(the report says what differed)",
             )
+        # No host's verdict is taken from its records: each is decided again from what it
+        # measured, by the plan its run records (the one compared across hosts above).
+        hosts = [replace(h, not_rejudged=rejudge_host(h.run)) for h in hosts]
         for host in hosts:
             _render_host(host)
         created = now_iso()
@@ -49,7 +62,7 @@ def merge(
             "run_id": out.name,
             "created_at": created,
             "status": "complete",
-            "hosts": [{"key": h.key, "source": h.source, "run_id": h.saved.get("run_id")} for h in hosts],
+            "hosts": [_host_entry(h) for h in hosts],
             "mixed": differ,
         }
         record = RunRecord.parse(RunDir(staging), document)
@@ -74,6 +87,13 @@ def merge(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return RunVerdict(model.verdict)
+
+
+def _host_entry(host: HostRun) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": host.key, "source": host.source, "run_id": host.saved.get("run_id")}
+    if host.not_rejudged is not None:
+        entry["not_rejudged"] = host.not_rejudged
+    return entry
 
 
 def _staging(out: Path, inputs: list[Path]) -> Path:

@@ -3,7 +3,8 @@
 Only when the environment says so: `GITHUB_STEP_SUMMARY` names the file the Markdown summary is
 appended to, and `GITHUB_ACTIONS=true` turns every FAIL or ERROR finding into an `::error`
 workflow command on stdout. Values are escaped as GitHub documents for workflow commands: `%`,
-CR and LF everywhere, and also `:` and `,` in properties such as the title.
+CR and LF everywhere, and also `:` and `,` in properties such as the title; other control
+characters, bidirectional controls and zero-width characters are taken out.
 """
 
 from __future__ import annotations
@@ -11,16 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from qualify.core.plaintext import clean
 from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A workflow command's message: `%`, CR and LF escaped as GitHub reads them back (`%25`,
+    `%0D`, `%0A`); every other control character, a terminal's escape sequences, bidirectional
+    controls and zero-width characters taken out (`plaintext.clean`), since the runner would
+    show them as they are."""
+    return clean(text, keep_cr=True).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:
+    """A workflow command's property (`title=`, `file=`): as a message, and `:` and `,`, which
+    end a property, escaped too (`%3A`, `%2C`)."""
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 

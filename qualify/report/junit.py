@@ -8,7 +8,8 @@ what it judged are properties of the stage's suite (the schema CI tools read all
 only). Written with the standard library's ElementTree, which escapes text and attributes;
 what XML 1.0 cannot hold at all (a terminal's escape sequences, NUL and the other control
 characters, lone surrogates, U+FFFE) is taken out first (`xml_text`), so the file is
-well-formed whatever a command printed.
+well-formed whatever a command printed; so are bidirectional controls and zero-width characters,
+which would make a name or a message read otherwise than it is.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from qualify.core.plaintext import clean
 from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel
@@ -36,7 +38,9 @@ _NOT_XML = re.compile(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 def xml_text(text: str) -> str:
     """`text` as XML 1.0 can hold it: a terminal's control sequences removed, any other
     character XML cannot hold written as its escape (`\\x00`, `\\x1b`, `\\ud800`), visible."""
-    return _NOT_XML.sub(_escape, _TERMINAL.sub("", text))
+    # Bidirectional controls and zero-width characters would reorder or hide text where a CI
+    # system shows it: taken out (`plaintext.clean`); control characters are shown escaped.
+    return _NOT_XML.sub(_escape, _TERMINAL.sub("", clean(text, controls=False)))
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -11,6 +11,8 @@ as the same characters and as nothing else:
   backslash-escaped (emphasis, code, links, images, footnotes, tables' pipes, strikethrough,
   math; an underscore inside a word, which cannot be emphasis, is left as it is), and `&`,
   `<`, `>` become entities, so no raw HTML and no `<…>` autolink;
+- nothing hidden or reordered: bidirectional controls, zero-width characters and control
+  characters are taken out (`qualify.core.plaintext.clean`);
 - nothing GitHub links after rendering: a zero-width space after `@` (no mention, no e-mail
   link), inside `://` and after `www` (no bare-URL link), and after `#` before a digit (no issue
   reference).
@@ -24,11 +26,12 @@ from __future__ import annotations
 
 import re
 
+from qualify.core.plaintext import clean
+
 __all__ = ["MdSafe", "code", "escape"]
 
 ZWSP = "\u200b"
 _BREAKS = re.compile(r"\r\n|[\r\n\u2028\u2029\x0b\x0c\x85]")
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 # Every character that is markup somewhere in GitHub's Markdown, inline or in a table.
 _PUNCTUATION = re.compile(r"([\\`*\[\]!|~$])")
 # An underscore between two letters or digits can neither open nor close emphasis (`sm_90`).
@@ -46,7 +49,10 @@ class MdSafe(str):
 
 
 def _one_line(text: str) -> str:
-    return _CONTROL.sub("", _BREAKS.sub(" ", text))
+    # Line breaks first (a break is a space, not nothing), then what `plaintext.clean` takes out
+    # of all outside text: a terminal's escape sequences whole, control characters,
+    # bidirectional controls and zero-width characters.
+    return clean(_BREAKS.sub(" ", text))
 
 
 def escape(value: object) -> str:

@@ -9,11 +9,12 @@ from typing import Any
 
 from qualify import __version__
 from qualify.core.errors import RunStoreError
+from qualify.core.redaction import redact_text
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import StageState
+from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
-from qualify.pipeline.record import CheckEntry, CheckResult, StageRecord
 from qualify.report import headline
 from qualify.report.views import CheckView, StageView
 
@@ -86,8 +87,14 @@ def build_model(run: RunDir) -> ReportModel:
     ]
     stages = _merge_order(stages)
     prov = saved.get("provenance", {})
+    # A run saved before installables were recorded redacted may hold a URL's token.
     roles = [
-        RoleView(role, info.get("arm", ""), info.get("installable", ""), info.get("out"))
+        RoleView(
+            role,
+            info.get("arm", ""),
+            redact_text(str(info.get("installable", "")), known=False),
+            info.get("out"),
+        )
         for role, info in saved.get("roles", {}).items()
     ]
     status = derived.status
@@ -192,15 +199,14 @@ def _stage(run: RunDir, spec: dict[str, Any], derived: RunOnDisk) -> StageView:
 
 def _check(folder: Path, entry: CheckEntry) -> CheckView:
     """A check of a stage, as its stage.json lists it, with the evidence its result.json holds
-    (a result that does not read is shown as an ERROR finding naming the file)."""
+    (a result that does not read is an ERROR whose reason and finding name the file and the key:
+    what stage.json says of it cannot be checked against it)."""
     path = folder / entry.name / "result.json"
     try:
         result = CheckResult.load(path) if path.is_file() else None
     except RunStoreError as exc:
         unreadable = ({"verdict": "ERROR", "message": exc.message, "role": None},)
-        return CheckView(
-            entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, list(unreadable), []
-        )
+        return CheckView(entry.name, entry.kind, "ERROR", exc.message, "", False, None, list(unreadable), [])
     if result is None:
         return CheckView(entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, [], [])
     return CheckView(

@@ -4,7 +4,9 @@ summary.md is what a pull request comment or a job's step summary shows: the ver
 reasons that decide it and the stages, never whole tables (those are in report.html). It is held
 under `SUMMARY_CAP` characters, far below GitHub's 65 536-character comment limit: a summary that
 would be longer is rendered again without its per-check details, and cut at a line if it is still
-too long. Every value in it goes through `qualify.report.markdown.escape`.
+too long. Every value in it goes through `qualify.report.markdown.escape`. Every value report.html
+and report.json show is first made plain (`qualify.core.plaintext.clean`): no bidirectional
+control, zero-width or control character from a name or a command's output reaches them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from qualify.core.plaintext import clean, clean_tree
 from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
@@ -139,6 +142,17 @@ def _clip(value: object, limit: int = SUMMARY_LINE) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def _shown(value: Any) -> Any:
+    """Every value a page prints (jinja's `finalize`), before it is escaped: its bidirectional
+    controls, zero-width and control characters taken out (`plaintext.clean`), markup too (a
+    kernel's cell quotes its name)."""
+    if isinstance(value, Markup):
+        return Markup(clean(str(value)))  # removing characters opens no tag
+    if isinstance(value, str):
+        return clean(value)
+    return value
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(str(data_dir("reports"))),
@@ -146,6 +160,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     _common_filters(env)
     env.filters["kernel"] = _kernel_cell
@@ -163,13 +178,15 @@ def _environment() -> Environment:
 
 
 def render(run: RunDir) -> ReportFiles:
-    kind = RunRecord.load(run).kind
-    if kind == "set":
-        return render_set(run)
-    if kind == "fleet":
-        return render_fleet(run)
-    model = build_model(run)
-    return _write(run, "report.html.j2", "summary.md.j2", model, junit_xml(model))
+    # No report is written through a link inside the run folder (a member's, a host's).
+    with run.writing():
+        kind = RunRecord.load(run).kind
+        if kind == "set":
+            return render_set(run)
+        if kind == "fleet":
+            return render_fleet(run)
+        model = build_model(run)
+        return _write(run, "report.html.j2", "summary.md.j2", model, junit_xml(model))
 
 
 def render_set(run: RunDir) -> ReportFiles:
@@ -200,7 +217,8 @@ def _write(
     write_atomic(files.junit, junit)
     text = render_summary(summary, model, run.path, SummaryLinks.from_environ(os.environ))
     write_atomic(files.markdown, text.encode("utf-8"))
-    write_atomic(files.json, (json.dumps(model.as_json(), indent=2, default=str) + "\n").encode())
+    document = clean_tree(model.as_json())  # the same text as the pages show
+    write_atomic(files.json, (json.dumps(document, indent=2, default=str) + "\n").encode())
     return files
 
 

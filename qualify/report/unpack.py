@@ -16,11 +16,16 @@ artifact (11.6 GB for the example's full profile), so one file may be 16 GiB and
 GiB; `qualify merge --max-unpacked/--max-file/--max-files` change them.
 
 Names are checked as tarfile's `data` filter checks them (used for tar): nothing absolute,
-nothing reaching out with `..`; a zip is unpacked entry by entry by the same rules.
+nothing reaching out with `..`, no link leading out; a zip is unpacked entry by entry by the same
+rules. A tar's hard link counts as the file it links to, each time: it costs nothing here, but
+the copy under the fleet's folder writes it whole (a real run set keeps hard links: each member's
+measurement seen from the set's own stage folder). A zip holding one name twice is refused: which
+of the two is the run's would be a guess.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 import tarfile
 import zipfile
@@ -126,26 +131,60 @@ def unpack(archive: Path, into: Path, caps: Caps) -> None:
             _untar(archive, into, caps)
     except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as exc:
         raise UsageError(f"{archive}: cannot unpack: {exc}") from None
+    except (NotImplementedError, RuntimeError) as exc:
+        # zipfile's words for a compression it does not know and for an encrypted member.
+        raise UsageError(
+            f"{archive}: cannot unpack: {exc}",
+            "archive the run folder again without encryption (zip -r, or tar -czf)",
+        ) from None
 
 
 def _untar(archive: Path, into: Path, caps: Caps) -> None:
     tally = _Tally(archive, caps)
+    sizes: dict[str, int] = {}  # each member so far by its normalised name: what a link to it writes
     with tarfile.open(archive) as tar:
         # The headers first, all of them: a member's data is skipped, never stored, and a
         # sparse member's size is its length (tarfile reports the expanded size).
         for info in tar:
             tally.entry()
             if info.isreg():
-                tally.grow(info.name, info.size, info.size)
+                size = info.size
+            elif info.islnk():
+                # A hard link names a member before it (tarfile finds it the same way).
+                found = sizes.get(_normal(info.linkname))
+                if found is None:
+                    raise UsageError(
+                        f"{archive}: {info.name!r} links to {info.linkname!r}, which the archive "
+                        "does not hold before it; nothing of it was merged",
+                        "archive the run directory itself (tar -czf host.tgz -C runs RUN_ID)",
+                    )
+                size = found
+            else:
+                continue
+            sizes[_normal(info.name)] = size
+            tally.grow(info.name, size, size)
         tar.extractall(into, filter="data")
+
+
+def _normal(name: str) -> str:
+    return posixpath.normpath(name.lstrip("/"))
 
 
 def _unzip(archive: Path, into: Path, caps: Caps) -> None:
     listed, written = _Tally(archive, caps), _Tally(archive, caps)
     with zipfile.ZipFile(archive) as zipped:
         entries = zipped.infolist()
+        seen: dict[Path, zipfile.ZipInfo] = {}
         for info in entries:
-            _zip_target(archive, into, info.filename)
+            target = _zip_target(archive, into, info.filename)
+            earlier = seen.setdefault(target, info)
+            if earlier is not info and not (earlier.is_dir() and info.is_dir()):
+                raise UsageError(
+                    f"{archive}: holds {info.filename!r} twice ({earlier.file_size} and "
+                    f"{info.file_size} bytes); nothing of it was merged",
+                    "an archive of a run holds each file once: archive the run folder again "
+                    "(zip -r host.zip RUN_ID, or tar -czf host.tgz -C runs RUN_ID)",
+                )
             listed.entry()
             listed.grow(info.filename, info.file_size, info.file_size)
         # The listing is the archive's word; the bytes are counted again as they come out.

@@ -15,6 +15,7 @@ import pytest
 
 from qualify.core import loopback, process
 from qualify.core.environment import child_env
+from qualify.core.groups import group_alive
 from qualify.core.process import Server, ServerExited
 
 PY = sys.executable
@@ -60,7 +61,7 @@ def test_a_port_taken_before_the_bind_is_retried_on_another(
         pid = server.process.pid
     assert len(tried) == 2 and base_url.endswith(f":{tried[1]}") and tried[0] != tried[1]
     assert retried and f"port {tried[0]} was taken" in retried[0]
-    assert not process.group_alive(pid)  # stopped when the block left
+    assert not group_alive(pid)  # stopped when the block left
 
 
 def test_a_server_that_fails_on_a_free_port_is_not_retried(tmp_path: Path) -> None:

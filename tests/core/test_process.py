@@ -16,6 +16,7 @@ import pytest
 from qualify.core import process
 from qualify.core.environment import REDACTED, child_env
 from qualify.core.errors import QualifyError, ToolMissing
+from qualify.core.groups import group_alive
 
 PY = sys.executable
 
@@ -49,7 +50,7 @@ def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
     assert len(recorded) == 3
     shell_pid = recorded[-1]
     # The shell led its own group; nothing alive may remain in it.
-    assert not process.group_alive(shell_pid)
+    assert not group_alive(shell_pid)
     for pid in recorded:
         state = _state(pid)
         assert state in (None, "Z"), f"pid {pid} still running ({state})"
@@ -141,7 +142,7 @@ def test_serve_waits_for_readiness_and_always_tears_down(tmp_path: Path) -> None
             assert server.alive()
             pid = server.process.pid
             raise RuntimeError("suite failed")
-    assert not process.group_alive(pid)
+    assert not group_alive(pid)
     assert not ready()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from qualify.core.redaction import (
@@ -15,6 +17,9 @@ from qualify.core.redaction import (
     redact_text,
     redact_values,
     remember,
+    remember_ambient,
+    remember_named,
+    remember_urls,
 )
 
 
@@ -105,3 +110,90 @@ def test_a_remembered_value_is_replaced_wherever_it_appears() -> None:
     assert redact_values({"note": "positional-secret-77"}) == {"note": "positional-secret-77"}
     remember(["short"])  # too short to replace in ordinary text
     assert redact_known("a short note") == "a short note"
+
+
+def test_a_url_password_in_a_childs_output_is_hidden_by_its_form() -> None:
+    """A child's output gets the rules that are safe on free text: a URL's password is one,
+    remembered or not (git, curl and nix quote the URL they fetch)."""
+    line = "fatal: unable to access 'https://oauth2:never-remembered-41@example.com/o/r/'\n"
+    assert redact_known(line) == f"fatal: unable to access 'https://oauth2:{REDACTED}@example.com/o/r/'\n"
+    assert redact_known("a port http://host:8080/path@x stays") == "a port http://host:8080/path@x stays"
+
+
+def test_url_credentials_are_remembered_by_value() -> None:
+    """A flake URL's token reaches nix as written; nix or git may print it bare."""
+    remember_urls(
+        [
+            "git+https://oauth2:glpat-urlValue0123456789a@gitlab.example.com/o/r#pkg",
+            "https://u:pct%2Fencoded-77@h/x",
+            "https://h/x?rev=main&access_token=query-token-5f6e",
+            None,
+        ]
+    )
+    said = "glpat-urlValue0123456789a, pct/encoded-77, pct%2Fencoded-77 and query-token-5f6e"
+    assert redact_known(said) == f"{REDACTED}, {REDACTED}, {REDACTED} and {REDACTED}"
+
+
+def test_nix_config_access_tokens_are_remembered(tmp_path: Path) -> None:
+    """An environment holding NIX_CONFIG (a child's) makes its access tokens known: each token,
+    the part after GitLab's `PAT:`, and the line's whole value."""
+    tokens = "github.com=ghtok-a1b2c3 gitlab.com=PAT:gltok-d4e5f6"
+    nix_config = f"experimental-features = nix-command flakes\naccess-tokens = {tokens}\n"
+    remember_named({"PATH": "/bin", "NIX_CONFIG": nix_config, "NIX_CONF_DIR": str(tmp_path)})
+    assert redact_known(tokens) == REDACTED
+    assert redact_known("got ghtok-a1b2c3 and PAT:gltok-d4e5f6") == f"got {REDACTED} and {REDACTED}"
+    assert redact_known("experimental-features") == "experimental-features"
+
+
+def test_the_netrc_passwords_nix_would_use_are_remembered(tmp_path: Path) -> None:
+    """Netrc files named by `netrc-file` (NIX_CONFIG, nix.conf, a file nix.conf includes, the
+    user's nix.conf), nix's default <NIX_CONF_DIR>/netrc and ~/.netrc: their passwords, and the
+    tokens of nix.conf's own secret settings. The files' paths are no secret."""
+    conf_dir, home, xdg = tmp_path / "etc-nix", tmp_path / "home", tmp_path / "xdg"
+    (xdg / "nix").mkdir(parents=True)
+    conf_dir.mkdir()
+    home.mkdir()
+    (conf_dir / "netrc").write_text("machine a login u password default-netrc-pw-1\n")
+    (home / ".netrc").write_text("machine b\n  login u\n  password home-netrc-pw-2\n")
+    named = tmp_path / "named-netrc"
+    named.write_text("default login x password named-netrc-pw-3")
+    (tmp_path / "inc-netrc").write_text("machine c login u password inc-netrc-pw-5")
+    (conf_dir / "more.conf").write_text(
+        f"netrc-file = {tmp_path / 'inc-netrc'}  # a comment\nextra-access-tokens = example.org=inc-conf-tok-4\n"
+    )
+    (conf_dir / "nix.conf").write_text("max-jobs = 4\n!include more.conf\n")
+    (tmp_path / "user-netrc").write_text("machine d login u password user-conf-netrc-pw-6")
+    (xdg / "nix" / "nix.conf").write_text(f"netrc-file = {tmp_path / 'user-netrc'}\n")
+    remember_ambient(
+        {
+            "NIX_CONF_DIR": str(conf_dir),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(xdg),
+            "NIX_CONFIG": f"netrc-file = {named}",
+        }
+    )
+    for secret in (
+        "default-netrc-pw-1", "home-netrc-pw-2", "named-netrc-pw-3", "inc-conf-tok-4", "inc-netrc-pw-5",
+        "user-conf-netrc-pw-6",
+    ):  # fmt: skip
+        assert redact_known(f"x {secret} y") == f"x {REDACTED} y", secret
+    assert redact_known(str(named)) == str(named)
+    # Files that are not there are passed over.
+    remember_ambient({"NIX_CONF_DIR": str(tmp_path / "missing"), "HOME": str(tmp_path / "nobody")})
+
+
+def test_the_secrets_of_a_runs_nix_options_are_remembered(tmp_path: Path) -> None:
+    """`--nix-option netrc-file=PATH` points nix at a netrc file: its passwords are known, as
+    are an `access-tokens` option's tokens and a substituter URL's password."""
+    netrc = tmp_path / "option-netrc"
+    netrc.write_text("machine h login u password option-netrc-pw-8a9b\n")
+    remember_ambient(
+        {"NIX_CONF_DIR": str(tmp_path / "none")},
+        settings=[
+            ("netrc-file", str(netrc)),
+            ("access-tokens", "github.com=option-tok-7c8d"),
+            ("extra-substituters", "https://u:cache-pw-6e7f@cache.example.com"),
+        ],
+    )
+    said = "option-netrc-pw-8a9b option-tok-7c8d cache-pw-6e7f"
+    assert redact_known(said) == " ".join([REDACTED] * 3)

@@ -43,7 +43,8 @@ def start_hanging_run(p: Project) -> tuple[subprocess.Popen[str], Path, int]:
         record = runs[0] / "processes.jsonl" if runs else None
         if record is not None and record.is_file() and record.read_text().strip():
             pgid = json.loads(record.read_text().splitlines()[0])["pgid"]
-            if len(group_members(pgid)) >= 2:  # the python and its sleep
+            # The python's sleep has started (the group may also hold the containment's wrapper).
+            if any(_cmdline(Path("/proc") / str(m)).startswith(b"sleep") for m in group_members(pgid)):
                 return proc, runs[0], pgid
         time.sleep(0.1)
     proc.kill()

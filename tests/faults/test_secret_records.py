@@ -232,3 +232,153 @@ def test_a_nix_access_token_reaches_nix_but_no_record(tmp_path: Path) -> None:
         and "--nix-option access-tokens=" in source["error"]["hint"]
     )
     assert leaks(run, [ACCESS_TOKEN], again.stdout + again.stderr) == []
+
+
+URL_CONFIG = """
+flake = "git+https://oauth2:{flake_token}@gitlab.example.com/o/r"
+[arms.pinned]
+installable = "git+https://oauth2:{pinned_token}@gitlab.example.com/o/r#default"
+devshell = "git+https://oauth2:{devshell_token}@gitlab.example.com/o/r#default"
+[arms.cand]
+installable = "git+https://oauth2:{cand_token}@gitlab.example.com/o/r#cand"
+devshell = "git+https://oauth2:{devshell_token}@gitlab.example.com/o/r#cand"
+"""
+
+#: A check that writes its arguments outside the run folder, prints every secret it finds in
+#: a file (as a tool that echoes its configuration or its fetches would) and fails for the
+#: candidate only.
+LEAKY_CHECK = """
+import pathlib, sys
+seen, said, role = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+seen.write_text(chr(10).join(sys.argv[4:]))
+print(said.read_text())
+sys.exit(0 if role == "pinned" else 1)
+"""
+
+
+def test_url_tokens_and_the_secrets_nix_uses_reach_no_record_report_nor_annotation(
+    project: Callable[..., Project], tmp_path: Path
+) -> None:
+    """Tokens in the flake URL, the arms' installable and devshell and `--override-input`, a
+    NIX_CONFIG access token, netrc passwords (the file NIX_CONFIG names and ~/.netrc) and a URL's
+    password, printed by a failing check: the child gets its URLs in clear; no file of the run
+    folder (logs, run.json, stage.json, results, summary.md, junit.xml, report.html and .json),
+    the step summary nor the console (`::error` lines) keeps any of them. A rerun of the saved
+    run is not refused for its installables being saved redacted."""
+    url_tokens = {
+        "flake_token": "glpat-FlakeTok0123456789ab",
+        "pinned_token": "glpat-InstTok0123456789abc",
+        "devshell_token": "devshell-pw-77aa",
+        "cand_token": "cand-inst-pw-88bb",
+    }
+    override_token = "override-pw-11ff"
+    access = {"github": "nixconfig-tok-55cc", "gitlab": "gitlab-pat-tok-66ee"}
+    netrc_pw, home_netrc_pw, url_pw = "netrc-file-pw-33dd", "home-netrc-pw-44ee", "printed-url-pw-99ee"
+    secrets = [*url_tokens.values(), override_token, *access.values(), netrc_pw, home_netrc_pw, url_pw]
+
+    p = project(URL_CONFIG.format(**url_tokens))
+    (p.root / "leak.py").write_text(LEAKY_CHECK)
+    said, seen = tmp_path / "said.txt", tmp_path / "seen"
+    seen.mkdir()
+    said.write_text(
+        f"nix: using access token {access['github']} and PAT:{access['gitlab']}\n"
+        f"netrc: {netrc_pw}, home: {home_netrc_pw}\n"
+        f"fetching https://bob:{url_pw}@example.com/x\n"
+        f"bare: {url_tokens['pinned_token']} {url_tokens['cand_token']} {url_tokens['devshell_token']} "
+        f"{url_tokens['flake_token']} {override_token}\n"
+    )
+    p.stage(
+        "20-compile.toml",
+        f"""
+        name = "compile"
+        [[check]]
+        kind = "command"
+        name = "c"
+        run = "{{py}} {{project}}/leak.py {seen}/{{role}} {said} {{role}} {{installable}} {{devshell}}"
+        """,
+    )
+    home, netrc, conf_dir = tmp_path / "home", tmp_path / "netrc", tmp_path / "etc-nix"
+    home.mkdir()
+    conf_dir.mkdir()
+    (home / ".netrc").write_text(f"machine gitlab.example.com login oauth2 password {home_netrc_pw}\n")
+    netrc.write_text(f"machine example.com login u password {netrc_pw}\n")
+    step_summary = tmp_path / "step-summary.md"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "NIX_CONF_DIR": str(conf_dir),
+        "NIX_CONFIG": f"access-tokens = github.com={access['github']} gitlab.com=PAT:{access['gitlab']}\n"
+        f"netrc-file = {netrc}",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(step_summary),
+    }
+    override = f"git+https://oauth2:{override_token}@gitlab.example.com/n/nixpkgs"
+    done = qualify_proc(
+        "run", "--candidate", "cand", "--project", str(p.root), "--override-input", f"nixpkgs={override}",
+        env=env,
+    )  # fmt: skip
+    said_out = done.stdout + done.stderr
+    assert done.returncode == 1, said_out  # the candidate failed the compile stage
+    assert "::error" in done.stdout
+    got = (seen / "candidate").read_text().splitlines()
+    assert got == [
+        f"git+https://oauth2:{url_tokens['cand_token']}@gitlab.example.com/o/r#cand",
+        f"git+https://oauth2:{url_tokens['devshell_token']}@gitlab.example.com/o/r#cand",
+    ]
+    [run] = p.run_dirs()
+    written = ["summary.md", "junit.xml", "report.html", "report.json", "run.json", "20-compile/stage.json"]
+    assert [name for name in written if not (run / name).is_file()] == []
+    assert step_summary.is_file()
+    assert leaks(run, secrets, said_out, step_summary.read_text()) == []
+    assert REDACTED in (run / "20-compile" / "c" / "logs" / "candidate-run.log").read_text()
+    saved = json.loads((run / "run.json").read_text())
+    hidden = f"git+https://oauth2:{REDACTED}@gitlab.example.com"  # the shape is kept
+    assert saved["config"]["flake"] == f"{hidden}/o/r"
+    assert saved["project"]["flake"] == saved["config"]["flake"]
+    assert saved["config"]["arms"]["pinned"]["devshell"] == f"{hidden}/o/r#default"
+    assert saved["roles"]["candidate"]["installable"] == f"{hidden}/o/r#cand"
+    assert saved["roles"]["pinned"]["devshell"] == f"{hidden}/o/r#default"
+    redacted_override = [["nixpkgs", f"{hidden}/n/nixpkgs"]]
+    assert saved["options"]["override_inputs"] == redacted_override
+    assert saved["invocations"][0]["override_inputs"] == redacted_override
+
+    again = qualify_proc(
+        "run", "--run", run.name, "--only", "compile", "--project", str(p.root), "--override-input",
+        f"nixpkgs={override}", env=env,
+    )  # fmt: skip
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert leaks(run, secrets, again.stdout, again.stderr, step_summary.read_text()) == []
+
+
+@pytest.mark.nix
+@pytest.mark.skipif(not have_nix(), reason="nix is not installed")
+def test_an_override_input_token_reaches_nix_but_no_record(tmp_path: Path) -> None:
+    """`--override-input NAME URL` with a token in the URL: nix gets the URL as given (it cannot
+    fetch it here, so the candidate's build fails and its messages are quoted); run.json,
+    source.json, the build's records, logs, reports and the console keep
+    `oauth2:<redacted>@`. A rerun that must build again and was not given the override again
+    says so by name instead of handing nix `<redacted>`."""
+    token = "override-tok-2b3c4d"
+    engine = make_rocm_project(tmp_path / "p", PLAN)
+    bin_dir = observing_nix(tmp_path)
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    # Port 9 (discard) on loopback: refused at once, nothing leaves the machine.
+    url = f"git+https://oauth2:{token}@127.0.0.1:9/o/nixpkgs"
+    done = qualify_proc(
+        "run", "--candidate", "rocm10", "--project", str(engine), "--override-input", "nixpkgs-rocm10", url,
+        env=env,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said  # the candidate's build failed
+    assert f"--override-input nixpkgs-rocm10 {url}" in (tmp_path / "nix-args").read_text()
+    [run] = [d for d in (engine / "runs").iterdir() if (d / "run.json").is_file()]
+    assert leaks(run, [token], said) == []
+    redacted = [["nixpkgs-rocm10", f"git+https://oauth2:{REDACTED}@127.0.0.1:9/o/nixpkgs"]]
+    assert json.loads((run / "run.json").read_text())["options"]["override_inputs"] == redacted
+    assert json.loads((run / "10-build" / "arms" / "source.json").read_text())["override_inputs"] == redacted
+
+    again = qualify_proc("run", "--run", run.name, "--only", "build", "--project", str(engine), env=env)
+    assert again.returncode != 0
+    source = json.loads((run / "10-build" / "arms" / "source.json").read_text())
+    assert "--override-input nixpkgs-rocm10=" in source["error"]["hint"], source
+    assert leaks(run, [token], again.stdout + again.stderr) == []

@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from qualify.cli import app
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
-from qualify.pipeline.record import CheckResult, RunRecord, StageRecord
+from qualify.pipeline.checkrecords import CheckResult, StageRecord
+from qualify.pipeline.record import RunRecord
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"

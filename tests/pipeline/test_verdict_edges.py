@@ -13,6 +13,7 @@ from conftest import PY, Project, command_stage
 from typer.testing import CliRunner
 
 from qualify.cli import app
+from qualify.core import seal
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 runner = CliRunner()
@@ -157,6 +158,9 @@ def test_a_crashed_measurement_stays_error_when_rejudged(project: Callable[..., 
     stage = json.loads(stage_path.read_text())
     stage["checks"][0]["verdict"] = stage["verdict"] = "ERROR"
     stage_path.write_text(json.dumps(stage))
+    # Written as the stage runner writes them: sealed (an edit by anything else is "tampered").
+    seal.note(path)
+    seal.note(stage_path)
     code, out = cli(p, "report", run.name, "--rejudge")
     again = json.loads(path.read_text())
     assert again["verdict"] == "ERROR" and "crashed" in again["reason"], out

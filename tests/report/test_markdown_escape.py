@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from qualify.core.plaintext import clean
 from qualify.report import markdown
 from qualify.report.render import SummaryLinks, md_cell, render_summary
 
@@ -56,9 +57,11 @@ def flat(tokens: list[Token]) -> list[Token]:
 
 
 def plain(value: str) -> str:
-    """What escaping promises to keep: the characters, on one line, trimmed."""
+    """What escaping promises to keep: the characters, on one line, trimmed, less those no
+    report shows (`plaintext.clean`: control characters and sequences, bidirectional controls,
+    zero-width characters)."""
     text = re.sub(r"\r\n|[\r\n\u2028\u2029\x0b\x0c\x85]", " ", value)
-    return re.sub(r"[\x00-\x08\x0e-\x1f\x7f]", "", text).strip()
+    return clean(text).strip()
 
 
 def rendered_text(source: str) -> tuple[list[str], str]:

@@ -219,3 +219,49 @@ def test_out_in_an_unwritable_place_is_named(a_run: Path, tmp_path: Path) -> Non
         out = place / "fleet"
         code, said = merge(str(a_run), "--out", str(out))
     assert code == 2 and str(out) in said and "writable" in said and "internal error" not in said, said
+
+
+def test_hard_links_count_each_time_they_are_written(
+    a_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One file of zeros and 40 hard links to it: a tiny .tgz that used to pass a 16 MiB cap and
+    write 82 MiB (each link is a whole copy once the run is copied under the fleet's folder)."""
+    monkeypatch.setattr(unpack, "MAX_UNPACKED_BYTES", 16 << 20, raising=False)
+    run = copy_of(a_run, tmp_path / "src")
+    zeros = run / "10-build" / "build-check" / "zeros.bin"
+    zeros.write_bytes(bytes(2 << 20))
+    for n in range(40):
+        os.link(zeros, zeros.with_name(f"again-{n}.bin"))
+    archive = tmp_path / "host.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(run, arcname=run.name)
+    assert archive.stat().st_size < 64 << 10
+    with tarfile.open(archive) as tar:
+        assert sum(m.islnk() for m in tar) == 40
+    out = tmp_path / "fleet"
+    code, said = merge(str(archive), "--out", str(out))
+    assert code == 4 and str(archive) in said and "more than 16 MiB" in said and "--max-unpacked" in said, (
+        said
+    )
+    assert not out.exists() and not list(tmp_path.glob(".fleet.*"))
+    # Under a cap they fit in, they are merged, every copy counted and whole.
+    code, said = merge(str(archive), "--out", str(out), "--max-unpacked", "128M")
+    assert code in (0, 3), said
+    copies = list((out / "hosts" / "box").rglob("again-*.bin"))
+    assert len(copies) == 40 and all(c.stat().st_size == 2 << 20 for c in copies)
+
+
+def test_a_zip_holding_one_name_twice_is_named(a_run: Path, tmp_path: Path) -> None:
+    """Which of the two is the run's? Neither is guessed: the archive is refused, naming it."""
+    run = copy_of(a_run, tmp_path / "src")
+    archive = tmp_path / "host.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in run.rglob("*"):
+            zipped.write(path, Path(run.name) / path.relative_to(run))
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            zipped.writestr(f"{run.name}/run.json", "{}")
+    out = tmp_path / "fleet"
+    code, said = merge(str(archive), "--out", str(out))
+    assert code == 4, said
+    assert str(archive) in said and f"'{run.name}/run.json'" in said and "twice" in said, said
+    assert "internal error" not in said and "hint:" in said and not out.exists()

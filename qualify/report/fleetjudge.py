@@ -1,0 +1,172 @@
+"""Each host's run re-decided from its measurements before a fleet report takes its verdict.
+
+A host's folder is someone else's word: its run.json, stage.json and result.json can all say
+PASS over measurements that are not there, or over limits loosened after the run. So `qualify
+merge` judges every check of a host's copy again, through the same machinery as `qualify report
+--rejudge` (`qualify.pipeline.rejudge`), with the limits of the plan the host's run.json records:
+the plan compared across hosts (`fleetinputs.identity`), not the limits a result.json carries.
+A run set's members are re-decided with their share of the set's plan, then the set's verdict.
+
+A host whose checks cannot be re-decided here (a check kind this qualify does not know, a result
+that names another kind than its plan, records that do not parse, the stages' libraries not
+installed) is reported as not re-judged: its verdict is not taken, whatever its files say.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from qualify.core.checkspec import CheckSpec
+from qualify.core.errors import QualifyError, RunStoreError
+from qualify.core.labels import name_problem
+from qualify.core.runstore import RunDir, read_json
+from qualify.core.verdicts import RunVerdict, Verdict
+from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.record import RunRecord
+from qualify.report.model import ReportModel
+
+#: What a record that qualify did not write as it is raises while it is read (named, not internal).
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def rejudge_host(run: RunDir) -> str | None:
+    """Re-decide every check of the host's copy `run` (a run or a run set) from its saved
+    measurements; None when done, else why it could not be."""
+    from qualify.pipeline.rejudge import rejudge, rejudge_set
+
+    missing = missing_libraries()
+    if missing:
+        return (
+            f"the stages' libraries its judges need are not installed here ({', '.join(missing)}); "
+            "pip install 'qualify[stages]' and merge again"
+        )
+    try:
+        saved = run.read()
+        plan = recorded_plan(run, saved)
+        for folder, share in _shares(run, saved, plan):
+            _kinds_agree(folder, share)
+        if saved.get("kind") == "set":
+            rejudge_set(run, plan)
+        else:
+            rejudge(run, plan)
+    except QualifyError as exc:
+        return _inside(run, exc.message)
+    except MALFORMED as exc:
+        return _inside(
+            run, f"{run.run_json}: a record qualify did not write as it is: {type(exc).__name__}: {exc}"
+        )
+    return None
+
+
+def _inside(run: RunDir, message: str) -> str:
+    """`message` with the host's files named inside the fleet's folder (hosts/<key>/...), not
+    in the folder the fleet is written in before it takes its place."""
+    return message.replace(f"{run.path.parent.parent}/", "")
+
+
+def missing_libraries() -> list[str]:
+    """The stages' libraries (the `stages` extra) not installed: the judges import them."""
+    from qualify.pipeline.preflight import STAGE_LIBRARIES
+
+    return [name for name, module in STAGE_LIBRARIES.items() if importlib.util.find_spec(module) is None]
+
+
+def recorded_plan(run: RunDir, saved: Mapping[str, Any]) -> Plan:
+    """The plan `saved` (a run.json) records, as the plan files would load it."""
+    record = RunRecord.parse(run, saved)
+    plan = saved.get("plan") or {}
+    stages = []
+    for entry in record.stages:
+        spec = entry.spec
+        checks = tuple(_check(c) for c in spec.get("checks") or ())
+        stages.append(
+            StageSpec(
+                name=entry.name,
+                folder=entry.folder,
+                file=Path(str(spec.get("file", ""))),
+                checks=checks,
+                inconclusive=str(spec.get("inconclusive", "fail")),
+                description=str(spec.get("description", "")),
+                requires=spec.get("requires"),
+            )
+        )
+    return Plan(
+        source=Path(run.path.name, "run.json"),  # the plan this run records, named as the fleet holds it
+        builtin=bool(plan.get("builtin")),
+        stages=tuple(stages),
+        profile=saved.get("profile"),
+    )
+
+
+def _check(saved: Mapping[str, Any]) -> CheckSpec:
+    timeout = saved.get("timeout_s")
+    return CheckSpec(
+        name=str(saved["name"]),
+        kind=str(saved["kind"]),
+        params=dict(saved.get("params") or {}),
+        limits={str(k): float(v) for k, v in (saved.get("limits") or {}).items()},
+        roles=tuple(str(r) for r in saved.get("roles") or ()),
+        timeout_s=float(timeout) if timeout is not None else None,
+        env={str(k): str(v) for k, v in (saved.get("env") or {}).items()},
+        description=str(saved.get("description", "")),
+        vars=dict(saved.get("vars") or {}),
+    )
+
+
+def _shares(run: RunDir, saved: Mapping[str, Any], plan: Plan) -> Iterator[tuple[Path, Plan]]:
+    """Each folder of checks with the plan it is re-decided by: the run's own, or each member's
+    share of its set's plan."""
+    if saved.get("kind") != "set":
+        yield run.path, plan
+        return
+    from qualify.pipeline.members import member_plan
+
+    members = list(RunRecord.parse(run, saved).members)
+    for member in members:
+        if (run.path / member.label / "run.json").is_file():
+            yield run.path / member.label, member_plan(plan, member, members)
+
+
+def _kinds_agree(folder: Path, plan: Plan) -> None:
+    """Every saved result is of the kind its check has in the plan: a result of another kind
+    would be re-decided by its own saved limits, not the plan's."""
+    for stage in plan.stages:
+        for check in stage.checks:
+            if (problem := name_problem(check.name)) is not None:
+                raise RunStoreError(
+                    f"{folder / 'run.json'}: check {check.name!r} of stage {stage.name!r}: {problem}",
+                    "merge the run folder as qualify wrote it",
+                )
+            path = folder / stage.folder / check.name / "result.json"
+            if not path.is_file():
+                continue
+            result = read_json(path)
+            kind = (result.get("spec") or {}).get("kind", result.get("kind"))
+            if kind != check.kind:
+                raise RunStoreError(
+                    f"{path}: a result of kind {kind!r}, where the plan its run records has {check.kind!r}",
+                    "merge the run folder as qualify wrote it",
+                )
+
+
+def not_rejudged_model(model: ReportModel, why: str) -> ReportModel:
+    """A host's member whose checks could not be re-decided: what its records say is not taken.
+    Each stage and check is ERROR (no judgement could be made here), the member INCOMPLETE."""
+    said = f"not re-judged here: {why}"
+    stages = [
+        replace(
+            stage,
+            outcome=Verdict.ERROR.value,
+            reason=said,
+            why=said,
+            checks=[replace(c, verdict=Verdict.ERROR.value, reason=said) for c in stage.checks],
+        )
+        if stage.configured
+        else stage
+        for stage in model.stages
+    ]
+    return replace(model, verdict=RunVerdict.INCOMPLETE.value, verdict_note="not re-judged", stages=stages)
