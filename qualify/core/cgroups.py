@@ -129,14 +129,17 @@ def run_cell(run_id: str) -> tuple[Cell | None, str]:
     own = own_cgroup()
     if own is None:
         return None, "no cgroup v2 hierarchy is mounted"
-    if not (own / "cgroup.kill").is_file():
-        return None, f"{own} has no cgroup.kill (Linux 5.14 or newer is needed)"
+    _sweep(own)
     safe = re.sub(r"[^A-Za-z0-9._+-]", "_", run_id)[:80] or "run"
     try:
         cell = Cell(own / f"qualify-{safe}-{os.getpid()}")
         cell.path.mkdir(exist_ok=True)
     except OSError as exc:
         return None, f"cannot create a cgroup in {own}: {exc.strerror or exc}"
+    # The root cgroup has no cgroup.kill of its own; the ones made below it do, from Linux 5.14.
+    if not (cell.path / "cgroup.kill").is_file():
+        cell.remove()
+        return None, f"a cgroup in {own} has no cgroup.kill (Linux 5.14 or newer is needed)"
     try:
         probe = cell.child("cmd-0")
         done = subprocess.run([*entering(probe), "true"], capture_output=True, timeout=30, check=False)
@@ -148,6 +151,18 @@ def run_cell(run_id: str) -> tuple[Cell | None, str]:
         cell.remove()
         return None, f"cannot move a process into a cgroup in {own} (delegate it, or run as root)"
     return cell, f"cgroup v2 ({cell.path})"
+
+
+def _sweep(own: Path) -> None:
+    """Remove the empty cgroups that qualify processes which died (SIGKILL) left here: a run's
+    cgroup ends in its qualify's pid. One that still holds processes is left for its run's
+    resume to end and name."""
+    for folder in own.glob("qualify-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if RUN_CGROUP.match(folder.name) and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            cell = Cell(folder)
+            if not cell.populated():
+                cell.remove()
 
 
 def valid_recorded(path: str, mount: Path | None) -> Cell | None:

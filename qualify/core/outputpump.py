@@ -85,12 +85,13 @@ class Pump(threading.Thread):
                 callback(text)
         if self.unwritten and self.log is not None and self.write_error is None:
             cap = f"the log's cap is {MAX_LOG_BYTES} bytes"
-            self._write(f"# {self.unwritten} more bytes of output not kept ({cap})\n")
+            self._write(f"# {self.unwritten} more bytes of output not kept ({cap})\n", own=True)
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, *, own: bool = False) -> None:
+        """Append to the log; the child's text (not `own`) only while the log is under its cap."""
         if self.log is None or self.write_error is not None:
             return
-        if self.written + len(text) > MAX_LOG_BYTES and not text.startswith("# "):
+        if not own and self.written + len(text) > MAX_LOG_BYTES:
             self.unwritten += len(text)
             return
         try:

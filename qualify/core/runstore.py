@@ -120,6 +120,9 @@ def read_json(path: Path, *, newest: int | None = None) -> dict[str, Any]:
         raise RunStoreError(f"{path}: missing") from None
     except (OSError, ValueError) as exc:
         raise RunStoreError(f"{path}: unreadable: {exc}") from None
+    except RecursionError:
+        # JSON nested thousands deep: no record qualify writes is, and the parser's stack ends.
+        raise RunStoreError(f"{path}: unreadable: nested too deeply to be a record of qualify") from None
     if not isinstance(document, dict):
         raise RunStoreError(f"{path}: expected a JSON object")
     version = document.get("schema_version")

@@ -195,3 +195,34 @@ def test_abba_order_alternates_which_role_goes_first() -> None:
     ]
     with pytest.raises(ValueError):
         abba_order(("a", "b", "c"), 2)
+
+
+def test_a_log_keeps_at_most_its_cap_whatever_the_lines_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap made small for the test: lines that look like qualify's own notes (`# ...`)
+    count against it like any other, and the log says how much it did not keep."""
+    from qualify.core import outputpump
+
+    monkeypatch.setattr(outputpump, "MAX_LOG_BYTES", 2000)
+    log = tmp_path / "capped.log"
+    script = "for i in range(500): print('# not a note of qualify', i)"
+    done = process.run([PY, "-c", script], log=log, env=child_env())
+    assert done.ok
+    text = log.read_text()
+    kept = [line for line in text.splitlines() if line.startswith("# not a note")]
+    assert 0 < len(kept) < 100
+    assert "more bytes of output not kept" in text
+    assert done.output_tail[-1] == "# not a note of qualify 499"  # the tail still follows
+
+
+def test_an_endless_line_is_cut_and_the_child_is_never_blocked(tmp_path: Path) -> None:
+    log = tmp_path / "long.log"
+    script = "import sys; sys.stdout.write('z' * (8 << 20)); print(); print('after')"
+    seen: list[str] = []
+    done = process.run([PY, "-c", script], log=log, env=child_env(), on_line=[seen.append])
+    assert done.ok
+    assert [len(line) < 70_000 for line in seen] == [True, True]
+    assert seen[0].endswith(f"[line cut at 65536 bytes: {(8 << 20) - 65536} more bytes dropped]")
+    assert seen[1] == "after"
+    assert log.stat().st_size < 100_000

@@ -386,3 +386,14 @@ def test_a_lone_surrogate_in_a_saved_result_reaches_no_report(project: Callable[
     assert code == 0 and "internal error" not in out, out
     assert "half  pair" in (run / "report.html").read_text()
     assert "half  pair" in json.dumps(json.loads((run / "report.json").read_text()))
+
+
+def test_a_result_json_nested_thousands_deep_is_named(project: Callable[..., Project]) -> None:
+    """json's parser runs out of stack on such a file: a named error, not an internal one."""
+    from qualify.core.errors import RunStoreError
+    from qualify.core.runstore import read_json
+
+    path = project().root / "result.json"
+    path.write_text('{"schema_version": 2, "facts": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(RunStoreError, match="nested too deeply"):
+        read_json(path)

@@ -18,7 +18,7 @@ import pytest
 from soakrig import cmdline, run_soak
 
 from qualify.core.errors import ConfigError
-from qualify.core.process import group_alive
+from qualify.core.groups import group_alive
 from qualify.core.verdicts import Verdict
 from qualify.pipeline.plan import load_plan
 from qualify.soak import check as soak
