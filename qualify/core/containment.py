@@ -32,6 +32,7 @@ from pathlib import Path
 
 from qualify.core import cgroups, proctree
 from qualify.core.cgroups import Cell
+from qualify.core.errors import QualifyError
 
 ENV = "QUALIFY_CONTAINMENT"
 FACILITIES = ("cgroup", "mount")
@@ -146,7 +147,14 @@ def wrap(argv: Sequence[str], env: Mapping[str, str]) -> Wrapped:
     prefix: list[str] = []
     cell: Cell | None = None
     if jail.cell is not None:
-        cell = jail.cell.child(f"cmd-{number}")
+        try:
+            cell = jail.cell.child(f"cmd-{number}")
+        except OSError as exc:
+            raise QualifyError(
+                f"{jail.cell.path}: cannot make the cgroup a command runs in: {exc.strerror or exc}",
+                f"a command is never run uncontained; free the cgroup hierarchy, or set {ENV}= "
+                "to hold commands by the process tree instead",
+            ) from None
         prefix += cgroups.entering(cell)
     if jail.bwrap is not None:
         prefix += [jail.bwrap, "--dev-bind", "/", "/", "--ro-bind", str(jail.root), str(jail.root)]
