@@ -118,7 +118,9 @@ def test_the_stages_extra_is_what_a_run_checks_for() -> None:
 
 @pytest.mark.slow
 def test_the_core_alone_shows_reports_and_merges_and_a_run_asks_for_the_stages(tmp_path: Path) -> None:
-    """A fleet job that only merges installs the core: no numba, scipy, httpx, pyelftools."""
+    """The core alone (no numba, scipy, httpx, pyelftools) shows and renders a run, and merges it:
+    but a merge re-judges each host from its measurements with the stages' judges, so without
+    them every host is shown as not re-judged (never taken as its files say)."""
 
     dist = tmp_path / "dist"
     subprocess.run(
@@ -154,6 +156,8 @@ def test_the_core_alone_shows_reports_and_merges_and_a_run_asks_for_the_stages(t
         assert done.returncode in (0, 1, 3), (args, done.stderr)
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr, (args, done.stderr)
     assert (run / "report.html").is_file() and (tmp_path / "fleet" / "report.html").is_file()
+    fleet = json.loads((tmp_path / "fleet" / "run.json").read_text())
+    assert fleet["verdict"] == "INCOMPLETE" and "not re-judged" in json.dumps(fleet), fleet.get("verdict")
     refused = subprocess.run([qualify, "run", "-C", str(tmp_path)], capture_output=True, text=True, env=env)
     assert refused.returncode == 4 and "pip install 'qualify[stages]'" in refused.stderr
 
