@@ -55,14 +55,6 @@ def recording_groups(path: Path) -> Iterator[None]:
         _group_log = before
 
 
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks after boot (/proc/PID/stat field 22)."""
-    try:
-        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 class GroupWatch:
     """The watcher of one process group (see _WATCHER)."""
 
@@ -91,7 +83,7 @@ class GroupWatch:
         if _group_log is not None:
             record: dict[str, object] = {
                 "pgid": pgid,
-                "start": _start_time(pgid),
+                "start": leader.start if (leader := proctree.entry(pgid)) else None,
                 "boot": boot_id(),
                 "mark": held.mark if held is not None else None,
                 "cgroup": _relative_cgroup(cell),
@@ -187,23 +179,13 @@ def group_members(pgid: int, *, session: bool = False, started_after: int | None
     """Live (non-zombie) processes of group `pgid`; with `session`, only those whose session is
     the group too (qualify starts each child as a session leader); with `started_after`, only
     those started at or after that many clock ticks after boot (a reused number is not ours)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            # After the parenthesised command: state ppid pgrp session ... starttime (index 19).
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid or fields[0] == "Z":
-                continue
-            if session and int(fields[3]) != pgid:
-                continue
-            if started_after is not None and int(fields[19]) < started_after:
-                continue
-        except (OSError, IndexError, ValueError):
-            continue
-        members.append(int(entry.name))
-    return members
+    return [
+        e.pid
+        for e in proctree.table().values()
+        if e.pgid == pgid
+        and (not session or e.session == pgid)
+        and (started_after is None or e.start >= started_after)
+    ]
 
 
 def group_alive(pgid: int) -> bool:
