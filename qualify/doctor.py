@@ -186,7 +186,20 @@ def project_probes(project: Path) -> list[Probe]:
     except QualifyError as exc:
         return [*out, _problem("plan", exc, "the run's stages")]
     stages = ", ".join(s.name for s in plan.stages)
-    out.append(Probe("plan", True, f"{plan.source}: {stages}", "the run's stages"))
+    declared = "".join(f"; {n.name} not applicable ({n.reason})" for n in plan.not_applicable)
+    out.append(Probe("plan", True, f"{plan.source}: {stages}{declared}", "the run's stages"))
+    never = plan.never_qualifies()
+    out.append(
+        Probe(
+            "can qualify",
+            not never,
+            "; ".join(never)
+            if never
+            else "every stage of the default order is in the plan or declared not applicable",
+            "a QUALIFIED verdict (else every run ends INCOMPLETE, exit 3)",
+            fix="" if not never else f"edit the stage files in {plan.source}",
+        )
+    )
     builds = any(c.kind == "nix-build" for s in plan.stages for c in s.checks)
     try:
         require_flake(plan, config)

@@ -69,7 +69,9 @@ def test_every_stage_keeps_its_verdict(rejudged: Path) -> None:
     }
     assert data["verdict"] == "NOT QUALIFIED"
     suites = {s.name: s for s in JUnitXml.fromfile(str(rejudged / "junit.xml"))}
-    assert set(suites) == {"build", "compile", "numerics", "serving", "soak", "bench"}
+    assert set(suites) == {"qualify", "build", "compile", "numerics", "serving", "soak", "bench"}
+    [verdict] = list(suites["qualify"])  # the run's verdict, a case of its own: it did not qualify
+    assert not verdict.is_passed and verdict.result[0].type == "NOT QUALIFIED"
 
 
 def test_the_kernel_diff_matches_kernels_across_the_toolchains(rejudged: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.bench import conditions, tables
+from qualify.bench import conditions, tables, why
 from qualify.bench.data import FORMATS, config_differences
 from qualify.bench.judge import (
     INCONCLUSIVE,
@@ -27,7 +27,7 @@ from qualify.bench.judge import (
 )
 from qualify.bench.schedule import DEFAULT_MARGIN, PLANNED_MAXIMUM, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
-from qualify.checks.findings import headline, worst
+from qualify.checks.findings import worst
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import read_json
@@ -69,7 +69,7 @@ def _stop_reason(schedule: dict[str, Any], outcomes: list[Outcome], invalid: dic
     member whose own tests were all decided says so, rather than pass on a count of tests that
     are not its own."""
     stop = str(schedule.get("stop_reason") or "stopped")
-    shared = len(schedule.get("joint") or ()) > 2
+    shared = bool(schedule.get("joint"))  # the path of the set's one schedule, when shared
     decided = bool(outcomes) and all(o.finding != INCONCLUSIVE and o.label not in invalid for o in outcomes)
     if shared and decided and stop.startswith(PLANNED_MAXIMUM):
         return f"{PLANNED_MAXIMUM} for other members' tests; every test of this one was decided"
@@ -83,7 +83,9 @@ def judge(saved: SavedCheck) -> Judgement:
     schedule = read_json(path)
     units: list[dict[str, Any]] = schedule["units"]
     rule: dict[str, Any] | None = schedule.get("plan")  # the stopping rule the schedule ran by
+    # The machine's conditions are kept apart: the why counts them in one clause (`why`).
     findings: list[Finding] = []
+    machine_findings: list[Finding] = []
     for unit in units:
         where = _where(unit)
         if "error" in unit:
@@ -102,15 +104,15 @@ def judge(saved: SavedCheck) -> Judgement:
                 Finding(verdict, f"INVALID: {where} {unit.get('outcome')}\n{tail}".rstrip(), unit["role"])
             )
         for note in unit.get("env_notes", []):
-            findings.append(
+            machine_findings.append(
                 Finding(Verdict.ERROR, f"INVALID: environment changed during {where}: {note}", unit["role"])
             )
     holders = schedule.get("baseline_env", {}).get("gpu_processes", [])
     if holders:
-        findings.append(
+        machine_findings.append(
             Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
         )
-    findings += conditions.findings(units)
+    machine_findings += conditions.findings(units)
 
     findings += _engine_differences(saved)
     values, kinds = _load(saved)
@@ -120,20 +122,17 @@ def judge(saved: SavedCheck) -> Judgement:
     invalid = _invalid_tests(saved, units, values, kinds)
     pairs = schedule.get("pairs", 0)
     # Nothing measured is FAIL, unless a baseline or harness failure already explains it.
-    if pairs == 0 and not any(f.verdict in (Verdict.FAIL, Verdict.ERROR) for f in findings):
+    if pairs == 0 and not any(
+        f.verdict in (Verdict.FAIL, Verdict.ERROR) for f in findings + machine_findings
+    ):
         findings.append(Finding(Verdict.FAIL, "no pair completed: nothing was measured", "candidate"))
-    for outcome in outcomes:
-        findings.append(_finding(outcome, invalid.get(outcome.label), margin))
+    others = list(findings)  # neither a test's nor the machine's
+    findings += [_finding(outcome, invalid.get(outcome.label), margin) for outcome in outcomes]
+    findings += machine_findings
     verdict = worst(findings)
-    counted: dict[str, int] = defaultdict(int)
-    for outcome in outcomes:
-        counted[INVALID if outcome.label in invalid else outcome.finding] += 1
-    summary = ", ".join(f"{n} {name}" for name, n in counted.items()) or "no tests"
     schedule = {**schedule, "stop_reason": _stop_reason(schedule, outcomes, invalid)}
-    summary += f" — {pairs} pairs ({schedule['stop_reason']})"
-    reason = headline(verdict, findings, summary)
-    if reason != summary:
-        reason += f" — {summary}"
+    result = why.Result(verdict, outcomes, invalid, margin, pairs, str(schedule["stop_reason"]))
+    reason = why.line(result, others, units, holders)
     by_label = {s.label: s for s in series}
     ratios = [o.shift.ratio for o in outcomes if o.shift is not None]
     aa = _arms(saved)
@@ -145,7 +144,7 @@ def judge(saved: SavedCheck) -> Judgement:
             tables.results_table(outcomes, by_label, invalid, ratios, margin),
             tables.ratios_table(outcomes, by_label),
             conditions.state_table(units, schedule.get("gpu_telemetry")),
-            tables.schedule_table(units),
+            tables.schedule_table(units, _shared(schedule)),
         ),
         charts=(tables.ratios_chart(outcomes, by_label, margin),) if outcomes else (),
         facts={
@@ -158,11 +157,27 @@ def judge(saved: SavedCheck) -> Judgement:
             "machine": {"gpu_telemetry": schedule.get("gpu_telemetry"), "flagged": conditions.flagged(units)},
             "geometric_mean_ratio": abtests.geometric_mean(ratios) if ratios else None,
             "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
+            "shared_measurement": _shared(schedule),
         },
         judged=tuple(
             f"{o.label} against pinned" for o in outcomes if o.shift is not None and o.label not in invalid
         ),
     )
+
+
+def _shared(schedule: dict[str, Any]) -> dict[str, Any] | None:
+    """A run set's member: the joint measurement its check read (`sharedschedule`), how long it
+    ran and the members beside this one; None for a bench measured for one candidate. In the
+    shape `qualify.report.views.SharedMeasurement` reads from any kind's facts."""
+    shared = schedule.get("shared")
+    if not isinstance(shared, dict):
+        return None
+    duration = shared.get("duration_s")
+    return {
+        "duration_s": float(duration) if isinstance(duration, (int, float)) else None,
+        "with": [str(m) for m in shared.get("with") or ()],
+        "folder": str(shared.get("folder") or ""),
+    }
 
 
 def _engine_differences(saved: SavedCheck) -> list[Finding]:

@@ -21,22 +21,42 @@ from qualify.core.verdicts import Verdict
 FOREIGN_CORES = 0.5
 
 
-def unit_flags(unit: dict[str, Any]) -> list[str]:
-    """Why one unit was measured under conditions a reviewer should weigh (empty: none)."""
-    flags = []
+#: What a unit's flag is about, as `flag_counts` counts them: the GPU slowed itself down, or
+#: other processes took CPU while the unit ran.
+THROTTLED = "throttled"
+FOREIGN_CPU = "foreign CPU"
+
+
+def _flags_by_cause(unit: dict[str, Any]) -> dict[str, list[str]]:
+    flags: dict[str, list[str]] = {}
     for gpu, record in sorted(((unit.get("gpu") or {}).get("gpus") or {}).items()):
         slow = {r: n for r, n in (record.get("reasons") or {}).items() if r in SLOWDOWN}
         if slow:
             seen = ", ".join(
                 f"{reason} in {n} of {record.get('samples', '?')} samples" for reason, n in slow.items()
             )
-            flags.append(f"GPU {gpu} throttled ({seen})")
+            flags.setdefault(THROTTLED, []).append(f"GPU {gpu} throttled ({seen})")
     host = unit.get("host") or {}
     foreign = host.get("foreign_cores")
     if isinstance(foreign, (int, float)) and foreign >= FOREIGN_CORES:
         who = f": {', '.join(host['top'])}" if host.get("top") else ""
-        flags.append(f"other processes took {foreign:.2f} CPU cores{who}")
+        flags[FOREIGN_CPU] = [f"other processes took {foreign:.2f} CPU cores{who}"]
     return flags
+
+
+def unit_flags(unit: dict[str, Any]) -> list[str]:
+    """Why one unit was measured under conditions a reviewer should weigh (empty: none)."""
+    return [flag for flags in _flags_by_cause(unit).values() for flag in flags]
+
+
+def flag_counts(units: list[dict[str, Any]]) -> dict[str, int]:
+    """How many pair units were flagged for each cause (`THROTTLED`, `FOREIGN_CPU`)."""
+    counts: dict[str, int] = {}
+    for unit in units:
+        if unit.get("phase") == "pair":
+            for cause in _flags_by_cause(unit):
+                counts[cause] = counts.get(cause, 0) + 1
+    return counts
 
 
 def _where(unit: dict[str, Any]) -> str:

@@ -154,6 +154,12 @@ def _gpu_sensors(sys: Path) -> dict[str, Any]:
     return sensors
 
 
+#: How each note of `changes` begins: the bench's one line of why counts the units by them.
+CO_TENANT = "GPU co-tenant"
+GPU_GONE = "GPU process gone"
+GOVERNOR = "CPU governor changed"
+
+
 def changes(before: dict[str, Any], after: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """What changed during a unit (`before` → `after`) or since the run began (`baseline`):
     GPU holders that came or went, a governor switch. Load and sensors are context only."""
@@ -162,10 +168,10 @@ def changes(before: dict[str, Any], after: dict[str, Any], baseline: dict[str, A
     for label, state in (("before", before), ("after", after)):
         now = set(state.get("gpu_processes", []))
         if now - start:
-            notes.append(f"GPU co-tenant {label} the unit: {', '.join(sorted(now - start))}")
+            notes.append(f"{CO_TENANT} {label} the unit: {', '.join(sorted(now - start))}")
         if start - now:
-            notes.append(f"GPU process gone {label} the unit: {', '.join(sorted(start - now))}")
+            notes.append(f"{GPU_GONE} {label} the unit: {', '.join(sorted(start - now))}")
     governors = {str(s["governor"]) for s in (baseline, before, after) if s.get("governor")}
     if len(governors) > 1:
-        notes.append(f"CPU governor changed: {' → '.join(sorted(governors))}")
+        notes.append(f"{GOVERNOR}: {' → '.join(sorted(governors))}")
     return sorted(set(notes))

@@ -72,6 +72,9 @@ class Schedule:
         self.stopping_rule: dict[str, Any] | None = None
         self.stop_reason = ""
         self.started_at = now_iso()
+        # The schedule's own wall time: in a run set it is all the time its members' bench took
+        # (each member's check only reads this measurement), so it is saved with it.
+        self.clock = time.monotonic()
 
     def run_unit(self, role: str, phase: str, pair: int | None) -> bool:
         """Run one unit; False when it crashed, timed out, or its output was unreadable."""
@@ -244,6 +247,7 @@ class Schedule:
             ctx.folder / "schedule.json",
             {
                 "started_at": self.started_at,
+                "duration_s": round(time.monotonic() - self.clock, 3),
                 "plan": self.stopping_rule,  # the key every saved schedule holds
                 "stop_reason": self.stop_reason,
                 "pairs": self.pairs_done(),

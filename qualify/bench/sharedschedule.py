@@ -3,7 +3,8 @@
 The set runs one schedule with pinned and every member's candidate arm (`qualify.bench.design`);
 each member's bench check then gets a folder that looks like a bench of one candidate: pinned's
 units and samples, its own under `candidate/`, the schedule's units of those two roles, and the
-same stopping rule (whose `alpha` is the member's share). Its verdict comes from the kind's own `judge`,
+same stopping rule (whose `alpha` is the member's share), and `shared`: how long the joint
+measurement ran and the members it was made with. Its verdict comes from the kind's own `judge`,
 so a rejudge of a member reads exactly what a run of one would.
 """
 
@@ -33,12 +34,20 @@ def member_view(joint: Path, role: str) -> Measure:
         schedule = read_json(joint / SCHEDULE)
         units = candidate_view(schedule["units"], role)
         schedule.pop("schema_version", None)
+        # The members beside this one (the joint roles but pinned, which every member shares).
+        others = [r for r in schedule.get("roles", [])[1:] if r != role]
         schedule.update(
             units=units,
             pairs=complete_pairs(units, ("pinned", "candidate")),
             measured_with=schedule.get("roles", []),
             joint=str(joint),
             roles=["pinned", "candidate"],
+            # Where this member's time went: its check only reads the joint measurement.
+            shared={
+                "duration_s": schedule.get("duration_s"),
+                "with": others,
+                "folder": f"{joint.parent.name}/{joint.name}",  # in the set's folder
+            },
         )
         for source, target in (("pinned", "pinned"), (role, "candidate")):
             if (joint / source).is_dir():

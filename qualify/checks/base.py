@@ -13,7 +13,7 @@ implementation pulls in pandas, numpy, httpx).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,6 +44,13 @@ class Param:
     required: bool = False
     help: str = ""
     allowed: Range | None = None
+    #: The parameter means something only when another one has a value (a server bench's
+    #: request sizes only when `format = "llama-server"`): (that parameter, its value).
+    #: `qualify plan` leaves it out elsewhere, so a plan shows what its check will use.
+    only_when: tuple[str, str] | None = None
+
+    def applies(self, params: Mapping[str, Any]) -> bool:
+        return self.only_when is None or params.get(self.only_when[0]) == self.only_when[1]
 
 
 #: Every check's `timeout`, whatever its kind: seconds a role's command may run before it is

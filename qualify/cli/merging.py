@@ -1,7 +1,9 @@
-"""`qualify merge`: the runs of several GPU hosts into one fleet report."""
+"""`qualify merge`: the runs of several GPU hosts into one fleet report; `qualify comment`: its
+summary on the pull request."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -102,3 +104,56 @@ def merge(
     console.print(f"{badge(verdict.value)}  fleet report {safe(str(files.html))}")
     console.print(f"summary: {safe(str(files.markdown))}")
     raise typer.Exit(int(exit_code_for(verdict)))
+
+
+@app.command()
+def comment(
+    summary: Annotated[
+        Path,
+        typer.Argument(
+            metavar="MARKDOWN", help="The Markdown to post: the summary.md `qualify merge --out` wrote."
+        ),
+    ],
+    pr: Annotated[
+        int | None,
+        typer.Option(
+            "--pr",
+            metavar="N",
+            min=1,
+            help="The pull request's number (default: pull_request.number of $GITHUB_EVENT_PATH's event).",
+        ),
+    ] = None,
+    key: Annotated[
+        str,
+        typer.Option(
+            "--key",
+            metavar="KEY",
+            help="Names this comment among qualify's on the pull request (two workflows: two keys).",
+        ),
+    ] = "qualify",
+    token_env: Annotated[
+        str,
+        typer.Option("--token-env", metavar="NAME", help="The environment variable holding the token."),
+    ] = "GITHUB_TOKEN",
+    as_json: JsonOpt = False,
+) -> None:
+    """Post MARKDOWN on a pull request as one comment, and on the next push edit that comment
+    instead of adding another. Reads GITHUB_API_URL, GITHUB_REPOSITORY and the token
+    (GITHUB_TOKEN) from the environment; only a bot's comment carrying this key's marker is
+    ever edited."""
+    from qualify.report.prcomment import comment_body, post, read_summary, target_from_env
+
+    console = open_console(stderr=as_json)
+    body, cut = comment_body(read_summary(summary), key)
+    target = target_from_env(os.environ, pr=pr, token_env=token_env)
+    posted = post(target, body, key=key, cut=cut)
+    if as_json:
+        print_json(posted.as_json())
+        return
+    what = {"created": "posted", "updated": "updated", "unchanged": "unchanged:"}[posted.action]
+    where = f"pull request #{target.number} of {target.repository}"
+    console.print(f"{what} comment {posted.comment_id} on {safe(where)}: {safe(posted.url)}")
+    if cut:
+        console.print(
+            f"[yellow]the summary was cut to GitHub's limit[/]: the whole of it is {safe(str(summary))}"
+        )

@@ -71,10 +71,13 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a run's stage chain and its checks."""
+    from dataclasses import replace
+
     from rich.table import Table
 
     from qualify.console import badge
     from qualify.report.model import build_model
+    from qualify.report.views import with_shared
 
     console = open_console()
     opened = _open(project, runs_dir, run_id)
@@ -85,10 +88,13 @@ def show(
         _show_matrix(console, opened, as_json=as_json)
         return
     model = build_model(opened)
+    # A run set's member: a check that read the set's one measurement shows that one's time.
+    model = replace(model, stages=with_shared(model.stages, opened.path))
     if as_json:
         print_json(model.as_json())
         return
-    console.print(f"run {safe(model.run_id)}: {badge(model.verdict)}  ({safe(model.status)})")
+    note = f" — {safe(model.verdict_note)}" if model.verdict_note else ""
+    console.print(f"run {safe(model.run_id)}: {badge(model.verdict)}{note}  ({safe(model.status)})")
     console.print(
         " → ".join(
             f"{safe(s.name)} {badge(s.outcome)}" + (" [yellow](ungated)[/]" if s.ungated else "")
@@ -96,13 +102,19 @@ def show(
         )
     )
     table = Table(title_justify="left")
-    for column in ("stage", "check", "verdict", "why"):
+    for column in ("stage", "check", "verdict", "time", "why"):
         table.add_column(column)
     for stage in model.stages:
         if not stage.checks:
-            table.add_row(safe(stage.name), "", badge(stage.outcome), safe(stage.reason))
+            table.add_row(safe(stage.name), "", badge(stage.outcome), "", safe(stage.reason))
         for check in stage.checks:
-            table.add_row(safe(stage.name), safe(check.name), badge(check.verdict), safe(check.reason))
+            table.add_row(
+                safe(stage.name),
+                safe(check.name),
+                badge(check.verdict),
+                safe(check.duration),
+                safe(check.reason),
+            )
     console.print(table)
 
 
@@ -122,7 +134,8 @@ def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
         print_json(model.as_json())
         return
     what = "fleet report" if fleet else "run set"
-    console.print(f"{what} {safe(model.run_id)}: {badge(model.verdict)}  ({safe(model.status)})")
+    note = f" — {safe(model.verdict_note)}" if model.verdict_note else ""
+    console.print(f"{what} {safe(model.run_id)}: {badge(model.verdict)}{note}  ({safe(model.status)})")
     console.print(safe(model.verdict_reason))
     if isinstance(model, MatrixModel) and model.controls_line:
         console.print(safe(model.controls_line))
@@ -321,12 +334,15 @@ def init(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="The project directory.")] = Path(),
     force: Annotated[bool, typer.Option(help="Overwrite an existing qualify.toml and stages/.")] = False,
 ) -> None:
-    """Write a starting qualify.toml, copy the default plan into stages/, add runs/ to .gitignore,
-    and print the next steps."""
+    """Write a starting qualify.toml, copy the default plan into stages/ (its kernel check fitted
+    to the engine's build or sources), add runs/ to .gitignore, and print the next steps."""
     from qualify.scaffold import init_project, next_steps
 
     console = open_console()
-    for path in init_project(directory, force=force):
+    # What init found is said as it goes (nix may take a while), store paths whole, to be copied.
+    for path in init_project(
+        directory, force=force, say=lambda text: console.print(safe(text), highlight=False, soft_wrap=True)
+    ):
         console.print(f"wrote {safe(str(path))}", highlight=False)
     console.print("\nnext:", highlight=False)
     for number, step in enumerate(next_steps(directory), 1):

@@ -34,7 +34,8 @@ def run(
         list[str] | None,
         typer.Option(
             metavar="ARM",
-            help="The arm to qualify (repeatable: several candidates, measured together, in one run set).",
+            help="The arm to qualify (repeatable: several candidates, measured together, in one run set; "
+            "default: qualify.toml's candidate).",
             autocompletion=arm_names,
         ),
     ] = None,
@@ -48,7 +49,10 @@ def run(
     ] = None,
     project: ProjectOpt = Path(),
     profile: Annotated[
-        str | None, typer.Option(metavar="NAME", help="A plan profile (e.g. quick, full).")
+        str | None,
+        typer.Option(
+            metavar="NAME", help="A plan profile, e.g. quick, full (default: qualify.toml's profile)."
+        ),
     ] = None,
     run_id: Annotated[
         str | None, typer.Option("--run", metavar="RUN", help="Resume or rerun this saved run.")
@@ -133,11 +137,16 @@ def run(
             "verdict": verdict,
             "exit_code": int(outcome.exit_code),
             "run_dir": str(outcome.run.path),
+            "verdict_line": files.verdict_line() or verdict,
             "report": {k: str(v) for k, v in vars(files).items()},
             **outcome_fields(outcome.run),
         }
         print_json(document)
-    console.print(f"\n{badge(verdict)}  run {safe(str(outcome.run.path))}")
+    line = files.verdict_line()
+    note = line.partition(" — ")[2] if line.startswith(verdict) else ""
+    console.print(
+        f"\n{badge(verdict)}{' — ' + safe(note) if note else ''}  run {safe(str(outcome.run.path))}"
+    )
     for member in member_rows(outcome.run):
         behaved = {True: ", behaved", False: ", did NOT behave"}.get(member["behaved"], "")
         console.print(f"  {badge(member['verdict'])}  {safe(member['label'])} ({member['role']}{behaved})")
@@ -157,7 +166,8 @@ def plan(
 ) -> None:
     """Print the resolved plan, with the default stages it leaves NOT CONFIGURED."""
     from qualify.core.config import load_config
-    from qualify.pipeline.plan import load_plan, plan_text
+    from qualify.pipeline.plan import load_plan
+    from qualify.pipeline.plantext import plan_text
     from qualify.pipeline.preflight import require_flake
     from qualify.pipeline.templates import check_templates
 

@@ -7,6 +7,7 @@ or is judged.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -108,15 +109,7 @@ def judge(saved: SavedCheck) -> Judgement:
         for item in m.get("unreadable", [])[:_LISTED]:
             findings.append(Finding(Verdict.ERROR, f"{item['file']}: {item['message']}", role))
         if not sum(m["counts"].values()):
-            globs = ", ".join(saved.spec.params.get("paths") or ["*"])
-            findings.append(
-                Finding(
-                    Verdict.FAIL,
-                    f"no kernels found under {m['root']} (paths {globs}; {len(m['files'])} "
-                    "files held device code or ELF): nothing was measured",
-                    role,
-                )
-            )
+            findings.append(Finding(Verdict.FAIL, _nothing_found(saved, m), role))
         for family in required:
             if not m["counts"].get(family):
                 findings.append(
@@ -151,6 +144,41 @@ def judge(saved: SavedCheck) -> Judgement:
         facts={"counts": counts, "kernels_by_severity": severities},
         judged=(f"{len(results)} kernels compared with pinned",) if results else (),
     )
+
+
+def _nothing_found(saved: SavedCheck, m: dict[str, Any]) -> str:
+    """Why a role's scan found no kernel, naming the parameter that names them, its value and
+    where it is set: the stage file the run's plan read, as its stage.json saved it."""
+    globs = ", ".join(saved.spec.params.get("paths") or ["*"])
+    patterns = list(saved.spec.params.get("host_patterns") or [])
+    where = _stage_file(saved)
+    head = f"no kernels found under {m['root']} (paths {globs}), so nothing was measured: "
+    if not m["files"]:
+        return (
+            head + f"no file there holds GPU code or ELF: set root and paths in {where} to the build's files"
+        )
+    n = len(m["files"])
+    held = f"{n} ELF or device code file{'' if n == 1 else 's'} but no GPU code object"
+    matched = (
+        f"no host function matches host_patterns ({', '.join(patterns)})"
+        if patterns
+        else "host_patterns is [] (no host kernels)"
+    )
+    return head + (
+        f"{held}, and {matched}: set host_patterns in {where} to globs naming the engine's kernel "
+        f"functions (`qualify kernels {m['root']} --host-pattern '*'` lists them)"
+    )
+
+
+def _stage_file(saved: SavedCheck) -> str:
+    """The stage file this check was read from (its stage's stage.json, beside the check's
+    folder, holds the plan's entry), else a description of where the check is."""
+    try:
+        stage = json.loads((saved.folder.parent / "stage.json").read_text(encoding="utf-8"))
+        return str(stage["spec"]["file"])
+    except (OSError, ValueError, KeyError, TypeError):
+        named = f" {saved.spec.name!r}" if saved.spec.name != saved.spec.kind else ""
+        return f"the compile stage's {saved.spec.kind} check{named}"
 
 
 def _failures(results: list[KernelDiff]) -> str:

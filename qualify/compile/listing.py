@@ -61,6 +61,14 @@ def show_kernels(
         _list(scans[0], limits, as_json, console)
         if not sum(scans[0].counts().values()):
             console.print(f"[yellow]no kernels found in {escape(str(paths[0]))}[/]")
+            if host_patterns and scans[0].files:
+                # Files were read, so the host functions are there under other names.
+                console.print(
+                    f"no GPU code, and no host function matches {escape(', '.join(host_patterns))}: "
+                    "--host-pattern GLOB names the engine's kernel functions "
+                    "(--host-pattern '*' lists every function)",
+                    highlight=False,
+                )
             return ExitCode.NOT_QUALIFIED
         return ExitCode.HARNESS_ERROR if scans[0].unreadable else ExitCode.QUALIFIED
     results = diff(scans[0].tables, scans[1].tables, limits)

@@ -10,7 +10,7 @@ from typing import Any
 from qualify.core.errors import ConfigError, UsageError
 from qualify.core.plaintext import describe, forbidden
 from qualify.core.redaction import redact_argv, redact_env, redact_ref, redact_values, remember_urls
-from qualify.core.tomlfile import Table, read_toml, suggest
+from qualify.core.tomlfile import Table, TomlDoc, read_toml, suggest
 
 CONFIG_NAME = "qualify.toml"
 
@@ -76,6 +76,19 @@ class ProjectConfig:
     vars: dict[str, VarValue]
     inherit_env: tuple[str, ...]
     controls: Controls = field(default_factory=Controls)
+    #: `candidate`: what `qualify run` qualifies when no `--candidate` is given (so that a CI
+    #: workflow runs unchanged on any project), and `profile`, the profile it then uses.
+    candidates: tuple[str, ...] = ()
+    profile: str | None = None
+    #: The file as read: a key checked later against something else (`profile` against the
+    #: plan, when a run resolves it) is still named at its line.
+    doc: TomlDoc | None = field(default=None, compare=False, repr=False)
+
+    def key_error(self, key: str, message: str, hint: str | None = None) -> ConfigError:
+        """An error naming this file, the top-level `key` and its line."""
+        if self.doc is None:
+            return ConfigError(f"{self.path}: {key}: {message}", hint)
+        return self.doc.error((key,), message, hint)
 
     def arm(self, name: str, *, role: str) -> ArmSpec:
         if name not in self.arms:
@@ -134,7 +147,19 @@ def load_config(project: Path) -> ProjectConfig:
     doc = read_toml(path)
     top = Table(doc, doc.data)
     top.reject_unknown(
-        ["flake", "plan", "pinned", "reference", "runs_dir", "arms", "vars", "inherit_env", "controls"]
+        [
+            "flake",
+            "plan",
+            "pinned",
+            "reference",
+            "runs_dir",
+            "arms",
+            "vars",
+            "inherit_env",
+            "controls",
+            "candidate",
+            "profile",
+        ]
     )
     root = path.parent
     arms_table = top.table("arms", required=True)
@@ -176,7 +201,61 @@ def load_config(project: Path) -> ProjectConfig:
         vars=load_vars(top.table("vars")),
         inherit_env=top.strings("inherit_env"),
         controls=_load_controls(top.table("controls"), arms),
+        candidates=_load_candidates(top, arms, pinned),
+        profile=_load_profile(top),
+        doc=doc,
     )
+
+
+def _load_candidates(top: Table, arms: dict[str, ArmSpec], pinned: str) -> tuple[str, ...]:
+    """`candidate`: an arm's name or a list of them, each an arm other than the pinned one (the
+    profiles a plan defines are checked when a run resolves its request: the plan is read then)."""
+    if "candidate" not in top.data:
+        return ()
+    value = top.data["candidate"]
+    if isinstance(value, str):
+        names: tuple[str, ...] = (value,)
+        keys = [top.key("candidate")]
+    elif isinstance(value, list):
+        names = top.strings("candidate")
+        keys = [(*top.key("candidate"), index) for index in range(len(names))]
+    else:
+        got = {bool: "a boolean", int: "a number", float: "a number", dict: "a table"}.get(
+            type(value), "another type"
+        )
+        raise top.error(
+            "candidate",
+            f"expected an arm's name or a list of them, got {got}",
+            'for example candidate = "rocm10"',
+        )
+    if not names:
+        raise top.error("candidate", "names no arm", 'name the arm to qualify: candidate = "ARM"')
+    others = sorted(set(arms) - {pinned})  # what a candidate may name
+    for key, name in zip(keys, names, strict=True):
+        if name not in arms:
+            raise top.doc.error(
+                key,
+                f"names no arm {name!r}{suggest(name, others)}",
+                "arms a candidate may name: " + (", ".join(others) or "none besides the pinned arm: add one"),
+            )
+        if name == pinned:
+            # The pinned arm as the candidate is an A/A run: a control, asked for as one.
+            raise top.doc.error(
+                key,
+                f"{name!r} is the pinned arm, the one every candidate is compared with",
+                "name the arm to qualify; to run the pinned arm against itself on every run, "
+                f'declare it a control: [controls] positive = ["{name}"]',
+            )
+    if len(set(names)) != len(names):
+        raise top.error("candidate", "names an arm twice")
+    return names
+
+
+def _load_profile(top: Table) -> str | None:
+    profile = top.string("profile")
+    if profile is not None and not profile.strip():
+        raise top.error("profile", "is empty", "name one of the plan's profiles, or leave the key out")
+    return profile
 
 
 def _load_controls(table: Table, arms: dict[str, ArmSpec]) -> Controls:

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from qualify.core.gitstatus import tree_changes
 from qualify.core.process import capture
 from qualify.core.redaction import redact_argv
 
@@ -62,11 +63,19 @@ def host() -> dict[str, Any]:
 
 
 def git(root: Path) -> dict[str, Any]:
+    """The revision, and whether the tree is dirty as nix sees it: tracked files changed. The
+    untracked files are listed apart (nix never sees them; `qualify.core.gitstatus`)."""
     code, rev = capture(["git", "-C", str(root), "rev-parse", "HEAD"], timeout_s=20)
-    if code != 0:
+    changes = tree_changes(root, timeout_s=20) if code == 0 else None
+    if changes is None:
         return {"rev": None, "dirty": None, "note": "not a git checkout (or git missing)"}
-    _, status = capture(["git", "-C", str(root), "status", "--porcelain"], timeout_s=20)
-    return {"rev": rev.strip(), "dirty": bool(status.strip())}
+    return {
+        "rev": rev.strip(),
+        "dirty": changes.dirty,
+        "changed": list(changes.changed),
+        "untracked": list(changes.untracked),
+        "untracked_count": changes.untracked_count,
+    }
 
 
 def flake_lock(root: Path) -> dict[str, Any]:

@@ -24,6 +24,10 @@ class StageState(StrEnum):
 
     BLOCKED = "BLOCKED"
     NOT_CONFIGURED = "NOT CONFIGURED"
+    #: The plan declares that the stage does not apply to this engine (`not_applicable = "…"`
+    #: in its stage file: no server to serve or soak), with the reason. Unlike a stage merely
+    #: missing, it does not keep the run from qualifying; every output names it.
+    NOT_APPLICABLE = "NOT APPLICABLE"
     INTERRUPTED = "INTERRUPTED"
     NOT_RUN = "NOT RUN"
     #: Kept from an earlier attempt (`--only`, `--from`) although its inputs changed since:
@@ -63,11 +67,20 @@ def stage_verdict(checks: Iterable[Verdict], *, inconclusive_as_warn: bool = Fal
     return worst
 
 
-def run_verdict(stages: dict[str, Verdict | StageState], required: Iterable[str]) -> RunVerdict:
+#: Stage outcomes a qualified run may hold: decided for the candidate, or declared not to apply.
+_QUALIFYING = (Verdict.PASS, Verdict.WARN, StageState.NOT_APPLICABLE)
+
+
+def run_verdict(
+    stages: dict[str, Verdict | StageState], required: Iterable[str], *, builds: str = "build"
+) -> RunVerdict:
     """The run's verdict from the stage outcomes.
 
     `stages` maps every stage of the plan (and every stage of the default order that the plan
-    leaves out, as NOT_CONFIGURED) to its outcome; `required` is the default stage order.
+    leaves out, as NOT_CONFIGURED; or declares not applicable, as NOT_APPLICABLE) to its
+    outcome; `required` is the default stage order. A run qualifies only when some stage other
+    than the one that builds the arms (`builds`) decided: building is not qualifying, and a
+    plan that declares every other stage not applicable has judged nothing of the engine.
     """
     outcomes = dict(stages)
     for name in required:
@@ -75,7 +88,8 @@ def run_verdict(stages: dict[str, Verdict | StageState], required: Iterable[str]
     values = list(outcomes.values())
     if any(v in (Verdict.FAIL, Verdict.INCONCLUSIVE) for v in values):
         return RunVerdict.NOT_QUALIFIED
-    if all(v in (Verdict.PASS, Verdict.WARN) for v in values):
+    measured = [n for n, v in outcomes.items() if n != builds and v in (Verdict.PASS, Verdict.WARN)]
+    if measured and all(v in _QUALIFYING for v in values):
         return RunVerdict.QUALIFIED
     return RunVerdict.INCOMPLETE
 

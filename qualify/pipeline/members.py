@@ -94,6 +94,12 @@ def members_for(
         names = [s.name for s in plan.stages]
         for arm, stages in config.controls.negative.items():
             for name in stages:
+                if name in (declared := {n.name: n.reason for n in plan.not_applicable}):
+                    raise ConfigError(
+                        f"{config.path}: controls.negative.{arm} names stage {name!r}, which the plan "
+                        f"declares not applicable ({declared[name]}): a control cannot fail what never runs",
+                        "name a stage the plan runs: " + ", ".join(names),
+                    )
                 if name not in names:
                     raise ConfigError(
                         f"{config.path}: controls.negative.{arm} names stage {name!r}, which the plan "

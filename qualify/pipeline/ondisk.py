@@ -37,6 +37,7 @@ from qualify.core.verdicts import (
 )
 from qualify.pipeline.checkrecords import CheckResult, StageRecord
 from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
+from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord
 
@@ -75,6 +76,18 @@ class RunOnDisk:
     undecided: tuple[str, ...] = ()
     #: The stages of the plan the run records, in order (the others are NOT CONFIGURED).
     planned: tuple[str, ...] = ()
+
+    def open_stages(self) -> list[str]:
+        """The stages that keep the run from a decision, as a verdict line names them
+        ("serving not configured", "bench not run"); a plan whose stages all passed but
+        measured nothing beyond the build says so."""
+        decided = (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.INCONCLUSIVE, StageState.NOT_APPLICABLE)
+        found = [f"{n} {o.value.lower()}" for n, o in self.stages.items() if o not in decided]
+        if not found and self.verdict is RunVerdict.INCOMPLETE and self.unfinished is None:
+            found.append("no stage but the build measured the engine")
+        if self.unfinished is not None:
+            found.append(self.unfinished)
+        return found
 
 
 @dataclass(frozen=True)
@@ -167,14 +180,18 @@ def stages_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> list[
 def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDisk:
     """The run's verdict and exit code from its stages as they are now."""
     document = run.read() if saved is None else saved
-    stages = stages_on_disk(run, document)
+    record = RunRecord.parse(run, document)
+    stages = [stage_on_disk(run.path, entry.spec) for entry in record.stages]
     outcomes: dict[str, Outcome] = {s.name: s.outcome for s in stages}
     reasons = {s.name: s.reason for s in stages}
+    for name, why in record.not_applicable.items():
+        if name not in outcomes:
+            outcomes[name], reasons[name] = StageState.NOT_APPLICABLE, why
     for name in DEFAULT_ORDER:
         if name not in outcomes:
             outcomes[name] = StageState.NOT_CONFIGURED
             reasons[name] = "the plan has no such stage"
-    verdict = run_verdict(outcomes, DEFAULT_ORDER)
+    verdict = run_verdict(outcomes, DEFAULT_ORDER, builds=BUILD_STAGE)
     status = status_of(run, document)
     unfinished = None
     if status != "complete" and verdict is RunVerdict.QUALIFIED:
@@ -187,6 +204,22 @@ def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDis
     return RunOnDisk(
         verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished, undecided, planned
     )
+
+
+def _open_members(found: list[MemberOnDisk]) -> str:
+    """What keeps an INCOMPLETE set from a decision, member by member, naming the stages:
+    "not decided: clang19 (serving not configured, soak not configured)"."""
+    parts = []
+    for f in found:
+        if f.member.is_control and f.behaviour.behaved is True:
+            continue
+        if f.run is None:
+            parts.append(f"{f.member.label} ({f.behaviour.why or 'its folder was never written'})")
+        elif f.member.is_control or f.run.verdict is not RunVerdict.QUALIFIED or f.run.status != "complete":
+            stages = f.run.open_stages()
+            what = ", ".join(stages) if stages else (f.behaviour.why or f.run.unfinished or f.run.status)
+            parts.append(f"{f.member.label} ({what})")
+    return "not decided: " + "; ".join(parts) if parts else ""
 
 
 def status_of(run: RunDir, saved: Mapping[str, Any]) -> str:
@@ -225,10 +258,23 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
         found.append(MemberOnDisk(m, derived, behaved))
     if members:
         verdict, why = set_verdict(verdicts, behaviours, members)
-        open_ = [f"{f.member.label} {name}" for f in found if f.run for name in f.run.undecided]
+        if verdict is RunVerdict.INCOMPLETE:
+            why = _open_members(found) or why
+        open_ = [(f, name) for f in found if f.run for name in f.run.undecided]
         if verdict is RunVerdict.QUALIFIED and open_:
-            # The verdict never says more than was decided.
-            why = f"{why}, but these stages decided nothing (counted as WARN by the plan): {', '.join(open_)}"
+            # The verdict never says more than was decided, nor how it was counted: each stage's
+            # undecided checks, from its stage.json, and its `inconclusive` from the saved plan.
+            said = []
+            for f, name in open_:
+                folder = run.path / f.member.label
+                entry = next(e for e in RunRecord.load(RunDir(folder)).stages if e.name == name)
+                stage = StageRecord.load(folder / entry.folder / STAGE)
+                checks = ", ".join(c.name for c in stage.checks if c.verdict == Verdict.INCONCLUSIVE.value)
+                setting = str(entry.spec.get("inconclusive", "fail"))
+                how = "as the plan says" if setting == "warn" else "by its stage.json where the plan says"
+                counted = f'counted as WARN {how}: inconclusive = "{setting}"'
+                said.append(f"{f.member.label} {name} ({checks} INCONCLUSIVE, {counted})")
+            why = f"{why}, but a check decided nothing at these stages: {'; '.join(said)}"
     else:
         verdict, why = RunVerdict.INCOMPLETE, "the set has no members on record"
     statuses = [status_of(run, document)] + [f.run.status if f.run else "not created" for f in found]

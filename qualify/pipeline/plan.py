@@ -10,7 +10,6 @@ checks: each stage file is read once and every lookup by name is a dict's.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 from collections.abc import Callable
@@ -25,12 +24,13 @@ from qualify.core.config import load_vars
 from qualify.core.errors import ConfigError, UsageError
 from qualify.core.resources import data_dir
 from qualify.core.tomlfile import Table, read_toml, suggest
+from qualify.pipeline.notapplicable import BUILD_STAGE, NotApplicable, not_applicable
 
 #: The default stage order; a stage of it that a plan leaves out is NOT CONFIGURED.
 DEFAULT_ORDER = ("build", "compile", "numerics", "serving", "soak", "bench")
 
 _CHECK_COMMON = ("kind", "name", "description", "timeout", "env", "roles", "limits", "vars")
-_STAGE_KEYS = ("name", "description", "inconclusive", "requires", "check", "profiles")
+_STAGE_KEYS = ("name", "description", "inconclusive", "requires", "check", "profiles", "not_applicable")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _LIMIT = re.compile(r"^(max|min)_[a-z0-9_]+$|^[a-z0-9_]+_margin$")
 
@@ -73,6 +73,7 @@ class Plan:
     stages: tuple[StageSpec, ...]
     profile: str | None = None
     profiles: tuple[str, ...] = ()
+    not_applicable: tuple[NotApplicable, ...] = ()
 
     def stage(self, name: str) -> StageSpec:
         for stage in self.stages:
@@ -85,8 +86,35 @@ class Plan:
         )
 
     def not_configured(self) -> tuple[str, ...]:
-        present = {s.name for s in self.stages}
+        present = {s.name for s in self.stages} | {n.name for n in self.not_applicable}
         return tuple(name for name in DEFAULT_ORDER if name not in present)
+
+    def never_qualifies(self) -> list[str]:
+        """Why no run of this plan can ever be QUALIFIED, whatever it measures (empty: it can)."""
+        why = []
+        missing = self.not_configured()
+        if missing:
+            # The build stage applies to every engine: it can only be added.
+            declarable = [n for n in missing if n != BUILD_STAGE]
+            how = "add a stage file for " + ("it" if len(missing) == 1 else "each")
+            if declarable:
+                which = "it" if len(declarable) == 1 else "those that do not apply to the engine"
+                how += (
+                    f", or declare {which} not applicable "
+                    f'(a stage file holding name = "{declarable[0]}" and not_applicable = "why")'
+                )
+                if BUILD_STAGE in missing:
+                    how += f"; the {BUILD_STAGE} stage applies to every engine"
+            why.append(
+                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in the plan, and a "
+                f"stage of the default order that is missing keeps every run INCOMPLETE: {how}"
+            )
+        if not any(s.name != BUILD_STAGE for s in self.stages):
+            why.append(
+                "no stage but the build measures the engine: building is not qualifying, so a run "
+                "stays INCOMPLETE; give the plan a stage with checks"
+            )
+        return why
 
     def roles_needed(self) -> tuple[str, ...]:
         needed = {role for stage in self.stages for check in stage.checks for role in check.roles}
@@ -100,6 +128,7 @@ class Plan:
             "profiles": list(self.profiles),
             "stages": [s.as_json() for s in self.stages],
             "not_configured": list(self.not_configured()),
+            "not_applicable": {n.name: n.reason for n in self.not_applicable},
         }
 
 
@@ -115,15 +144,24 @@ def load_plan(plan_dir: Path | None, profile: str | None = None) -> Plan:
     if not files:
         raise ConfigError(f"{source}: no stage files (*.toml) in the plan directory")
     stages: list[StageSpec] = []
+    not_applicable: list[NotApplicable] = []
     overrides: dict[str, dict[str, StageSpec]] = {}  # profile -> stage name -> stage as resolved
+    named: dict[str, Path] = {}  # every stage's name -> its file, run or not applicable
     for file in files:
-        stage, profiles = _load_stage(file)
-        if stage.name in {s.name for s in stages}:
-            raise ConfigError(f"{file}: a stage named {stage.name!r} is already defined")
+        loaded = _load_stage(file)
+        if loaded[0].name in named:
+            raise ConfigError(
+                f"{file}: a stage named {loaded[0].name!r} is already defined (in {named[loaded[0].name]})"
+            )
+        named[loaded[0].name] = file
+        if isinstance(loaded[0], NotApplicable):
+            not_applicable.append(loaded[0])
+            continue
+        stage, profiles = loaded
         stages.append(stage)
         for name, as_resolved in profiles.items():
             overrides.setdefault(name, {})[stage.name] = as_resolved
-    plan = Plan(source, builtin, tuple(stages), None, tuple(sorted(overrides)))
+    plan = Plan(source, builtin, tuple(stages), None, tuple(sorted(overrides)), tuple(not_applicable))
     if profile is None:
         return plan
     if profile not in overrides:
@@ -135,9 +173,12 @@ def load_plan(plan_dir: Path | None, profile: str | None = None) -> Plan:
     return replace(plan, stages=resolved, profile=profile)
 
 
-def _load_stage(file: Path) -> tuple[StageSpec, dict[str, StageSpec]]:
+def _load_stage(
+    file: Path,
+) -> tuple[StageSpec, dict[str, StageSpec]] | tuple[NotApplicable, dict[str, StageSpec]]:
     """The stage, and the stage as each of its profiles resolves it (checked now, so a profile
-    is refused at load like the plan, whichever profile the run picks)."""
+    is refused at load like the plan, whichever profile the run picks); or the stage's
+    declaration that it does not apply."""
     doc = read_toml(file)
     top = Table(doc, doc.data)
     top.reject_unknown(_STAGE_KEYS)
@@ -145,6 +186,8 @@ def _load_stage(file: Path) -> tuple[StageSpec, dict[str, StageSpec]]:
     name = top.string("name", stem_name) or stem_name
     if not _NAME.match(name):
         raise top.error("name", f"stage name {name!r} must be lower-case letters, digits, - or _")
+    if "not_applicable" in top.data:
+        return not_applicable(top, name, file), {}
     inconclusive = top.string("inconclusive", "fail") or "fail"
     if inconclusive not in ("fail", "warn"):
         raise top.error("inconclusive", f'expected "fail" or "warn", got {inconclusive!r}')
@@ -336,39 +379,3 @@ def _raw(spec: CheckSpec) -> dict[str, Any]:
     if spec.vars:
         raw["vars"] = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.vars.items()}
     return raw
-
-
-def toml_value(value: object) -> str:
-    """A value as it would be written in a stage file."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return str(value)
-
-
-def plan_text(plan: Plan) -> str:
-    """The resolved plan as indented lines (readable at 80 columns), values in TOML syntax."""
-    from qualify.core.redaction import redact_values
-
-    lines = [f"plan {plan.source}" + (f" (profile {plan.profile})" if plan.profile else "")]
-    for stage in plan.stages:
-        gate = "  (inconclusive → warn)" if stage.inconclusive_as_warn else ""
-        lines.append(f"{stage.folder}{gate}")
-        if stage.requires is not None:
-            lines.append(f"  requires  {stage.requires}  (else SKIPPED on this host)")
-        for check in stage.checks:
-            builds = kind_named(check.kind, check.name).builds_arms
-            roles = "every role of the run" if builds else ", ".join(check.roles)
-            lines.append(f"  {check.name}  [{check.kind}]  roles: {roles}")
-            params = {k: v for k, v in check.params.items() if v not in (None, False, [], {})}
-            if check.limits:
-                lines.append(f"    limits = {toml_value(dict(check.limits))}")
-            lines += [f"    {k} = {toml_value(v)}" for k, v in redact_values(params).items()]
-            lines += [f"    vars.{k} = {toml_value(v)}" for k, v in redact_values(check.vars).items()]
-    lines += [f"{name}  NOT CONFIGURED" for name in plan.not_configured()]
-    return "\n".join(lines)

@@ -10,7 +10,7 @@ import shutil
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, QualifyError, UsageError
-from qualify.core.process import capture
+from qualify.core.gitstatus import listed, tree_changes
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import read_toml
 from qualify.core.verdicts import Verdict
@@ -93,13 +93,12 @@ def require_clean_tree(config: ProjectConfig, allow_dirty: bool) -> None:
     if allow_dirty or ":" in config.flake:
         return
     root = (config.root / config.flake).resolve()
-    # Nix counts changes to tracked files only: untracked files are not in the flake's source.
-    argv = ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]
-    code, status = capture(argv, timeout_s=30)
-    if code == 0 and status.strip():
-        changed = [line[3:] for line in status.splitlines()][:5]
+    # Nix builds the tracked files as they are in the tree: a change to one is a build from no
+    # revision. Untracked files are not in the flake's source, so they do not count.
+    changes = tree_changes(root)
+    if changes is not None and changes.dirty:
         raise UsageError(
-            f"the source tree {root} has uncommitted changes ({', '.join(changed)}): the arms "
-            "would not come from one revision",
+            f"the source tree {root} has uncommitted changes to tracked files "
+            f"({listed(changes.changed, changes.changed_count)}): the arms would not come from one revision",
             "commit them, or pass --allow-dirty to build from the working tree anyway",
         )

@@ -23,6 +23,7 @@ from typing import Any, Self
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels, name_problem
+from qualify.core.plaintext import clean
 from qualify.core.runstore import RECORD_VERSION, RunDir, check_writer, read_json, write_json
 from qualify.pipeline.members import Member
 from qualify.pipeline.migrations import RUN_STEPS, migrate
@@ -138,6 +139,8 @@ class RunRecord(Document):
     #: A set member's label in its set, None for a run that is not a member.
     set_label: str | None
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    #: The stages the plan declares not applicable, each with its reason (plan.not_applicable).
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
     #: The whole document in the current layout, for fields no accessor covers yet.
     document: Mapping[str, Any] = field(default_factory=dict)
 
@@ -178,6 +181,7 @@ class RunRecord(Document):
             members=_members(document, where) if kind == "set" else (),
             set_label=str(entry["label"]) if isinstance(entry, Mapping) else None,
             provenance=_provenance(document.get("provenance", {}), where),
+            not_applicable=_not_applicable(document.get("plan", {}), where),
             document=_with_rejudged_checked(document, where),
         )
 
@@ -194,6 +198,8 @@ class RunRecord(Document):
         elif name == "stages":
             plan = out.setdefault("plan", {})
             plan["stages"] = [{**_plain(s.spec), "name": s.name, "folder": s.folder} for s in value]
+        elif name == "not_applicable":
+            out.setdefault("plan", {})["not_applicable"] = dict(value)
         elif name == "members":
             out["members"] = [m.as_json() for m in value]
         elif name == "set_label":
@@ -306,6 +312,16 @@ def _roles(value: Any, where: str) -> dict[str, RoleRecord]:
             out=text(info.get("out")),
         )
     return out
+
+
+def _not_applicable(value: Any, where: str) -> dict[str, str]:
+    """plan.not_applicable: stage name -> reason, both text (a record before it had none)."""
+    declared = mapping(value, where, "plan").get("not_applicable", {})
+    if not isinstance(declared, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and v for k, v in declared.items()
+    ):
+        raise RunStoreError(f"{where}: plan.not_applicable is not a table of stage names and reasons", HINT)
+    return {k: clean(v) for k, v in declared.items()}
 
 
 def _stages(value: Any, where: str) -> tuple[StageEntry, ...]:

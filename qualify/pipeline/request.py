@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.runstore import RunDir
+from qualify.core.tomlfile import suggest
 from qualify.core.verdicts import RunVerdict
+from qualify.pipeline.plan import Plan, load_plan
 
 #: The process groups a run started (a JSON line each), read back by the next attempt.
 PROCESSES = "processes.jsonl"
@@ -75,3 +77,36 @@ def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
         return override
     env = os.environ.get("QUALIFY_RUNS_DIR")
     return Path(env) if env else config.runs_dir
+
+
+def with_project_defaults(request: RunRequest, config: ProjectConfig) -> RunRequest:
+    """A new run's request with qualify.toml's `candidate` and `profile` where the command line
+    gives none (the command line wins). A resumed or rerun run keeps what it recorded: it is
+    not asked here."""
+    candidates = request.candidates or config.candidates
+    return replace(
+        request,
+        candidates=candidates,
+        candidate=candidates[0] if len(candidates) == 1 else None,
+        profile=request.profile if request.profile is not None else config.profile,
+    )
+
+
+def load_run_plan(config: ProjectConfig, profile: str | None, *, from_config: bool) -> Plan:
+    """The plan as `profile` resolves it. A profile taken from qualify.toml (`from_config`) that
+    the plan does not define is an error naming qualify.toml's key: the file is what to change,
+    not a command line nobody typed."""
+    try:
+        return load_plan(config.plan_dir, profile)
+    except UsageError:
+        if not from_config or profile is None:
+            raise
+        plan = load_plan(config.plan_dir)
+        if profile in plan.profiles:
+            raise
+        defined = ", ".join(plan.profiles)
+        raise config.key_error(
+            "profile",
+            f"names no profile {profile!r} of the plan in {plan.source}{suggest(profile, plan.profiles)}",
+            f"profiles: {defined}" if defined else "the plan defines no profiles: leave the key out",
+        ) from None

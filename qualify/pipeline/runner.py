@@ -31,10 +31,17 @@ from qualify.core.seal import sealing
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
-from qualify.pipeline.plan import Plan, load_plan
+from qualify.pipeline.plan import Plan
 from qualify.pipeline.preflight import require_clean_tree, require_flake, require_nix, will_build
 from qualify.pipeline.record import RunRecord, update_run
-from qualify.pipeline.request import PROCESSES, RunOutcome, RunRequest, runs_dir_for
+from qualify.pipeline.request import (
+    PROCESSES,
+    RunOutcome,
+    RunRequest,
+    load_run_plan,
+    runs_dir_for,
+    with_project_defaults,
+)
 from qualify.pipeline.rundoc import bind_roles, end_run, finish_run, new_run_document, refresh_saved_run
 from qualify.pipeline.runset import (
     SET,
@@ -92,8 +99,12 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             existing = RunDir(existing.path.parent)
             request = replace(request, candidates=(label,), run_id=str(existing.path))
             saved = existing.read()
+    # qualify.toml's candidate and profile serve a new run that names none; a saved run keeps its own.
+    from_config = existing is None and request.profile is None and config.profile is not None
+    if existing is None:
+        request = with_project_defaults(request, config)
     profile = request.profile if request.profile is not None else (saved or {}).get("profile")
-    plan = load_plan(config.plan_dir, profile)
+    plan = load_run_plan(config, profile, from_config=from_config)
     shape = _shape(config, plan, request, existing, saved)
     plans = {m.label: member_plan(plan, m, shape.members) for m in shape.members}
     arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in shape.members}
@@ -158,7 +169,12 @@ def _shape(
         one = [Member(arm, arm, "candidate")]
         return Shape(False, one, one)
     if not request.candidates:
-        raise UsageError("which arm is the candidate?", "pass --candidate ARM (repeatable)")
+        others = sorted(set(config.arms) - {request.pinned or config.pinned})
+        raise UsageError(
+            "which arm is the candidate?",
+            'pass --candidate ARM (repeatable), or set candidate = "ARM" in qualify.toml'
+            + (f" (arms: {', '.join(others)})" if others else ""),
+        )
     if wants_set(config, request):
         members = members_for(config, plan, request.candidates, controls=request.controls)
         return Shape(True, members, members)

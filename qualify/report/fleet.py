@@ -23,8 +23,10 @@ from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
 from qualify.pipeline.record import RunRecord
+from qualify.pipeline.stageorder import with_default_order
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.fleetjudge import not_rejudged_model
+from qualify.report.headline import members_note
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
 
@@ -87,9 +89,15 @@ class FleetModel:
     #: Properties that differ between the hosts' runs, merged anyway (`--allow-mixed`).
     mixed: list[str] = field(default_factory=list)
     not_proven: list[str] = field(default_factory=list)
+    #: What each host that did not qualify lacks, and the stages declared not applicable.
+    verdict_note: str = ""
+
+    @property
+    def verdict_line(self) -> str:
+        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "verdict_line": self.verdict_line}
 
 
 def _members(host: HostRun) -> list[tuple[str, RunDir]]:
@@ -111,6 +119,9 @@ def build_fleet_model(
     stages: list[str] = []
     for h in hosts:
         stages += [s["name"] for s in h.saved.get("plan", {}).get("stages", []) if s["name"] not in stages]
+    # A stage of the default order no host ran is a row too (NOT CONFIGURED, or NOT APPLICABLE
+    # with the plan's reason): it is what keeps a fleet INCOMPLETE, or what it qualified without.
+    stages = with_default_order(stages)
     columns: list[Column] = []
     cells: dict[str, dict[str, Cell]] = {s: {} for s in stages}
     models: list[ReportModel] = []
@@ -126,7 +137,7 @@ def build_fleet_model(
             models.append(model)
             href = f"{run.path.relative_to(out)}/report.html"
             columns.append(Column(key, h.key, "candidate", candidate, model.verdict, None, "", href))
-            own = {s.name: s for s in model.stages if s.configured}
+            own = {s.name: s for s in model.stages}
             for stage in stages:
                 view = own.get(stage)
                 cells[stage][key] = (
@@ -135,7 +146,9 @@ def build_fleet_model(
                     else Cell("—", "not in this host's plan")
                 )
     verdict, why = _fleet_verdict(views, {h.key for h in hosts if h.not_rejudged is not None})
+    noted = [(c.key, m.verdict, m.verdict_note, m.stages) for c, m in zip(columns, models, strict=True)]
     return FleetModel(
+        verdict_note=members_note(noted, verdict.value),
         schema_version=SCHEMA_VERSION,
         qualify_version=__version__,
         kind="fleet",

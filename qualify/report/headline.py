@@ -3,8 +3,10 @@ change and the source, and each stage's one line of why — all derived from the
 views, so they say no more than was decided.
 
 - The verdict line names every gated stage that kept the run from a plain result: failed,
-  errored, undecided (INCONCLUSIVE, also when the plan counts it as WARN), or not run. A run
-  QUALIFIED with its bench undecided reads "QUALIFIED — bench undecided".
+  errored, undecided (INCONCLUSIVE, also when the plan counts it as WARN), or not run; then the
+  stages the plan declares not applicable, with the reason. A run QUALIFIED with its bench
+  undecided reads "QUALIFIED — bench undecided"; one without a server "QUALIFIED — serving,
+  soak not applicable: no server".
 - The reasons are the failing (or undecided) checks' own reasons, the decisive ones first; WARNs
   and results past a failed gate follow as things to read, never as reasons.
 """
@@ -62,9 +64,40 @@ def stage_qualifier(stage: StageView) -> str | None:
     return None
 
 
-def verdict_note(stages: Iterable[StageView]) -> str:
-    """What the verdict line adds to the verdict: every gated stage that did not plainly pass."""
-    return ", ".join(q for s in stages if not s.ungated and (q := stage_qualifier(s)))
+def verdict_note(stages: Iterable[StageView], verdict: str = "") -> str:
+    """What the verdict line adds to the verdict: every gated stage that did not plainly pass,
+    then the stages the plan declares not applicable with their reasons ("serving, soak not
+    applicable: no server"), so no reader takes a run that skipped them for one that passed
+    them. An INCOMPLETE run with nothing else to name measured nothing beyond the build."""
+    stages = list(stages)
+    named = ", ".join(q for s in stages if not s.ungated and (q := stage_qualifier(s)))
+    if not named and verdict == "INCOMPLETE":
+        named = "no stage but the build measured the engine"
+    return "; ".join(part for part in (named, *not_applicable_groups(stages)) if part)
+
+
+def members_note(members: Iterable[tuple[str, str, str, list[StageView]]], verdict: str) -> str:
+    """A set's or a fleet's verdict note from its members' (key, verdict, note, stages): what
+    kept each member that did not qualify from it ("clang19: soak not configured"), when the
+    whole did not qualify; then the stages declared not applicable, once each."""
+    parts = []
+    groups: list[str] = []
+    for key, member_verdict, note, stages in members:
+        own = not_applicable_groups(stages)
+        groups += [g for g in own if g not in groups]
+        open_ = "; ".join(p for p in note.split("; ") if p not in own)
+        if verdict != "QUALIFIED" and member_verdict != "QUALIFIED" and open_:
+            parts.append(f"{key}: {open_}")
+    return "; ".join([*parts, *groups])
+
+
+def not_applicable_groups(stages: Iterable[StageView]) -> list[str]:
+    """The stages declared not applicable, those with one reason together, in stage order."""
+    by_reason: dict[str, list[str]] = {}
+    for stage in stages:
+        if stage.outcome == "NOT APPLICABLE":
+            by_reason.setdefault(stage.reason, []).append(stage.name)
+    return [f"{', '.join(names)} not applicable: {why}" for why, names in by_reason.items()]
 
 
 def stage_why(stage: StageView) -> str:

@@ -1,9 +1,12 @@
 """junit.xml for CI systems, from the report's view of a run: one testsuite per stage, one
 testcase per check (each check judges the candidate, against pinned where it has it).
 
-FAIL is a failure and ERROR an error, each with the check's reason as message and its findings
-as text; INCONCLUSIVE is a failure too (it blocks the gate as FAIL does); SKIPPED, BLOCKED, NOT
-CONFIGURED, NOT RUN, STALE and INTERRUPTED are skipped with the reason; each check's verdict and
+The first suite, `qualify`, holds the verdict as a case: a failure when the run did not
+qualify, an error when it is INCOMPLETE, so a file of a run that did not qualify always holds a
+failing or erroring case. FAIL is a failure and ERROR an error, each with the check's reason as
+message and its findings as text; INCONCLUSIVE is a failure too (it blocks the gate as FAIL
+does); SKIPPED, BLOCKED, NOT CONFIGURED, NOT APPLICABLE, NOT RUN, STALE and INTERRUPTED are
+skipped with the reason; each check's verdict and
 what it judged are properties of the stage's suite (the schema CI tools read allows them there
 only). Written with the standard library's ElementTree, which escapes text and attributes;
 what XML 1.0 cannot hold at all (a terminal's escape sequences, NUL and the other control
@@ -51,8 +54,28 @@ def _escape(match: re.Match[str]) -> str:
 def junit_xml(model: ReportModel) -> bytes:
     suites = ET.Element("testsuites", name=f"qualify run {model.run_id}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    _verdict_suite(suites, model.verdict, model.verdict_line, totals)
     _stage_suites(suites, model, "", totals)
     return _document(suites, totals)
+
+
+def _verdict_suite(suites: ET.Element, verdict: str, line: str, totals: dict[str, int]) -> None:
+    """A suite `qualify` with one case, the verdict itself: it passes only when the run (set,
+    fleet) QUALIFIED, fails when it did not, and is an error when it is INCOMPLETE or still
+    running. Every stage that did not run is only `skipped` below, so without this case a CI
+    reporter would show an INCOMPLETE run (exit 3) as green."""
+    suite = ET.SubElement(suites, "testsuite", name="qualify")
+    case = ET.SubElement(suite, "testcase", classname="qualify", name="verdict")
+    counts = {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}
+    if verdict == "NOT QUALIFIED":
+        counts["failures"] = 1
+        ET.SubElement(case, "failure", message=line, type=verdict).text = line
+    elif verdict != "QUALIFIED":
+        counts["errors"] = 1
+        ET.SubElement(case, "error", message=line, type=verdict).text = line
+    for key, value in counts.items():
+        suite.set(key, str(value))
+        totals[key] += value
 
 
 def set_junit_xml(model: MatrixModel) -> bytes:
@@ -60,6 +83,7 @@ def set_junit_xml(model: MatrixModel) -> bytes:
     and a suite `controls` with a case per control (a failure when it did not behave)."""
     suites = ET.Element("testsuites", name=f"qualify run set {model.run_id}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    _verdict_suite(suites, model.verdict, f"{model.verdict_line}: {model.verdict_reason}", totals)
     controls = []
     for column, member in zip(model.columns, model.members, strict=True):
         if column.role == "candidate":
@@ -90,6 +114,7 @@ def fleet_junit_xml(model: FleetModel) -> bytes:
     """A fleet's junit.xml: every host's stages for each candidate, as `<host>/<candidate>/<stage>`."""
     suites = ET.Element("testsuites", name=f"qualify fleet {model.run_id}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    _verdict_suite(suites, model.verdict, f"{model.verdict}: {model.verdict_reason}", totals)
     for column, member in zip(model.columns, model.members, strict=True):
         _stage_suites(suites, member, f"{column.key}/", totals)
     return _document(suites, totals)
@@ -134,7 +159,7 @@ def _case(suite: ET.Element, stage: StageView, check: CheckView | None, counts: 
         "testcase",
         classname=f"qualify.{stage.name}",
         name=f"{check.name} ({check.kind})" if check else stage.name,
-        time=f"{(check.duration_s if check else None) or 0:.3f}",
+        time=f"{_seconds(check) or 0:.3f}",
     )
     counts["tests"] += 1
     properties = suite.find("properties")
@@ -160,6 +185,16 @@ def _case(suite: ET.Element, stage: StageView, check: CheckView | None, counts: 
     else:
         counts["skipped"] += 1
         ET.SubElement(case, "skipped", message=f"{verdict}: {reason}")
+
+
+def _seconds(check: CheckView | None) -> float | None:
+    """A check's time: the run set's one measurement it read, when it read one (its own time is
+    then only the judging), else its own."""
+    if check is None:
+        return None
+    if check.shared is not None and check.shared.duration_s is not None:
+        return check.shared.duration_s
+    return check.duration_s
 
 
 def _property(parent: ET.Element, name: str, value: Any) -> None:

@@ -7,7 +7,8 @@ stage), says whether the controls behaved, and lists what the set's evidence doe
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from qualify import __version__
@@ -15,7 +16,10 @@ from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.record import RunRecord
+from qualify.pipeline.stageorder import with_default_order
+from qualify.report.headline import members_note
 from qualify.report.model import ReportModel, build_model
+from qualify.report.views import with_shared
 
 #: A stage a member does not run (a negative control runs only what it must fail).
 NOT_IN_PLAN = "—"
@@ -89,9 +93,12 @@ def build_set_model(run: RunDir) -> MatrixModel:
     derived = set_on_disk(run, saved)
     members = [f.member for f in derived.members if f.run is not None]
     results = {f.member.label: f.behaviour for f in derived.members}
-    models = {m.label: build_model(RunDir(run.path / m.label)) for m in members}
+    # A member's check that read the set's one measurement shows that measurement's time.
+    models = {m.label: _member_model(run.path / m.label) for m in members}
     plans = {m.label: RunDir(run.path / m.label).read().get("plan", {}) for m in members}
-    stages = [s.name for s in RunRecord.parse(run, saved).stages]
+    # A stage of the default order the plan leaves out or declares not applicable is a row too:
+    # it is what keeps the set INCOMPLETE, or what it qualified without.
+    stages = with_default_order([s.name for s in RunRecord.parse(run, saved).stages])
     columns: list[Column] = []
     cells: dict[str, dict[str, Cell]] = {name: {} for name in stages}
     for m in members:
@@ -109,7 +116,8 @@ def build_set_model(run: RunDir) -> MatrixModel:
                 f"{m.label}/report.html",
             )
         )
-        own = {s.name: s for s in model.stages if s.configured}
+        # A negative control runs only the stages it must fail: the others are not its plan's.
+        own = {s.name: s for s in model.stages if s.configured or m.role != "negative"}
         for name in stages:
             expected = _expected(m, name)
             stage = own.get(name)
@@ -150,10 +158,26 @@ def build_set_model(run: RunDir) -> MatrixModel:
         cells=cells,
         controls_line=controls_line,
         members=list(models.values()),
-        verdict_note=", ".join(f"{stage} undecided" for stage in undecided),
+        verdict_note=_verdict_note(derived.verdict.value, undecided, members, models),
         not_proven=_not_proven(members, models, plans, derived.controls_behaved)
         + [f"{f.member.label}: not created ({f.behaviour.why})" for f in derived.members if f.run is None],
     )
+
+
+def _verdict_note(
+    verdict: str, undecided: dict[str, list[str]], members: list[Member], models: dict[str, ReportModel]
+) -> str:
+    """The set's verdict note: the stages left undecided, what kept each candidate that did not
+    qualify from it (when the set did not), and the stages declared not applicable."""
+    candidates = [(m.label, models[m.label]) for m in members if m.role == "candidate"]
+    noted = [(label, model.verdict, model.verdict_note, model.stages) for label, model in candidates]
+    parts = [", ".join(f"{stage} undecided" for stage in undecided), members_note(noted, verdict)]
+    return "; ".join(p for p in parts if p)
+
+
+def _member_model(folder: Path) -> ReportModel:
+    model = build_model(RunDir(folder))
+    return replace(model, stages=with_shared(model.stages, folder))
 
 
 def _undecided(members: list[Member], models: dict[str, ReportModel]) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.report import headline
-from qualify.report.views import CheckView, StageView
+from qualify.report.views import CheckView, StageView, shared_measurement
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,12 @@ def build_model(run: RunDir) -> ReportModel:
     stages = [_stage(run, spec, derived) for spec in plan.get("stages", [])]
     present = {s.name for s in stages}
     stages += [
+        StageView(name, None, StageState.NOT_APPLICABLE.value, why, False)
+        for name, why in derived.reasons.items()
+        if name not in present and derived.stages[name] is StageState.NOT_APPLICABLE
+    ]
+    present = {s.name for s in stages}
+    stages += [
         StageView(name, None, StageState.NOT_CONFIGURED.value, "the plan has no such stage", False)
         for name in DEFAULT_ORDER
         if name not in present
@@ -135,7 +141,7 @@ def _presented(run: RunDir, model: ReportModel) -> ReportModel:
     return replace(
         model,
         stages=stages,
-        verdict_note=headline.verdict_note(stages),
+        verdict_note=headline.verdict_note(stages, model.verdict),
         reasons=deciding,
         to_read=to_read,
         toolchain=headline.toolchain_delta(stages),
@@ -144,12 +150,16 @@ def _presented(run: RunDir, model: ReportModel) -> ReportModel:
 
 
 def _merge_order(stages: list[StageView]) -> list[StageView]:
-    """Configured stages in plan order; NOT CONFIGURED ones after the configured stage that
-    precedes them in the default order."""
+    """Configured stages in plan order; NOT CONFIGURED and NOT APPLICABLE ones after the
+    configured stage that precedes them in the default order (a stage of the project's own that
+    does not apply, last)."""
     configured = [s for s in stages if s.configured]
     missing = [s for s in stages if not s.configured]
     out = list(configured)
     for stage in missing:
+        if stage.name not in DEFAULT_ORDER:  # a stage of the project's own, declared not applicable
+            out.append(stage)
+            continue
         before = DEFAULT_ORDER[: DEFAULT_ORDER.index(stage.name)]
         index = 0
         for i, existing in enumerate(out):
@@ -223,6 +233,7 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         limits_of_evidence=result.limits_of_evidence,
         rejudged_at=result.rejudged_at,
         judged=list(result.judged),
+        shared=shared_measurement(result.facts),
     )
 
 
@@ -232,6 +243,11 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
     for stage in model.stages:
         if stage.outcome == StageState.NOT_CONFIGURED.value:
             notes.append(f"Stage {stage.name} is not configured in this plan: nothing about it was measured.")
+        elif stage.outcome == StageState.NOT_APPLICABLE.value:
+            notes.append(
+                f"Stage {stage.name} does not apply to this engine, as the plan declares ({stage.reason}): "
+                "nothing about it was measured."
+            )
         elif stage.outcome in (
             StageState.BLOCKED.value,
             StageState.NOT_RUN.value,
@@ -257,8 +273,19 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
             "(--no-gate): their results are ungated and do not count toward qualification.",
         )
     if model.source.get("dirty"):
+        changed = ", ".join(str(c) for c in model.source.get("changed") or [])
         notes.append(
-            "The source tree had uncommitted changes: the revision does not fully describe what was measured."
+            "The source tree had uncommitted changes to tracked files"
+            + (f" ({changed})" if changed else "")
+            + ": the revision does not fully describe what was measured."
+        )
+    untracked = [str(u) for u in model.source.get("untracked") or []]
+    if untracked:
+        count = model.source.get("untracked_count")
+        more = count - len(untracked) if isinstance(count, int) and count > len(untracked) else 0
+        notes.append(
+            f"The tree held untracked files ({', '.join(untracked)}{f' and {more} more' if more else ''}): "
+            "nix builds a flake from its tracked files only, so none of them is in the arms."
         )
     if model.source.get("rev") is None:
         notes.append(

@@ -71,6 +71,15 @@ class ReportFiles:
     json: Path
     junit: Path
 
+    def verdict_line(self) -> str:
+        """The verdict as every output's first line says it ("QUALIFIED — serving, soak not
+        applicable: no server"), from the report.json just written."""
+        try:
+            document = json.loads(self.json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ""
+        return str(document.get("verdict_line") or document.get("verdict") or "")
+
 
 def md_cell(value: object) -> str:
     """A value made safe for GitHub-flavoured Markdown, in a table cell or anywhere else

@@ -1,10 +1,67 @@
 """The views of a stage and of a check that every report renders (`model.build_model` makes
-them from the run folder; `headline` reads them to say what decided the verdict)."""
+them from the run folder; `headline` reads them to say what decided the verdict).
+
+A run set's member may hold a check it did not measure itself: the set measured it once for
+several members, and the member's check only read that measurement, in a moment. Its own
+duration (0.0 s) says nothing of where the time went, so a check's `duration` is the text every
+output prints: the shared measurement's duration, marked as shared and with whom.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
+
+from qualify.core.errors import RunStoreError
+from qualify.pipeline.checkrecords import CheckResult
+
+#: The key of a result's facts under which a kind records a measurement shared between the
+#: members of a run set: {"duration_s": seconds or null, "with": [labels], "folder": "NN-stage/check"}.
+SHARED_FACT = "shared_measurement"
+
+
+@dataclass(frozen=True)
+class SharedMeasurement:
+    """The set's one measurement a member's check read: how long it took (None: not recorded),
+    the other members it was made with, and its folder in the set's."""
+
+    duration_s: float | None
+    with_members: list[str]
+    folder: str
+
+    def whom(self) -> str:
+        """As printed: "2 members (cand2, positive-pinned)"."""
+        count = len(self.with_members)
+        if not count:
+            return "no other member"
+        return f"{count} member{'' if count == 1 else 's'} ({', '.join(self.with_members)})"
+
+    def describe(self) -> str:
+        """As printed: "41.2 s, shared with 2 members (cand2, positive-pinned)"."""
+        return f"{_seconds(self.duration_s, 'time not recorded')}, shared with {self.whom()}"
+
+
+def shared_measurement(facts: Mapping[str, Any]) -> SharedMeasurement | None:
+    """The shared measurement a result's facts record, or None (measured by the check itself)."""
+    shared = facts.get(SHARED_FACT)
+    if not isinstance(shared, Mapping):
+        return None
+    duration = shared.get("duration_s")
+    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not 0 <= duration < math.inf:
+        duration = None  # a result edited by hand says nothing of the time
+    members = shared.get("with")
+    return SharedMeasurement(
+        None if duration is None else float(duration),
+        [str(m) for m in members] if isinstance(members, list) else [],
+        str(shared.get("folder") or ""),
+    )
+
+
+def _seconds(value: float | None, unknown: str = "—") -> str:
+    return unknown if value is None else f"{value:.1f} s"
 
 
 @dataclass(frozen=True)
@@ -26,6 +83,14 @@ class CheckView:
     judged: list[str] = field(default_factory=list)
     #: "was ERROR before the last re-decision", when `qualify report --rejudge` changed it.
     rejudged_from: str | None = None
+    #: The run set's measurement this check read instead of measuring (None: it measured).
+    shared: SharedMeasurement | None = None
+    #: How long it took as every output prints it (derived: "41.2 s, shared with 2 members (…)").
+    duration: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        text = self.shared.describe() if self.shared is not None else _seconds(self.duration_s)
+        object.__setattr__(self, "duration", text)
 
 
 @dataclass(frozen=True)
@@ -44,3 +109,37 @@ class StageView:
     why: str = ""
     #: INCONCLUSIVE, or a check of it was and the plan counted that as WARN.
     undecided: bool = False
+    #: How long it took as every output prints it (derived): its own time, and the time of the
+    #: run set's measurements its checks read, which its own time does not hold.
+    duration: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        shared = [c for c in self.checks if c.shared is not None]
+        text = _seconds(self.duration_s)
+        if shared and self.duration_s is not None:
+            took = [c.shared.duration_s for c in shared if c.shared is not None]
+            spent = "a time not recorded" if None in took else f"{sum(t or 0.0 for t in took):.1f} s"
+            names = ", ".join(c.name for c in shared)
+            whom = shared[0].shared.whom() if shared[0].shared is not None else ""
+            text = f"{text} here, after {spent} measuring {names} once for it and {whom}"
+        object.__setattr__(self, "duration", text)
+
+
+def with_shared(stages: list[StageView], run: Path) -> list[StageView]:
+    """`stages` with each check's shared measurement read from its result.json in the run
+    folder `run` (a check whose result does not read stays as it is: its view says why)."""
+    return [
+        replace(stage, checks=[_read_shared(check, run, stage.folder) for check in stage.checks])
+        for stage in stages
+    ]
+
+
+def _read_shared(check: CheckView, run: Path, folder: str | None) -> CheckView:
+    if check.shared is not None or folder is None:
+        return check
+    path = run / folder / check.name / "result.json"
+    try:
+        found = shared_measurement(CheckResult.load(path).facts) if path.is_file() else None
+    except RunStoreError:
+        return check
+    return check if found is None else replace(check, shared=found)
