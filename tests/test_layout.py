@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "kinds": 5,
     "kinddocs": 5,
     "report": 4,
+    "bisect": 4,  # probes a series of toolchains through the run; only the CLI above uses it
     **dict.fromkeys(STAGES, 3),
     "pipeline": 3,
     "checks": 2,

@@ -1,0 +1,53 @@
+"""What one probe of a step says, and what a step's probes settle (docs/bisect.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    """What one probe of one step found."""
+
+    GOOD = "good"
+    BAD = "bad"
+    #: The step could not be built: stepped around, as `git bisect skip` does, never probed again
+    #: (the same sources and toolchain fail the same way).
+    SKIP = "skip"
+    #: The gate was INCONCLUSIVE: measured again, up to the retries, then unknown; never guessed.
+    UNDECIDED = "undecided"
+
+
+#: How many times an UNDECIDED step is measured again before it counts as unknown.
+DEFAULT_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a probe hands back: its outcome and the caller's evidence for it (the run folder,
+    the figures), kept with the probe in the saved state."""
+
+    outcome: Outcome
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+def settle(outcomes: Sequence[Outcome], retries: int) -> Outcome | None:
+    """A step's outcome from its finished probes, in order; None while it should be probed
+    (never probed, or undecided with retries left).
+
+    A step probed both GOOD and BAD (probes a caller recorded from elsewhere: the search never
+    probes a decided step again) is UNDECIDED: the gate disagrees with itself there, and which
+    probe to believe would be a guess.
+    """
+    decided = {o for o in outcomes if o in (Outcome.GOOD, Outcome.BAD)}
+    if len(decided) == 2:
+        return Outcome.UNDECIDED
+    if decided:
+        return decided.pop()
+    if Outcome.SKIP in outcomes:
+        return Outcome.SKIP
+    if len(outcomes) > retries:
+        return Outcome.UNDECIDED
+    return None
