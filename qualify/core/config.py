@@ -10,6 +10,7 @@ from typing import Any
 from qualify.core.errors import ConfigError, UsageError
 from qualify.core.plaintext import describe, forbidden
 from qualify.core.redaction import redact_argv, redact_env, redact_ref, redact_values, remember_urls
+from qualify.core.series import load_series
 from qualify.core.tomlfile import Table, TomlDoc, read_toml, suggest
 
 CONFIG_NAME = "qualify.toml"
@@ -80,6 +81,8 @@ class ProjectConfig:
     #: workflow runs unchanged on any project), and `profile`, the profile it then uses.
     candidates: tuple[str, ...] = ()
     profile: str | None = None
+    #: `[series.NAME]`: ordered arms a bisect walks, known-good end first (`qualify.core.series`).
+    series: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: The file as read: a key checked later against something else (`profile` against the
     #: plan, when a run resolves it) is still named at its line.
     doc: TomlDoc | None = field(default=None, compare=False, repr=False)
@@ -159,6 +162,7 @@ def load_config(project: Path) -> ProjectConfig:
             "controls",
             "candidate",
             "profile",
+            "series",
         ]
     )
     root = path.parent
@@ -203,6 +207,7 @@ def load_config(project: Path) -> ProjectConfig:
         controls=_load_controls(top.table("controls"), arms),
         candidates=_load_candidates(top, arms, pinned),
         profile=_load_profile(top),
+        series=load_series(top.table("series"), arms),
         doc=doc,
     )
 

@@ -39,6 +39,10 @@ class RunRequest:
     candidates: tuple[str, ...] = ()
     #: Run the project's `[controls]` with the candidates (`--no-controls` turns it off).
     controls: bool = True
+    #: Only these stages of the plan, in its order (a bisect's step runs as far as its gate
+    #: needs): the others are out of this run's plan, shown NOT CONFIGURED, never run. None:
+    #: every stage.
+    stages: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.candidate and not self.candidates:
@@ -77,6 +81,15 @@ def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
         return override
     env = os.environ.get("QUALIFY_RUNS_DIR")
     return Path(env) if env else config.runs_dir
+
+
+def narrowed(plan: Plan, stages: tuple[str, ...] | None) -> Plan:
+    """`plan` with only the stages named (None: all of them); a name it lacks is a usage error."""
+    if stages is None:
+        return plan
+    for name in stages:
+        plan.stage(name)  # raises, naming the plan's stages
+    return replace(plan, stages=tuple(s for s in plan.stages if s.name in stages))
 
 
 def with_project_defaults(request: RunRequest, config: ProjectConfig) -> RunRequest:

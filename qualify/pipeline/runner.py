@@ -39,6 +39,7 @@ from qualify.pipeline.request import (
     RunOutcome,
     RunRequest,
     load_run_plan,
+    narrowed,
     runs_dir_for,
     with_project_defaults,
 )
@@ -104,7 +105,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     if existing is None:
         request = with_project_defaults(request, config)
     profile = request.profile if request.profile is not None else (saved or {}).get("profile")
-    plan = load_run_plan(config, profile, from_config=from_config)
+    plan = narrowed(load_run_plan(config, profile, from_config=from_config), request.stages)
     shape = _shape(config, plan, request, existing, saved)
     plans = {m.label: member_plan(plan, m, shape.members) for m in shape.members}
     arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in shape.members}

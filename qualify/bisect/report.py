@@ -1,0 +1,116 @@
+"""What a finished bisect says: the one line for the console, `bisect.md` and the document
+`bisect.json` holds once it answered (the saved state with the answer and a row per step)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from qualify.bisect.answers import Answer, Finding, summary
+from qualify.bisect.state import BisectState
+
+#: How the console line and bisect.md name each finding.
+TITLES: dict[Finding, str] = {
+    Finding.FOUND: "FOUND",
+    Finding.RANGE: "RANGE",
+    Finding.NO_FLIP: "NO FLIP",
+    Finding.BASELINE_BAD: "BASELINE BAD",
+    Finding.END_UNKNOWN: "END UNKNOWN",
+    Finding.SERIES: "SERIES",
+}
+
+
+def evidence_of(state: BisectState, step: int) -> Mapping[str, Any]:
+    """The evidence of the step's last finished probe (the one that settled it), or none."""
+    done = [p for p in state.probes if p.step == step and p.done]
+    return done[-1].evidence if done else {}
+
+
+def answer_line(answer: Answer, state: BisectState) -> str:
+    """One line: the finding, the steps it names and, for a flip, what the gate said there."""
+    names = state.series
+    if answer.finding is Finding.FOUND and answer.bad is not None and answer.good is not None:
+        said = evidence_of(state, answer.bad)
+        line = (
+            f"first bad: {names[answer.bad]} (step {answer.bad}), last good: {names[answer.good]} "
+            f"(step {answer.good}): {said.get('gate', '?')} {said.get('verdict', '?')} — "
+            f"{said.get('reason', '') or 'no reason saved'}"
+        )
+        if not answer.monotone:
+            line += "; " + summary(answer, names).partition("; ")[2]
+    else:
+        line = summary(answer, names)
+        if answer.finding is Finding.END_UNKNOWN and answer.end is not None:
+            said = evidence_of(state, answer.end)
+            line += f" ({said.get('verdict', '?')} — {said.get('reason', '') or 'no reason saved'})"
+    return f"{TITLES[answer.finding]}: {line}"
+
+
+def step_rows(answer: Answer, state: BisectState) -> list[dict[str, Any]]:
+    """A row per step of the series: its settled outcome and the evidence of its last probe."""
+    rows = []
+    for index, name in enumerate(state.series):
+        said = evidence_of(state, index)
+        settled = answer.outcomes[index]
+        rows.append(
+            {
+                "step": index,
+                "arm": name,
+                "outcome": settled.value if settled is not None else "not probed",
+                "probes": sum(1 for p in state.probes if p.step == index),
+                "verdict": said.get("verdict"),
+                "reason": said.get("reason"),
+                "run": said.get("run"),
+            }
+        )
+    return rows
+
+
+def answer_document(answer: Answer, state: BisectState) -> dict[str, Any]:
+    """bisect.json once answered: the state as saved, with the answer and the steps' rows (the
+    state's reader reads only its own keys, so a resume still reads the file)."""
+    return {
+        **state.document(),
+        "answer": {
+            "finding": answer.finding.value,
+            "line": answer_line(answer, state),
+            "exit_code": int(answer.exit_code),
+            "good": answer.good,
+            "bad": answer.bad,
+            "between": list(answer.between),
+            "end": answer.end,
+            "monotone": answer.monotone,
+            "contradictions": [list(pair) for pair in answer.contradictions],
+        },
+        "steps": step_rows(answer, state),
+    }
+
+
+def markdown(answer: Answer, state: BisectState) -> str:
+    """bisect.md: the answer, then a table of the steps with their outcomes and reasons."""
+    gate = state.context.get("gate", "?")
+    lines = [
+        f"# qualify bisect: series {state.context.get('series', '?')}, gate {gate}",
+        "",
+        f"**{answer_line(answer, state)}**",
+        "",
+        "| step | arm | outcome | probes | gate verdict | reason | run |",
+        "|---:|---|---|---:|---|---|---|",
+    ]
+    for row in step_rows(answer, state):
+        cells = [
+            str(row["step"]),
+            f"`{row['arm']}`",
+            row["outcome"],
+            str(row["probes"]),
+            row["verdict"] or "",
+            row["reason"] or "",
+            f"`{row['run']}`" if row["run"] else "",
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    # A reason may hold `|` or a line break: either would break the table's row.
+    return " ".join(text.replace("|", "\\|").split())

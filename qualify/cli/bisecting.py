@@ -1,0 +1,126 @@
+"""`qualify bisect`: the first arm of a qualify.toml series at which a gate flips
+(docs/bisect.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from qualify.bisect.outcomes import DEFAULT_RETRIES
+from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
+from qualify.console import open_console, safe
+
+STATE = "bisect.json"
+SUMMARY = "bisect.md"
+
+
+@app.command()
+def bisect(
+    series: Annotated[
+        str, typer.Argument(metavar="SERIES", help="A [series.NAME] of qualify.toml: arms, good end first.")
+    ],
+    gate: Annotated[
+        str,
+        typer.Option(
+            "--gate", metavar="GATE", help="STAGE (the stage's verdict) or STAGE/CHECK (one check's)."
+        ),
+    ],
+    no_gate: Annotated[
+        bool,
+        typer.Option("--no-gate", help="Run the gate's stage even when an earlier stage fails (ungated)."),
+    ] = False,
+    retries: Annotated[
+        int,
+        typer.Option(metavar="N", min=0, help="Measure an INCONCLUSIVE step again up to N times."),
+    ] = DEFAULT_RETRIES,
+    series_mode: Annotated[
+        bool, typer.Option("--series-mode", help="Probe every step in order instead of searching.")
+    ] = False,
+    run_id: Annotated[
+        str | None, typer.Option("--run", metavar="ID", help="Resume this bisect (its folder's name).")
+    ] = None,
+    project: ProjectOpt = Path(),
+    runs_dir: RunsDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Find the first arm of a series at which the gate flips: each step a run against the first arm."""
+    from qualify.bisect.drive import drive
+    from qualify.bisect.gate import parse_gate
+    from qualify.bisect.outcomes import Measured
+    from qualify.bisect.report import answer_document, answer_line, markdown
+    from qualify.bisect.resume import open_state
+    from qualify.bisect.state import Mode, Step
+    from qualify.bisect.steps import StepProber, stages_for
+    from qualify.console import ConsoleEvents
+    from qualify.core.config import load_config
+    from qualify.core.errors import UsageError
+    from qualify.core.runlist import new_run
+    from qualify.core.runstore import RunDir, write_atomic, write_json
+    from qualify.core.tomlfile import suggest
+    from qualify.pipeline.preflight import require_stage_libraries
+    from qualify.pipeline.request import load_run_plan, runs_dir_for
+
+    console = open_console(stderr=as_json)
+    # Everything that can be known wrong is refused before a folder is made or a step runs.
+    config = load_config(project)
+    if series not in config.series:
+        raise UsageError(
+            f"{config.path}: no [series.{series}]{suggest(series, config.series)}",
+            ("series defined: " + ", ".join(sorted(config.series)))
+            if config.series
+            else 'add one: [series.NAME] arms = ["pinned", "step1", "candidate"]',
+        )
+    arms = config.series[series]
+    plan = load_run_plan(config, config.profile, from_config=config.profile is not None)
+    chosen = parse_gate(gate, plan)
+    require_stage_libraries()
+    root = runs_dir_for(config, runs_dir)
+    if run_id is None:
+        folder = new_run(root, f"bisect-{series}").path
+    else:
+        folder = root / run_id
+        if "/" in run_id or not (folder / STATE).is_file():
+            raise UsageError(f"no bisect {run_id!r} in {root}", "start one: leave --run out")
+    context = {"series": series, "gate": chosen.label, "pinned": arms[0], "no_gate": no_gate}
+    mode = Mode.SERIES if series_mode else Mode.BISECT
+    probe = StepProber(
+        config.root,
+        folder,
+        arms,
+        chosen,
+        stages_for(plan, chosen, no_gate=no_gate),
+        no_gate,
+        ConsoleEvents(console),
+    )
+
+    def told(step: Step) -> Measured:
+        console.print(f"[bold]step {step.index} {safe(step.name)}[/] (attempt {step.attempt})")
+        measured = probe(step)
+        said = measured.evidence
+        console.print(
+            f"step {step.index} {safe(step.name)}: {measured.outcome.value.upper()} — "
+            f"{safe(str(said.get('verdict')))} {safe(str(said.get('reason') or ''))}",
+            highlight=False,
+        )
+        return measured
+
+    with RunDir(folder).locked():
+        state = open_state(folder / STATE, arms, mode=mode, retries=retries, context=context)
+        try:
+            answer = drive(state, told)
+        except KeyboardInterrupt:
+            console.print(
+                f"resume with: qualify bisect {series} --gate {chosen.label} --run {folder.name}",
+                highlight=False,
+            )
+            raise
+        document = answer_document(answer, state)
+        write_atomic(folder / SUMMARY, markdown(answer, state).encode("utf-8"))
+        write_json(folder / STATE, document)
+    if as_json:
+        print_json({"bisect_dir": str(folder), **document})
+    console.print(f"\n{safe(answer_line(answer, state))}", highlight=False)
+    console.print(f"bisect {safe(str(folder))}\nsummary: {safe(str(folder / SUMMARY))}", highlight=False)
+    raise typer.Exit(int(answer.exit_code))
