@@ -1,18 +1,21 @@
-"""Probing one step of a series: a qualification run of the step's arm as the candidate against
-the series' first arm as pinned, through the real engine (`qualify.pipeline.runner.execute`:
-builds, containment, records), with the run's plan narrowed to the stages the gate needs
-(docs/bisect.md).
+"""Probing one step of a series: a qualification run through the real engine
+(`qualify.pipeline.runner.execute`: builds, containment, records), with the run's plan narrowed
+to the stages the gate needs (docs/bisect.md). What the step builds comes from its walk: in a
+series of arms, the step's arm as the candidate against the series' first arm as pinned (`ArmWalk`);
+in a series of an input's revisions, the candidate arm with the input overridden at the step's
+revision (`qualify.bisect.inputseries`).
 
-Each attempt of a step is a run of its own in `steps/<NN>-<arm>/`, the step's runs directory,
+Each attempt of a step is a run of its own in `steps/<NN>-<name>/`, the step's runs directory,
 so an attempt stopped half-way is never written over by the next one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from qualify.bisect.gate import Gate, judge_step
 from qualify.bisect.outcomes import Measured
@@ -25,6 +28,46 @@ from qualify.pipeline.runner import RunRequest, execute
 
 STEPS = "steps"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+@dataclass(frozen=True)
+class StepBuild:
+    """What one step's run builds: its candidate and pinned arms, the flake inputs overridden
+    for the candidate's build alone, and what the probe's evidence records of the step."""
+
+    candidate: str
+    pinned: str
+    override_inputs: tuple[tuple[str, str], ...] = ()
+    recorded: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Walk(Protocol):
+    """A series as a bisect walks it: its steps' names, good end first, what a resume must
+    find unchanged, and what each step builds."""
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def context(self) -> dict[str, Any]: ...
+
+    def __call__(self, step: Step) -> StepBuild: ...
+
+
+@dataclass(frozen=True)
+class ArmWalk:
+    """A series of arms: each step's arm against the first."""
+
+    arms: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.arms
+
+    def context(self) -> dict[str, Any]:
+        return {"pinned": self.arms[0]}
+
+    def __call__(self, step: Step) -> StepBuild:
+        return StepBuild(step.name, self.arms[0])
 
 
 def step_folder(bisect: Path, step: Step) -> Path:
@@ -52,21 +95,23 @@ def stages_for(plan: Plan, gate: Gate, *, no_gate: bool) -> tuple[str, ...]:
 
 @dataclass
 class StepProber:
-    """Probes steps of `series` in the bisect folder `folder` (a `drive.Prober`)."""
+    """Probes the steps of `walk` in the bisect folder `folder` (a `drive.Prober`)."""
 
     project: Path
     folder: Path
-    series: Sequence[str]
+    walk: Walk
     gate: Gate
     stages: tuple[str, ...]
     no_gate: bool
     events: Events = field(default_factory=Events)
 
     def __call__(self, step: Step) -> Measured:
+        build = self.walk(step)
         request = RunRequest(
             project=self.project,
-            candidate=step.name,
-            pinned=self.series[0],
+            candidate=build.candidate,
+            pinned=build.pinned,
+            override_inputs=build.override_inputs,
             no_gate=self.no_gate,
             runs_dir=step_folder(self.folder, step),
             # A step asks one question, of one arm: the project's controls answer another.
@@ -78,4 +123,5 @@ class StepProber:
             # Stopped from outside (Ctrl-C, SIGTERM): the probe stays saved as started, and a
             # resume probes the step again under its next attempt.
             raise KeyboardInterrupt
-        return judge_step(outcome.run.path, self.gate)
+        measured = judge_step(outcome.run.path, self.gate)
+        return Measured(measured.outcome, {**build.recorded, **measured.evidence})

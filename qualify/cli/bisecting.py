@@ -1,5 +1,5 @@
-"""`qualify bisect`: the first arm of a qualify.toml series at which a gate flips
-(docs/bisect.md)."""
+"""`qualify bisect`: the first step of a qualify.toml series (an arm, or a revision of a flake
+input) at which a gate flips (docs/bisect.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,11 @@ SUMMARY = "bisect.md"
 @app.command()
 def bisect(
     series: Annotated[
-        str, typer.Argument(metavar="SERIES", help="A [series.NAME] of qualify.toml: arms, good end first.")
+        str,
+        typer.Argument(
+            metavar="SERIES",
+            help="A [series.NAME] of qualify.toml: arms, or a flake input's revisions, good end first.",
+        ),
     ],
     gate: Annotated[
         str,
@@ -45,7 +49,7 @@ def bisect(
     runs_dir: RunsDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find the first arm of a series at which the gate flips: each step a run against the first arm."""
+    """Find the first step of a series at which the gate flips: each step a run against the pinned arm."""
     from qualify.bisect.drive import drive
     from qualify.bisect.gate import parse_gate
     from qualify.bisect.outcomes import Measured
@@ -53,26 +57,19 @@ def bisect(
     from qualify.bisect.resume import open_state
     from qualify.bisect.state import Mode, Step
     from qualify.bisect.steps import StepProber, stages_for
+    from qualify.bisect.walks import series_walk
     from qualify.console import ConsoleEvents
     from qualify.core.config import load_config
     from qualify.core.errors import UsageError
     from qualify.core.runlist import new_run
     from qualify.core.runstore import RunDir, write_atomic, write_json
-    from qualify.core.tomlfile import suggest
     from qualify.pipeline.preflight import require_stage_libraries
     from qualify.pipeline.request import load_run_plan, runs_dir_for
 
     console = open_console(stderr=as_json)
     # Everything that can be known wrong is refused before a folder is made or a step runs.
     config = load_config(project)
-    if series not in config.series:
-        raise UsageError(
-            f"{config.path}: no [series.{series}]{suggest(series, config.series)}",
-            ("series defined: " + ", ".join(sorted(config.series)))
-            if config.series
-            else 'add one: [series.NAME] arms = ["pinned", "step1", "candidate"]',
-        )
-    arms = config.series[series]
+    walk = series_walk(config, series)
     plan = load_run_plan(config, config.profile, from_config=config.profile is not None)
     chosen = parse_gate(gate, plan)
     require_stage_libraries()
@@ -83,12 +80,12 @@ def bisect(
         folder = root / run_id
         if "/" in run_id or not (folder / STATE).is_file():
             raise UsageError(f"no bisect {run_id!r} in {root}", "start one: leave --run out")
-    context = {"series": series, "gate": chosen.label, "pinned": arms[0], "no_gate": no_gate}
+    context = {"series": series, "gate": chosen.label, "no_gate": no_gate, **walk.context()}
     mode = Mode.SERIES if series_mode else Mode.BISECT
     probe = StepProber(
         config.root,
         folder,
-        arms,
+        walk,
         chosen,
         stages_for(plan, chosen, no_gate=no_gate),
         no_gate,
@@ -107,7 +104,7 @@ def bisect(
         return measured
 
     with RunDir(folder).locked():
-        state = open_state(folder / STATE, arms, mode=mode, retries=retries, context=context)
+        state = open_state(folder / STATE, walk.names, mode=mode, retries=retries, context=context)
         try:
             answer = drive(state, told)
         except KeyboardInterrupt:
