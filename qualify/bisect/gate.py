@@ -1,6 +1,6 @@
-"""The gate a bisect watches, `STAGE` or `STAGE/CHECK`, and what one step's run folder says of
-it: the step's outcome and its evidence, read from the files as derived on disk
-(`qualify.pipeline.ondisk`), never from the verdict run.json saved."""
+"""The gate a bisect watches, `STAGE`, `STAGE/CHECK` or `STAGE/CHECK/METRIC`, and what one
+step's run folder says of it: the step's outcome and its evidence, read from the files as
+derived on disk (`qualify.pipeline.ondisk`), never from the verdict run.json saved."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qualify.bisect.kernelchanges import KIND as KERNELS
+from qualify.bisect.kernelchanges import kernel_figure
+from qualify.bisect.metricgate import judge_metric, limited_metrics
 from qualify.bisect.outcomes import Measured, Outcome
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import RunDir
@@ -29,20 +32,23 @@ OUTCOMES: dict[str, Outcome] = {
 
 @dataclass(frozen=True)
 class Gate:
-    """A stage's verdict, or one check's of it."""
+    """A stage's verdict, one check's of it, or one metric's of a check."""
 
     stage: str
     folder: str
     check: str | None = None
+    metric: str | None = None
 
     @property
     def label(self) -> str:
-        return self.stage if self.check is None else f"{self.stage}/{self.check}"
+        return "/".join(p for p in (self.stage, self.check, self.metric) if p is not None)
 
 
 def parse_gate(text: str, plan: Plan) -> Gate:
-    """`STAGE` or `STAGE/CHECK`, each a name of the plan (refused with the closest name)."""
-    name, _, check = text.partition("/")
+    """`STAGE`, `STAGE/CHECK` or `STAGE/CHECK/METRIC`, each a name of the plan (refused with the
+    closest name); a metric must be one the check's limits judge."""
+    name, _, rest = text.partition("/")
+    check, _, metric = rest.partition("/")
     stage = plan.stage(name)  # a UsageError naming the closest stage
     if not check:
         return Gate(stage.name, stage.folder)
@@ -52,12 +58,31 @@ def parse_gate(text: str, plan: Plan) -> Gate:
             f"--gate {text}: the stage {stage.name!r} has no check {check!r}{suggest(check, checks)}",
             f"checks of {stage.name}: " + ", ".join(checks),
         )
-    return Gate(stage.name, stage.folder, check)
+    if not metric:
+        return Gate(stage.name, stage.folder, check)
+    spec = next(c for c in stage.checks if c.name == check)
+    # Only the command kind judges metrics one by one, each against a limit the plan names.
+    metrics = limited_metrics(spec) if spec.kind == "command" else []
+    if not metrics:
+        raise UsageError(
+            f"--gate {text}: the check {stage.name}/{check} ({spec.kind}) judges no metric by a limit",
+            f"gate on {stage.name}/{check}, or give the command check limits "
+            "(max_<metric>, min_<metric>, <metric>_margin) in its stage file",
+        )
+    if metric not in metrics:
+        raise UsageError(
+            f"--gate {text}: the check {stage.name}/{check} has no limit on a metric {metric!r}"
+            f"{suggest(metric, metrics)}",
+            f"metrics its limits judge: {', '.join(metrics)}",
+        )
+    return Gate(stage.name, stage.folder, check, metric)
 
 
 def judge_step(run: Path, gate: Gate) -> Measured:
     """The step's outcome from its run folder, with the evidence: the folder, the gate's verdict
-    and reason, and for a check gate what it judged.
+    and reason, for a check gate what it judged, and for a metric gate its figure (the
+    candidate's and pinned's medians) or a kernel-resources gate's counts (kernels spilling,
+    losing occupancy, failing).
 
     The step's own build failing (the build stage FAIL, so the gate is blocked by the build) is
     SKIP: those sources and toolchain do not build, and will not on another try. Anything the
@@ -67,9 +92,21 @@ def judge_step(run: Path, gate: Gate) -> Measured:
     evidence: dict[str, Any] = {"run": str(run), "gate": gate.label}
     outcome = derived.stages.get(gate.stage, StageState.NOT_RUN)
     reason = derived.reasons.get(gate.stage, "")
+    decided: Outcome | None = None
     if isinstance(outcome, Verdict) and gate.check is not None:
-        verdict, reason, judged = _check_verdict(run / gate.folder / gate.check / RESULT)
-        evidence["judged"] = judged
+        result = _check_result(run / gate.folder / gate.check / RESULT)
+        if isinstance(result, str):
+            verdict, reason = StageState.UNREADABLE.value, result
+        else:
+            verdict, reason = result.verdict, result.reason
+            evidence["judged"] = list(result.judged)
+            evidence["check_dir"] = str(run / gate.folder / gate.check)
+            if result.kind == KERNELS:
+                evidence["figure"] = kernel_figure(run / gate.folder / gate.check, result.facts)
+            if gate.metric is not None:
+                said = judge_metric(gate.metric, result.findings, result.tables, result.reason)
+                decided, verdict, reason = said.outcome, said.verdict, said.reason
+                evidence["figure"] = said.figure()
     else:
         verdict = outcome.value
     evidence.update(verdict=verdict, reason=reason)
@@ -77,14 +114,15 @@ def judge_step(run: Path, gate: Gate) -> Measured:
     if gate.stage != BUILD_STAGE and build is Verdict.FAIL:
         evidence.update(verdict=f"{BUILD_STAGE} {Verdict.FAIL.value}", reason=derived.reasons[BUILD_STAGE])
         return Measured(Outcome.SKIP, evidence)
-    return Measured(OUTCOMES.get(verdict, Outcome.UNDECIDED), evidence)
+    if decided is None:
+        decided = OUTCOMES.get(verdict, Outcome.UNDECIDED)
+    return Measured(decided, evidence)
 
 
-def _check_verdict(path: Path) -> tuple[str, str, list[str]]:
-    """The check's verdict, reason and judged figures (its stage was derived whole on disk, so
-    its result.json agrees with stage.json)."""
+def _check_result(path: Path) -> CheckResult | str:
+    """The check's saved result (its stage was derived whole on disk, so its result.json agrees
+    with stage.json), or why it does not read."""
     try:
-        result = CheckResult.load(path)
+        return CheckResult.load(path)
     except RunStoreError as exc:
-        return StageState.UNREADABLE.value, exc.message, []
-    return result.verdict, result.reason, list(result.judged)
+        return exc.message

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from qualify.bisect.answers import Answer, Finding, summary
+from qualify.bisect.bars import bars, figure_text
+from qualify.bisect.kernelchanges import LISTED, changed_kernels
 from qualify.bisect.state import BisectState
 
 #: How the console line and bisect.md name each finding.
@@ -61,9 +64,22 @@ def step_rows(answer: Answer, state: BisectState) -> list[dict[str, Any]]:
                 "verdict": said.get("verdict"),
                 "reason": said.get("reason"),
                 "run": said.get("run"),
+                # The gate's figure (a metric gate's medians), when the probe saved one.
+                "figure": said.get("figure"),
             }
         )
     return rows
+
+
+def kernel_changes(answer: Answer, state: BisectState) -> list[str] | None:
+    """The kernels whose figures changed from the last good step to the first bad one, from the
+    two steps' saved kernel comparisons; None without both (another kind of gate, no pair)."""
+    if answer.good is None or answer.bad is None:
+        return None
+    good, bad = evidence_of(state, answer.good), evidence_of(state, answer.bad)
+    if not good.get("check_dir") or not bad.get("check_dir"):
+        return None
+    return changed_kernels(Path(good["check_dir"]), Path(bad["check_dir"]))
 
 
 def answer_document(answer: Answer, state: BisectState) -> dict[str, Any]:
@@ -83,21 +99,27 @@ def answer_document(answer: Answer, state: BisectState) -> dict[str, Any]:
             "contradictions": [list(pair) for pair in answer.contradictions],
         },
         "steps": step_rows(answer, state),
+        "changed_kernels": kernel_changes(answer, state),
     }
 
 
 def markdown(answer: Answer, state: BisectState) -> str:
-    """bisect.md: the answer, then a table of the steps with their outcomes and reasons."""
+    """bisect.md: the answer, then a table of the steps with their outcomes, reasons and, for a
+    gate with a figure, the figure and a bar per step (the flip marked on the first bad one)."""
     gate = state.context.get("gate", "?")
     lines = [
         f"# qualify bisect: series {state.context.get('series', '?')}, gate {gate}",
         "",
         f"**{answer_line(answer, state)}**",
         "",
-        "| step | arm | outcome | probes | gate verdict | reason | run |",
-        "|---:|---|---|---:|---|---|---|",
     ]
-    for row in step_rows(answer, state):
+    rows = step_rows(answer, state)
+    figured = any(row["figure"] is not None for row in rows)
+    extra = " figure | series |" if figured else ""
+    lines.append("| step | arm | outcome | probes | gate verdict | reason | run |" + extra)
+    lines.append("|---:|---|---|---:|---|---|---|" + ("---:|---|" if figured else ""))
+    flip = answer.bad if answer.finding is Finding.FOUND else None
+    for row, bar in zip(rows, bars(rows), strict=True):
         cells = [
             str(row["step"]),
             f"`{row['arm']}`",
@@ -107,7 +129,24 @@ def markdown(answer: Answer, state: BisectState) -> str:
             row["reason"] or "",
             f"`{row['run']}`" if row["run"] else "",
         ]
+        if figured:
+            cells += [figure_text(row), f"`{bar}`" if bar else ""]
+            if row["step"] == flip:
+                cells[-1] += " ← flip"
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    changed = kernel_changes(answer, state)
+    if changed is not None and answer.good is not None and answer.bad is not None:
+        names = state.series
+        lines += [
+            "",
+            f"## Kernels changed from {names[answer.good]} (last good) to {names[answer.bad]} (first bad)",
+            "",
+            *(f"- {_cell(line)}" for line in changed[:LISTED]),
+        ]
+        if not changed:
+            lines.append("No kernel's figures changed between the two steps.")
+        elif len(changed) > LISTED:
+            lines.append(f"- … and {len(changed) - LISTED} more")
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,7 @@ from qualify.console import open_console, safe
 
 STATE = "bisect.json"
 SUMMARY = "bisect.md"
+PAGE = "bisect.html"
 
 
 @app.command()
@@ -28,7 +29,10 @@ def bisect(
     gate: Annotated[
         str,
         typer.Option(
-            "--gate", metavar="GATE", help="STAGE (the stage's verdict) or STAGE/CHECK (one check's)."
+            "--gate",
+            metavar="GATE",
+            help="STAGE (the stage's verdict), STAGE/CHECK (one check's) or STAGE/CHECK/METRIC "
+            "(one metric against its limit).",
         ),
     ],
     no_gate: Annotated[
@@ -53,6 +57,7 @@ def bisect(
     from qualify.bisect.drive import drive
     from qualify.bisect.gate import parse_gate
     from qualify.bisect.outcomes import Measured
+    from qualify.bisect.page import html_page
     from qualify.bisect.report import answer_document, answer_line, markdown
     from qualify.bisect.resume import open_state
     from qualify.bisect.state import Mode, Step
@@ -65,6 +70,7 @@ def bisect(
     from qualify.core.runstore import RunDir, write_atomic, write_json
     from qualify.pipeline.preflight import require_stage_libraries
     from qualify.pipeline.request import load_run_plan, runs_dir_for
+    from qualify.report.charts import render_svg
 
     console = open_console(stderr=as_json)
     # Everything that can be known wrong is refused before a folder is made or a step runs.
@@ -115,6 +121,7 @@ def bisect(
             raise
         document = answer_document(answer, state)
         write_atomic(folder / SUMMARY, markdown(answer, state).encode("utf-8"))
+        write_atomic(folder / PAGE, html_page(answer, state, render_svg).encode("utf-8"))
         write_json(folder / STATE, document)
     if as_json:
         print_json({"bisect_dir": str(folder), **document})

@@ -16,7 +16,8 @@ from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
 from qualify.compile.cudanames import display_name
-from qualify.compile.diff import FAILURE_KINDS, KernelDiff, Limits, diff, failure_kinds, failure_rank
+from qualify.compile.diff import KernelDiff, Limits, diff
+from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds, failure_rank
 from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables

@@ -283,36 +283,6 @@ def _growth_note(known: bool, occupancy: list[tuple[str, str]]) -> str:
     return " (keeps occupancy)"
 
 
-#: What a FAIL reason says a kernel does, in the order a reviewer should read them (the worst
-#: for the running engine first): (reason's first words, words after "N kernels").
-FAILURE_KINDS: tuple[tuple[str, str], ...] = (
-    ("VGPR spills", "spill more"),
-    ("spill stores", "spill more"),
-    ("spill loads", "spill more"),
-    ("scratch", "use more scratch memory"),
-    ("stack frame", "use a larger stack frame"),
-    ("local memory", "use more local memory"),
-    ("occupancy", "lose occupancy"),
-    ("wave size", "change wave size"),
-    ("dynamic stack", "newly use a dynamic stack"),
-    ("LDS", "exceed 64 KiB of LDS"),
-    ("missing from the candidate", "are missing from the candidate"),
-)
-
-
-def failure_kinds(result: KernelDiff) -> list[str]:
-    """The kinds of failure (`FAILURE_KINDS`' words) a FAIL kernel's reasons name, in that order."""
-    kinds = {words for start, words in FAILURE_KINDS for r in result.reasons if r.startswith(start)}
-    return [words for words in dict.fromkeys(w for _, w in FAILURE_KINDS) if words in kinds]
-
-
-def failure_rank(result: KernelDiff) -> int:
-    """Where a FAIL kernel sorts among the failures: by the worst kind it shows."""
-    order = list(dict.fromkeys(w for _, w in FAILURE_KINDS))
-    kinds = failure_kinds(result)
-    return order.index(kinds[0]) if kinds else len(order)
-
-
 def _decide(found: list[tuple[str, str]]) -> tuple[str, list[str]]:
     if not found:
         return "same", []

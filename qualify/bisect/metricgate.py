@@ -1,0 +1,113 @@
+"""A metric gate, `STAGE/CHECK/METRIC`: one metric of a `command` check (`metrics = true`)
+against the plan's limits for it, read back from the check's saved result.
+
+Nothing is judged again here: the `command` kind's judge (`qualify.checks.command_check`)
+already saved a finding per limit, each message led by the metric's name (`NAME: …`, or
+`NAME_margin: …` / `limit max_NAME: …` when the metric was missing), and its "Metrics
+(medians)" table holds each role's median. A step's outcome is those findings' worst verdict
+for that metric; the figure is the table's row for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from qualify.bisect.outcomes import Outcome
+from qualify.core.checkspec import CheckSpec
+from qualify.core.verdicts import Verdict
+
+#: The title of the `command` kind's table of medians (`command_check._table`).
+MEDIANS = "Metrics (medians)"
+#: Worst first: the first verdict of these any finding of the metric holds is the metric's.
+_ORDER = (Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.FAIL, Verdict.WARN, Verdict.PASS)
+_OUTCOMES = {
+    Verdict.PASS: Outcome.GOOD,
+    Verdict.WARN: Outcome.GOOD,
+    Verdict.FAIL: Outcome.BAD,
+}
+
+
+def limited_metrics(spec: CheckSpec) -> list[str]:
+    """The metrics the check's limits name (`max_X`, `min_X`, `X_margin`), in the plan's order."""
+    names = []
+    for key in spec.limits:
+        if key.endswith("_margin"):
+            names.append(key.removesuffix("_margin"))
+        elif key.startswith(("max_", "min_")):
+            names.append(key[4:])
+    return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class MetricJudged:
+    """What a step's saved result says of one metric: its outcome, a verdict word and why, and
+    the medians (None where the role reported none)."""
+
+    outcome: Outcome
+    verdict: str
+    reason: str
+    candidate: float | None
+    pinned: float | None
+
+    def figure(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "pinned": self.pinned}
+
+
+def judge_metric(
+    metric: str,
+    findings: Sequence[Mapping[str, Any]],
+    tables: Iterable[Mapping[str, Any]],
+    check_reason: str,
+) -> MetricJudged:
+    """The metric's outcome from the check's saved findings and its medians' table.
+
+    A metric either role did not report (the row missing, or its cell "—") is UNDECIDED, the
+    reason kept: a missing figure is neither within nor beyond a limit. So is a metric no
+    finding names (the check never reached its limits: the command failed, the metrics file
+    did not read), with the check's own reason.
+    """
+    pinned, candidate = _medians(metric, tables)
+    mine = [f for f in findings if _names(str(f.get("message", "")), metric)]
+    if candidate is None:
+        said = next((str(f["message"]) for f in mine), f"the candidate reported no metric {metric!r}")
+        return MetricJudged(Outcome.UNDECIDED, "MISSING", f"{said} ({check_reason})", None, pinned)
+    if not mine:
+        reason = f"no limit of {metric!r} was judged: {check_reason}"
+        return MetricJudged(Outcome.UNDECIDED, "NOT JUDGED", reason, candidate, pinned)
+    verdicts = {str(f.get("verdict")) for f in mine}
+    worst = next(v for v in (*_ORDER, None) if v is None or v.value in verdicts)
+    if worst is None:  # a verdict word the judge does not give: not to be guessed at
+        return MetricJudged(
+            Outcome.UNDECIDED, "/".join(sorted(verdicts)), str(mine[0]["message"]), candidate, pinned
+        )
+    said = "; ".join(str(f["message"]) for f in mine if f.get("verdict") == worst.value)
+    return MetricJudged(_OUTCOMES.get(worst, Outcome.UNDECIDED), worst.value, said, candidate, pinned)
+
+
+def _names(message: str, metric: str) -> bool:
+    # Each per-limit finding of the command kind leads with the metric or the limit's key.
+    return message.startswith(
+        (f"{metric}: ", f"{metric}_margin: ", f"limit max_{metric}: ", f"limit min_{metric}: ")
+    )
+
+
+def _medians(metric: str, tables: Iterable[Mapping[str, Any]]) -> tuple[float | None, float | None]:
+    """(pinned, candidate) medians of the metric from the medians' table."""
+    for table in tables:
+        if table.get("title") != MEDIANS:
+            continue
+        columns = list(table.get("columns") or ())
+        for row in table.get("rows") or ():
+            if row and row[0] == metric:
+                cells = dict(zip(columns, row, strict=False))
+                return _number(cells.get("pinned")), _number(cells.get("candidate"))
+    return None, None
+
+
+def _number(cell: object) -> float | None:
+    try:
+        return float(str(cell))
+    except ValueError:
+        return None  # "—": the role did not report it
