@@ -100,7 +100,7 @@ def test_gcc_vs_clang_bench_reaches_a_verdict_with_pairs_recorded(example_runs: 
         samples = pd.read_parquet(run_dir / "60-bench" / "llama-bench" / role / "samples.parquet")
         assert set(samples["pair"]) == set(range(1, pairs + 1))
         assert (samples.groupby("unit").size() == 4 * 3).all()  # 4 tests × 3 repetitions
-    assert result["tables"][0]["columns"][:4] == ["test", "pinned t/s", "candidate t/s", "Δ"]
+    assert result["tables"][0]["columns"][:4] == ["test", "pinned t/s", "candidate t/s", "Δ = R − 1"]
 
 
 @example_marks
