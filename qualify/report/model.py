@@ -15,6 +15,7 @@ from qualify.core.verdicts import StageState
 from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
+from qualify.pipeline.stageorder import with_default_order
 from qualify.report import headline
 from qualify.report.views import CheckView, StageView, shared_measurement
 
@@ -150,23 +151,13 @@ def _presented(run: RunDir, model: ReportModel) -> ReportModel:
 
 
 def _merge_order(stages: list[StageView]) -> list[StageView]:
-    """Configured stages in plan order; NOT CONFIGURED and NOT APPLICABLE ones after the
-    configured stage that precedes them in the default order (a stage of the project's own that
-    does not apply, last)."""
-    configured = [s for s in stages if s.configured]
-    missing = [s for s in stages if not s.configured]
-    out = list(configured)
-    for stage in missing:
-        if stage.name not in DEFAULT_ORDER:  # a stage of the project's own, declared not applicable
-            out.append(stage)
-            continue
-        before = DEFAULT_ORDER[: DEFAULT_ORDER.index(stage.name)]
-        index = 0
-        for i, existing in enumerate(out):
-            if existing.name in before:
-                index = i + 1
-        out.insert(index, stage)
-    return out
+    """Configured stages in plan order; NOT CONFIGURED and NOT APPLICABLE ones where the
+    default order puts them (`with_default_order`); a stage of the project's own that does not
+    apply, last."""
+    by_name = {s.name: s for s in stages}
+    order = with_default_order([s.name for s in stages if s.configured])
+    placed = [by_name[name] for name in order if name in by_name]
+    return placed + [s for s in stages if s.name not in order]
 
 
 def _stage(run: RunDir, spec: dict[str, Any], derived: RunOnDisk) -> StageView:
