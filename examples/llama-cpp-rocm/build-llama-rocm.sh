@@ -37,6 +37,10 @@ in_root cmake -S "$TMPDIR/tree" -B "$TMPDIR/build" -G Ninja \
 in_root ninja -C "$TMPDIR/build" -j "${NIX_BUILD_CORES:-2}" $targets $tests > build.log 2>&1 \
   || { tail -60 build.log >&2; exit 1; }
 cp -P build/bin/*.so* "$out/lib/"
+# What the build took, kept with the arm: ninja's log (each step's start and end, in ms) and the
+# CPU time of everything this builder waited for.
+cp build/.ninja_log "$out/share/ninja-log"
+times > "$out/share/build-times"
 
 # The programs run inside the root too (they link its glibc, HIP runtime, hipBLAS and rocBLAS):
 # bin/NAME enters it and runs libexec/llama/NAME. Without an AMD GPU of one of the targets it
@@ -60,6 +64,17 @@ WRAP
 done
 cp "$probe" "$out/libexec/amd-device"
 chmod +x "$out/libexec/amd-device"
+
+# The toolchain's own disassembler, for the compile stage's instruction mix: it knows every
+# instruction this clang emits for the target. It runs in the root (it links the root's libLLVM
+# and glibc) and sees the caller's folder and $TMPDIR, where the code objects it reads are.
+mkdir -p "$out/libexec/toolchain"
+cat > "$out/libexec/toolchain/llvm-objdump" <<WRAP
+#!/bin/sh
+# llvm-objdump of clang $llvm in $rocm.
+exec "$enter" "$rocm" --bind "\$PWD" \${TMPDIR:+--bind "\$TMPDIR"} -- "/usr/lib/llvm-$llvm/bin/llvm-objdump" "\$@"
+WRAP
+chmod +x "$out/libexec/toolchain/llvm-objdump"
 
 # test-backend-ops -b ROCm0 checks the HIP kernels against the CPU backend, one ctest entry per
 # operator family; ctest runs these from a copy of share/tests, on an AMD host.

@@ -1,5 +1,5 @@
-# llama.cpp's HIP backend built for gfx1151 (Strix Halo), gfx942 (MI300X) and gfx950 (MI350) by
-# two ROCm toolchains through nix: ROCm 6.4 (Debian sid, pinned) and ROCm 7.2 (Debian
+# llama.cpp's HIP backend built for gfx1151 (Strix Halo), gfx942 (MI300X) or gfx950 (MI350), one
+# target per output, by two ROCm toolchains through nix: ROCm 6.4 (Debian sid, pinned) and ROCm 7.2 (Debian
 # experimental, candidate), from one source revision.
 #
 # Like the other examples, every derivation is a `builtins.derivation` run by /bin/sh, and there
@@ -18,7 +18,6 @@
     { self }:
     let
       system = "x86_64-linux";
-      gpus = "gfx1151;gfx942;gfx950";
 
       # A tree fixed by the NAR hash of its content (`nix-store --add-fixed --recursive`).
       fixedTree =
@@ -145,21 +144,35 @@
             (builtins.readFile ./build-llama-rocm.sh)
           ];
         };
-    in
-    {
-      packages.${system} = {
+      # One target per arm: a maintainer qualifying a ROCm move builds for the part they ship,
+      # and each target compiles every HIP translation unit once more. gfx1151 (Strix Halo) is
+      # `default` / `rocm72`; gfx942 and gfx950 are the same arms under their target's name.
+      arms = target: {
         # pinned: ROCm 6.4 (HIP 6.4.3, hipcc 7.0.2 on clang 21)
-        default = llama {
-          name = "llama-cpp-hip-0.3.36";
+        pinned = llama {
+          name = "llama-cpp-hip-${target}-0.3.36";
           rocm = rocm64;
-          inherit gpus;
+          gpus = target;
         };
         # candidate: ROCm 7.2 (HIP 7.2.4 on clang 22)
         rocm72 = llama {
-          name = "llama-cpp-hip-0.3.36";
+          name = "llama-cpp-hip-${target}-0.3.36";
           rocm = rocm72;
-          inherit gpus;
+          gpus = target;
         };
+      };
+      gfx1151 = arms "gfx1151";
+      gfx942 = arms "gfx942";
+      gfx950 = arms "gfx950";
+    in
+    {
+      packages.${system} = {
+        default = gfx1151.pinned;
+        rocm72 = gfx1151.rocm72;
+        gfx942 = gfx942.pinned;
+        gfx942-rocm72 = gfx942.rocm72;
+        gfx950 = gfx950.pinned;
+        gfx950-rocm72 = gfx950.rocm72;
         # reference for numerics: the same source on the CPU, portable (no HIP, no native SIMD),
         # built by ROCm 6.4's root clang: every kernel an independent implementation, in float32.
         reference = llama {
