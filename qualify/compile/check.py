@@ -17,7 +17,10 @@ from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
+from qualify.compile.disassembly import Tool
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds, failure_rank
+from qualify.compile.mixsetup import mix_reading, mix_tools
+from qualify.compile.mixtables import family_table, mix_table
 from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables
@@ -31,10 +34,20 @@ _SEVERITY_VERDICT = {"FAIL": Verdict.FAIL, "ERROR": Verdict.ERROR, "WARN": Verdi
 
 
 def measure(ctx: CheckContext) -> None:
+    tools: dict[str, Tool] = {}
+    not_read: dict[str, str] = {}
+    tool_error: QualifyError | None = None
+    try:
+        tools, not_read = mix_tools(ctx)
+    except QualifyError as exc:
+        tool_error = exc
     for role in ctx.roles:
         started = time.monotonic()
         measurement: dict[str, Any] = {"role": role, "arm": ctx.arms[role].arm.name}
+        reading = None
         try:
+            if tool_error is not None:
+                raise tool_error
             unknown = set(ctx.spec.params["require"]) - set(FAMILIES)
             if unknown:
                 raise QualifyError(
@@ -48,12 +61,14 @@ def measure(ctx: CheckContext) -> None:
                 if not log.is_file():
                     raise QualifyError(f"ptxas_logs: {log} does not exist", "save `ptxas -v` output there")
             ctx.progress(f"{role}: reading kernels under {root}")
+            reading = mix_reading(tools, not_read, ctx.role_dir(role))
             found = scan(
                 root,
                 globs=ctx.spec.params["paths"],
                 host_patterns=ctx.spec.params["host_patterns"],
                 stack_usage=stack_usage,
                 ptxas_logs=logs,
+                mix=reading,
             )
         except (QualifyError, FileNotFoundError, PtxasLogError) as exc:
             message = exc.message if isinstance(exc, QualifyError) else str(exc)
@@ -68,12 +83,15 @@ def measure(ctx: CheckContext) -> None:
             continue
         finally:
             ctx.progress(None)
+            if reading is not None:
+                reading.close()
         measurement.update(
             root=str(root),
             counts=found.counts(),
             files=found.files,
             unreadable=found.unreadable,
             tables=save_tables(found, ctx.role_dir(role)),
+            mix=reading.status() if reading is not None else {},
             seconds=round(time.monotonic() - started, 3),
         )
         ctx.echo(
@@ -123,7 +141,8 @@ def judge(saved: SavedCheck) -> Judgement:
         limits = Limits.from_plan(saved.spec.limits, saved.spec.params.get("cuda_block_size") or 256)
         results = diff(tables["pinned"], tables["candidate"], limits)
         findings.extend(_findings(results))
-        out_tables = [counts_table(counts, results), *kernel_tables(results)]
+        summaries = (family_table(results), mix_table(results))
+        out_tables = [counts_table(counts, results), *(t for t in summaries if t), *kernel_tables(results)]
     verdict = worst(findings)
     summary = _summary(counts, results)
     failed = _failures(results)
@@ -136,15 +155,46 @@ def judge(saved: SavedCheck) -> Judgement:
     )
     if reason != summary and summary:
         reason += f" — {summary}"
+    mix = _mix_status(saved, counts)
+    if mix:
+        reason += f"; {mix}"
     severities = {s: sum(r.severity == s for r in results) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
     return Judgement(
         verdict,
         reason,
         tuple(findings),
         tuple(out_tables),
-        facts={"counts": counts, "kernels_by_severity": severities},
+        facts={"counts": counts, "kernels_by_severity": severities, "mix": _mix_facts(saved)},
         judged=(f"{len(results)} kernels compared with pinned",) if results else (),
     )
+
+
+def _mix_facts(saved: SavedCheck) -> dict[str, Any]:
+    """Per role, how each family's instruction mix was read (tool, version) or why not."""
+    facts: dict[str, Any] = {}
+    for role in saved.roles:
+        m = saved.measurement(role)
+        if m is not None and "error" not in m:
+            facts[role] = m.get("mix") or {}
+    return facts
+
+
+def _mix_status(saved: SavedCheck, counts: dict[str, dict[str, int]]) -> str:
+    """'instruction mix not read for AMDGPU: no llvm-objdump-30, ... on PATH' for a family that
+    has kernels but no mix, naming the tool otherwise: 'mix decoded by LLVM version 22.1.8'."""
+    said: list[str] = []
+    for by_family in _mix_facts(saved).values():
+        for family, status in by_family.items():
+            if not any(c.get(family) for c in counts.values()):
+                continue
+            text = (
+                f"instruction mix not read for {_FAMILY_NAMES.get(family, family)}: {status['not_read']}"
+                if "not_read" in status
+                else f"{_FAMILY_NAMES.get(family, family)} mix decoded by {status.get('version')}"
+            )
+            if text not in said:
+                said.append(text)
+    return "; ".join(said)
 
 
 def _nothing_found(saved: SavedCheck, m: dict[str, Any]) -> str:

@@ -12,7 +12,9 @@ Each result carries a severity and the reasons for it:
 
 - FAIL: a GPU kernel missing from the candidate; VGPR spills new or grown (CUDA: spill bytes);
   scratch (CUDA: stack frame, local memory) new or grown; wave size changed; dynamic stack newly
-  on; occupancy dropped; LDS past 64 KiB.
+  on; occupancy dropped; LDS past 64 KiB; and from the instruction mix (`qualify.compile.mixdiff`,
+  which also WARNs on code growth and lists class shifts as INFO), matrix instructions lost and
+  scratch loads and stores gained.
 - ERROR: the candidate's kernel descriptor disagrees with its metadata (the figures cannot be
   trusted).
 - WARN: VGPR/AGPR/register growth or LDS/shared growth that keeps occupancy; SGPR spills new or
@@ -34,6 +36,7 @@ import pandas as pd
 
 from qualify.compile.cudanames import match_key
 from qualify.compile.kind import KIND
+from qualify.compile.mixdiff import mix_findings
 from qualify.compile.occupancy import amd_occupancy, cuda_occupancy
 
 SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
@@ -65,12 +68,16 @@ class Limits:
     occupancy_drop: float = _DEFAULTS["max_occupancy_drop"]  # waves per SIMD (AMD), warps per SM (CUDA)
     host_code_growth_pct: float = _DEFAULTS["max_host_code_growth_pct"]  # past it, a host kernel WARNs
     host_stack_growth_pct: float = _DEFAULTS["max_host_stack_growth_pct"]
+    # The instruction mix (`qualify.compile.mixdiff`).
+    scratch_instruction_growth: float = _DEFAULTS["max_scratch_instruction_growth"]
+    code_growth_pct: float = _DEFAULTS["max_code_growth_pct"]
+    class_shift_pct: float = _DEFAULTS["min_class_shift_pct"]
     cuda_block_size: int = 256  # threads per block when a CUDA kernel does not declare it
 
     @classmethod
     def from_plan(cls, limits: Mapping[str, float], cuda_block_size: int = 256) -> Limits:
-        def get(name: str, default: float) -> float:
-            return float(limits.get(f"max_{name}", default))
+        def get(name: str, default: float, prefix: str = "max_") -> float:
+            return float(limits.get(f"{prefix}{name}", default))
 
         return cls(
             spill_growth=get("spill_growth", cls.spill_growth),
@@ -78,6 +85,9 @@ class Limits:
             occupancy_drop=get("occupancy_drop", cls.occupancy_drop),
             host_code_growth_pct=get("host_code_growth_pct", cls.host_code_growth_pct),
             host_stack_growth_pct=get("host_stack_growth_pct", cls.host_stack_growth_pct),
+            scratch_instruction_growth=get("scratch_instruction_growth", cls.scratch_instruction_growth),
+            code_growth_pct=get("code_growth_pct", cls.code_growth_pct),
+            class_shift_pct=get("class_shift_pct", cls.class_shift_pct, "min_"),
             cuda_block_size=cuda_block_size,
         )
 
@@ -339,7 +349,14 @@ def _compare_amd(p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Lim
             found.append(("INFO", _change(label, p[field], c[field])))
     if p["target"] != c["target"]:
         found.append(("INFO", f"target {p['target']} → {c['target']}"))
+    found += _mix(p, c, limits)
     return _decide(found)
+
+
+def _mix(p: dict[str, Any], c: dict[str, Any], limits: Limits) -> list[tuple[str, str]]:
+    return mix_findings(
+        p, c, limits.scratch_instruction_growth, limits.code_growth_pct, limits.class_shift_pct
+    )
 
 
 def _compare_cuda(
@@ -365,6 +382,7 @@ def _compare_cuda(
             found.append(("WARN", f"{_change(label, p[field], c[field])}{growth}"))
         elif _grew(c.get(field), p.get(field)):
             found.append(("INFO", _change(label, p[field], c[field])))
+    found += _mix(p, c, limits)
     return _decide(found)
 
 

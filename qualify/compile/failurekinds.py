@@ -13,6 +13,8 @@ FAILURE_KINDS: tuple[tuple[str, str], ...] = (
     ("VGPR spills", "spill more"),
     ("spill stores", "spill more"),
     ("spill loads", "spill more"),
+    ("matrix instructions", "lose their matrix instructions"),
+    ("scratch loads+stores", "gain scratch loads and stores"),
     ("scratch", "use more scratch memory"),
     ("stack frame", "use a larger stack frame"),
     ("local memory", "use more local memory"),
@@ -28,12 +30,18 @@ def failure_kinds(result: KernelDiff) -> list[str]:
     """The kinds of failure (`FAILURE_KINDS`' words) a FAIL kernel's reasons name, in that order.
     A kernel that fails for its spills may also have gained occupancy (an INFO reason that starts
     the same way): only a drop counts as losing it."""
-    kinds = {
-        words
-        for start, words in FAILURE_KINDS
-        for r in result.reasons
-        if r.startswith(start) and (start != "occupancy" or _dropped(r))
-    }
+    kinds = set()
+    for r in result.reasons:
+        # The longest start a reason has decides ("scratch loads+stores" before "scratch").
+        starts = [(start, words) for start, words in FAILURE_KINDS if r.startswith(start)]
+        if not starts:
+            continue
+        start, words = max(starts, key=lambda sw: len(sw[0]))
+        if start == "occupancy" and not _dropped(r):
+            continue
+        if start == "matrix instructions" and not r.endswith("(lost)"):
+            continue
+        kinds.add(words)
     return [words for words in dict.fromkeys(w for _, w in FAILURE_KINDS) if words in kinds]
 
 

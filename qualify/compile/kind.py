@@ -4,21 +4,27 @@ Measures: per role, the kernels in the arm's own files (`root`, default its out 
 by `paths` globs): AMDGPU code objects (plain, in offload bundles, compressed bundles, HIP fat
 binaries, `.llvm.offloading`, archives), CUDA cubins (plain or in fatbins, with spill bytes from
 `ptxas_logs`), and host functions matching `host_patterns` with their `-fstack-usage` frames.
-Each family's table is saved as Parquet in the role's folder, and the comparison (with the
-plan's limits at measuring time) as `diff.parquet` in the check's folder. No GPU, ROCm or CUDA
+With a disassembler (`objdump`: the toolchain's llvm-objdump; `cuobjdump`), every GPU kernel's
+instruction mix is read too (`qualify.compile.instmix`: counts per class and code size), both
+builds decoded by the one tool, the candidate's. Each family's table is saved as Parquet in the
+role's folder, and the comparison (with the plan's limits at measuring time) as
+`diff.parquet` in the check's folder. No GPU, ROCm or CUDA
 runtime is needed: the files are read, never run.
 
 Verdict (the rules of `qualify.compile.diff`, applied by the judge to the saved tables):
 - FAIL: a GPU kernel missing from the candidate, VGPR spills or CUDA spill bytes new or grown,
   scratch / stack frame / local memory new or grown past `max_scratch_growth_pct`, a wave-size
-  change, dynamic stack newly on, an occupancy drop past `max_occupancy_drop`, LDS past 64 KiB;
-  no kernel found in a role, or none of a family the plan `require`s (nothing was measured).
+  change, dynamic stack newly on, an occupancy drop past `max_occupancy_drop`, LDS past 64 KiB,
+  a kernel that lost all its matrix instructions, scratch loads and stores grown past
+  `max_scratch_instruction_growth`; no kernel found in a role, or none of a family the plan
+  `require`s (nothing was measured).
 - ERROR: a role could not be scanned, a file that holds device code could not be read, or a
   candidate kernel descriptor disagrees with its metadata.
 - WARN: register or LDS growth that keeps occupancy, SGPR spills, occupancy not modelled for a
-  target, host kernels changed past the host limits (never more than WARN: inlining differs
-  between compilers legitimately).
-- PASS otherwise; SGPR changes on GFX10+ and improvements are listed, not judged.
+  target, GPU code grown past `max_code_growth_pct`, host kernels changed past the host limits
+  (never more than WARN: inlining differs between compilers legitimately).
+- PASS otherwise; SGPR changes on GFX10+, improvements and instruction-class shifts past
+  `min_class_shift_pct` are listed, not judged.
 
 What it cannot prove: figures are static. Occupancy is an estimate at the kernel's declared
 (or maximum) workgroup size without dynamic LDS; spills a kernel never executes still count;
@@ -66,6 +72,19 @@ LIMITS = (
         25,
         help="% a host kernel's stack frame may grow before it WARNs",
     ),
+    Limit(
+        "max_scratch_instruction_growth",
+        NON_NEGATIVE,
+        0,
+        help="scratch (CUDA: local) load and store instructions a GPU kernel may gain",
+    ),
+    Limit("max_code_growth_pct", NON_NEGATIVE, 25, help="% a GPU kernel's code may grow before it WARNs"),
+    Limit(
+        "min_class_shift_pct",
+        NON_NEGATIVE,
+        5,
+        help="points a class's share of a kernel's instructions must move to be listed (INFO)",
+    ),
 )
 
 KIND = CheckKind(
@@ -81,6 +100,19 @@ KIND = CheckKind(
         Param("ptxas_logs", "strings", [], help="saved `ptxas -v` outputs (CUDA spill bytes)"),
         Param("require", "strings", [], help="families that must have kernels: amdgpu, cuda, host"),
         Param(
+            "objdump",
+            "string",
+            "auto",
+            help="AMDGPU disassembler for the instruction mix, run for both builds with the "
+            'candidate\'s values (auto: llvm-objdump on PATH; "": no mix)',
+        ),
+        Param(
+            "cuobjdump",
+            "string",
+            "auto",
+            help="CUDA disassembler for the instruction mix, as objdump (auto: cuobjdump on PATH)",
+        ),
+        Param(
             "cuda_block_size",
             "integer",
             256,
@@ -91,8 +123,9 @@ KIND = CheckKind(
     needs_pinned=lambda _spec: "its judgement is the per-kernel diff against the pinned build",
     verdict_rules=(
         "FAIL on a missing GPU kernel, new or grown spills or scratch, a wave-size change, dynamic "
-        "stack newly on, an occupancy drop, or no kernels found; WARN on register or LDS growth "
-        "that keeps occupancy and on host-kernel changes; ERROR when files could not be read"
+        "stack newly on, an occupancy drop, lost matrix instructions, new scratch loads and "
+        "stores, or no kernels found; WARN on register or LDS growth that keeps occupancy, on "
+        "GPU code growth and on host-kernel changes; ERROR when files could not be read"
     ),
     limits=LIMITS,
 )

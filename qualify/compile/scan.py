@@ -11,6 +11,10 @@ its own files and never by the store paths it merely depends on. The result hold
 - ``cuda``: one row per kernel per cubin, with ptxas spill bytes when a log was given;
 - ``host``: one row per host function per binary (clones folded), code size and stack frame.
 
+Given disassemblers (`mix`), each AMDGPU code object and each cubin is also disassembled, in the
+background while the files are read, and every GPU kernel's row gains its instruction mix
+(`qualify.compile.instmix.MIX_COLUMNS`; empty when the mix was not read).
+
 A file that looks like a container but cannot be read is listed in ``unreadable`` with the
 reader's message, never skipped in silence. Nothing is computed here that is not in the
 files: occupancy and the comparison between arms come later (`qualify.compile.diff`).
@@ -29,10 +33,12 @@ import pandas as pd
 
 from qualify.compile.amdgpu import AmdKernel, base_name, iter_kernels
 from qualify.compile.containers import ARCHIVE_MAGIC, ELF_MAGIC
-from qualify.compile.cubin import CudaKernel, iter_cuda_kernels
+from qualify.compile.cubin import CudaKernel, read_cubin
 from qualify.compile.hostkernels import HostKernelError, identifier, read_stack_usage, read_symbols
+from qualify.compile.instmix import MIX_COLUMNS
 from qualify.compile.kind import DEFAULT_PATTERNS
-from qualify.compile.nvfatbin import CubinError
+from qualify.compile.mixreading import MixReading
+from qualify.compile.nvfatbin import CubinError, iter_cubins
 from qualify.compile.offloadbundle import BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_BINARY_MAGIC, CodeObjectError
 from qualify.compile.ptxaslog import attach_spills, read_ptxas_log
 from qualify.core.runstore import write_parquet
@@ -47,12 +53,12 @@ AMDGPU_COLUMNS = (
     "private_segment_fixed_size", "group_segment_fixed_size", "wavefront_size",
     "max_flat_workgroup_size", "uses_dynamic_stack", "workgroup_processor_mode",
     "reqd_workgroup_size", "kernarg_segment_size", "code_object_version", "allocated_vgprs",
-    "descriptor_problems",
+    "descriptor_problems", *MIX_COLUMNS,
 )  # fmt: skip
 CUDA_COLUMNS = (
     "file", "origin", "target", "name", "key", "entry", "registers", "stack", "min_stack", "max_stack",
     "shared", "local", "constant", "max_threads", "reqntid", "maxreg_count",
-    "spill_store_bytes", "spill_load_bytes",
+    "spill_store_bytes", "spill_load_bytes", *MIX_COLUMNS,
 )  # fmt: skip
 HOST_COLUMNS = ("file", "name", "key", "symbols", "code_size", "stack_bytes", "stack_qualifiers")
 
@@ -76,6 +82,7 @@ def scan(
     host_patterns: Sequence[str] = DEFAULT_PATTERNS,
     stack_usage: Path | None = None,
     ptxas_logs: Sequence[Path] = (),
+    mix: MixReading | None = None,
 ) -> KernelScan:
     """Read every kernel under `root` (a directory or one file).
 
@@ -83,7 +90,7 @@ def scan(
     `host_patterns` select host functions (empty: no host kernels); `stack_usage` is a
     directory of ``-fstack-usage`` files (``.su``; default ``root/share/stack-usage``);
     `ptxas_logs` are saved ``ptxas -v`` outputs whose spill bytes are attached to the CUDA
-    kernels they name.
+    kernels they name; `mix` disassembles the GPU code objects (see the module).
     """
     files = _files(root, globs)
     amd_rows: list[dict[str, Any]] = []
@@ -106,12 +113,17 @@ def scan(
             for blob, kernel in iter_kernels(data, rel):
                 amd_rows.append(_amd_row(rel, blob.bundle_id, blob.source, kernel))
                 counts["amdgpu"] += 1
+                if mix is not None:
+                    mix.amdgpu(blob.source, blob.data)
         except CodeObjectError as exc:
             found.unreadable.append({"file": rel, "reader": "amdgpu", "message": str(exc)})
         try:
-            for cuda in iter_cuda_kernels(data, rel):
-                cuda_kernels.append((rel, cuda))
-                counts["cuda"] += 1
+            for cubin in iter_cubins(data, rel):
+                for cuda in read_cubin(cubin.data, cubin.source):
+                    cuda_kernels.append((rel, cuda))
+                    counts["cuda"] += 1
+                if mix is not None:
+                    mix.cuda(cubin.source, cubin.data)
         except CubinError as exc:
             found.unreadable.append({"file": rel, "reader": "cuda", "message": str(exc)})
         if host_patterns and _is_linked_elf(data):
@@ -137,6 +149,9 @@ def scan(
     for log in ptxas_logs:
         usage.update(read_ptxas_log(log.read_text(encoding="utf-8", errors="replace"), str(log)))
     cuda_rows = [_cuda_row(rel, k) for rel, k in _with_spills(cuda_kernels, usage)]
+    if mix is not None:
+        mix.attach("amdgpu", amd_rows)
+        mix.attach("cuda", cuda_rows)
     found.tables = {
         "amdgpu": _frame(amd_rows, AMDGPU_COLUMNS),
         "cuda": _frame(cuda_rows, CUDA_COLUMNS),
@@ -160,7 +175,12 @@ def load_tables(folder: Path) -> dict[str, pd.DataFrame]:
     tables = {}
     for family in FAMILIES:
         path = folder / f"{family}.parquet"
-        tables[family] = pd.read_parquet(path) if path.is_file() else _frame([], columns[family])
+        table = pd.read_parquet(path) if path.is_file() else _frame([], columns[family])
+        # Tables saved before a column existed (the instruction mix) read it as absent.
+        for column in columns[family]:
+            if column not in table.columns:
+                table[column] = pd.Series([pd.NA] * len(table), index=table.index, dtype="Int64")
+        tables[family] = table
     return tables
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from qualify.checks.base import TableData
 from qualify.compile.diff import KernelDiff
+from qualify.compile.instmix import MIX_COLUMNS
 from qualify.compile.scan import FAMILIES
 
 # (column title, field) per family; the figures a reviewer compares, in the metadata's names.
@@ -126,8 +127,9 @@ def diff_frame(results: Sequence[KernelDiff]) -> pd.DataFrame:
             "severity": r.severity,
             "reasons": "; ".join(r.reasons),
         }
+        mix = MIX_COLUMNS if r.family != "host" else ()
         for side, figures in (("pinned", r.pinned), ("candidate", r.candidate)):
-            for _, field in (*_FIELDS[r.family], ("copies", "copies")):
+            for field in (*(f for _, f in _FIELDS[r.family]), *mix, "copies"):
                 record[f"{side}_{field}"] = None if figures is None else figures.get(field)
         records.append(record)
     columns = ["family", "target", "key", "severity", "reasons"]

@@ -1,0 +1,58 @@
+"""Which disassembler reads each family's instruction mix, from the check's parameters.
+
+`objdump` (AMDGPU) and `cuobjdump` (CUDA) are command templates expanded with the candidate's
+values, so that `{out}/libexec/...` names the candidate's own toolchain, and the one tool
+decodes both builds: a decoder's own spelling (LLVM 22 prints gfx11 16-bit operands as register
+halves where LLVM 21 prints whole registers) then never shows as a change of code. `auto`
+looks on PATH (the newest versioned llvm-objdump first, which knows the most targets); an
+empty value reads no mix. A tool that was asked for by name and does not run is an error; one
+that `auto` does not find is a note in the measurement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qualify.compile.disassembly import DisassemblyError, Tool, first_on_path, probe
+from qualify.compile.mixreading import OBJDUMP_OPTIONS, MixReading
+from qualify.core.context import CheckContext
+from qualify.core.errors import QualifyError
+
+#: cuobjdump's options for the mix: the SASS of every function.
+CUOBJDUMP_OPTIONS = ("-sass",)
+_OBJDUMPS = (*(f"llvm-objdump-{v}" for v in range(30, 13, -1)), "llvm-objdump")
+_FAMILIES = (
+    ("amdgpu", "objdump", _OBJDUMPS, OBJDUMP_OPTIONS),
+    ("cuda", "cuobjdump", ("cuobjdump",), CUOBJDUMP_OPTIONS),
+)
+
+
+def mix_tools(ctx: CheckContext) -> tuple[dict[str, Tool], dict[str, str]]:
+    """(family -> its disassembler, family -> why its mix is not read)."""
+    tools: dict[str, Tool] = {}
+    not_read: dict[str, str] = {}
+    role = "candidate" if "candidate" in ctx.arms else ctx.roles[0]
+    for family, param, names, options in _FAMILIES:
+        value = ctx.spec.params.get(param, "auto")
+        if not value:
+            not_read[family] = f"`{param}` is empty"
+            continue
+        if value == "auto":
+            found = first_on_path(names)
+            if found is None:
+                shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+                not_read[family] = f"no {shown} on PATH: set `{param}` to the toolchain's own"
+                continue
+            argv = found
+        else:
+            argv = ctx.argv(value, role)
+        try:
+            tools[family] = probe(argv, options)
+        except DisassemblyError as exc:
+            raise QualifyError(f"{param}: {exc.message}", exc.hint) from None
+    return tools, not_read
+
+
+def mix_reading(tools: dict[str, Tool], not_read: dict[str, str], folder: Path) -> MixReading:
+    """A reading for one role's scan, its temporary files under `folder`."""
+    return MixReading(tools.get("amdgpu"), tools.get("cuda"), not_read, folder)
