@@ -61,7 +61,7 @@ def measure(ctx: CheckContext) -> None:
                 if not log.is_file():
                     raise QualifyError(f"ptxas_logs: {log} does not exist", "save `ptxas -v` output there")
             ctx.progress(f"{role}: reading kernels under {root}")
-            reading = mix_reading(tools, not_read, ctx.role_dir(role))
+            reading = mix_reading(ctx, tools, not_read, ctx.role_dir(role))
             found = scan(
                 root,
                 globs=ctx.spec.params["paths"],
@@ -191,10 +191,20 @@ def _mix_status(saved: SavedCheck, counts: dict[str, dict[str, int]]) -> str:
                 f"instruction mix not read for {_FAMILY_NAMES.get(family, family)}: {status['not_read']}"
                 if "not_read" in status
                 else f"{_FAMILY_NAMES.get(family, family)} mix decoded by {status.get('version')}"
+                + _unread(status)
             )
             if text not in said:
                 said.append(text)
     return "; ".join(said)
+
+
+def _unread(status: dict[str, Any]) -> str:
+    """' (it could not read 3 code objects: ...)' when the tool failed on some."""
+    failed = status.get("code_objects_failed") or 0
+    if not failed:
+        return ""
+    first = (status.get("failed") or [""])[0]
+    return f" (it could not read {failed} code object{'' if failed == 1 else 's'}, e.g. {first[:200]})"
 
 
 def _nothing_found(saved: SavedCheck, m: dict[str, Any]) -> str:

@@ -4,9 +4,8 @@ Contract: `Disassembly(tool, parse)` takes code objects one by one (`submit`, wh
 goes on reading the files), writes each to a private temporary folder, runs the tool on it in a
 pool of worker threads (one process per code object, as many at once as there are cores) and
 parses its output with `parse(text, data)`; `results()` waits for all and returns each
-submitted key's parse. A tool that fails, or prints nothing for a code object that has
-functions, raises `DisassemblyError` naming the code object and the tool's own message: a
-kernel's mix is measured or the scan says why not, never left empty.
+submitted key's parse, and for each code object the tool failed on, a message naming it and
+quoting the tool: a kernel's mix is measured or the reading says why not, never left empty.
 
 The folder is the tool's working directory and its `$TMPDIR`, so that a tool that runs in a
 sandbox of its own (a wrapper that enters a toolchain root) can be given exactly that folder.
@@ -117,9 +116,17 @@ class Disassembly(Generic[Key]):
             text_path.unlink(missing_ok=True)
         return self._parse(text, data)
 
-    def results(self) -> dict[Key, Parsed]:
-        """Every submitted key's parse; the first failure raises."""
-        return {key: job.result() for key, job in self._jobs.items()}
+    def results(self) -> tuple[dict[Key, Parsed], dict[Key, str]]:
+        """(each key's parse, each failed key's message): one code object the tool cannot read
+        (a target it does not know) leaves the others read."""
+        parsed: dict[Key, Parsed] = {}
+        failed: dict[Key, str] = {}
+        for key, job in self._jobs.items():
+            try:
+                parsed[key] = job.result()
+            except DisassemblyError as exc:
+                failed[key] = exc.message
+        return parsed, failed
 
     def close(self) -> None:
         for job in self._jobs.values():

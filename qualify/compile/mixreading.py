@@ -6,7 +6,10 @@ it finds (`amdgpu`, `cuda`: its origin and bytes); each is disassembled in the b
 once. `attach(family, rows)` waits for that family's disassembly and adds the mix columns to
 each kernel row whose code object and function it names; a kernel its code object's
 disassembly did not show keeps empty columns, never zeros. `status()` is what the measurement
-keeps: per family, the tool, its version, code objects and kernels read, and seconds spent.
+keeps: per family, the tool, its version, code objects and kernels read (and failed), and
+seconds spent. A tool the plan named (`strict`) that fails on a code object makes that code
+object unreadable, which the judge reports as an ERROR; a tool found on PATH by `auto` that does
+not know a target only leaves those kernels without a mix, and the status says so.
 """
 
 from __future__ import annotations
@@ -42,8 +45,12 @@ class MixReading:
         cuda: Tool | None = None,
         not_read: dict[str, str] | None = None,
         folder: Path | None = None,
+        strict: frozenset[str] = frozenset(),
     ) -> None:
         self._started = time.monotonic()
+        self._strict = strict
+        #: Code objects a tool named in `strict` failed on, as the scan lists unreadable files.
+        self.unreadable: list[dict[str, str]] = []
         self._not_read = dict(not_read or {})
         self._jobs: dict[str, Disassembly[str]] = {}
         if amdgpu is not None:
@@ -67,7 +74,11 @@ class MixReading:
         job = self._jobs.get(family)
         if job is None:
             return
-        parsed = job.results()
+        parsed, failed = job.results()
+        for origin, message in failed.items() if family in self._strict else ():
+            self.unreadable.append(
+                {"file": origin, "reader": f"{family} instruction mix", "message": message}
+            )
         shown = 0
         for row in rows:
             mix = parsed.get(row["origin"], {}).get(row["name"])
@@ -78,6 +89,8 @@ class MixReading:
             "tool": list(job.tool.argv),
             "version": job.tool.version,
             "code_objects": len(parsed),
+            "code_objects_failed": len(failed),
+            "failed": list(failed.values())[:5],
             "kernels": len(rows),
             "kernels_read": shown,
             "seconds": round(time.monotonic() - self._started, 3),

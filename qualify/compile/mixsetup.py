@@ -28,7 +28,8 @@ _FAMILIES = (
 
 
 def mix_tools(ctx: CheckContext) -> tuple[dict[str, Tool], dict[str, str]]:
-    """(family -> its disassembler, family -> why its mix is not read)."""
+    """(family -> its disassembler, family -> why its mix is not read). A tool the plan named
+    is `strict` (`named`): its failures are errors."""
     tools: dict[str, Tool] = {}
     not_read: dict[str, str] = {}
     role = "candidate" if "candidate" in ctx.arms else ctx.roles[0]
@@ -44,6 +45,10 @@ def mix_tools(ctx: CheckContext) -> tuple[dict[str, Tool], dict[str, str]]:
                 not_read[family] = f"no {shown} on PATH: set `{param}` to the toolchain's own"
                 continue
             argv = found
+            if family == "cuda" and first_on_path(("nvdisasm",)) is None:
+                # cuobjdump prints no SASS itself: it runs nvdisasm, and fails on every cubin without it.
+                not_read[family] = "cuobjdump is on PATH but nvdisasm, which it runs for SASS, is not"
+                continue
         else:
             argv = ctx.argv(value, role)
         try:
@@ -53,6 +58,15 @@ def mix_tools(ctx: CheckContext) -> tuple[dict[str, Tool], dict[str, str]]:
     return tools, not_read
 
 
-def mix_reading(tools: dict[str, Tool], not_read: dict[str, str], folder: Path) -> MixReading:
+def named(ctx: CheckContext) -> frozenset[str]:
+    """The families whose disassembler the plan named (not `auto`, not empty)."""
+    return frozenset(
+        f for f, param, _, _ in _FAMILIES if ctx.spec.params.get(param, "auto") not in ("auto", "")
+    )
+
+
+def mix_reading(
+    ctx: CheckContext, tools: dict[str, Tool], not_read: dict[str, str], folder: Path
+) -> MixReading:
     """A reading for one role's scan, its temporary files under `folder`."""
-    return MixReading(tools.get("amdgpu"), tools.get("cuda"), not_read, folder)
+    return MixReading(tools.get("amdgpu"), tools.get("cuda"), not_read, folder, strict=named(ctx))

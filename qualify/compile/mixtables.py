@@ -90,7 +90,8 @@ def mix_table(results: Sequence[KernelDiff]) -> TableData | None:
     flagged = [
         r
         for r in results
-        if r.pinned is not None
+        if r.family in _NAMES  # host kernels have no mix; their "code" reasons are their own
+        and r.pinned is not None
         and r.candidate is not None
         and any(x.startswith(_MIX_REASONS) for x in r.reasons)
     ]

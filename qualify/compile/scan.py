@@ -152,6 +152,7 @@ def scan(
     if mix is not None:
         mix.attach("amdgpu", amd_rows)
         mix.attach("cuda", cuda_rows)
+        found.unreadable.extend(mix.unreadable)
     found.tables = {
         "amdgpu": _frame(amd_rows, AMDGPU_COLUMNS),
         "cuda": _frame(cuda_rows, CUDA_COLUMNS),
