@@ -50,11 +50,15 @@ def probe(argv: Sequence[str], options: Sequence[str], version_flag: str = "--ve
     if not argv:
         raise DisassemblyError("no disassembler given")
     code, text = process.capture([*argv, version_flag], timeout_s=120)
-    lines = [line.strip() for line in text.splitlines() if "version" in line.lower()]
+    # LLVM says "LLVM version 22.1.8"; NVIDIA's tools "Cuda compilation tools, release 13.5, V13.5.37".
+    lines = [
+        line.strip() for line in text.splitlines() if "version" in line.lower() or " release " in line.lower()
+    ]
     if code != 0 or not lines:
         raise DisassemblyError(
             f"disassembler {' '.join(argv)} {version_flag} exited {code}: {text.strip()[-300:]}",
-            "set the check's `disassembler` to the toolchain's llvm-objdump (AMDGPU) or cuobjdump (CUDA)",
+            "set the check's `objdump` to the toolchain's llvm-objdump (AMDGPU) or `cuobjdump` to its "
+            "cuobjdump (CUDA)",
         )
     return Tool(tuple(argv), tuple(options), lines[0])
 

@@ -37,7 +37,10 @@ def family_name(key: str) -> str:
 
 
 def _pair(before: float, after: float) -> str:
-    return f"{before:g}" if before == after else f"{before:g} → {after:g}"
+    def shown(value: float) -> str:
+        return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+    return shown(before) if before == after else f"{shown(before)} → {shown(after)}"
 
 
 def _sum(results: Sequence[KernelDiff], side: str, field: str) -> float:

@@ -8,6 +8,8 @@ first rejudgement keeps the measured decision in `result.measured.json` beside `
 (nothing is lost); every result, stage and the run record what changed and when.
 
 What it cannot do: a stage that a failing gate BLOCKED was never measured and stays BLOCKED;
+a check SKIPPED where it ran (its stage's `requires` said the host cannot run it) was never
+measured either and stays SKIPPED;
 a stage that ran and now fails does not retroactively block the stages after it (the report
 shows them as they ran).
 """
@@ -188,6 +190,13 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
     if not result_path.is_file():
         return None
     saved = CheckResult.load(result_path)
+    measured = CheckResult.load(check_dir / MEASURED) if (check_dir / MEASURED).is_file() else saved
+    if measured.verdict == Verdict.SKIPPED.value:
+        # Never measured (its stage's `requires` said this host cannot run it): there is nothing
+        # to judge, and judging nothing would read as a failure. It stays SKIPPED, with its reason.
+        if saved.verdict != measured.verdict:
+            write_atomic(result_path, (check_dir / MEASURED).read_bytes())
+        return None
     result = saved.document
     saved_spec = result.get("spec") or {}
     limits_before = dict(saved_spec.get("limits") or {})

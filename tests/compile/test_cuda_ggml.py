@@ -5,17 +5,20 @@ Everything is real. The sources are llama.cpp's own (`vendor/llama.cpp/ggml` of 
 llama-cpp-python 0.3.36 sdist that `make example` puts in the nix store): `mmvq.cu`, one MMQ
 and one vector flash-attention template instance. The compilers are NVIDIA's nvcc, ptxas and
 cicc from PyPI wheels pinned by sha256 (examples/llama-cpp-cuda/cuda_toolchain.py), run with
-ggml's CMake flags; each writes a cubin and its `ptxas -v` report. Every figure asserted is
-read back by a second tool on the same files (cuobjdump, and a regular expression on ptxas's
-report) or derived from the first judgement; none is written here. Outputs are cached under
-test-artifacts/cuda keyed by toolchain, source and flags: the first run compiles for about
-two minutes on two idle cores (195 s of CPU), later runs read the cache.
+ggml's CMake flags; each writes a cubin and its `ptxas -v` report. Both builds' instruction
+mix is decoded by the candidate's cuobjdump, with the nvdisasm of its release. Every figure
+asserted is read back by a second tool on the same files (cuobjdump, nvdisasm's JSON, and a
+regular expression on ptxas's report) or derived from the first judgement; none is written
+here. Outputs are cached under test-artifacts/cuda keyed by toolchain, source and flags: the
+first run compiles for about two minutes on two idle cores (195 s of CPU), later runs read the
+cache.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import textwrap
@@ -26,12 +29,14 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import Project, qualify_proc
-from cuda_wheels import load_toolchain, wheel_tree
+from cuda_wheels import NVDISASM, load_toolchain, nvdisasm_wheel, wheel_tree
 from ggml_cuda import TOOLCHAINS, Build, compile_all, ggml_tree
 from ggml_sdist import sdist_path
+from test_sass_mix import decoded_mix
 
 from qualify.compile.cubin import read_cubin
 from qualify.compile.cudanames import display_name
+from qualify.compile.instmix import CLASSES
 from qualify.compile.ptxaslog import read_ptxas_log
 
 pytestmark = pytest.mark.slow
@@ -70,7 +75,10 @@ class Judge:
     root: Path
     made: int = 0
 
-    def __call__(self, pinned: Path, candidate: Path, limits: str = "") -> tuple[dict[str, Any], Path]:
+    def __call__(
+        self, pinned: Path, candidate: Path, limits: str = "", cuobjdump: str = ""
+    ) -> tuple[dict[str, Any], Path]:
+        """One run; `cuobjdump` the check's decoder for the instruction mix (empty: no mix)."""
         self.made += 1
         p = Project(self.root / f"proj{self.made}")
         (p.root / "stages").mkdir(parents=True)
@@ -95,6 +103,7 @@ class Judge:
             ptxas_logs = [{logs}]
             host_patterns = []
             require = ["cuda"]
+            cuobjdump = "{cuobjdump}"
             {limits}
             """,
         )
@@ -111,17 +120,36 @@ class Judged:
     candidate: Path
     result: dict[str, Any]
     table: pd.DataFrame
+    decoder: Path
+
+
+def candidate_decoder(folder: Path, tree: Path) -> Path:
+    """The candidate toolchain's cuobjdump, given the nvdisasm of its release (which it runs
+    for SASS, and which no toolchain wheel carries) through NVDISASM_PATH."""
+    assert NVDISASM[1] == CANDIDATE  # the decoder is the candidate's release
+    wrapper = folder / "cuobjdump"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"NVDISASM_PATH={shlex.quote(str(nvdisasm_wheel().parent))}\n"
+        "export NVDISASM_PATH\n"
+        f'exec {shlex.quote(str(tree / "bin" / "cuobjdump"))} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 @pytest.fixture(scope="module")
-def judged(builds: Builds, tmp_path_factory: pytest.TempPathFactory) -> Judged:
-    """13.0.88's outputs as pinned, 13.5.37's as candidate, judged at the default limits."""
+def judged(builds: Builds, trees: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    """13.0.88's outputs as pinned, 13.5.37's as candidate, judged at the default limits, both
+    builds' instruction mix decoded by the candidate's cuobjdump."""
     root = tmp_path_factory.mktemp("ggml-judged")
     judge = Judge(root)
     pinned = role_tree(root / "pinned", PINNED, builds)
     candidate = role_tree(root / "candidate", CANDIDATE, builds)
-    result, check = judge(pinned, candidate)
-    return Judged(judge, pinned, candidate, result, pd.read_parquet(check / "diff.parquet"))
+    decoder = candidate_decoder(root, trees[CANDIDATE])
+    result, check = judge(pinned, candidate, cuobjdump=str(decoder))
+    assert result["verdict"] != "ERROR", result["reason"]
+    return Judged(judge, pinned, candidate, result, pd.read_parquet(check / "diff.parquet"), decoder)
 
 
 def messages(result: dict[str, Any], verdict: str) -> list[str]:
@@ -248,3 +276,102 @@ def test_a_toolchain_that_cannot_compile_is_an_error_naming_the_file(
     texts = [result["reason"], *messages(result, "ERROR")]
     assert any(f"candidate/share/{stem}.log" in text for text in texts)
     assert not any("internal error" in text for text in texts), texts
+
+
+def scratch(table: pd.DataFrame, side: str) -> dict[str, int]:
+    """Each kernel's local-memory loads plus stores (LDL, STL) in one side's mix."""
+    total = table[f"{side}_scratch_load"] + table[f"{side}_scratch_store"]
+    return {str(k): int(v) for k, v in zip(table["key"], total, strict=True)}
+
+
+def test_every_kernel_of_both_builds_has_a_mix_from_the_candidates_cuobjdump(judged: Judged) -> None:
+    facts, table = judged.result["facts"], judged.table
+    said = subprocess.run([str(judged.decoder), "--version"], capture_output=True, text=True, check=True)
+    lines = [line.strip() for line in said.stdout.splitlines()]
+    for role in ("pinned", "candidate"):
+        cuda = facts["mix"][role]["cuda"]
+        assert cuda["tool"] == [str(judged.decoder)]
+        assert cuda["version"] in lines and f"V{CANDIDATE}" in cuda["version"]
+        assert cuda["kernels_read"] == cuda["kernels"] == facts["counts"][role]["cuda"] > 0, role
+        assert cuda["code_objects"] == len(list((judged.pinned / "lib").glob("*.cubin")))
+        assert cuda["code_objects_failed"] == 0, cuda["failed"]
+        # Every class counted, none lost; sm_90 code is 16 bytes an instruction.
+        summed = table[[f"{role}_{c}" for c in CLASSES]].sum(axis=1)
+        assert (summed == table[f"{role}_instructions"]).all() and (summed > 0).all()
+        assert (table[f"{role}_code_bytes"] == 16 * summed).all()
+    assert f"CUDA mix decoded by {facts['mix']['candidate']['cuda']['version']}" in judged.result["reason"]
+
+
+def test_scratch_traffic_follows_the_stack_frame_and_its_growth_fails(judged: Judged, builds: Builds) -> None:
+    """Local loads and stores against ptxas's report of the same builds; then judged the other
+    way round, where the kernels that lost local traffic gain it, which must fail."""
+    table = judged.table
+    report: dict[str, dict[str, tuple[int, int, int, int]]] = {PINNED: {}, CANDIDATE: {}}
+    for (version, _), build in builds.items():
+        report[version].update(report_figures(build.log))
+    before, after = scratch(table, "pinned"), scratch(table, "candidate")
+    for side, version, traffic in (("pinned", PINNED, before), ("candidate", CANDIDATE, after)):
+        stores = dict(zip(table["key"], table[f"{side}_scratch_store"], strict=True))
+        loads = dict(zip(table["key"], table[f"{side}_scratch_load"], strict=True))
+        for name, (_, stack, spill_stores, _) in report[version].items():
+            assert (traffic[name] > 0) == (stack > 0), (side, name)  # local memory is the frame
+            if spill_stores:
+                assert stores[name] > 0 and loads[name] > 0, (side, name)
+    # Where the frame grows, shrinks or stays, so does the traffic; where spills grow, it grows.
+    frame = {name: report[CANDIDATE][name][1] - report[PINNED][name][1] for name in before}
+    moved = {name: after[name] - before[name] for name in before}
+    assert all((moved[n] > 0) == (frame[n] > 0) and (moved[n] < 0) == (frame[n] < 0) for n in before)
+    spilled_more = {n for n in before if report[CANDIDATE][n][2] > report[PINNED][n][2]}
+    grew = {n for n, d in moved.items() if d > 0}
+    flagged = set(table.loc[table["reasons"].str.contains("scratch loads\\+stores"), "key"])
+    assert spilled_more <= grew == flagged
+    assert set(table.loc[table["key"].isin(flagged), "severity"]) <= {"FAIL"}
+    shrank = {n for n, d in moved.items() if d < 0}
+    assert shrank  # 13.5 drops the frame of some kernels: read the other way, they gain one
+    swapped, check = judged.judge(judged.candidate, judged.pinned, cuobjdump=str(judged.decoder))
+    reverse = pd.read_parquet(check / "diff.parquet")
+    assert set(reverse.loc[reverse["reasons"].str.contains("scratch loads\\+stores"), "key"]) == shrank
+    failed = messages(swapped, "FAIL")
+    for name in shrank:
+        said = f"scratch loads+stores {after[name]} → {before[name]}"
+        assert any(m.startswith(f"cuda sm_90 {display_name(name)}: ") and said in m for m in failed), said
+
+
+def test_the_kernel_families_table_leads_with_failures_and_sums_the_mix(judged: Judged) -> None:
+    table = judged.table
+    (families,) = [t for t in judged.result["tables"] if t["title"].startswith("Kernel families")]
+    rows = [dict(zip(families["columns"], row, strict=True)) for row in families["rows"]]
+    fails = [r["FAIL"] for r in rows]
+    assert fails[0] > 0 and fails == sorted(fails, reverse=True)  # the families that fail first
+    assert sum(fails) == int((table["severity"] == "FAIL").sum())
+    assert sum(r["kernels"] for r in rows) == len(table)
+    names = [display_name(str(k)) for k in table["key"]]
+    for row in rows:
+        family = str(row["kernel family"])
+        members = table[[n.startswith((f"{family}<", f"{family}(")) for n in names]]
+        assert len(members) == row["kernels"], row
+        assert int((members["severity"] == "FAIL").sum()) == row["FAIL"], row
+        for column, field in (
+            ("matrix", "matrix"),
+            ("scratch loads", "scratch_load"),
+            ("scratch stores", "scratch_store"),
+        ):
+            cell = [float(x) for x in str(row[column]).split(" → ")]
+            sums = [float(members[f"{side}_{field}"].sum()) for side in ("pinned", "candidate")]
+            assert sums == (cell * 2 if len(cell) == 1 else cell), (family, column)
+
+
+@pytest.mark.parametrize("stem", ["fattn-vec-instance-f16-f16", "mmq-instance-q4_0"])
+def test_the_mix_matches_nvdisasm_on_the_same_cubins(judged: Judged, builds: Builds, stem: str) -> None:
+    """Each kernel's counts per class and its size against nvdisasm's JSON of the same cubin,
+    read as tests/compile/test_sass_mix.py reads it."""
+    rows: dict[Any, dict[Any, Any]] = judged.table.set_index("key").to_dict("index")
+    for side, version in (("pinned", PINNED), ("candidate", CANDIDATE)):
+        (build,) = [b for (v, _), b in builds.items() if v == version and b.stem == stem]
+        argv = [str(nvdisasm_wheel()), "-json", str(build.cubin)]
+        listed = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)[1]
+        decoded = {str(f["function-name"]): decoded_mix(f) for f in listed}
+        assert sorted(decoded) == sorted(k.name for k in read_cubin(build.cubin.read_bytes(), stem))
+        for name, expected in decoded.items():
+            got = {column: int(rows[name][f"{side}_{column}"]) for column in expected}
+            assert got == expected, (side, name)

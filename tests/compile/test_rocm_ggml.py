@@ -23,6 +23,7 @@ import json
 import re
 import struct
 import subprocess
+import tarfile
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from conftest import Project, qualify_proc
 from elftools.elf.elffile import ELFFile
 from ggml_rocm import (
     ARTIFACTS,
+    EXAMPLE,
     LLVM,
     TARGET,
     Build,
@@ -47,7 +49,7 @@ from ggml_rocm import (
 )
 from ggml_sdist import sdist_path
 
-from qualify.compile.amdgpu import read_code_object
+from qualify.compile.amdgpu import iter_kernels, read_code_object
 from qualify.compile.occupancy import amd_kernel_occupancy, amd_occupancy
 from qualify.compile.offloadbundle import iter_code_objects
 
@@ -346,3 +348,26 @@ def test_rocblas_compressed_bundles_read_as_the_bundler_unbundles_them(
             assert {f: getattr(kernel, f) for f in FIGURES} == {
                 f: theirs[kernel.name].get("." + f) for f in FIGURES
             }, (target, kernel.name)
+
+
+def test_the_slice_is_the_recorded_whole_librarys_own(builds: Builds, tmp_path: Path) -> None:
+    """The slice compiled here holds the same gfx1151 kernels, figure for figure, as the whole
+    libggml-hip.so of the recorded run (examples/llama-cpp-rocm/recorded/: both arms built through
+    nix from the whole source): the slice's flags are the build's, and what it shows of the move
+    (the q4_K MMQ and tile flash-attention spills) is what the whole library shows."""
+    archive = max((EXAMPLE / "recorded").glob("*-rocm72.tar.xz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    tables = tmp_path / archive.name.removesuffix(".tar.xz") / "20-compile" / "kernel-resources"
+    compared = 0
+    for (version, target, _), build in sorted(builds.items()):
+        if target != TARGET:
+            continue  # the recorded run is the gfx1151 arms
+        whole = pd.read_parquet(tables / ("pinned" if version == PINNED else "candidate") / "amdgpu.parquet")
+        rows = {name: group.to_dict("records") for name, group in whole.groupby("name")}
+        for _, kernel in iter_kernels(build.obj.read_bytes(), build.obj.name):
+            mine = {f: getattr(kernel, f) for f in FIGURES}
+            assert kernel.name in rows, (version, kernel.name)
+            assert any({f: r[f] for f in FIGURES} == mine for r in rows[kernel.name]), (version, kernel.name)
+            compared += 1
+    assert compared == 2 * 473  # every gfx1151 kernel of the slice, in both builds

