@@ -57,8 +57,10 @@ def test_the_implementations_judge_by_the_declared_defaults() -> None:
             "occupancy_drop",
             "host_code_growth_pct",
             "host_stack_growth_pct",
+            "scratch_instruction_growth",
+            "code_growth_pct",
         )
-    } == compile_defaults
+    } | {"min_class_shift_pct": limits.class_shift_pct} == compile_defaults
 
 
 def test_kinds_shows_every_limit_with_its_range_and_default() -> None:

@@ -92,5 +92,5 @@ def test_the_report_reads_as_a_reviewer_reads_it(rejudged: Path) -> None:
     assert fails == sorted(fails, reverse=True)  # the failing families first
     assert any(r["kernel family"] == "mul_mat_q" for r in families)
     summary = (rejudged / "summary.md").read_text()
-    assert len(summary) < 65_536
+    assert len(summary) < 16_384  # well under a comment's 65 536 characters, with 7 079 kernels
     assert "gfx1151" in (rejudged / "report.html").read_text()
