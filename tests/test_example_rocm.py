@@ -152,6 +152,34 @@ def test_the_build_stage_names_each_arms_rocm_components() -> None:
     assert set(mixed(both, parts)) == {"hip", "hipcc", "rocblas", "hipblas", "rocm-device-libs"}
 
 
+@pytest.mark.nix
+@pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed")
+def test_each_output_builds_one_target_with_its_toolchain() -> None:
+    """One AMDGPU target per output, as the README's table lists them: gfx1151 as default and
+    rocm72, the Instinct parts under their names; each with the root of its ROCm, and the arms
+    qualify.toml names are the gfx1151 ones."""
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+
+    def attr(output: str, name: str) -> str:
+        return subprocess.run(
+            ["nix", "eval", "--raw", f"path:{EXAMPLE}#{output}.{name}"],
+            capture_output=True, text=True, env=env, check=True,
+        ).stdout  # fmt: skip
+
+    expected = {
+        "default": ("gfx1151", "6.4.3"), "rocm72": ("gfx1151", "7.2.4"),
+        "gfx942": ("gfx942", "6.4.3"), "gfx942-rocm72": ("gfx942", "7.2.4"),
+        "gfx950": ("gfx950", "6.4.3"), "gfx950-rocm72": ("gfx950", "7.2.4"),
+    }  # fmt: skip
+    readme = (EXAMPLE / "README.md").read_text()
+    for output, (target, rocm) in expected.items():
+        assert attr(output, "gpus") == target, output
+        assert attr(output, "rocm").endswith(f"-rocm-root-{rocm}"), output
+        assert f"`{output}`" in readme, output
+    arms = tomllib.loads((EXAMPLE / "qualify.toml").read_text())["arms"]
+    assert (arms["pinned"]["installable"], arms["rocm72"]["installable"]) == (".#default", ".#rocm72")
+
+
 def probe(topology: Path | None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ}
     if topology is not None:
