@@ -24,7 +24,7 @@ from types import ModuleType
 
 import httpx
 import pytest
-from ggml_sdist import SDIST_SHA256
+from ggml_sdist import SDIST_SHA256, sdist_path
 from ggml_sdist import ggml_tree as extract_ggml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,3 +204,31 @@ def _compile(argv: list[str], build: Build) -> str | None:
     part.rename(build.obj)
     log.rename(build.log)
     return None
+
+
+Builds = dict[tuple[str, str, str], Build]
+
+
+def both_roots() -> dict[str, Path]:
+    """The pinned and the candidate root, made side by side: unpacking is one core's work each."""
+    toolchain = load_toolchain()
+    versions = (toolchain.PINNED, toolchain.CANDIDATE)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(versions, pool.map(root_tree, versions), strict=True))
+
+
+def slice_builds(roots: dict[str, Path]) -> Builds:
+    """Every (source, target) of JOBS by both roots, compiled or taken from the cache."""
+    sdist = sdist_path()
+    if sdist is None:
+        pytest.skip("the llama-cpp-python 0.3.36 sdist is not in the nix store (`make example` adds it)")
+    return compile_all(ggml_tree(sdist), roots)
+
+
+def role_tree(root: Path, version: str, builds: Builds) -> Path:
+    """An out-path-like tree of one toolchain's objects: lib/<stem>-<target>.o."""
+    (root / "lib").mkdir(parents=True)
+    for (v, _, _), build in sorted(builds.items()):
+        if v == version:
+            (root / "lib" / f"{build.stem}-{build.target}.o").write_bytes(build.obj.read_bytes())
+    return root

@@ -17,7 +17,6 @@ import re
 import subprocess
 import textwrap
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -28,14 +27,13 @@ from ggml_rocm import (
     EXAMPLE,
     LLVM,
     TARGET,
-    Build,
-    compile_all,
-    ggml_tree,
+    Builds,
+    both_roots,
     in_root,
     load_toolchain,
-    root_tree,
+    role_tree,
+    slice_builds,
 )
-from ggml_sdist import sdist_path
 
 from qualify.compile.amdgpu import read_code_object
 from qualify.compile.disassembly import probe
@@ -46,7 +44,6 @@ from qualify.compile.offloadbundle import iter_code_objects
 pytestmark = pytest.mark.slow
 TOOLCHAIN = load_toolchain()
 PINNED, CANDIDATE = TOOLCHAIN.PINNED, TOOLCHAIN.CANDIDATE
-Builds = dict[tuple[str, str, str], Build]
 
 # The classes by mnemonic prefix, as the AMDGPU instruction set names its units; the longest
 # prefix a mnemonic has decides.
@@ -74,16 +71,12 @@ def their_class(mnemonic: str) -> str:
 
 @pytest.fixture(scope="module")
 def roots() -> dict[str, Path]:
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip((PINNED, CANDIDATE), pool.map(root_tree, (PINNED, CANDIDATE)), strict=True))
+    return both_roots()
 
 
 @pytest.fixture(scope="module")
 def builds(roots: dict[str, Path]) -> Builds:
-    sdist = sdist_path()
-    if sdist is None:
-        pytest.skip("the llama-cpp-python 0.3.36 sdist is not in the nix store (`make example` adds it)")
-    return compile_all(ggml_tree(sdist), roots)
+    return slice_builds(roots)
 
 
 def wrapper(roots: dict[str, Path], folder: Path) -> Path:
@@ -177,14 +170,6 @@ def test_every_kernels_mix_is_the_toolchains_own_listing(
         for v in (PINNED, CANDIDATE)
     }
     assert scratch[CANDIDATE] > scratch[PINNED]
-
-
-def role_tree(root: Path, version: str, builds: Builds) -> Path:
-    (root / "lib").mkdir(parents=True)
-    for (v, _, _), build in sorted(builds.items()):
-        if v == version:
-            (root / "lib" / f"{build.stem}-{build.target}.o").write_bytes(build.obj.read_bytes())
-    return root
 
 
 def test_the_move_is_judged_by_its_mix_too(roots: dict[str, Path], builds: Builds, tmp_path: Path) -> None:

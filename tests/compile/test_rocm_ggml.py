@@ -25,7 +25,6 @@ import struct
 import subprocess
 import tarfile
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,13 +40,13 @@ from ggml_rocm import (
     LLVM,
     TARGET,
     Build,
-    compile_all,
-    ggml_tree,
+    Builds,
+    both_roots,
     in_root,
     load_toolchain,
-    root_tree,
+    role_tree,
+    slice_builds,
 )
-from ggml_sdist import sdist_path
 
 from qualify.compile.amdgpu import iter_kernels, read_code_object
 from qualify.compile.occupancy import amd_kernel_occupancy, amd_occupancy
@@ -57,7 +56,6 @@ pytestmark = pytest.mark.slow
 TOOLCHAIN = load_toolchain()
 PINNED, CANDIDATE = TOOLCHAIN.PINNED, TOOLCHAIN.CANDIDATE
 WAVE64 = ("gfx942", "gfx950")  # the Instinct targets: wave64, AGPRs in the unified file
-Builds = dict[tuple[str, str, str], Build]
 # The metadata keys compared with llvm-readelf, as the reader names them.
 FIGURES = (
     "vgpr_count",
@@ -74,17 +72,12 @@ FIGURES = (
 
 @pytest.fixture(scope="module")
 def roots() -> dict[str, Path]:
-    # Side by side: making a root is one core's work (unpacking xz), and each has its own.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip((PINNED, CANDIDATE), pool.map(root_tree, (PINNED, CANDIDATE)), strict=True))
+    return both_roots()
 
 
 @pytest.fixture(scope="module")
 def builds(roots: dict[str, Path]) -> Builds:
-    sdist = sdist_path()
-    if sdist is None:
-        pytest.skip("the llama-cpp-python 0.3.36 sdist is not in the nix store (`make example` adds it)")
-    return compile_all(ggml_tree(sdist), roots)
+    return slice_builds(roots)
 
 
 def tool(roots: dict[str, Path], version: str, work: Path, name: str, *args: str) -> str:
@@ -256,15 +249,6 @@ class Judge:
         assert proc.returncode in (0, 1, 3), proc.stdout + proc.stderr
         run = p.run_dirs()[0]
         return json.loads((run / "20-compile" / "kernels" / "result.json").read_text()), run
-
-
-def role_tree(root: Path, version: str, builds: Builds) -> Path:
-    """An out-path-like tree of one toolchain's objects: lib/<stem>-<target>.o."""
-    (root / "lib").mkdir(parents=True)
-    for (v, _, _), build in sorted(builds.items()):
-        if v == version:
-            (root / "lib" / f"{build.stem}-{build.target}.o").write_bytes(build.obj.read_bytes())
-    return root
 
 
 def test_the_move_is_judged_kernel_by_kernel(builds: Builds, roots: dict[str, Path], tmp_path: Path) -> None:
