@@ -21,12 +21,14 @@ gate (the README's table). Sections:
   whole interval inside ±δ), for δ 3 % and 5 % and 1, 4 and 6 tests;
 - numerics (`qualify.numerics.bounds.mean_bound`, the bound `judged_bounds` and the
   non-inferiority gate judge a mean on: the wider of BCa and Cantelli's; the verdict by
-  `qualify.numerics.judge.noninferiority_verdict` against δ = `noninferiority_delta` of the
-  simulated pinned KL): coverage of the 95 % upper bound on a per-token mean whose chunk means
-  are lognormal (σ 0.3 to 1.5) at 32 and 100 chunks; non-inferiority passed when the truth sits
-  exactly on the margin, and when 10 % beyond it, with chunks heavy-tailed to the right, to the
-  left, on both sides (two independent heavy-tailed builds) and multiplicatively (the candidate's
-  chunk = the pinned one's × noise); what the guard costs (the bound's distance from the
+  `qualify.numerics.noninferiority.decide`, the margin inside the test, beside the former rule
+  that compared a bound on θ with δ estimated from the same data): coverage of the 95 % upper
+  bound on a per-token mean whose chunk means are lognormal (σ 0.3 to 1.5) at 32 and 100
+  chunks; non-inferiority passed when the truth sits exactly on the margin, and when 10 %
+  beyond it, with chunks heavy-tailed to the right, to the left, on both sides (two independent
+  heavy-tailed builds), multiplicatively (the candidate's chunk = the pinned one's × noise) and
+  additively (pinned's error repeated plus damage of its own; lognormal and Pareto chunks);
+  FAIL when the candidate equals pinned; what the guard costs (the bound's distance from the
   estimate against BCa's, and how often a candidate equal to pinned passes); the bound on rare
   confident flips (about 1.2 expected);
 - soak (`qualify.soak.trend.trend` and `judge_series`, the leak rule against a flat pinned with a
@@ -63,7 +65,8 @@ from qualify.bench.judge import FASTER, NO_CHANGE, SLOWER, Series, evaluate, ser
 from qualify.core.designs import block_order, williams_rows
 from qualify.numerics.bootstrap import RatioOfSums, bca_bound
 from qualify.numerics.bounds import mean_bound, with_exact
-from qualify.numerics.judge import DEFAULT_NI_MARGIN, noninferiority_delta, noninferiority_verdict
+from qualify.numerics.judge import DEFAULT_NI_MARGIN, noninferiority_delta
+from qualify.numerics.noninferiority import decide, margin_tests
 from qualify.soak.check import _unbounded
 from qualify.soak.trend import LEAK, MEMORY_RULES, judge_series, trend
 from qualify.stats import abtests
@@ -315,6 +318,8 @@ NI_MODELS = (
     "near-normal",
     "multiplicative",
     "multiplicative, ε σ 0.5",
+    "additive",
+    "additive, Pareto",
     "right tail",
     "left tail",
     "both tails",
@@ -327,13 +332,21 @@ def ni_chunks(
     """(KL_P, KL_C) chunk means, E KL_P = 1 and E KL_C = 1 + `excess`.
 
     A chunk hard for one build is hard for the other: both share the chunk's difficulty (pinned's
-    chunk mean, lognormal σ 0.3 near-normal, else 1.5), and the candidate's is pinned's times a
-    noise ε (lognormal σ 0.05, mean 1), plus, by model, the excess: multiplicative (every chunk
-    (1 + excess) times worse; with ε of σ 0.5 the differences are heavy-tailed on both sides),
-    right tail (the excess from a few chunks much worse: a lognormal σ 1.5 of mean `excess`),
-    left tail (every chunk worse by excess + 0.05, a few much better: 0.05 times a lognormal
-    σ 1.5 of mean 1 taken off), both tails (the right and the left at once)."""
-    pinned = lognormal_mean(rng, 0.3 if model == "near-normal" else 1.5, 1.0, chunks)
+    chunk mean, lognormal σ 0.3 near-normal, Pareto (shape 2.5) for "additive, Pareto", else
+    lognormal σ 1.5), and the candidate's is pinned's times a noise ε (lognormal σ 0.05, mean 1),
+    plus, by model, the excess: multiplicative (every chunk (1 + excess) times worse; with ε of
+    σ 0.5 the differences are heavy-tailed on both sides), additive (the candidate repeats
+    pinned's error exactly and adds damage of its own, independent of the chunk's difficulty: a
+    lognormal σ 1 of mean `excess`), right tail (the excess from a few chunks much worse: a
+    lognormal σ 1.5 of mean `excess`), left tail (every chunk worse by excess + 0.05, a few much
+    better: 0.05 times a lognormal σ 1.5 of mean 1 taken off), both tails (the right and the left
+    at once)."""
+    if model == "additive, Pareto":
+        pinned = (rng.pareto(2.5, chunks) + 1) * (1.5 / 2.5)  # Lomax + 1 scaled to mean 1
+    else:
+        pinned = lognormal_mean(rng, 0.3 if model == "near-normal" else 1.5, 1.0, chunks)
+    if model.startswith("additive"):
+        return pinned, pinned + excess * lognormal_mean(rng, 1.0, 1.0, chunks)
     noisy = pinned * lognormal_mean(rng, 0.5 if model.endswith("0.5") else 0.05, 1.0, chunks)
     right = excess * lognormal_mean(rng, 1.5, 1.0, chunks)
     left = excess + 0.05 * (1 - lognormal_mean(rng, 1.5, 1.0, chunks))
@@ -349,20 +362,20 @@ def ni_chunks(
 def ni_outcome(
     pinned: np.ndarray, candidate: np.ndarray, seed: int, resamples: int
 ) -> tuple[str, str, float, float]:
-    """(verdict, BCa alone's verdict, guarded bound − θ̂, BCa bound − θ̂) as the judge's
-    non-inferiority decides it."""
+    """(verdict, the former rule's verdict, guarded bound − θ̂, BCa bound − θ̂): the verdict as
+    the judge's non-inferiority decides it (`qualify.numerics.noninferiority`: the margin inside
+    the test), and as it was decided before, a bound on θ against δ estimated from the same data
+    (FAIL whenever θ̂ > δ̂)."""
     chunks = len(pinned)
     sizes = np.full(chunks, 512.0)
+    d = (candidate - (1 + DEFAULT_NI_MARGIN) * pinned) * 512
+    tests = margin_tests({"margin": ("", d)}, sizes, n_resamples=resamples, seed=seed)
     ratio = RatioOfSums((candidate - pinned) * 512, sizes)
     b = mean_bound(ratio, chunks, side="upper", seed=seed, n_resamples=resamples, name="noninferiority")
     bca = bca_bound(ratio, chunks, side="upper", seed=seed, n_resamples=resamples)
     delta = noninferiority_delta(DEFAULT_NI_MARGIN, float(pinned.mean()), None)
-    return (
-        noninferiority_verdict(b, delta),
-        noninferiority_verdict(bca, delta),
-        b.bound - b.estimate,
-        bca.bound - bca.estimate,
-    )
+    former = "FAIL" if b.estimate > delta else "INCONCLUSIVE" if b.bound > delta else "PASS"
+    return decide(tests), former, b.bound - b.estimate, bca.bound - bca.estimate
 
 
 def numerics(runs: int, resamples: int = 2000) -> list[Cell]:
@@ -388,31 +401,35 @@ def numerics(runs: int, resamples: int = 2000) -> list[Cell]:
                 (DEFAULT_NI_MARGIN, "on the margin"),
                 (1.1 * DEFAULT_NI_MARGIN, "10 % beyond"),
             ):
-                passed = bca_passed = 0
+                passed = former_passed = 0
                 for k in range(runs):
                     pinned, candidate = ni_chunks(rng, model, chunks, excess)
                     outcome = ni_outcome(pinned, candidate, k, resamples)
                     passed += outcome[0] == "PASS"
-                    bca_passed += outcome[1] == "PASS"
+                    former_passed += outcome[1] == "PASS"
                 label = f"non-inferiority PASS {what}, {chunks} chunks, {model}"
                 cells.append(Cell("numerics non-inferiority", label, passed / runs, ALPHA, runs))
-                cells.append(info("numerics BCa alone", "  the same by BCa alone", bca_passed / runs))
-            passed = bca_passed = 0
+                cells.append(
+                    info("numerics former rule", "  the same by the former rule", former_passed / runs)
+                )
+            passed = failed = former_failed = 0
             width = bca_width = 0.0
             for k in range(runs):
                 pinned, candidate = ni_chunks(rng, model, chunks, 0.0)
-                verdict, bca_verdict, w, wb = ni_outcome(pinned, candidate, k, resamples)
+                verdict, former, w, wb = ni_outcome(pinned, candidate, k, resamples)
                 passed += verdict == "PASS"
-                bca_passed += bca_verdict == "PASS"
+                failed += verdict == "FAIL"
+                former_failed += former == "FAIL"
                 width, bca_width = width + w, bca_width + wb
+            label = f"non-inferiority FAIL, candidate = pinned, {chunks} chunks, {model}"
+            cells.append(Cell("numerics non-inferiority FAIL", label, failed / runs, ALPHA, runs))
+            cells.append(info("numerics former rule", "  the same by the former rule", former_failed / runs))
             cells.append(
                 info("numerics cost", f"  candidate = pinned, PASS, {chunks} chunks, {model}", passed / runs)
             )
-            cells.append(
-                info("numerics cost", f"  the same by BCa alone, {chunks} chunks, {model}", bca_passed / runs)
-            )
-            cells.append(info("numerics cost", f"  bound − θ̂, guarded / BCa, {chunks} chunks, {model}",
-                              width / bca_width))  # fmt: skip
+            if bca_width > 0:  # an additive candidate equal to pinned is pinned itself: no width
+                cells.append(info("numerics cost", f"  bound − θ̂, guarded / BCa, {chunks} chunks, {model}",
+                                  width / bca_width))  # fmt: skip
         rate = 1.2 / (chunks * 512)
         covered = 0
         for k in range(runs):

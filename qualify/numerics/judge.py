@@ -20,14 +20,14 @@ import numpy as np
 from qualify.checks.base import Finding
 from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
-from qualify.numerics.bounds import judged_bounds, noninferiority_bound
+from qualify.numerics.bounds import judged_bounds
 from qualify.numerics.kind import GATES, KIND, Gate
+from qualify.numerics.noninferiority import FLOOR_FACTOR, MarginTest, decide, margin_tests, quantities
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
 
 FLOOR_ROLE = "pinned.2"
 DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
-FLOOR_FACTOR = 3.0  # δ is at least 3 × the pinned arm's run-to-run floor
 
 
 @dataclass(frozen=True)
@@ -225,21 +225,18 @@ def _gate_findings(
 
 
 def noninferiority_delta(margin: float, mean_kl_pinned: float, floor: float | None) -> float:
-    """δ = max(margin × mean KL_P, 3 × the pinned arm's run-to-run floor)."""
+    """δ = max(margin × mean KL_P, 3 × the pinned arm's run-to-run floor): what the tests hold
+    θ to, shown beside them (the tests themselves never compare with an estimated δ)."""
     return max(margin * mean_kl_pinned, FLOOR_FACTOR * (floor or 0.0))
-
-
-def noninferiority_verdict(bound: BootstrapBound, delta: float) -> str:
-    """FAIL when θ̂ > δ, INCONCLUSIVE when only the upper bound is beyond δ, else PASS."""
-    return "FAIL" if bound.estimate > delta else "INCONCLUSIVE" if bound.bound > delta else "PASS"
 
 
 @dataclass(frozen=True)
 class Noninferiority:
-    """The candidate against pinned: the bound on θ = mean KL_C − KL_P, the δ it is held to and
-    the figures δ comes from."""
+    """The candidate against pinned: θ = mean KL_C − KL_P, the δ it is held to, and the tests
+    with the margin inside them (`qualify.numerics.noninferiority`) that decide."""
 
-    bound: BootstrapBound
+    theta: float
+    tests: tuple[MarginTest, ...]
     delta: float
     margin: float
     mean_kl_pinned: float
@@ -250,9 +247,8 @@ class Noninferiority:
 
     def facts(self) -> dict[str, Any]:
         return {
-            "theta": self.bound.estimate,
-            "bound": self.bound.bound,
-            "method": self.bound.method,
+            "theta": self.theta,
+            "tests": [t.facts() for t in self.tests],
             "delta": self.delta,
             "margin": self.margin,
             "mean_kl_pinned": self.mean_kl_pinned,
@@ -267,14 +263,20 @@ def _noninferiority(
 ) -> tuple[list[Finding], Noninferiority]:
     ref = stats.reference
     rho = limits.get("noninferiority_margin", DEFAULT_NI_MARGIN)
-    b = noninferiority_bound(
-        stats, "candidate", "pinned", confidence=s.confidence, n_resamples=s.resamples, seed=s.seed
+    kl_pinned, kl_candidate = stats.kld(ref, "pinned"), stats.kld(ref, "candidate")
+    rerun = stats.kld("pinned", FLOOR_ROLE) if ("pinned", FLOOR_ROLE) in stats.pair else None
+    per_token = quantities(kl_candidate, kl_pinned, rho, rerun)
+    sums = {name: (what, stats.chunk_sums(d)) for name, (what, d) in per_token.items()}
+    tests = margin_tests(
+        sums,
+        stats.chunk_sizes().astype(np.float64),
+        confidence=s.confidence,
+        n_resamples=s.resamples,
+        seed=s.seed,
     )
-    kl_p = float(stats.kld(ref, "pinned").mean())
-    kl_c = float(stats.kld(ref, "candidate").mean())
-    floor = None
-    if ("pinned", FLOOR_ROLE) in stats.pair:
-        floor = float(np.abs(stats.kld("pinned", FLOOR_ROLE)).mean())
+    kl_p, kl_c = float(kl_pinned.mean()), float(kl_candidate.mean())
+    theta = float(stats.chunk_sums(kl_candidate - kl_pinned).sum() / stats.chunk_sizes().sum())
+    floor = None if rerun is None else float(np.abs(rerun).mean())
     delta = noninferiority_delta(rho, kl_p, floor)
     findings: list[Finding] = []
     if floor is None:
@@ -296,19 +298,25 @@ def _noninferiority(
                 "reference",
             )
         )
-    text = f"θ = mean KL(ref‖candidate) − KL(ref‖pinned) = {g(b.estimate)} per token"
-    verdict = noninferiority_verdict(b, delta)
+    text = f"θ = mean KL(ref‖candidate) − KL(ref‖pinned) = {g(theta)} per token, δ {g(delta)}"
+    verdict = decide(tests)
     if verdict == "FAIL":
+        shown = "; ".join(
+            f"the lower {t.lower.confidence:.0%} bound on mean {t.what} is {g(t.lower.bound)} > 0"
+            for t in tests
+        )
         findings.append(
-            Finding(Verdict.FAIL, f"not non-inferior to pinned: {text} > δ {g(delta)}", "candidate")
+            Finding(Verdict.FAIL, f"not non-inferior to pinned (shown): {text}; {shown}", "candidate")
         )
     elif verdict == "INCONCLUSIVE":
+        best = min(tests, key=lambda t: t.upper.bound)
         findings.append(
             Finding(
                 Verdict.INCONCLUSIVE,
-                f"non-inferiority to pinned not shown: {text}, but its upper {s.confidence:.0%} bound "
-                f"{g(b.bound)} > δ {g(delta)} (p = {b.p_value(delta):.3f})",
+                f"non-inferiority to pinned not shown: {text}; the upper {best.upper.confidence:.1%} bound "
+                f"on mean {best.what} is {g(best.upper.bound)} > 0 (p = {best.upper.p_value(0.0):.3f}), "
+                "and inferiority is not shown either",
                 "candidate",
             )
         )
-    return findings, Noninferiority(b, delta, rho, kl_p, kl_c, floor, verdict)
+    return findings, Noninferiority(theta, tests, delta, rho, kl_p, kl_c, floor, verdict)

@@ -21,10 +21,14 @@ each of `max_mean_kld`, `max_p99_kld`, `min_top1_agreement` (a fraction), `max_a
 and `max_confident_flips` (per 100 000 scored tokens; a flip is a top-1 change where the
 reference's top-1/top-2 gap exceeds `flip_margin` nats) is judged on a one-sided bound at
 `confidence` (95 %) from a seeded BCa bootstrap over chunks (`resamples`, 10 000; chunks are the
-units: tokens within a chunk are correlated). Non-inferiority against pinned: θ = Σ_c S_c / Σ_c
-n_c with S_c chunk c's sum of KL(ref‖candidate) − KL(ref‖pinned) over its n_c tokens; it holds
-when the upper bound on θ is at most δ = max(`noninferiority_margin` (default 0.10) × mean
-KL(ref‖pinned), 3 × floor), floor = mean |KL(pinned‖pinned.2)| per token.
+units: tokens within a chunk are correlated). Non-inferiority against pinned: is θ = mean
+KL(ref‖candidate) − KL(ref‖pinned) per token at most δ = max(`noninferiority_margin` ρ (default
+0.10) × mean KL(ref‖pinned), 3 × floor), floor = mean |KL(pinned‖pinned.2)|? δ is estimated from
+the same chunks, so the margin goes inside the test (`qualify.numerics.noninferiority`): the
+mean of D = KL_C − (1 + ρ)·KL_P per token, and with a floor the mean of KL_C − KL_P −
+3·|KL(P‖P2)|, each bounded on both sides (ratio of chunk sums, BCa at least as wide as
+Cantelli's). Non-inferiority is shown when some upper bound is at most 0 (each at 1 − α/k for k
+statements of the margin); inferiority when every lower bound is above 0.
 
 `max_abs_dppl_pct` and llama.cpp files: a target more than 16 nats below its row's maximum is
 stored at the row's floor, so its NLL (and any PPL) is only a lower bound. |ΔPPL %| is therefore
@@ -37,9 +41,9 @@ Verdict:
   artifact, not enough disk, settings differ between roles, NaN/Inf in the reference or pinned.
 - FAIL: the candidate's run failed or left an unreadable artifact; the roles scored different
   tokens (the first mismatch is named); no token compared; NaN/Inf in the candidate; a limit's
-  estimate beyond it; θ̂ > δ.
+  estimate beyond it; inferiority to pinned shown (every lower bound above 0).
 - INCONCLUSIVE: fewer than `min_chunks` chunks (30); an estimate within its limit whose bound is
-  not; θ̂ ≤ δ < its bound.
+  not; neither non-inferiority nor inferiority shown.
 - WARN: the pinned build itself beyond a limit (the limit is tighter than the baseline); KL from
   top-K rows (a lower bound); no floor measured.
 - PASS otherwise.
@@ -153,11 +157,12 @@ KIND = CheckKind(
     ),
     needs_pinned=_needs_pinned,
     verdict_rules=(
-        "FAIL if a limit's estimate is beyond it, the candidate is not non-inferior to pinned "
-        "(θ̂ > δ), tokens differ, NaN/Inf appear or the candidate's run fails; INCONCLUSIVE if a "
-        "one-sided 95 % bound crosses a limit or δ while the estimate does not, or fewer than "
-        "min_chunks chunks; ERROR if settings differ, disk is short or the baseline fails; "
-        "WARN if pinned itself is beyond a limit; PASS otherwise"
+        "FAIL if a limit's estimate is beyond it, inferiority to pinned is shown (the margin "
+        "inside the test), tokens differ, NaN/Inf appear or the candidate's run fails; "
+        "INCONCLUSIVE if a one-sided 95 % bound crosses a limit while the estimate does not, if "
+        "neither non-inferiority nor inferiority is shown, or fewer than min_chunks chunks; "
+        "ERROR if settings differ, disk is short or the baseline fails; WARN if pinned itself is "
+        "beyond a limit; PASS otherwise"
     ),
     default_roles=("pinned", "candidate", "reference"),
     limits=LIMITS,

@@ -15,8 +15,9 @@ import numpy as np
 from qualify.checks.base import ChartData, TableData
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.charts import distribution_chart
-from qualify.numerics.judge import FLOOR_FACTOR, Noninferiority, Outcome, Settings, g, gate_result
+from qualify.numerics.judge import Noninferiority, Outcome, Settings, g, gate_result
 from qualify.numerics.kind import GATES
+from qualify.numerics.noninferiority import FLOOR_FACTOR
 from qualify.numerics.summary import KldSummary
 from qualify.numerics.tokenstats import TokenStats
 
@@ -44,19 +45,24 @@ def stats_charts(stats: TokenStats, outcome: Outcome, limits: Mapping[str, float
 
 
 def noninferiority_table(ni: Noninferiority, s: Settings) -> TableData:
-    b, rho, kl_p, floor = ni.bound, ni.margin, ni.mean_kl_pinned, ni.floor
+    rho, kl_p, floor = ni.margin, ni.mean_kl_pinned, ni.floor
     ratio = ni.mean_kl_candidate / kl_p if kl_p > 0 else math.nan
-    rows = (
-        ("θ̂ = mean KL_C − KL_P per token", g(b.estimate)),
-        (f"upper {s.confidence:.0%} bound on θ ({b.method})", g(b.bound)),
-        ("δ = max(margin × mean KL_P, 3 × floor)", g(ni.delta)),
+    rows: list[tuple[str, str]] = [("θ̂ = mean KL_C − KL_P per token", g(ni.theta))]
+    for t in ni.tests:
+        rows += [
+            (f"mean {t.what} (0 on the margin)", g(t.upper.estimate)),
+            (f"  upper {t.upper.confidence:.1%} bound ({t.upper.method}): ≤ 0 passes", g(t.upper.bound)),
+            (f"  lower {t.lower.confidence:.0%} bound: > 0 shows inferiority", g(t.lower.bound)),
+        ]
+    rows += [
+        ("δ = max(margin × mean KL_P, 3 × floor), shown", g(ni.delta)),
         (f"margin {g(rho)} × mean KL_P ({g(kl_p)})", g(rho * kl_p)),
         ("floor = mean |KL(pinned‖pinned.2)|", g(floor) if floor is not None else "not measured"),
         ("3 × floor", g(FLOOR_FACTOR * floor) if floor is not None else ""),
         ("mean KL_C / mean KL_P", g(ratio)),
         ("verdict", ni.verdict),
-    )
-    return TableData("Non-inferiority against pinned", ("quantity", "value"), rows)
+    ]
+    return TableData("Non-inferiority against pinned", ("quantity", "value"), tuple(rows))
 
 
 def metric_table(
