@@ -10,11 +10,8 @@ import typer
 
 from qualify.bisect.outcomes import DEFAULT_RETRIES
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
+from qualify.cli.bisectlist import PAGE, STATE, SUMMARY
 from qualify.console import open_console, safe
-
-STATE = "bisect.json"
-SUMMARY = "bisect.md"
-PAGE = "bisect.html"
 
 
 @app.command()

@@ -26,6 +26,7 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
     """List the saved runs, oldest first."""
     from rich.table import Table
 
+    from qualify.cli.bisectlist import bisect_entry, bisect_folders
     from qualify.console import badge
     from qualify.core.config import load_config
     from qualify.core.runlist import list_runs
@@ -33,10 +34,11 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
 
     console = open_console()
     directory = runs_dir_for(load_config(project), runs_dir)
+    bisects = [bisect_entry(folder) for folder in bisect_folders(directory)]
     if as_json:
-        print_json([_run_entry(entry) for entry in list_runs(directory)])
+        print_json([_run_entry(entry) for entry in list_runs(directory)] + bisects)
         return
-    entries = [_run_entry(entry) for entry in list_runs(directory)]
+    entries = [_run_entry(entry) for entry in list_runs(directory)] + bisects
     table = Table(title=safe(f"runs in {directory}"), title_justify="left")
     # A run id is what the next command is given: never wrapped or cut, whatever the width;
     # the other columns fold onto more lines rather than end in "…".
@@ -80,6 +82,10 @@ def show(
     from qualify.report.views import with_shared
 
     console = open_console()
+    from qualify.cli.bisectlist import show_bisect
+
+    if show_bisect(console, project, runs_dir, run_id, as_json=as_json):
+        return
     opened = _open(project, runs_dir, run_id)
     from qualify.pipeline.record import RunRecord
 

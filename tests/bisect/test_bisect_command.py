@@ -119,6 +119,19 @@ def test_the_flip_is_found_at_the_first_failing_arm(project: Callable[..., Proje
     table = (bisect_folder(p) / "bisect.md").read_text()
     assert "| 4 | `s4` | bad |" in table and "| 1 | `s1` | not probed |" in table
     assert json.loads((bisect_folder(p) / "bisect.json").read_text())["answer"] == document["answer"]
+    # The bisect's folder is listed beside the runs, and `show` prints its summary.
+    listed = json.loads(qualify_proc("runs", "--json", "--project", str(p.root)).stdout)
+    [entry] = [e for e in listed if e.get("kind") == "bisect"]
+    assert (entry["run_id"], entry["status"], entry["verdict"]) == (
+        bisect_folder(p).name,
+        "answered",
+        "FOUND",
+    )
+    assert entry["candidate"] == "bisect: s0 … s6 (7 steps)" and entry["line"] == line
+    shown = qualify_proc("show", bisect_folder(p).name, "--project", str(p.root))
+    assert shown.returncode == 0 and "| 4 | `s4` | bad |" in shown.stdout, shown.stdout + shown.stderr
+    again = qualify_proc("show", str(bisect_folder(p)), "--json", "--project", str(p.root))
+    assert json.loads(again.stdout)["answer"] == document["answer"]
 
 
 def test_a_step_that_does_not_build_is_skipped_and_stepped_around(project: Callable[..., Project]) -> None:

@@ -1,0 +1,89 @@
+"""Bisect folders beside the runs: what `qualify runs` lists of them and `qualify show` prints.
+
+A bisect's folder (`qualify bisect`) sits in the runs directory and holds `bisect.json`, the
+search's saved state, with its answer once it has one, and `bisect.md`. It has no run.json,
+so the run listing would not see it; these read it as it is saved, and a folder whose state
+does not read is listed as broken, with why, like a run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qualify.cli.app import print_json
+from qualify.console import safe
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+STATE = "bisect.json"
+SUMMARY = "bisect.md"
+PAGE = "bisect.html"
+
+
+def bisect_folders(runs_dir: Path) -> list[Path]:
+    """The bisect folders in `runs_dir`, by name (their names start with the UTC time)."""
+    if not runs_dir.is_dir():
+        return []
+    return sorted(p for p in runs_dir.iterdir() if (p / STATE).is_file() and not (p / "run.json").exists())
+
+
+def bisect_entry(folder: Path) -> dict[str, Any]:
+    """One bisect as `qualify runs` lists it: its series' ends, whether it answered, and what."""
+    base: dict[str, Any] = {"kind": "bisect", "run_id": folder.name, "path": str(folder)}
+    try:
+        saved = json.loads((folder / STATE).read_text(encoding="utf-8"))
+        series = [str(s) for s in saved["series"]]
+        probes = list(saved.get("probes") or [])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {**base, "status": "broken", "error": f"{folder / STATE} does not read: {exc}", "hint": ""}
+    answer = saved.get("answer") if isinstance(saved.get("answer"), dict) else None
+    started = [str(p.get("started")) for p in probes if isinstance(p, dict) and p.get("started")]
+    ends = f"{series[0]} … {series[-1]}" if len(series) > 1 else "".join(series)
+    return {
+        **base,
+        "candidate": f"{saved.get('mode', 'bisect')}: {ends} ({len(series)} steps)",
+        "profile": (saved.get("context") or {}).get("profile"),
+        "status": "answered" if answer else "open",
+        "verdict": str(answer["finding"]).upper().replace("_", " ") if answer else None,
+        "line": answer.get("line") if answer else None,
+        "probes": len(probes),
+        "created_at": min(started) if started else None,
+    }
+
+
+def named_bisect(runs_dir: Path, name: str | None) -> Path | None:
+    """The bisect folder `name` names (a folder name in `runs_dir`, or a path), else None."""
+    if name is None:
+        return None
+    for folder in (Path(name), runs_dir / name):
+        if (folder / STATE).is_file() and not (folder / "run.json").exists():
+            return folder
+    return None
+
+
+def show_bisect(
+    console: Console, project: Path, runs_dir: Path | None, name: str | None, *, as_json: bool
+) -> bool:
+    """Print a bisect folder's summary (bisect.md, or bisect.json with --json) when `name` names
+    one; False when it names a run (or nothing)."""
+    from qualify.core.config import load_config
+    from qualify.pipeline.request import runs_dir_for
+
+    if name is None:
+        return False
+    folder = named_bisect(Path(name).parent, name)  # a bisect given by its path
+    if folder is None and "/" not in name:
+        folder = named_bisect(runs_dir_for(load_config(project), runs_dir), name)
+    if folder is None:
+        return False
+    if as_json:
+        print_json(json.loads((folder / STATE).read_text(encoding="utf-8")))
+    elif (folder / SUMMARY).is_file():
+        console.print((folder / SUMMARY).read_text(encoding="utf-8"), markup=False, highlight=False)
+    else:
+        resume = f"resume it with `qualify bisect … --run {safe(folder.name)}`"
+        console.print(f"bisect {safe(folder.name)}: not answered yet ({resume})")
+    return True
