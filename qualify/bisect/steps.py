@@ -104,6 +104,10 @@ class StepProber:
     stages: tuple[str, ...]
     no_gate: bool
     events: Events = field(default_factory=Events)
+    #: The profile every step's run resolves its plan with (None: the project's own).
+    profile: str | None = None
+    #: Build each step from a working tree with uncommitted changes (each run reports it).
+    allow_dirty: bool = False
 
     def __call__(self, step: Step) -> Measured:
         build = self.walk(step)
@@ -117,6 +121,8 @@ class StepProber:
             # A step asks one question, of one arm: the project's controls answer another.
             controls=False,
             stages=self.stages,
+            profile=self.profile,
+            allow_dirty=self.allow_dirty,
         )
         outcome = execute(request, self.events)
         if outcome.verdict is None:

@@ -46,6 +46,18 @@ def bisect(
     run_id: Annotated[
         str | None, typer.Option("--run", metavar="ID", help="Resume this bisect (its folder's name).")
     ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME", help="Resolve every step's plan with this profile (default: qualify.toml's)."
+        ),
+    ] = None,
+    allow_dirty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-dirty", help="Build the steps from a tree with uncommitted changes (reported)."
+        ),
+    ] = False,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
     as_json: JsonOpt = False,
@@ -65,7 +77,7 @@ def bisect(
     from qualify.core.errors import UsageError
     from qualify.core.runlist import new_run
     from qualify.core.runstore import RunDir, write_atomic, write_json
-    from qualify.pipeline.preflight import require_stage_libraries
+    from qualify.pipeline.preflight import require_clean_tree, require_stage_libraries
     from qualify.pipeline.request import load_run_plan, runs_dir_for
     from qualify.report.charts import render_svg
 
@@ -73,9 +85,11 @@ def bisect(
     # Everything that can be known wrong is refused before a folder is made or a step runs.
     config = load_config(project)
     walk = series_walk(config, series)
-    plan = load_run_plan(config, config.profile, from_config=config.profile is not None)
+    chosen_profile = profile or config.profile
+    plan = load_run_plan(config, chosen_profile, from_config=profile is None and config.profile is not None)
     chosen = parse_gate(gate, plan)
     require_stage_libraries()
+    require_clean_tree(config, allow_dirty)
     root = runs_dir_for(config, runs_dir)
     if run_id is None:
         folder = new_run(root, f"bisect-{series}").path
@@ -84,6 +98,8 @@ def bisect(
         if "/" in run_id or not (folder / STATE).is_file():
             raise UsageError(f"no bisect {run_id!r} in {root}", "start one: leave --run out")
     context = {"series": series, "gate": chosen.label, "no_gate": no_gate, **walk.context()}
+    if chosen_profile is not None:
+        context["profile"] = chosen_profile  # a resume under another profile asks another question
     mode = Mode.SERIES if series_mode else Mode.BISECT
     probe = StepProber(
         config.root,
@@ -93,6 +109,8 @@ def bisect(
         stages_for(plan, chosen, no_gate=no_gate),
         no_gate,
         ConsoleEvents(console),
+        profile=chosen_profile,
+        allow_dirty=allow_dirty,
     )
 
     def told(step: Step) -> Measured:

@@ -249,3 +249,27 @@ def test_no_gate_runs_only_the_build_and_the_gate_s_stage(project: Callable[...,
     [run] = attempts(p, 2, "s2")
     planned = [s["name"] for s in json.loads((run / "run.json").read_text())["plan"]["stages"]]
     assert planned == ["build", "compile"]
+
+
+def test_a_dirty_tree_or_an_unknown_profile_is_refused_before_a_folder_is_made(
+    project: Callable[..., Project],
+) -> None:
+    """As `qualify run` does: a tracked file changed since the last commit means the steps
+    would not come from one revision (exit 4, nothing made) unless --allow-dirty, which every
+    step's run then records; a profile the plan does not define is refused the same way."""
+    p = series_project(project, arms=3, threshold=2)
+    git = ["git", "-c", "user.email=q@example.org", "-c", "user.name=q", "-C", str(p.root)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "plan"], check=True)
+    (p.root / "gate.py").write_text((p.root / "gate.py").read_text() + "# changed\n")
+    refused = bisect(p, "move", "--gate", "compile")
+    assert refused.returncode == 4 and "uncommitted changes" in refused.stderr, refused.stderr
+    assert "gate.py" in refused.stderr and not any(p.runs.glob("*/bisect.json"))
+    unknown = bisect(p, "move", "--gate", "compile", "--allow-dirty", "--profile", "nosuch")
+    assert unknown.returncode == 4 and "nosuch" in unknown.stderr and not any(p.runs.glob("*/bisect.json"))
+    allowed = bisect(p, "move", "--gate", "compile", "--allow-dirty", "--json")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert json.loads(allowed.stdout)["answer"]["bad"] == 2
+    [run] = attempts(p, 2, "s2")
+    assert json.loads((run / "run.json").read_text())["options"]["allow_dirty"] is True
