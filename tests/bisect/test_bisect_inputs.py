@@ -192,3 +192,29 @@ def test_each_kind_of_reference_takes_the_rev_as_nix_spells_it(url: str, pinned:
 )
 def test_a_reference_that_cannot_take_a_rev_is_refused(url: str) -> None:
     assert rev_problem(url) is not None
+
+
+def test_a_stopped_input_bisect_resumes_and_a_moved_branch_is_refused(tmp_path: Path) -> None:
+    """The state is saved after every probe; cut back to its first two (where a bisect stopped
+    there left it), `--run ID` probes only the steps still open, each step's attempts counted on
+    from the saved ones, and answers the same. Once the input's `to` branch has moved, the
+    revisions between `from` and `to` are other steps: the resume is refused (exit 4)."""
+    project, revs = engine(tmp_path, '[series.lib]\ninput = "lib"\nfrom = "v0"\nto = "main"\n')
+    first = check_found(project, revs, bisect(project, "lib", "--gate", "compile", "--json"))
+    folder = Path(first["probes"][0]["evidence"]["run"]).parents[2]  # <bisect>/steps/NN-step/<run>
+    saved = json.loads((folder / "bisect.json").read_text())
+    keep = ("schema_version", "mode", "series", "retries", "context")
+    cut = {**{k: saved[k] for k in keep}, "probes": saved["probes"][:2]}
+    (folder / "bisect.json").write_text(json.dumps(cut))
+    resumed = check_found(
+        project, revs, bisect(project, "lib", "--gate", "compile", "--run", folder.name, "--json")
+    )
+    assert resumed["answer"] == first["answer"]
+    assert resumed["probes"][:2] == first["probes"][:2]  # kept as they were, not probed again
+    assert [p["step"] for p in resumed["probes"]] == [p["step"] for p in first["probes"]]
+    assert all(p["attempt"] == 1 for p in resumed["probes"])
+    lib = tmp_path / "lib"
+    (lib / "level").write_text(f"{COMMITS}\n")
+    git(lib, "commit", "-qam", f"level {COMMITS}")
+    moved = bisect(project, "lib", "--gate", "compile", "--run", folder.name)
+    assert moved.returncode == 4 and "another series" in moved.stderr, moved.stderr
