@@ -4,7 +4,7 @@ input) at which a gate flips (docs/bisect.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from qualify.bisect.outcomes import DEFAULT_RETRIES
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
 from qualify.cli.bisectlist import PAGE, STATE, SUMMARY
 from qualify.console import open_console, safe
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @app.command()
@@ -117,6 +120,8 @@ def bisect(
         console.print(f"[bold]step {step.index} {safe(step.name)}[/] (attempt {step.attempt})")
         measured = probe(step)
         said = measured.evidence
+        if said.get("run"):
+            _render_step(console, Path(str(said["run"])))
         console.print(
             f"step {step.index} {safe(step.name)}: {measured.outcome.value.upper()} — "
             f"{safe(str(said.get('verdict')))} {safe(str(said.get('reason') or ''))}",
@@ -143,3 +148,17 @@ def bisect(
     console.print(f"\n{safe(answer_line(answer, state))}", highlight=False)
     console.print(f"bisect {safe(str(folder))}\nsummary: {safe(str(folder / SUMMARY))}", highlight=False)
     raise typer.Exit(int(answer.exit_code))
+
+
+def _render_step(console: Console, run: Path) -> None:
+    """The step's run gets its report.html, summary.md and report.json, as `qualify run` gives
+    every run: a reviewer opens any step as a run of its own. A report that cannot be rendered
+    is said, and the bisect goes on: its answer comes from the run folder, not the report."""
+    from qualify.core.errors import QualifyError
+    from qualify.core.runstore import RunDir
+    from qualify.report.render import render
+
+    try:
+        render(RunDir(run))
+    except (QualifyError, OSError) as exc:
+        console.print(f"[yellow]the report of {safe(str(run))} was not rendered: {safe(str(exc))}[/]")

@@ -116,6 +116,10 @@ def test_the_flip_is_found_at_the_first_failing_arm(project: Callable[..., Proje
     assert not (p.root / "numerics-ran").exists()
     [good] = attempts(p, 3, "s3")
     assert json.loads((good / "run.json").read_text())["status"] == "complete"
+    # Each probed step's run has its own report, as any run has.
+    for index, arm in ((0, "s0"), (3, "s3"), (4, "s4"), (6, "s6")):
+        [run] = attempts(p, index, arm)
+        assert (run / "report.html").is_file() and (run / "summary.md").is_file(), run
     table = (bisect_folder(p) / "bisect.md").read_text()
     assert "| 4 | `s4` | bad |" in table and "| 1 | `s1` | not probed |" in table
     assert json.loads((bisect_folder(p) / "bisect.json").read_text())["answer"] == document["answer"]
