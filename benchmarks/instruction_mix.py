@@ -35,11 +35,12 @@ from qualify.compile.disassembly import probe
 from qualify.compile.mixreading import OBJDUMP_OPTIONS, MixReading
 from qualify.compile.offloadbundle import iter_code_objects
 from qualify.compile.scan import scan
+from qualify.core.environment import child_env
 
 
 def qualify_once(library: Path, objdump: list[str], work: Path) -> tuple[float, int, int]:
     """(seconds, kernels, kernels with a mix) of one scan with the instruction mix."""
-    tool = probe(objdump, OBJDUMP_OPTIONS)
+    tool = probe(objdump, OBJDUMP_OPTIONS, child_env())
     started = time.perf_counter()
     reading = MixReading(amdgpu=tool, folder=work)
     try:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Generic, TypeVar
@@ -38,18 +38,23 @@ class DisassemblyError(QualifyError):
 
 @dataclass(frozen=True)
 class Tool:
-    """A disassembler command (argv before the options) and the version line it reports."""
+    """A disassembler command (argv before the options), the version line it reports, and the
+    environment it runs with: the check's, whose allowlist keeps the host's secrets out of a
+    tool that may come from the build under test."""
 
     argv: tuple[str, ...]
     options: tuple[str, ...]
     version: str
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
-def probe(argv: Sequence[str], options: Sequence[str], version_flag: str = "--version") -> Tool:
+def probe(
+    argv: Sequence[str], options: Sequence[str], env: Mapping[str, str], version_flag: str = "--version"
+) -> Tool:
     """The tool at `argv`, with its version line; DisassemblyError when it does not run."""
     if not argv:
         raise DisassemblyError("no disassembler given")
-    code, text = process.capture([*argv, version_flag], timeout_s=120)
+    code, text = process.capture([*argv, version_flag], env=env, timeout_s=120)
     # LLVM says "LLVM version 22.1.8"; NVIDIA's tools "Cuda compilation tools, release 13.5, V13.5.37".
     lines = [
         line.strip() for line in text.splitlines() if "version" in line.lower() or " release " in line.lower()
@@ -60,7 +65,7 @@ def probe(argv: Sequence[str], options: Sequence[str], version_flag: str = "--ve
             "set the check's `objdump` to the toolchain's llvm-objdump (AMDGPU) or `cuobjdump` to its "
             "cuobjdump (CUDA)",
         )
-    return Tool(tuple(argv), tuple(options), lines[0])
+    return Tool(tuple(argv), tuple(options), lines[0], dict(env))
 
 
 def first_on_path(names: Sequence[str]) -> list[str] | None:
@@ -104,7 +109,7 @@ class Disassembly(Generic[Key]):
         text_path = path.with_suffix(".s")
         argv = ["/bin/sh", "-c", 'out=$1; shift; exec "$@" > "$out"', "sh", text_path.name]
         argv += [*self.tool.argv, *self.tool.options, path.name]
-        env = {**os.environ, "TMPDIR": str(self._folder)}
+        env = {**self.tool.env, "TMPDIR": str(self._folder)}
         try:
             done = process.run(
                 argv, log=None, env=env, cwd=self._folder, timeout_s=_TIMEOUT_S, separate_stdout=True

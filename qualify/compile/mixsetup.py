@@ -52,7 +52,7 @@ def mix_tools(ctx: CheckContext) -> tuple[dict[str, Tool], dict[str, str]]:
         else:
             argv = ctx.argv(value, role)
         try:
-            tools[family] = probe(argv, options)
+            tools[family] = probe(argv, options, ctx.env(role))
         except DisassemblyError as exc:
             raise QualifyError(f"{param}: {exc.message}", exc.hint) from None
     return tools, not_read

@@ -40,6 +40,7 @@ from qualify.compile.disassembly import probe
 from qualify.compile.instmix import CLASSES, MIX_COLUMNS
 from qualify.compile.mixreading import OBJDUMP_OPTIONS, MixReading
 from qualify.compile.offloadbundle import iter_code_objects
+from qualify.core.environment import child_env
 
 pytestmark = pytest.mark.slow
 TOOLCHAIN = load_toolchain()
@@ -132,7 +133,7 @@ def their_mix(roots: dict[str, Path], work: Path, code: Path) -> dict[str, dict[
 def test_every_kernels_mix_is_the_toolchains_own_listing(
     roots: dict[str, Path], builds: Builds, tmp_path: Path
 ) -> None:
-    decoder = probe([str(wrapper(roots, tmp_path))], OBJDUMP_OPTIONS)
+    decoder = probe([str(wrapper(roots, tmp_path))], OBJDUMP_OPTIONS, child_env())
     assert decoder.version.endswith("22.1.8"), decoder.version
     totals: dict[tuple[str, str, str], Counter[str]] = {}
     for (version, target, source), build in sorted(builds.items()):
