@@ -34,11 +34,13 @@ def test_the_tool_never_sees_the_hosts_secrets(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_secretsecretsecret")
     found = probe([str(tool(tmp_path))], ("-d",), child_env())
     assert found.version == "Hostile LLVM version 99.0"
-    with Disassembly[str](
-        found, lambda text, data: {"env": {"lines": len(text.splitlines())}}, folder=tmp_path
-    ) as d:
-        seen: dict[str, str] = {}
-        d._parse = lambda text, data: seen.update(text=text) or {}  # type: ignore[method-assign]
+    seen: dict[str, str] = {}
+
+    def parse(text: str, data: bytes) -> dict[str, dict[str, int]]:
+        seen["text"] = text
+        return {}
+
+    with Disassembly[str](found, parse, folder=tmp_path) as d:
         d.submit("one", b"\x7fELF", "one.o")
         parsed, failed = d.results()
     assert parsed == {"one": {}} and failed == {}
