@@ -27,8 +27,9 @@ gate (the README's table). Sections:
   chunks; non-inferiority passed when the truth sits exactly on the margin, and when 10 %
   beyond it, with chunks heavy-tailed to the right, to the left, on both sides (two independent
   heavy-tailed builds), multiplicatively (the candidate's chunk = the pinned one's × noise) and
-  additively (pinned's error repeated plus damage of its own; lognormal and Pareto chunks);
-  FAIL when the candidate equals pinned; what the guard costs (the bound's distance from the
+  additively (pinned's error repeated plus damage of its own; lognormal and Pareto chunks),
+  with autocorrelated chunks (AR(1) φ 0.8) and with a sawtooth of difficulty; FAIL when the
+  candidate equals pinned; what the guard costs (the bound's distance from the
   estimate against BCa's, and how often a candidate equal to pinned passes); the bound on rare
   confident flips (about 1.2 expected);
 - soak (`qualify.soak.trend.trend` and `judge_series`, the leak rule against a flat pinned with a
@@ -323,6 +324,8 @@ NI_MODELS = (
     "right tail",
     "left tail",
     "both tails",
+    "autocorrelated",
+    "sawtooth",
 )
 
 
@@ -340,9 +343,19 @@ def ni_chunks(
     lognormal σ 1 of mean `excess`), right tail (the excess from a few chunks much worse: a
     lognormal σ 1.5 of mean `excess`), left tail (every chunk worse by excess + 0.05, a few much
     better: 0.05 times a lognormal σ 1.5 of mean 1 taken off), both tails (the right and the left
-    at once)."""
+    at once; also on the sawtooth's chunks), autocorrelated (multiplicative, AR(1) in chunk order)."""
     if model == "additive, Pareto":
         pinned = (rng.pareto(2.5, chunks) + 1) * (1.5 / 2.5)  # Lomax + 1 scaled to mean 1
+    elif model == "autocorrelated":
+        # Consecutive chunks of one text are alike: log-difficulty AR(1), φ 0.8, σ 1.5, and the
+        # candidate's noise correlated the same way.
+        pinned = np.exp(1.5 * ar1(rng, chunks, 0.8) - 1.125)
+        return pinned, (1 + excess) * pinned * np.exp(0.2 * ar1(rng, chunks, 0.8) - 0.02)
+    elif model == "sawtooth":
+        # Difficulty that climbs tenfold over 8 chunks and falls back (a text of sections whose
+        # later parts are harder), times lognormal noise σ 0.5, normalised to mean 1.
+        tooth = 10 ** (np.arange(chunks) % 8 / 7)
+        pinned = tooth / tooth.mean() * lognormal_mean(rng, 0.5, 1.0, chunks)
     else:
         pinned = lognormal_mean(rng, 0.3 if model == "near-normal" else 1.5, 1.0, chunks)
     if model.startswith("additive"):
