@@ -23,15 +23,24 @@ gate (the README's table). Sections:
   non-inferiority gate judge a mean on: the wider of BCa and Cantelli's; the verdict by
   `qualify.numerics.noninferiority.decide`, the margin inside the test, beside the former rule
   that compared a bound on θ with δ estimated from the same data): coverage of the 95 % upper
-  bound on a per-token mean whose chunk means are lognormal (σ 0.3 to 1.5) at 32 and 100
-  chunks; non-inferiority passed when the truth sits exactly on the margin, and when 10 %
-  beyond it, with chunks heavy-tailed to the right, to the left, on both sides (two independent
-  heavy-tailed builds), multiplicatively (the candidate's chunk = the pinned one's × noise) and
-  additively (pinned's error repeated plus damage of its own; lognormal and Pareto chunks),
-  with autocorrelated chunks (AR(1) φ 0.8) and with a sawtooth of difficulty; FAIL when the
-  candidate equals pinned; what the guard costs (the bound's distance from the
-  estimate against BCa's, and how often a candidate equal to pinned passes); the bound on rare
-  confident flips (about 1.2 expected);
+  bound on a per-token mean whose chunk means are lognormal (σ 0.3 to 1.5) at 48 chunks (the
+  stage's `min_chunks`) and 100, on five times the data sets of the other cells, and at 32 (σ
+  1.0 and 1.5: why the minimum is 48); one look at 48 and 100 chunks: non-inferiority passed
+  when the truth sits exactly on the margin, and when 10 % beyond it, with chunks heavy-tailed
+  to the right, to the left, on both sides (two independent heavy-tailed builds),
+  multiplicatively (the candidate's chunk = the pinned one's × noise) and additively (pinned's
+  error repeated plus damage of its own; lognormal and Pareto chunks), with autocorrelated
+  chunks (AR(1) φ 0.8) and with a sawtooth of difficulty; FAIL when the candidate equals pinned;
+  what the guard costs (the bound's distance from the estimate against BCa's, and how often a
+  candidate equal to pinned passes); the bound on rare confident flips (about 1.2 expected);
+- numerics looks (`qualify.numerics.looks.sequential` with the judge's `Settings.at_look`):
+  non-inferiority judged at 48, 96 and 192 chunks, stopping at the first look that decides,
+  every model above: PASS with the truth on the margin, FAIL of a candidate equal to pinned,
+  how often equal builds PASS and a candidate 30 % worse than pinned FAILs, and the chunks
+  scored per decision;
+- numerics bounds: the bound non-inferiority could judge on (Student's t, BCa alone, BCa at
+  least Cantelli's), each at 48 chunks over every model: the worst PASS with the truth on the
+  margin, and how often equal builds PASS;
 - soak (`qualify.soak.trend.trend` and `judge_series`, the leak rule against a flat pinned with a
   budget of 8 noise SDs over the soak): trendless AR(1) windows (φ 0/0.5/0.8, 12 to 96 windows)
   called rising at α = 1 % and the coverage of the 95 % slope interval; a sawtooth (climbs 8 SD
@@ -53,7 +62,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,10 +73,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from qualify.bench.design import candidate_view
 from qualify.bench.judge import FASTER, NO_CHANGE, SLOWER, Series, evaluate, series_from
 from qualify.core.designs import block_order, williams_rows
-from qualify.numerics.bootstrap import RatioOfSums, bca_bound
-from qualify.numerics.bounds import mean_bound, with_exact
-from qualify.numerics.judge import DEFAULT_NI_MARGIN, noninferiority_delta
-from qualify.numerics.noninferiority import decide, margin_tests
+from qualify.numerics.bootstrap import BootstrapBound, RatioOfSums, Side, bca_bound
+from qualify.numerics.bounds import cantelli_guarded, mean_bound, with_exact
+from qualify.numerics.judge import DEFAULT_NI_MARGIN, Settings, noninferiority_delta
+from qualify.numerics.kind import KIND
+from qualify.numerics.looks import planned_looks, sequential
+from qualify.numerics.noninferiority import MeanBound, decide, margin_tests
 from qualify.soak.check import _unbounded
 from qualify.soak.trend import LEAK, MEMORY_RULES, judge_series, trend
 from qualify.stats import abtests
@@ -391,24 +402,33 @@ def ni_outcome(
     return decide(tests), former, b.bound - b.estimate, bca.bound - bca.estimate
 
 
+def coverage(
+    rng: np.random.Generator, sigma: float, chunks: int, sets: int, resamples: int
+) -> tuple[float, float]:
+    """How often the judged 95 % upper bound on a mean (`mean_bound`: BCa, at least Cantelli's)
+    and BCa alone cover the truth, for lognormal chunk means of shape σ."""
+    covered = bca_covered = 0
+    for k in range(sets):
+        ratio = RatioOfSums(lognormal_mean(rng, sigma, 1.0, chunks) * 512, np.full(chunks, 512.0))
+        bca = bca_bound(ratio, chunks, side="upper", seed=k, n_resamples=resamples)
+        covered += cantelli_guarded(bca, ratio).bound >= 1
+        bca_covered += bca.bound >= 1
+    return covered / sets, bca_covered / sets
+
+
 def numerics(runs: int, resamples: int = 2000) -> list[Cell]:
     cells: list[Cell] = []
     rng = np.random.default_rng(20261202)
-    for chunks in (32, 100):
+    sets = 5 * runs  # coverage near 0.95 needs a finer estimate than the rates below
+    for sigma in (1.0, 1.5):  # below the stage's smallest chunk count: why it is not smaller
+        covered, _ = coverage(rng, sigma, 32, sets, resamples)
+        cells.append(info("numerics below min_chunks", f"mean bound coverage, 32 chunks, σ {sigma}", covered))
+    for chunks in (MIN_CHUNKS, 100):
         for sigma in (0.3, 0.6, 1.0, 1.5):
-            covered = bca_covered = 0
-            for k in range(runs):
-                means = lognormal_mean(rng, sigma, 1.0, chunks)
-                ratio = RatioOfSums(means * 512, np.full(chunks, 512.0))
-                covered += mean_bound(ratio, chunks, side="upper", seed=k, n_resamples=resamples).bound >= 1
-                bca_covered += (
-                    bca_bound(ratio, chunks, side="upper", seed=k, n_resamples=resamples).bound >= 1
-                )
+            covered, bca_covered = coverage(rng, sigma, chunks, sets, resamples)
             label = f"mean bound coverage, {chunks} chunks, lognormal σ {sigma}"
-            cells.append(Cell("numerics mean bound", label, covered / runs, 0.95, runs, coverage=True))
-            cells.append(
-                info("numerics BCa alone", f"  BCa alone, {chunks} chunks, σ {sigma}", bca_covered / runs)
-            )
+            cells.append(Cell("numerics mean bound", label, covered, 0.95, sets, coverage=True))
+            cells.append(info("numerics BCa alone", f"  BCa alone, {chunks} chunks, σ {sigma}", bca_covered))
         for model in NI_MODELS:
             for excess, what in (
                 (DEFAULT_NI_MARGIN, "on the margin"),
@@ -453,6 +473,139 @@ def numerics(runs: int, resamples: int = 2000) -> list[Cell]:
             covered += b.bound >= rate * 1e5
         label = f"rare flips (1.2 expected) coverage, {chunks} chunks"
         cells.append(Cell("numerics rare flips", label, covered / runs, 0.95, runs, coverage=True))
+    return cells
+
+
+MIN_CHUNKS = int(KIND.param("min_chunks").default)
+LOOKS = planned_looks(MIN_CHUNKS, 3, 4 * MIN_CHUNKS)  # 48, 96, 192
+
+
+def ni_looks(
+    pinned: np.ndarray, candidate: np.ndarray, seed: int, resamples: int, bound: MeanBound = mean_bound
+) -> tuple[str, int]:
+    """(verdict, chunks scored) as the stage's looks decide (`qualify.numerics.looks.sequential`,
+    the margin inside the test at each look's share of α): chunks beyond the deciding look are
+    never scored."""
+    sizes = np.full(len(pinned), 512.0)
+    d = (candidate - (1 + DEFAULT_NI_MARGIN) * pinned) * 512
+
+    plan = Settings(MIN_CHUNKS, resamples, seed, 1 - ALPHA, 0.1, looks=len(LOOKS))
+
+    def at(n: int, confidence: float) -> str:
+        s = plan.at_look(LOOKS, n, confidence)
+        sums = {"margin": ("", d[:n])}
+        tests = margin_tests(
+            sums, sizes[:n], confidence=s.confidence, n_resamples=resamples, seed=seed, bound=bound,
+            guard_confidence=s.guard_confidence, stretch=s.stretch,
+        )  # fmt: skip
+        return decide(tests)
+
+    stop = sequential(LOOKS, len(d), 1 - ALPHA, at, lambda verdict: verdict != "INCONCLUSIVE")
+    return stop.outcome, stop.chunks
+
+
+def numerics_looks(runs: int, resamples: int = 2000) -> list[Cell]:
+    """Non-inferiority in looks at 48, 96 and 192 chunks, α/3 at each: wrong PASS and FAIL rates,
+    how often equal builds pass, how soon a clear regression (twice the margin) fails, and the
+    chunks scored per decision."""
+    cells: list[Cell] = []
+    rng = np.random.default_rng(20261205)
+    total = LOOKS[-1]
+    for model in NI_MODELS:
+        for excess, what in (
+            (DEFAULT_NI_MARGIN, "truth on the margin: PASS"),
+            (0.0, "candidate = pinned: FAIL"),
+            (3 * DEFAULT_NI_MARGIN, "candidate 30 % worse: FAIL"),
+        ):
+            outcomes = [ni_looks(*ni_chunks(rng, model, total, excess), k, resamples) for k in range(runs)]
+            verdicts = [v for v, _ in outcomes]
+            chunks = float(np.mean([n for _, n in outcomes]))
+            label = f"looks {'/'.join(map(str, LOOKS))}, {model}, {what}"
+            wrong = "PASS" if excess == DEFAULT_NI_MARGIN else "FAIL"
+            if excess <= DEFAULT_NI_MARGIN:
+                cells.append(Cell("numerics looks", label, verdicts.count(wrong) / runs, ALPHA, runs))
+            else:
+                cells.append(info("numerics looks power", label, verdicts.count("FAIL") / runs))
+            if excess == 0.0:
+                cells.append(
+                    info("numerics looks power", "  candidate = pinned: PASS", verdicts.count("PASS") / runs)
+                )
+            cells.append(
+                info("numerics looks chunks", "  chunks scored per decision (mean)", chunks, count=True)
+            )
+    return cells
+
+
+def student_bound(
+    statistic: RatioOfSums, n_units: int, *, side: Side, confidence: float, **_: object
+) -> BootstrapBound:
+    """A bound a textbook would take: the estimate ± Student's t quantile × the linearised standard
+    error (`cantelli_guarded`'s, with t in place of Cantelli's factor)."""
+    from scipy import stats as st
+
+    sums, sizes = statistic.sums, statistic.sizes
+    theta = float(sums.sum() / sizes.sum())
+    se = float(((sums - theta * sizes) / sizes.mean()).std(ddof=1)) / math.sqrt(n_units)
+    t = float(st.t.ppf(confidence, n_units - 1)) * se
+    shape = bca_bound(statistic, n_units, side=side, confidence=confidence, n_resamples=100)
+    return replace(shape, estimate=theta, bound=theta + t if side == "upper" else theta - t)
+
+
+def bca_alone(statistic: RatioOfSums, n_units: int, **kwargs: object) -> BootstrapBound:
+    """BCa with no guard."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("guard_confidence", "stretch")}
+    return bca_bound(statistic, n_units, **kwargs)  # type: ignore[arg-type]
+
+
+BOUNDS: dict[str, MeanBound] = {
+    "Student t": student_bound,
+    "BCa alone": bca_alone,
+    "BCa, at least Cantelli (judged)": mean_bound,
+}
+
+
+def numerics_bounds(runs: int, resamples: int = 2000) -> list[Cell]:
+    """Which bound non-inferiority judges: for each candidate bound, at the stage's smallest chunk
+    count, the worst PASS with the truth on the margin over every chunk model, and how often two
+    equal builds pass (near-normal chunks, and the median over the models)."""
+    cells: list[Cell] = []
+    for name, bound in BOUNDS.items():
+        rng = np.random.default_rng(20261206)
+        on_margin: dict[str, float] = {}
+        equal: dict[str, float] = {}
+        for model in NI_MODELS:
+            for excess, into in ((DEFAULT_NI_MARGIN, on_margin), (0.0, equal)):
+                passed = 0
+                for k in range(runs):
+                    pinned, candidate = ni_chunks(rng, model, MIN_CHUNKS, excess)
+                    d = (candidate - (1 + DEFAULT_NI_MARGIN) * pinned) * 512
+                    tests = margin_tests(
+                        {"margin": ("", d)},
+                        np.full(MIN_CHUNKS, 512.0),
+                        n_resamples=resamples,
+                        seed=k,
+                        bound=bound,
+                    )
+                    passed += decide(tests) == "PASS"
+                into[model] = passed / runs
+        worst_model = max(on_margin, key=lambda m: on_margin[m])
+        cells.append(
+            info(
+                "numerics bound choice",
+                f"{name}: worst PASS on the margin ({worst_model})",
+                on_margin[worst_model],
+            )
+        )
+        cells.append(
+            info("numerics bound choice", f"  {name}: equal builds PASS, near-normal", equal["near-normal"])
+        )
+        cells.append(
+            info(
+                "numerics bound choice",
+                f"  {name}: equal builds PASS, median model",
+                float(np.median(list(equal.values()))),
+            )
+        )
     return cells
 
 
@@ -592,6 +745,8 @@ SECTIONS: dict[str, Callable[[int], list[Cell]]] = {
     "bench-sets": bench_sets,
     "no-change": no_change,
     "numerics": numerics,
+    "numerics-looks": numerics_looks,
+    "numerics-bounds": numerics_bounds,
     "soak": soak,
     "soak-bound": soak_bound,
 }

@@ -90,21 +90,12 @@ def _shift(test: Series, n: int, level: float) -> tuple[abtests.ShiftTest | None
     return abtests.mann_whitney(before, after, level), False
 
 
-def look_points(planned: Sequence[int], completed: int) -> list[int]:
-    """The looks that happened: the planned ones reached, plus a last look at `completed` when
-    the schedule stopped early (time budget, crash); that look spends the next look's α."""
-    points = [n for n in planned if n <= completed]
-    if completed > 0 and completed not in points and len(points) < len(planned):
-        points.append(completed)
-    return points
-
-
 def evaluate(tests: Sequence[Series], planned: Sequence[int], alpha: float, margin: float) -> list[Outcome]:
     """Findings at each look, Holm across tests within a look, α split evenly over the planned
     looks. A test keeps the first decisive finding it reaches (FASTER, SLOWER, NO CHANGE); a test
     never decided is INCONCLUSIVE at the last look."""
     completed = max((len(t.pairs) for t in tests), default=0)
-    points = look_points(planned, completed)
+    points = abtests.look_points(planned, completed)
     alphas = abtests.look_alphas(alpha, max(len(planned), 1))
     final: dict[str, Outcome] = {}
     decided: set[str] = set()

@@ -67,7 +67,9 @@ def with_exact(
     return replace(bound, bound=worse, method="BCa+exact", exact=(family, events, trials, scale))
 
 
-def cantelli_guarded(bound: BootstrapBound, statistic: RatioOfSums) -> BootstrapBound:
+def cantelli_guarded(
+    bound: BootstrapBound, statistic: RatioOfSums, *, confidence: float | None = None, stretch: float = 1.0
+) -> BootstrapBound:
     """`bound`, made at least as conservative as Cantelli's one-sided inequality, always.
 
     Cantelli: P(θ̂ − θ ≤ −k·se) ≤ 1/(1 + k²) for any distribution with that standard error, so
@@ -80,7 +82,13 @@ def cantelli_guarded(bound: BootstrapBound, statistic: RatioOfSums) -> Bootstrap
     that has not yet drawn the tail does not look skewed, so the guard now hinges on no sample
     statistic. Its cost: the bound is 2.6× as far from the estimate as BCa's on near-normal
     chunks, 2.3–3.0× on heavy-tailed ones, so non-inferiority needs more chunks to pass
-    (`benchmarks/calibration.py` prints both). The sample skewness is kept in `guard`."""
+    (`benchmarks/calibration.py` prints both). The sample skewness is kept in `guard`.
+
+    In looks (`qualify.numerics.looks`), `stretch` = √(N/n) at a look of n chunks of N planned
+    makes it hold at every look at once: by the one-sided Kolmogorov–Cantelli maximal
+    inequality, P(max over n ≤ N of the centred sum of n chunks ≥ ε) ≤ σ²N/(σ²N + ε²), so with
+    ε = k·σ·√N the bound at each look is θ̂ + k·se·√(N/n) at `confidence` (the plan's, not
+    split over the looks) and the last look's is the single look's."""
     sums, sizes = statistic.sums, statistic.sizes
     c = len(sums)
     if c < 3 or sizes.sum() <= 0:
@@ -91,8 +99,8 @@ def cantelli_guarded(bound: BootstrapBound, statistic: RatioOfSums) -> Bootstrap
     if sd == 0:
         return bound
     skew = float(c / ((c - 1) * (c - 2)) * (((r - r.mean()) / sd) ** 3).sum())
-    se = statistic.scale * sd / math.sqrt(c)
-    k = math.sqrt(1 / (1 - bound.confidence) - 1)
+    se = statistic.scale * sd / math.sqrt(c) * stretch
+    k = math.sqrt(1 / (1 - (confidence or bound.confidence)) - 1)
     cantelli = bound.estimate + k * se if bound.side == "upper" else bound.estimate - k * se
     worse = max(bound.bound, cantelli) if bound.side == "upper" else min(bound.bound, cantelli)
     return replace(bound, bound=worse, method="BCa+Cantelli", guard=(skew, se))
@@ -107,12 +115,15 @@ def mean_bound(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     name: str = "",
+    guard_confidence: float | None = None,
+    stretch: float = 1.0,
 ) -> BootstrapBound:
-    """The bound judged on a per-token mean: BCa over chunks, at least as wide as Cantelli's."""
+    """The bound judged on a per-token mean: BCa over chunks at `confidence`, at least as wide as
+    Cantelli's at `guard_confidence` (default: the same), stretched for looks (`cantelli_guarded`)."""
     bound = bca_bound(
         statistic, n_units, side=side, confidence=confidence, n_resamples=n_resamples, seed=seed, name=name
     )
-    return cantelli_guarded(bound, statistic)
+    return cantelli_guarded(bound, statistic, confidence=guard_confidence, stretch=stretch)
 
 
 def _ratio(stats: TokenStats, values: npt.ArrayLike, scale: float = 1.0) -> RatioOfSums:
@@ -127,6 +138,8 @@ def judged_bounds(
     confidence: float = DEFAULT_CONFIDENCE,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    guard_confidence: float | None = None,
+    stretch: float = 1.0,
 ) -> dict[str, BootstrapBound]:
     """Bounds on ``role`` against the reference, named like the limits they are judged by:
     mean_kld, p99_kld, abs_dppl_pct, confident_flips (per 100 000 tokens): upper;
@@ -155,7 +168,7 @@ def judged_bounds(
     for name in ("mean_kld", "top1_agreement"):
         ratio = statistics[name][0]
         assert isinstance(ratio, RatioOfSums)
-        bounds[name] = cantelli_guarded(bounds[name], ratio)
+        bounds[name] = cantelli_guarded(bounds[name], ratio, confidence=guard_confidence, stretch=stretch)
     tokens = int(stats.chunk_sizes().sum())
     flips = int(stats.confident_flips(role, margin).sum())
     agree = int(stats.top1_agreement(role).sum())

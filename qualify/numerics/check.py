@@ -18,9 +18,11 @@ from qualify.core.context import CheckContext
 from qualify.core.progress import Progress
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
-from qualify.numerics.judge import FLOOR_ROLE, Settings, judge_stats
+from qualify.numerics.judge import FLOOR_ROLE, Settings, decided, judge_in_looks, judge_stats
 from qualify.numerics.kind import DEFAULT_CACHE
+from qualify.numerics.looks import look_confidence, planned_looks
 from qualify.numerics.measuring import Measuring, one_path
+from qualify.numerics.sharedpass import SHARED, member_stats
 from qualify.numerics.store import (
     check_free_space,
     disk_plan,
@@ -78,7 +80,8 @@ def measure(ctx: CheckContext) -> None:
     stats: TokenStats | None = None
     if streamed:
         run("reference")
-        stats = score_together(state, planned[1:])
+        looks = _plan_looks(state)
+        stats = score_together(state, planned[1:], looks, _stop_when_decided(ctx, looks))
     else:
         stats = _one_after_another(state, planned, candidates, run)
     if stats is not None:
@@ -95,6 +98,8 @@ def _one_after_another(
     pinned = "pinned" in planned
     for role in planned[: len(planned) - len(candidates)]:
         run(role)
+        if role == "reference":
+            _plan_looks(state)
     stats: TokenStats | None = None
     if floor:
         pairs = [("reference", "pinned"), ("reference", FLOOR_ROLE), ("pinned", FLOOR_ROLE)]
@@ -115,6 +120,34 @@ def _one_after_another(
             stats = merge_stats(stats, got) if stats is not None else got
     state.discard("pinned")
     return stats
+
+
+def _plan_looks(state: Measuring) -> tuple[int, ...]:
+    """The chunk counts at which the judgement looks (`qualify.numerics.looks`), from the
+    reference's corpus; recorded for the judge, which replays them."""
+    reference = state.streams.get("reference")
+    if reference is None:
+        return ()
+    settings = Settings.of(state.ctx.spec.params)
+    looks = planned_looks(settings.min_chunks, settings.looks, reference.n_chunk)
+    state.record["looks"] = {"planned": list(looks)}
+    return looks
+
+
+def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[TokenStats], bool]:
+    """At a look: whether every candidate scored in the pass (a run set's members, each as its
+    own judge would see it) is decided, so that the rest of the corpus need not be scored."""
+    settings = Settings.of(ctx.spec.params)
+    level = look_confidence(settings.confidence, len(looks))
+
+    def stop(stats: TokenStats) -> bool:
+        at = settings.at_look(looks, stats.n_chunks, level)
+        members = [r for r in stats.roles if r not in SHARED]
+        return bool(members) and all(
+            decided(judge_stats(member_stats(stats, m), ctx.spec.limits, at)) for m in members
+        )
+
+    return stop
 
 
 def _cache_dir(ctx: CheckContext) -> str | None:
@@ -153,19 +186,15 @@ def judge(saved: SavedCheck) -> Judgement:
     charts: tuple[Any, ...] = ()
     facts: dict[str, Any] = {"settings": record.get("settings", {})}
     if stats is not None:
-        settings = Settings(
-            min_chunks=int(params.get("min_chunks") or 30),
-            resamples=int(params.get("resamples") or 10_000),
-            seed=int(params.get("seed") or 0),
-            confidence=float(params.get("confidence") or 0.95),
-            flip_margin=float(params["flip_margin"] if params.get("flip_margin") is not None else 0.1),
-        )
-        outcome = judge_stats(stats, saved.spec.limits, settings)
+        settings = Settings.of(params)
+        planned = record.get("looks", {}).get("planned", ())
+        stop = judge_in_looks(stats, saved.spec.limits, settings, planned)
+        outcome, at = stop.outcome, settings.at_look(stop.planned, stop.chunks, stop.confidence)
         findings.extend(outcome.findings)
         judged = outcome.judged
-        facts = {**facts, **outcome.facts}
-        tables = stats_tables(stats, outcome, saved.spec.limits, settings)
-        charts = stats_charts(stats, outcome, saved.spec.limits)
+        facts = {**facts, **outcome.facts, "looks": stop.facts()}
+        tables = stats_tables(stats.prefix(stop.chunks), outcome, saved.spec.limits, at)
+        charts = stats_charts(stats.prefix(stop.chunks), outcome, saved.spec.limits)
     elif not findings:
         findings.append(
             Finding(Verdict.FAIL, "no per-token vectors saved: nothing was compared", "candidate")
@@ -196,5 +225,10 @@ def _summary(facts: dict[str, Any]) -> str:
         elif "bound" in ni:
             parts.append(f"θ bound {ni['bound']:.3g} vs δ {ni['delta']:.3g}")
     if facts.get("n_chunks") is not None:
-        parts.append(f"{facts['n_chunks']} chunks")
+        looks = facts.get("looks", {})
+        planned = looks.get("planned", [])
+        at = (
+            f" (look {looks['look']} of {len(planned)}, of {planned[-1]} planned)" if len(planned) > 1 else ""
+        )
+        parts.append(f"{facts['n_chunks']} chunks{at}")
     return "; ".join(parts)

@@ -11,8 +11,8 @@ at the stated confidence), both within it passes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,12 +22,14 @@ from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds
 from qualify.numerics.kind import GATES, KIND, Gate
+from qualify.numerics.looks import Stop, sequential
 from qualify.numerics.noninferiority import FLOOR_FACTOR, MarginTest, decide, margin_tests, quantities
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
 
 FLOOR_ROLE = "pinned.2"
 DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
+DEFAULTS = {p.name: p.default for p in KIND.params}
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,36 @@ class Settings:
     seed: int
     confidence: float
     flip_margin: float
+    looks: int = 1
+    #: At a look: the Cantelli guard's confidence (the plan's, while `confidence` is the look's
+    #: share of α) and its stretch √(N/n) (`qualify.numerics.bounds.cantelli_guarded`).
+    guard_confidence: float | None = None
+    stretch: float = 1.0
+
+    def at_look(self, planned: Sequence[int], chunks: int, confidence: float) -> Settings:
+        """These settings at a look of `chunks` of the `planned` ones, its bounds at
+        `confidence` (`qualify.numerics.looks.sequential` gives it)."""
+        last = planned[-1] if planned else chunks
+        return replace(
+            self,
+            confidence=confidence,
+            guard_confidence=self.confidence,
+            stretch=math.sqrt(max(last, chunks) / chunks) if chunks > 0 else 1.0,
+        )
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> Settings:
+        """The judge's settings from a check's parameters (the kind's defaults where unset)."""
+        return cls(
+            min_chunks=int(params.get("min_chunks") or DEFAULTS["min_chunks"]),
+            resamples=int(params.get("resamples") or DEFAULTS["resamples"]),
+            seed=int(params.get("seed") or 0),
+            confidence=float(params.get("confidence") or DEFAULTS["confidence"]),
+            flip_margin=float(
+                params["flip_margin"] if params.get("flip_margin") is not None else DEFAULTS["flip_margin"]
+            ),
+            looks=int(params.get("looks") or DEFAULTS["looks"]),
+        )
 
 
 def g(x: float | None) -> str:
@@ -109,6 +141,8 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
                     confidence=s.confidence,
                     n_resamples=s.resamples,
                     seed=s.seed,
+                    guard_confidence=s.guard_confidence,
+                    stretch=s.stretch,
                 )
     out.facts["bounds"] = {r: {n: b.to_dict() for n, b in bs.items()} for r, bs in bounds.items()}
     for gate in GATES:
@@ -134,6 +168,23 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
         f"{stats.n_chunks} chunks); other models or prompts may move differently"
     ]
     return out
+
+
+def decided(outcome: Outcome) -> bool:
+    """Whether a look's judgement leaves nothing INCONCLUSIVE (more chunks could not change it)."""
+    return not any(f.verdict is Verdict.INCONCLUSIVE for f in outcome.findings)
+
+
+def judge_in_looks(
+    stats: TokenStats, limits: Mapping[str, float], s: Settings, planned: Sequence[int]
+) -> Stop[Outcome]:
+    """The judgement at the first of the `planned` looks that decides (`qualify.numerics.looks`),
+    each look's bounds at its share of the error."""
+
+    def at(chunks: int, confidence: float) -> Outcome:
+        return judge_stats(stats.prefix(chunks), limits, s.at_look(planned, chunks, confidence))
+
+    return sequential(planned, stats.n_chunks, s.confidence, at, decided)
 
 
 def gate_result(gate: Gate, b: BootstrapBound, limit: float) -> str:
@@ -273,6 +324,8 @@ def _noninferiority(
         confidence=s.confidence,
         n_resamples=s.resamples,
         seed=s.seed,
+        guard_confidence=s.guard_confidence,
+        stretch=s.stretch,
     )
     kl_p, kl_c = float(kl_pinned.mean()), float(kl_candidate.mean())
     theta = float(stats.chunk_sums(kl_candidate - kl_pinned).sum() / stats.chunk_sizes().sum())

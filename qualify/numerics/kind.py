@@ -30,6 +30,12 @@ mean of D = KL_C − (1 + ρ)·KL_P per token, and with a floor the mean of KL_C
 Cantelli's). Non-inferiority is shown when some upper bound is at most 0 (each at 1 − α/k for k
 statements of the margin); inferiority when every lower bound is above 0.
 
+Looks (`qualify.numerics.looks`): the chunks are judged at `min_chunks`, twice that, … and the
+corpus' end (at most `looks` looks), and the judgement is the first look's at which nothing is
+INCONCLUSIVE; with `stream = true` the scoring stops there too and the rest of the corpus is
+never scored. α is split evenly over the planned looks: every bound at a look is at
+1 − α/looks, so stopping early never raises the rate of a wrong PASS or FAIL above α.
+
 `max_abs_dppl_pct` and llama.cpp files: a target more than 16 nats below its row's maximum is
 stored at the row's floor, so its NLL (and any PPL) is only a lower bound. |ΔPPL %| is therefore
 judged over the tokens whose target is above the floor in both the reference and the judged role
@@ -42,8 +48,8 @@ Verdict:
 - FAIL: the candidate's run failed or left an unreadable artifact; the roles scored different
   tokens (the first mismatch is named); no token compared; NaN/Inf in the candidate; a limit's
   estimate beyond it; inferiority to pinned shown (every lower bound above 0).
-- INCONCLUSIVE: fewer than `min_chunks` chunks (30); an estimate within its limit whose bound is
-  not; neither non-inferiority nor inferiority shown.
+- INCONCLUSIVE: fewer than `min_chunks` chunks (48); an estimate within its limit whose bound is
+  not; neither non-inferiority nor inferiority shown, at the last look.
 - WARN: the pinned build itself beyond a limit (the limit is tighter than the baseline); KL from
   top-K rows (a lower bound); no floor measured.
 - PASS otherwise.
@@ -134,9 +140,19 @@ KIND = CheckKind(
         Param(
             "min_chunks",
             "integer",
-            30,
-            help="fewer scored chunks is INCONCLUSIVE (a bootstrap needs at least 2 to resample)",
+            48,
+            help="fewer scored chunks is INCONCLUSIVE: below 48 the 95 % bound on a mean of "
+            "heavy-tailed chunks covers less than 95 %; the first look is here",
             allowed=at_least(2),
+        ),
+        Param(
+            "looks",
+            "integer",
+            4,
+            help="planned looks at most: at min_chunks, twice it, … and the corpus' end; the "
+            "judgement (and with `stream`, the scoring) stops at the first that decides, each "
+            "look's bounds at 1 − α/K for the K looks planned",
+            allowed=at_least(1),
         ),
         Param("resamples", "integer", 10_000, help="bootstrap resamples", allowed=at_least(100)),
         Param("seed", "integer", 0, help="bootstrap seed", allowed=NON_NEGATIVE),

@@ -27,7 +27,7 @@ as Cantelli's) on both sides. The verdict (`decide`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ import numpy.typing as npt
 from qualify.numerics.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, BootstrapBound, RatioOfSums
 from qualify.numerics.bounds import mean_bound
 
+MeanBound = Callable[..., BootstrapBound]
 FLOOR_FACTOR = 3.0  # δ is at least 3 × the pinned arm's run-to-run floor
 F64 = npt.NDArray[np.float64]
 
@@ -86,26 +87,36 @@ def margin_tests(
     confidence: float = DEFAULT_CONFIDENCE,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    bound: MeanBound = mean_bound,
+    guard_confidence: float | None = None,
+    stretch: float = 1.0,
 ) -> tuple[MarginTest, ...]:
     """Both bounds on each quantity's mean, from its per-chunk sums (`sums`: name -> (what,
-    sums)) and the chunks' token counts; the upper ones at 1 − α/k for k quantities."""
+    sums)) and the chunks' token counts; the upper ones at 1 − α/k for k quantities. At a look
+    (`qualify.numerics.looks`) `confidence` is the look's share and the Cantelli guard is at
+    `guard_confidence`, stretched by `stretch` (`qualify.numerics.bounds.cantelli_guarded`).
+    `bound` is the judged one; `benchmarks/calibration.py` passes others to show why."""
     alpha = 1 - confidence
     upper_confidence = 1 - alpha / len(sums)
+    guard = confidence if guard_confidence is None else guard_confidence
+    guards = {"upper": 1 - (1 - guard) / len(sums), "lower": guard}
     tests = []
     for name, (what, chunk_sums) in sums.items():
         ratio = RatioOfSums(np.asarray(chunk_sums, dtype=np.float64), np.asarray(sizes, dtype=np.float64))
         n, label = len(chunk_sums), f"noninferiority {name}"
-        upper = mean_bound(
-            ratio,
-            n,
-            side="upper",
-            confidence=upper_confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            name=label,
-        )
-        lower = mean_bound(
-            ratio, n, side="lower", confidence=confidence, n_resamples=n_resamples, seed=seed, name=label
+        upper, lower = (
+            bound(
+                ratio,
+                n,
+                side=side,
+                confidence=upper_confidence if side == "upper" else confidence,
+                n_resamples=n_resamples,
+                seed=seed,
+                name=label,
+                guard_confidence=guards[side],
+                stretch=stretch,
+            )
+            for side in ("upper", "lower")
         )
         tests.append(MarginTest(name, what, upper, lower))
     return tuple(tests)

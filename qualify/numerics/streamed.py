@@ -17,6 +17,7 @@ role (the one whose stream the reader was reading) and the offset.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,17 +66,26 @@ class Pass:
     finished: dict[str, process.Completed] = field(default_factory=dict)
     streams: dict[str, LogprobStream] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
+    #: The chunks read when a look decided and the writers were ended (None: read to the end).
+    stopped: int | None = None
 
 
-def score_together(state: Measuring, roles: list[str]) -> TokenStats | None:
-    """Score `roles` at once through pipes and reduce them with the reference's stream."""
+def score_together(
+    state: Measuring,
+    roles: list[str],
+    looks: Sequence[int] = (),
+    stop: Callable[[TokenStats], bool] | None = None,
+) -> TokenStats | None:
+    """Score `roles` at once through pipes and reduce them with the reference's stream; at each
+    of `looks` the vectors so far go to `stop`, and when it says the look decided, every writer
+    is ended and the rest of the corpus is not scored (`qualify.numerics.looks`)."""
     if "reference" not in state.streams:
         return None  # the reference failed: the roles are not worth scoring
     started = time.monotonic()
     scorings = _prepare(state, roles)
     if scorings is None:
         return None
-    done = _run_pass(state, scorings)
+    done = _run_pass(state, scorings, looks, stop)
     for scoring in scorings:
         _save(state, scoring, done)
     return _recorded(state, roles, done, time.monotonic() - started)
@@ -111,7 +121,12 @@ def _prepare(state: Measuring, roles: list[str]) -> list[Scoring] | None:
     return scorings
 
 
-def _run_pass(state: Measuring, scorings: list[Scoring]) -> Pass:
+def _run_pass(
+    state: Measuring,
+    scorings: list[Scoring],
+    looks: Sequence[int],
+    stop: Callable[[TokenStats], bool] | None,
+) -> Pass:
     """Start every scoring command and reduce their pipes with the reference's stream in one
     pass; a stream that stops the pass ends every writer still running."""
     ctx = state.ctx
@@ -141,7 +156,12 @@ def _run_pass(state: Measuring, scorings: list[Scoring]) -> Pass:
                 except LogprobFileError as exc:
                     raise RoleStreamError(s.role, exc) from exc
             ctx.progress(f"per-token statistics of {', '.join(done.streams)}, as they are scored")
-            done.stats = token_stats(done.streams, pairs=pairs_for(roles), kl_floor=LLAMA_KL_FLOOR)
+            done.stats = token_stats(
+                done.streams, pairs=pairs_for(roles), kl_floor=LLAMA_KL_FLOOR, looks=looks, stop=stop
+            )
+            total = state.streams["reference"].n_chunk
+            if done.stats.n_chunks < total:
+                done.stopped = done.stats.n_chunks
         except LogprobFileError as exc:
             role = failed_role(exc)
             said = exc.message + (f" ({exc.hint})" if exc.hint else "")
@@ -150,7 +170,7 @@ def _run_pass(state: Measuring, scorings: list[Scoring]) -> Pass:
             state.record["token_mismatch"] = exc.message
         finally:
             ctx.progress(None)
-        if done.stats is None:
+        if done.stats is None or done.stopped is not None:
             # Writers blocked on a pipe nobody reads any more: end them, not wait for them.
             for job in running.values():
                 if job.alive():
@@ -171,6 +191,13 @@ def _save(state: Measuring, scoring: Scoring, done: Pass) -> None:
         seconds=round(finished.duration_s, 3),
         artifact=str(scoring.pipe),
     )
+    if done.stopped is not None and not finished.ok:
+        # qualify ended it: every chunk the judgement needed had been read from its stream.
+        m.update(
+            ok=True,
+            outcome=f"ended by qualify after {done.stopped} chunks: the look decided",
+            stopped_after_chunks=done.stopped,
+        )
     stream = done.streams.get(scoring.role)
     if stream is not None:
         m["settings"] = state.settings[scoring.role] = settings_of(
@@ -200,6 +227,8 @@ def _recorded(state: Measuring, roles: list[str], done: Pass, seconds: float) ->
             "pairs": [list(p) for p in pairs_for(roles)],
             "seconds": round(seconds, 3),
             "tokens": stats.n_tokens,
+            "chunks": stats.n_chunks,
+            "stopped_at_look": done.stopped is not None,
             "streamed": True,
             "reference_bytes": artifact_bytes(state.artifacts["reference"]),
         }

@@ -41,9 +41,9 @@ and Q's log-probs (llama-perplexity's ``--kl-divergence``, tools/perplexity/perp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -150,6 +150,25 @@ class TokenStats:
         flips: Bools = ~self.top1_agreement(role) & (self.role[self.reference].top_margin > margin)
         return flips
 
+    def prefix(self, chunks: int) -> TokenStats:
+        """The first `chunks` chunks: what a look at that many sees (`qualify.numerics.looks`)."""
+        if chunks >= self.n_chunks:
+            return self
+        end = int(self.offsets[chunks])
+
+        def cut(vectors: Any) -> Any:
+            return replace(vectors, **{f.name: getattr(vectors, f.name)[:end] for f in fields(vectors)})
+
+        return replace(
+            self,
+            chunk_index=self.chunk_index[:chunks],
+            offsets=self.offsets[: chunks + 1],
+            position=self.position[:end],
+            target=self.target[:end],
+            role={r: cut(v) for r, v in self.role.items()},
+            pair={p: cut(v) for p, v in self.pair.items()},
+        )
+
     def arrays(self) -> dict[str, npt.NDArray[Any]]:
         """Everything as named arrays (for ``np.savez``); ``from_arrays`` reads them back."""
         meta = {"reference": self.reference, "roles": list(self.roles), "n_ctx": self.n_ctx}
@@ -252,9 +271,13 @@ def token_stats(
     kl_floor: float | None = LLAMA_KL_FLOOR,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     threads: int | None = None,
+    looks: Sequence[int] = (),
+    stop: Callable[[TokenStats], bool] | None = None,
 ) -> TokenStats:
     """Per-token vectors for every role and every pair (base, other) of ``pairs``; ``threads``
-    (default: every core this process may use) reduce llama.cpp files' chunks."""
+    (default: every core this process may use) reduce llama.cpp files' chunks. After each chunk
+    count in ``looks`` the vectors so far go to ``stop``; when it answers True the reduction ends
+    there, the rest of the streams unread (`qualify.numerics.looks`)."""
     roles = tuple(streams)
     if reference not in roles:
         raise ValueError(f"no stream for the reference role {reference!r} among {roles}")
@@ -269,6 +292,25 @@ def token_stats(
     positions: list[I64] = [np.zeros(0, np.int64)]
     targets: list[I64] = [np.zeros(0, np.int64)]
     shape = (0, 0, 0)
+
+    def built() -> TokenStats:
+        sizes = [len(p) for p in positions]
+        return TokenStats(
+            reference=reference,
+            roles=roles,
+            n_ctx=shape[0],
+            first=shape[1],
+            n_vocab=shape[2],
+            kl_floor=kl_floor,
+            chunk_index=np.array(chunk_index, np.int64),
+            offsets=np.cumsum(sizes, dtype=np.int64),
+            position=np.concatenate(positions),
+            target=np.concatenate(targets),
+            role={r: RoleVectors(**_joined(parts)) for r, parts in role_parts.items()},
+            pair={p: PairVectors(**_joined(parts)) for p, parts in pair_parts.items()},
+            kld_lower_bound=dict(lower_bound),
+        )
+
     with ThreadPoolExecutor(threads, thread_name_prefix="token-stats") as pool:  # threads start on use
         for chunks in _lockstep(streams):
             _check_same(chunks, reference)
@@ -295,22 +337,9 @@ def token_stats(
                 lower_bound[(a, b)] |= not isinstance(chunks[a], DenseChunk) or not isinstance(
                     chunks[b], DenseChunk
                 )
-    sizes = [len(p) for p in positions]
-    return TokenStats(
-        reference=reference,
-        roles=roles,
-        n_ctx=shape[0],
-        first=shape[1],
-        n_vocab=shape[2],
-        kl_floor=kl_floor,
-        chunk_index=np.array(chunk_index, np.int64),
-        offsets=np.cumsum(sizes, dtype=np.int64),
-        position=np.concatenate(positions),
-        target=np.concatenate(targets),
-        role={r: RoleVectors(**_joined(parts)) for r, parts in role_parts.items()},
-        pair={p: PairVectors(**_joined(parts)) for p, parts in pair_parts.items()},
-        kld_lower_bound=lower_bound,
-    )
+            if stop is not None and len(chunk_index) in looks and stop(built()):
+                break
+    return built()
 
 
 def _parts(names: Sequence[str]) -> dict[str, list[npt.NDArray[Any]]]:

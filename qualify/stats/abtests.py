@@ -291,6 +291,15 @@ def look_alphas(alpha: float, looks: int) -> tuple[float, ...]:
     return tuple(alpha / looks for _ in range(looks))
 
 
+def look_points(planned: Sequence[int], completed: int) -> list[int]:
+    """The looks that happened: the planned ones reached, plus a last look at `completed` when
+    the data stopped early (a time budget, a crash); that look spends the next look's α."""
+    points = [n for n in planned if n <= completed]
+    if completed > 0 and completed not in points and len(points) < len(planned):
+        points.append(completed)
+    return points
+
+
 def first_holm_level(alpha: float, tests: int, looks: int) -> float:
     """The smallest level any test is held to: the first Holm step at the first look."""
     return look_alphas(alpha, looks)[0] / max(tests, 1)

@@ -15,11 +15,12 @@ from conftest import Project
 from typer.testing import CliRunner
 
 from qualify.bench import check as bench
-from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate, look_points
+from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate
 from qualify.checks.base import SavedCheck
 from qualify.cli import app
 from qualify.core.verdicts import Verdict
 from qualify.stats import abtests
+from qualify.stats.abtests import look_points
 
 
 def facts(saved: SavedCheck) -> tuple[Verdict, dict]:

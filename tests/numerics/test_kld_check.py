@@ -24,10 +24,11 @@ from qualify.core.checkspec import CheckSpec
 from qualify.numerics.check import judge
 from qualify.numerics.formats import write_logprob_dir
 from qualify.numerics.llamalogits import llama_row_width, write_llama_logits
+from qualify.numerics.store import load_stats
 from qualify.numerics.stream import log_softmax
 
 runner = CliRunner()
-N_CTX, N_VOCAB, N_CHUNK = 16, 48, 32
+N_CTX, N_VOCAB, N_CHUNK = 16, 48, 48
 N_ROWS = N_CTX - 1 - N_CTX // 2
 
 COPY = """
@@ -254,7 +255,7 @@ def test_too_few_chunks_is_inconclusive_never_pass(project, tmp_path: Path) -> N
     }
     result = _run(project, files, _stage("max_mean_kld = 1.0, noninferiority_margin = 10"))
     assert result["verdict"] == "INCONCLUSIVE"
-    assert "5 chunks scored, fewer than min_chunks 30" in result["reason"]
+    assert "5 chunks scored, fewer than min_chunks 48" in result["reason"]
 
 
 def test_not_enough_disk_is_an_error_with_the_figure_needed(project, arms) -> None:
@@ -292,7 +293,7 @@ def test_reference_is_cached_across_runs_and_keep_keeps_artifacts(project, arms,
 def test_judge_is_pure_and_rejudges_with_new_limits(project, arms) -> None:
     files = dict(arms["files"])
     files["cand"] = _llama(arms["dir"] / "good.kld", arms["tokens"], arms["ref"] + _noise(3, 0.05))
-    # 224 tokens in 32 chunks: two equally good builds show non-inferiority within half of
+    # 336 tokens in 48 chunks: two equally good builds show non-inferiority within half of
     # pinned's KL, not within the default tenth (the guarded bound is about 4.4 se from θ̂).
     result = _run(project, files, _stage("max_mean_kld = 1.0, noninferiority_margin = 0.5"))
     assert result["verdict"] == "PASS", result["reason"]
@@ -360,7 +361,7 @@ def test_a_writer_dying_mid_stream_is_an_error_naming_role_and_offset(project, a
     assert result["verdict"] == "FAIL" and any(f["role"] == "candidate" for f in failed), messages
     if stop:
         assert (
-            f"candidate: {folder}/candidate/output: the writer stopped at offset {stop}, in chunk 1 of 32"
+            f"candidate: {folder}/candidate/output: the writer stopped at offset {stop}, in chunk 1 of {N_CHUNK}"
             in messages
         )
     else:
@@ -453,3 +454,72 @@ def test_a_reference_identical_to_pinned_is_named_as_the_reason_delta_is_zero(pr
     assert result["verdict"] == "FAIL" and any("not non-inferior" in m for m in _findings(result, "FAIL"))
     [warned] = [f for f in result["findings"] if f["verdict"] == "WARN"]
     assert warned["role"] == "reference" and "exactly as pinned" in warned["message"]
+
+
+def _corpus(tmp_path: Path, chunks: int, candidate_sigma: float) -> dict[str, Path]:
+    """A longer text than the fixture's: reference, pinned (σ 0.05 from it), its rerun and a
+    candidate `candidate_sigma` from the reference, as llama.cpp files."""
+    rng = np.random.default_rng(11)
+    tokens = _tokens(rng, chunks)
+    ref = _logits(1, chunks)
+    pinned = ref + _noise(2, 0.05, chunks)
+    files = {
+        "reference": _llama(tmp_path / "ref.kld", tokens, ref),
+        "pinned": _llama(tmp_path / "pinned.kld", tokens, pinned),
+        "cand": _llama(tmp_path / "cand.kld", tokens, ref + _noise(3, candidate_sigma, chunks)),
+    }
+    # A rerun a hundredth of pinned's KL away: 3 × that floor stays inside the margin of 0.5.
+    _llama(tmp_path / "pinned.kld.2", tokens, pinned + _noise(4, 0.005, chunks))
+    return files
+
+
+LOOSE = (
+    "max_mean_kld = 1.0, max_p99_kld = 10.0, min_top1_agreement = 0.5, max_abs_dppl_pct = 50.0, "
+    "max_confident_flips = 100000, noninferiority_margin = 0.5"
+)
+
+
+def test_a_look_that_decides_ends_the_scoring_and_a_rejudge_finds_it_again(project, tmp_path: Path) -> None:
+    """200 chunks, looks planned at 48, 96, 192 and 200. A candidate as close to the reference
+    as pinned is decided before the corpus ends: streamed, the writers are ended at that look
+    and the saved vectors stop there; scored to files, every chunk is scored and the judge
+    stops at the same look. A rejudge of either walks to the same look."""
+    files = _corpus(tmp_path, 200, 0.05)
+    p = _project(project, files)
+    streamed = _run(p, files, _stage(LOOSE, stream=True), runs=tmp_path / "streamed")
+    on_disk = _run(p, files, _stage(LOOSE), runs=tmp_path / "on-disk")
+    assert streamed["verdict"] == on_disk["verdict"] == "PASS", streamed["findings"]
+    looks = streamed["facts"]["looks"]
+    assert looks == on_disk["facts"]["looks"] and looks["planned"] == [48, 96, 192, 200]
+    assert looks["chunks"] < 200 and looks["confidence"] == pytest.approx(1 - 0.05 / 4)
+    assert f"{looks['chunks']} chunks (look {looks['look']} of 4" in streamed["reason"]
+    [scored] = json.loads((Path(streamed["folder"]) / "numerics.json").read_text())["passes"]
+    assert scored["chunks"] == looks["chunks"] and scored["stopped_at_look"]
+    on_disk_passes = json.loads((Path(on_disk["folder"]) / "numerics.json").read_text())["passes"]
+    assert {p["tokens"] for p in on_disk_passes} == {200 * N_ROWS}
+    for role in ("pinned", "pinned.2", "candidate"):
+        m = json.loads((Path(streamed["folder"]) / role / "measurement.json").read_text())
+        assert m["ok"] and m.get("stopped_after_chunks") in (None, looks["chunks"]), m
+    saved = load_stats(Path(streamed["folder"]))
+    assert saved is not None and saved.n_chunks == looks["chunks"]
+    for result in (streamed, on_disk):
+        spec = CheckSpec(**{**result["spec"], "roles": tuple(result["spec"]["roles"]), "timeout_s": None})
+        again = judge(SavedCheck(Path(result["folder"]), spec, spec.roles))
+        assert again.verdict.value == "PASS" and again.facts["looks"] == looks
+
+
+def test_a_candidate_on_the_margin_is_scored_to_the_end_and_judged_at_the_last_look(
+    project, tmp_path: Path
+) -> None:
+    """KL scales with the noise's square: a candidate at σ 0.05·√1.5 sits on the margin of 0.5,
+    so no look decides and the whole corpus is scored."""
+    files = _corpus(tmp_path, 200, 0.05 * 1.5**0.5)
+    p = _project(project, files)
+    streamed = _run(p, files, _stage(LOOSE, stream=True), runs=tmp_path / "streamed")
+    assert streamed["verdict"] == "INCONCLUSIVE", streamed["findings"]
+    looks = streamed["facts"]["looks"]
+    assert looks["look"] == 4 and looks["chunks"] == 200 and streamed["facts"]["n_chunks"] == 200
+    [scored] = json.loads((Path(streamed["folder"]) / "numerics.json").read_text())["passes"]
+    assert scored["chunks"] == 200 and not scored["stopped_at_look"]
+    m = json.loads((Path(streamed["folder"]) / "candidate" / "measurement.json").read_text())
+    assert m["ok"] and "stopped_after_chunks" not in m
