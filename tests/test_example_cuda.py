@@ -79,9 +79,11 @@ def flake_hashes() -> dict[str, str]:
 
 
 def test_flake_pins_the_trees_the_toolchain_script_makes() -> None:
-    toolchains = load_toolchains().TOOLCHAINS
+    module = load_toolchains()
+    toolchains = module.TOOLCHAINS
     pinned = flake_hashes()
-    assert set(pinned) == {"llama-cpp-src-0.3.36", "cuda_nvcc-13.0.88", "cuda_nvcc-13.5.37"}
+    assert set(pinned) == {"llama-cpp-src-0.3.36", *(f"cuda_nvcc-{v}" for v in module.SERIES)}
+    assert set(toolchains) == set(module.SERIES) and {"13.0.88", "13.5.37"} <= set(module.SERIES)
     for version, toolchain in toolchains.items():
         assert pinned[f"cuda_nvcc-{version}"] == toolchain.nar_sha256, version
 

@@ -8,6 +8,12 @@
 # pattern). The derivation is named `cuda_nvcc-VERSION`, so the build stage names CUDA's version
 # in each closure and its mixed-toolchain gate applies.
 #
+# For a bisect between the two, every nvcc release from 13.0.48 to 13.5.37 is a tree too
+# (`cuda-13_0_48` ... `cuda-13_5_37`; `setup.sh --series` adds them), and `slice-13_0_48` ...
+# `slice-13_5_37` compile by each the few ggml-cuda sources that hold the kernels 13.5.37 changes
+# for the worse: cubins and ptxas reports for a compile stage's kernel-resources check, about 3
+# CPU minutes a release.
+#
 # cuBLAS and the driver's libcuda are the host's (found at build time, recorded in
 # share/host-cuda.txt): they are libraries, not the compiler, and both arms link the same ones,
 # so they cannot explain a difference between the arms. This is impure, which Debian's nix (no
@@ -52,6 +58,98 @@
         name = "cuda_nvcc-13.5.37";
         hash = "028zn6h7dwzs0vnhpcfmyxxvq0w182s49lzpzky3dlfibrvdx56d";
       };
+
+      # Every nvcc release from 13.0.48 to 13.5.37, oldest first (cuda_toolchain.py's SERIES and
+      # its pins): the steps a bisect between the two arms walks. `setup.sh --series` adds them.
+      series = [
+        (fixedTree {
+          name = "cuda_nvcc-13.0.48";
+          hash = "1nsc7d69f044v6gk8bhwyvnsr8b5xcdm2agj1vvqphm2j61gc3zk";
+        })
+        cuda130
+        (fixedTree {
+          name = "cuda_nvcc-13.1.80";
+          hash = "17aibj6icv22g7kmvhyijwl81x0f20dl14d10js5qkdim3dn1w8d";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.1.115";
+          hash = "0hbsdbgkw5j7ylzh9kznfnrvdbahvmc7fp24q4rlm91zqiksw327";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.2.51";
+          hash = "0bzww5qpfzk3baj2z803xplsvlw7hajk795z8fxpg0snv5pn2m1z";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.2.78";
+          hash = "0wwavlg67paka798qdlnx9apjcwwhdwwklqvh366ngrk2iw8qh8h";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.2.86";
+          hash = "130jaqzbd6srm7nsygr1h73xl9fqjmlbcv1csq7lnvcfh9h6kk36";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.3.33";
+          hash = "1q5lvln80frg598k184h55kag09y4gwj764yrc3rqh0gj40v0av1";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.3.73";
+          hash = "19yhz9wpmgcmkjp22ip4xwlri49b3r6isl8xnbi329cvlbhzvzjr";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.4.59";
+          hash = "1f158d1rmppdkmra4zby4acjb1la6h03fnwskkzfv7rp7b835gmz";
+        })
+        (fixedTree {
+          name = "cuda_nvcc-13.4.92";
+          hash = "1ycaj52nz5paw44d93wrqqa0hzmq9q2h9hmhb40j39p1dxwgckd5";
+        })
+        cuda135
+      ];
+      # "13.0.88" -> "13_0_88", for output names
+      tag = tree: builtins.replaceStrings [ "." ] [ "_" ] (builtins.parseDrvName tree.name).version;
+
+      # The translation units of ggml-cuda that hold the kernels 13.5.37 changes for the worse
+      # (README, "Kernels"), longest compile first: all 16 that spill more (15 flash_attn_ext_f16
+      # at head size 512 or 576, in the MMA instances of their ncols1 x ncols2, and the Q2_K
+      # mul_mat_q) and 20 of the 48 that lose occupancy (flash_attn_ext_vec at head size 64 for
+      # Q4_0 and Q8_0, mul_mat_f for 4 columns, lightning_indexer, pool2d): 476 kernels, each with
+      # the recorded H200 build's figures at both ends. 184 s of CPU with 13.0.88, 209 s with
+      # 13.5.37.
+      sliceSources = [
+        "template-instances/mmq-instance-q2_k.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_8-ncols2_8.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_16-ncols2_4.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_32-ncols2_2.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_8-ncols2_4.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_4-ncols2_4.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_1-ncols2_16.cu"
+        "template-instances/fattn-vec-instance-q4_0-q4_0.cu"
+        "template-instances/fattn-vec-instance-q8_0-q8_0.cu"
+        "template-instances/mmf-instance-ncols_4.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_2-ncols2_32.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_1-ncols2_32.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_4-ncols2_16.cu"
+        "template-instances/fattn-mma-f16-instance-ncols1_2-ncols2_16.cu"
+        "lightning-indexer.cu"
+        "pool2d.cu"
+      ];
+      # One toolchain's cubins of those sources for sm_90, each with its ptxas -v report:
+      # lib/<stem>.cubin, share/<stem>.log, share/cuda-version (what the kernel-resources check
+      # of a compile stage reads).
+      slice =
+        cuda:
+        builtins.derivation {
+          name = "ggml-cuda-slice-0.3.36";
+          inherit system cuda;
+          builder = "/bin/sh";
+          PATH = "/usr/local/bin:/usr/bin:/bin";
+          src = source;
+          sources = builtins.concatStringsSep " " sliceSources;
+          args = [
+            "-c"
+            (builtins.readFile ./build-slice.sh)
+          ];
+        };
 
       tools = [
         "llama-bench"
@@ -107,6 +205,20 @@
         cuda-13_0 = cuda130;
         cuda-13_5 = cuda135;
         src = source;
-      };
+      }
+      # cuda-13_0_48 ... cuda-13_5_37: the toolchain trees; slice-13_0_48 ... slice-13_5_37:
+      # the kernel slice each of them compiles.
+      // builtins.listToAttrs (
+        builtins.concatMap (tree: [
+          {
+            name = "cuda-${tag tree}";
+            value = tree;
+          }
+          {
+            name = "slice-${tag tree}";
+            value = slice tree;
+          }
+        ]) series
+      );
     };
 }

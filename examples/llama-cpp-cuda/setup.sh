@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Set up the CUDA example: the trimmed llama.cpp source and both CUDA toolchains in the nix
 # store, and the model and corpus (shared with the CPU example). Idempotent.
+#
+#   setup.sh            the two arms' toolchains, the source, the model and corpus
+#   setup.sh --series   every pinned toolchain, 13.0.48 to 13.5.37 (`cuda_toolchain.py --list`),
+#                       and the source: what the kernel slices (flake.nix, slice-*) build from.
+#                       The llama-cpp-python sdist must be in the store (plain setup.sh puts it).
 set -euo pipefail
+series=0
+case "${1:-}" in
+  "") ;;
+  --series) series=1 ;;
+  *) echo "usage: $0 [--series]" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-python3}
 : "${NIX_CONFIG:=$'experimental-features = nix-command flakes\nbuild-users-group =\nsubstituters ='}"
@@ -29,9 +40,11 @@ pinned_hash() { # NAME: the hash flake.nix gives the tree of that name
 
 # The source: the CPU example's setup puts the sdist in the store (and fetches the model and
 # corpus, which this example shares).
-"$here/../llama-cpp/setup.sh"
-ln -sfn ../../llama-cpp/data/gemma-3-270m-q4_k_m.gguf "$here/data/gemma-3-270m-q4_k_m.gguf"
-ln -sfn ../../llama-cpp/data/corpus.txt "$here/data/corpus.txt"
+if [ "$series" = 0 ]; then
+  "$here/../llama-cpp/setup.sh"
+  ln -sfn ../../llama-cpp/data/gemma-3-270m-q4_k_m.gguf "$here/data/gemma-3-270m-q4_k_m.gguf"
+  ln -sfn ../../llama-cpp/data/corpus.txt "$here/data/corpus.txt"
+fi
 
 src_name=llama-cpp-src-0.3.36
 src_hash=$(pinned_hash "$src_name")
@@ -40,6 +53,10 @@ if in_store "$src_name" "$src_hash"; then
 else
   sdist=$(nix-store --print-fixed-path sha256 \
     832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e llama_cpp_python-0.3.36.tar.gz)
+  if ! nix-store --check-validity "$sdist" 2>/dev/null; then
+    echo "$sdist is not in the store: run $0 (without --series) first" >&2
+    exit 1
+  fi
   rm -rf "${work:?}/$src_name" "$work/unpack" && mkdir -p "$work/unpack"
   tar -C "$work/unpack" -xzf "$sdist" llama_cpp_python-0.3.36/vendor/llama.cpp
   mv "$work/unpack/llama_cpp_python-0.3.36/vendor/llama.cpp" "$work/$src_name"
@@ -49,7 +66,9 @@ else
   rm -rf "${work:?}/$src_name" "$work/unpack"
 fi
 
-for version in 13.0.88 13.5.37; do
+versions="13.0.88 13.5.37"
+[ "$series" = 0 ] || versions=$("$python" "$here/cuda_toolchain.py" --list)
+for version in $versions; do
   name=cuda_nvcc-$version
   hash=$(pinned_hash "$name")
   if in_store "$name" "$hash"; then
