@@ -10,7 +10,7 @@ from typing import Any
 
 from qualify.bisect.kernelchanges import KIND as KERNELS
 from qualify.bisect.kernelchanges import kernel_figure
-from qualify.bisect.metricgate import judge_metric, limited_metrics
+from qualify.bisect.metricgate import gate_metrics, judge_metric
 from qualify.bisect.outcomes import Measured, Outcome
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import RunDir
@@ -61,8 +61,9 @@ def parse_gate(text: str, plan: Plan) -> Gate:
     if not metric:
         return Gate(stage.name, stage.folder, check)
     spec = next(c for c in stage.checks if c.name == check)
-    # Only the command kind judges metrics one by one, each against a limit the plan names.
-    metrics = limited_metrics(spec) if spec.kind == "command" else []
+    # The command kind judges metrics one by one, each against a limit the plan names; the kld
+    # kind each of its limits and non-inferiority.
+    metrics = gate_metrics(spec)
     if not metrics:
         raise UsageError(
             f"--gate {text}: the check {stage.name}/{check} ({spec.kind}) judges no metric by a limit",
@@ -104,7 +105,7 @@ def judge_step(run: Path, gate: Gate) -> Measured:
             if result.kind == KERNELS:
                 evidence["figure"] = kernel_figure(run / gate.folder / gate.check, result.facts)
             if gate.metric is not None:
-                said = judge_metric(gate.metric, result.findings, result.tables, result.reason)
+                said = judge_metric(gate.metric, result)
                 decided, verdict, reason = said.outcome, said.verdict, said.reason
                 evidence["figure"] = said.figure()
     else:

@@ -1,5 +1,6 @@
 """A metric gate, `STAGE/CHECK/METRIC`: one metric of a `command` check (`metrics = true`)
-against the plan's limits for it, read back from the check's saved result.
+against the plan's limits for it, or one limit of a `kld` check (`mean_kld`, …, and
+`noninferiority`), read back from the check's saved result.
 
 Nothing is judged again here: the `command` kind's judge (`qualify.checks.command_check`)
 already saved a finding per limit, each message led by the metric's name (`NAME: …`, or
@@ -17,6 +18,12 @@ from typing import Any
 from qualify.bisect.outcomes import Outcome
 from qualify.core.checkspec import CheckSpec
 from qualify.core.verdicts import Verdict
+from qualify.numerics.kind import KIND as KLD_KIND
+from qualify.numerics.limitmetrics import judged_metric, metric_names
+from qualify.pipeline.checkrecords import CheckResult
+
+#: The kind whose limits are metrics too (`qualify.numerics.limitmetrics`).
+KLD = KLD_KIND.name
 
 #: The title of the `command` kind's table of medians (`command_check._table`).
 MEDIANS = "Metrics (medians)"
@@ -55,13 +62,43 @@ class MetricJudged:
         return {"candidate": self.candidate, "pinned": self.pinned}
 
 
-def judge_metric(
+def gate_metrics(spec: CheckSpec) -> list[str]:
+    """The metrics a gate may watch on this check: a `command` check's limited metrics, a `kld`
+    check's limits and non-inferiority (`qualify.numerics.limitmetrics`); none for other kinds."""
+    if spec.kind == "command":
+        return limited_metrics(spec)
+    if spec.kind == KLD:
+        return metric_names(spec.limits)
+    return []
+
+
+def judge_metric(metric: str, result: CheckResult) -> MetricJudged:
+    """The metric's outcome from the check's saved result, by its kind."""
+    if result.kind == KLD:
+        return _kld_metric(metric, result)
+    return command_metric(metric, result.findings, result.tables, result.reason)
+
+
+def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
+    """A `kld` check's limit or non-inferiority, as its judge decided it on the saved bounds; a
+    check that reached no bound (its run failed, too few chunks) is NOT JUDGED."""
+    limits = result.document.get("spec", {}).get("limits", {})
+    said = judged_metric(metric, result.facts, limits)
+    if said is None:
+        reason = f"no limit of {metric!r} was judged: {result.reason}"
+        return MetricJudged(Outcome.UNDECIDED, "NOT JUDGED", reason, None, None)
+    verdict = next((v for v in _ORDER if v.value == said.verdict), None)
+    outcome = _OUTCOMES.get(verdict, Outcome.UNDECIDED) if verdict is not None else Outcome.UNDECIDED
+    return MetricJudged(outcome, said.verdict, said.reason, said.candidate, said.pinned)
+
+
+def command_metric(
     metric: str,
     findings: Sequence[Mapping[str, Any]],
     tables: Iterable[Mapping[str, Any]],
     check_reason: str,
 ) -> MetricJudged:
-    """The metric's outcome from the check's saved findings and its medians' table.
+    """A `command` check's metric from its saved findings and its medians' table.
 
     A metric either role did not report (the row missing, or its cell "—") is UNDECIDED, the
     reason kept: a missing figure is neither within nor beyond a limit. So is a metric no
