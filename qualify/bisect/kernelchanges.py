@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from qualify.core.symbols import display_name
+
 #: The check's saved comparison, in its folder (`qualify.compile.kind`).
 DIFF = "diff.parquet"
 KIND = "kernel-resources"
@@ -73,7 +75,10 @@ def changed_kernels(good_dir: Path, bad_dir: Path) -> list[str] | None:
     )
     lines = []
     for cells in merged.sort_values(_KEY, na_position="first").to_dict("records"):
-        where = " ".join(_shown(cells[k]) for k in _KEY if _shown(cells[k]) not in ("—", ""))
+        # The kernel as a reviewer reads it (`mul_mat_q<(ggml_type)10, 128, false, …>`), not
+        # its mangled name.
+        shown = {k: display_name(_shown(cells[k])) if k == "key" else _shown(cells[k]) for k in _KEY}
+        where = " ".join(v for v in shown.values() if v not in ("—", ""))
         if cells["_merge"] != "both":
             gone = "first bad" if cells["_merge"] == "left_only" else "last good"
             lines.append(f"{where}: absent at the {gone} step")
