@@ -26,6 +26,7 @@ from qualify.bisect.answers import Answer, Finding
 from qualify.bisect.gate import Gate, judge_step
 from qualify.bisect.outcomes import Outcome
 from qualify.bisect.search import bisect_next, series_next
+from qualify.core.symbols import display_name
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 PROJECT = EXAMPLE / "bisect"
@@ -35,15 +36,40 @@ GATE = Gate("compile", "20-compile", "kernel-resources")
 LAST_GOOD, FIRST_BAD = "nvcc-13.1.115", "nvcc-13.2.51"
 
 
-def archives(mode: str) -> list[Path]:
-    return sorted(RECORDED.glob(f"*-{mode}-nvcc.tar.xz"))
+#: The search, and the same series with every step measured (`--series-mode`).
+ARCHIVES = {
+    "bisect": RECORDED / "20261205-111849-bisect-nvcc.tar.xz",
+    "series": RECORDED / "20261205-112904-bisect-nvcc.tar.xz",
+}
+#: The series' per-step counts (kernels spilling more, losing occupancy, failing), 13.0.88 first.
+SERIES = (
+    (0, 0, 0),
+    (0, 0, 0),
+    (0, 0, 0),
+    (1, 0, 1),
+    (1, 0, 1),
+    (1, 0, 1),
+    (1, 8, 9),
+    (1, 8, 9),
+    (1, 13, 14),
+    (1, 13, 14),
+    (16, 20, 36),
+)
+#: The release at which each kernel failing at 13.5.37 first fails, by family (README).
+FIRST_FAILS = {
+    ("nvcc-13.2.51", "mul_mat_q"): 1,
+    ("nvcc-13.3.33", "mul_mat_f"): 8,
+    ("nvcc-13.4.59", "flash_attn_ext_vec"): 4,
+    ("nvcc-13.4.59", "pool2d_nchw_kernel"): 1,
+    ("nvcc-13.5.37", "flash_attn_ext_f16"): 15,
+    ("nvcc-13.5.37", "lightning_indexer_kernel_wmma"): 7,
+}
 
 
-@pytest.fixture(scope="module", params=["bisect"])
+@pytest.fixture(scope="module", params=sorted(ARCHIVES))
 def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    found = archives(request.param)
-    assert found, f"{RECORDED} holds no {request.param} archive"
-    folder = unpack(found[-1], tmp_path_factory.mktemp(request.param))
+    folder = unpack(ARCHIVES[request.param], tmp_path_factory.mktemp(request.param))
+    assert state(folder)["mode"] == request.param
     for run in runs(folder):
         rejudge(PROJECT, run)
     return folder
@@ -101,7 +127,7 @@ def cuobjdump(path: Path) -> dict[str, tuple[int, int]]:
 def test_the_figures_at_the_flip_are_cuobjdumps(step: str, tmp_path: Path) -> None:
     """Registers and stack frame of every kernel at both sides of the flip, as qualify read them
     from the cubins, equal cuobjdump's for the same cubins (spills are ptxas's alone)."""
-    folder = unpack(archives("bisect")[-1], tmp_path)
+    folder = unpack(ARCHIVES["bisect"], tmp_path)
     saved = state(folder)
     probe = next(p for p in saved["probes"] if p["step"] == step)
     diff = pd.read_parquet(run_of(folder, probe) / GATE.folder / str(GATE.check) / "diff.parquet")
@@ -113,3 +139,44 @@ def test_the_figures_at_the_flip_are_cuobjdumps(step: str, tmp_path: Path) -> No
         index=False
     ):
         assert (int(registers), int(stack)) == dumped[key], key
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = unpack(ARCHIVES["series"], tmp_path_factory.mktemp("every-step"))
+    for run in runs(folder):
+        rejudge(PROJECT, run)
+    return folder
+
+
+def test_every_release_measured_gives_the_series_chart(series: Path) -> None:
+    """Series mode probed every release once; each step's counts, read as the bisect reads them
+    from its re-judged run, are the README's series."""
+    saved = state(series)
+    assert [p["step"] for p in saved["probes"]] == saved["series"]
+    counts = []
+    for probe in saved["probes"]:
+        figure = judge_step(run_of(series, probe), GATE).evidence["figure"]
+        counts.append(
+            tuple(figure[k] for k in ("kernels spilling", "kernels losing occupancy", "kernels failing"))
+        )
+    assert tuple(counts) == SERIES
+
+
+def test_each_failing_kernel_first_fails_at_its_release(series: Path) -> None:
+    """For every kernel that fails at 13.5.37, the first release at which its comparison with
+    13.0.88 fails, counted by family: the releases the README names."""
+    saved = state(series)
+    first: dict[str, str] = {}
+    for probe in saved["probes"]:
+        diff = pd.read_parquet(run_of(series, probe) / GATE.folder / str(GATE.check) / "diff.parquet")
+        for key in diff.loc[diff["severity"] == "FAIL", "key"]:
+            first.setdefault(str(key), probe["step"])
+    counts: dict[tuple[str, str], int] = {}
+    for key, step in first.items():
+        family = display_name(key).split("<")[0]
+        counts[(step, family)] = counts.get((step, family), 0) + 1
+    assert counts == FIRST_FAILS
+    readme = (EXAMPLE / "README.md").read_text()
+    for step, family in FIRST_FAILS:
+        assert f"`{family}`" in readme and step.removeprefix("nvcc-") in readme
