@@ -83,6 +83,12 @@ def _numerics_members() -> MemberView:
     return member_view
 
 
+def _serving_members() -> MemberView:
+    from qualify.serving.memberview import member_view
+
+    return member_view
+
+
 def _bench_members() -> MemberView:
     from qualify.bench.sharedschedule import member_view
 
@@ -95,7 +101,7 @@ KINDS: tuple[CheckKind, ...] = (
     tests.KIND.implemented_by(_tests, _role_members),
     compile_.KIND.implemented_by(_compile),
     numerics.KIND.implemented_by(_numerics, _numerics_members),
-    serving.KIND.implemented_by(_serving),
+    serving.KIND.implemented_by(_serving, _serving_members),
     soak.KIND.implemented_by(_soak, _role_members),
     bench.KIND.implemented_by(_bench, _bench_members),
 )

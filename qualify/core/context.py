@@ -48,6 +48,23 @@ def abba_order(roles: Sequence[str], pairs: int) -> list[tuple[str, ...]]:
     return [(a, b) if i % 2 == 0 else (b, a) for i in range(pairs)]
 
 
+def rounds_order(roles: Sequence[str], rounds: int) -> list[tuple[str, ...]]:
+    """Each round's order of `roles`: ABBA for two; for more, the order rotates by one each
+    round (every role takes every position once in len(roles) rounds) and every other cycle
+    runs backwards, so that a position's cost and a linear drift fall on every role alike."""
+    n = len(roles)
+    if n == 2:
+        return abba_order(roles, rounds)
+    if n < 2:
+        raise ValueError("interleaving takes at least two roles")
+    order = []
+    for r in range(rounds):
+        turn = r % n
+        rotated = (*roles[turn:], *roles[:turn])
+        order.append(rotated if (r // n) % 2 == 0 else tuple(reversed(rotated)))
+    return order
+
+
 @dataclass(kw_only=True)
 class CheckContext:
     """Handed to `measure`: everything a check needs to run its roles."""

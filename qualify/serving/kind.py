@@ -9,7 +9,10 @@ prefix-cache, tools, structured-output, sampling, concurrency; see `qualify.serv
 greedy (temperature 0, top-k 1, seed 42, no prompt cache) with the top `n_probs` log-probs; the
 cases are saved as the role's `cases.json`. With both servers up, `timing` request types are
 sent in interleaved pairs (`qualify.serving.timing`), saved as `timing.json`. Every server is
-stopped whatever happens (a failing suite, a timeout, Ctrl-C); its log is in `logs/`.
+stopped whatever happens (a failing suite, a timeout, Ctrl-C); its log is in `logs/`. In a run
+set, pinned's server and suites run once beside every member's, and each timing round sends one
+request to pinned and one to each member (`qualify.serving.memberview`): each member is judged
+on pinned's requests of the same rounds.
 
 Verdict:
 - FAIL: the candidate's server never became ready or died mid-suite (with the log tail; the

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.core.context import abba_order
+from qualify.core.context import rounds_order
 from qualify.core.progress import Progress
 from qualify.serving.cases import GREEDY, repeated_tokens
 from qualify.serving.client import Client
@@ -103,10 +103,13 @@ def run_timing(
     progress: Callable[[str | None], None],
     advance: Callable[[Progress], None] = lambda _progress: None,
 ) -> list[dict[str, Any]]:
-    """Warm-up then ABBA pairs for every request type; one record per request."""
-    roles = ("pinned", "candidate")
+    """Warm-up then rounds for every request type, one request per role each, in ABBA order for
+    two roles (`rounds_order` for more: a run set's pinned once beside every member); one record
+    per request, its `pair` the round. Pinned's requests, when it is one of the roles, are what
+    each other role is paired with."""
+    roles = tuple(sorted(clients, key=lambda r: r != "pinned"))
     long_prompt = (
-        repeated_tokens(clients["pinned"], design.prompt_tokens) if "long-prompt" in design.types else None
+        repeated_tokens(clients[roles[0]], design.prompt_tokens) if "long-prompt" in design.types else None
     )
     records: list[dict[str, Any]] = []
     for kind in design.types:
@@ -114,7 +117,7 @@ def run_timing(
             for i in range(design.warmup):
                 progress(f"timing {kind}: warm-up {role} {i + 1}/{design.warmup}")
                 _request(clients[role], kind, design, long_prompt)
-        for pair, order in enumerate(abba_order(roles, design.pairs)):
+        for pair, order in enumerate(rounds_order(roles, design.pairs)):
             progress(f"timing {kind}: pair {pair + 1}/{design.pairs}")
             advance(Progress(done=pair, total=design.pairs, unit=f"{kind} pairs"))
             for position, role in enumerate(order):
