@@ -50,9 +50,12 @@ def serving_project(
     timing: list[str] | None = None,
     extra: str = "",
     server: str = "{py} {helper} {port} tag={tag} {faults}",
+    config: str | None = None,
 ) -> tuple[Project, str]:
+    """A project of one serving check; its arms pinned and cand (`cand` its faults), or
+    `config`'s."""
     tag = uuid.uuid4().hex[:12]
-    p = project(CONFIG.format(pinned="[]", cand=json.dumps(cand)))
+    p = project(config if config is not None else CONFIG.format(pinned="[]", cand=json.dumps(cand)))
     p.stage(
         "40-serving.toml",
         f"""

@@ -9,11 +9,10 @@ the example's run set (test_example_serving.py)."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 
 from conftest import Project, qualify_proc
-from test_serving import HELPER, left_behind
+from test_serving import left_behind, serving_project
 
 from qualify.core.context import rounds_order
 from qualify.serving.memberview import member_timing
@@ -34,27 +33,9 @@ vars = { faults = ["slow"] }
 
 
 def set_project(project: Callable[..., Project]) -> tuple[Project, str]:
-    tag = uuid.uuid4().hex[:12]
-    p = project(CONFIG)
-    server = f"{{py}} {HELPER} {{port}} tag={tag} {{faults}}"
-    p.stage(
-        "40-serving.toml",
-        f"""
-        name = "serving"
-        [[check]]
-        kind = "openai-suite"
-        name = "api"
-        server = "{server}"
-        suites = ["readiness", "completion"]
-        timing = ["completion"]
-        ready_timeout = 5
-        request_timeout = 20
-        n_predict = 8
-        timing_tokens = 6
-        warmup = 1
-        """,
+    return serving_project(
+        project, [], suites=["readiness", "completion"], timing=["completion"], config=CONFIG
     )
-    return p, tag
 
 
 def test_rounds_give_every_role_every_position_and_keep_abba_for_two() -> None:
