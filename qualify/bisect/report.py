@@ -11,6 +11,7 @@ from qualify.bisect.answers import Answer, Finding, summary
 from qualify.bisect.bars import bars, figure_text
 from qualify.bisect.kernelchanges import LISTED, changed_kernels
 from qualify.bisect.state import BisectState
+from qualify.core import markdown as md
 
 #: How the console line and bisect.md name each finding.
 TITLES: dict[Finding, str] = {
@@ -105,12 +106,14 @@ def answer_document(answer: Answer, state: BisectState) -> dict[str, Any]:
 
 def markdown(answer: Answer, state: BisectState) -> str:
     """bisect.md: the answer, then a table of the steps with their outcomes, reasons and, for a
-    gate with a figure, the figure and a bar per step (the flip marked on the first bad one)."""
+    gate with a figure, the figure and a bar per step (the flip marked on the first bad one).
+    Every name, reason and kernel comes from outside (qualify.toml, the steps' runs, the
+    binaries' symbols): each goes through `qualify.core.markdown`, so none renders as markup."""
     gate = state.context.get("gate", "?")
     lines = [
-        f"# qualify bisect: series {state.context.get('series', '?')}, gate {gate}",
+        f"# qualify bisect: series {md.escape(state.context.get('series', '?'))}, gate {md.escape(gate)}",
         "",
-        f"**{answer_line(answer, state)}**",
+        f"**{md.escape(answer_line(answer, state))}**",
         "",
     ]
     rows = step_rows(answer, state)
@@ -122,34 +125,29 @@ def markdown(answer: Answer, state: BisectState) -> str:
     for row, bar in zip(rows, bars(rows), strict=True):
         cells = [
             str(row["step"]),
-            f"`{row['arm']}`",
-            row["outcome"],
+            md.code(row["arm"]),
+            md.escape(row["outcome"]),
             str(row["probes"]),
-            row["verdict"] or "",
-            row["reason"] or "",
-            f"`{row['run']}`" if row["run"] else "",
+            md.escape(row["verdict"] or ""),
+            md.escape(row["reason"] or ""),
+            md.code(row["run"] or ""),
         ]
         if figured:
-            cells += [figure_text(row), f"`{bar}`" if bar else ""]
+            cells += [md.escape(figure_text(row)), md.code(bar)]
             if row["step"] == flip:
                 cells[-1] += " ← flip"
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(cells) + " |")
     changed = kernel_changes(answer, state)
     if changed is not None and answer.good is not None and answer.bad is not None:
-        names = state.series
+        good, bad = md.escape(state.series[answer.good]), md.escape(state.series[answer.bad])
         lines += [
             "",
-            f"## Kernels changed from {names[answer.good]} (last good) to {names[answer.bad]} (first bad)",
+            f"## Kernels changed from {good} (last good) to {bad} (first bad)",
             "",
-            *(f"- {_cell(line)}" for line in changed[:LISTED]),
+            *(f"- {md.escape(line)}" for line in changed[:LISTED]),
         ]
         if not changed:
             lines.append("No kernel's figures changed between the two steps.")
         elif len(changed) > LISTED:
             lines.append(f"- … and {len(changed) - LISTED} more")
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    # A reason may hold `|` or a line break: either would break the table's row.
-    return " ".join(text.replace("|", "\\|").split())

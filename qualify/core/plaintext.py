@@ -15,7 +15,7 @@ character in it could make what a reviewer reads differ from what is there:
   stop a report from being saved).
 
 `clean` takes all three out; every renderer calls it on what it prints (`qualify.console`,
-`qualify.report.markdown`, `qualify.report.render`, `qualify.report.junit`,
+`qualify.core.markdown`, `qualify.report.render`, `qualify.report.junit`,
 `qualify.report.github`). `forbidden` finds the first such character, for names qualify refuses
 outright (an arm's name), and `visible` writes such characters as `\\u202e`, for a message that
 has to name one.

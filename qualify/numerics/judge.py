@@ -188,15 +188,16 @@ def judge_in_looks(
 
 
 def gate_result(gate: Gate, b: BootstrapBound, limit: float) -> str:
-    """A limit judged on the candidate's estimate and one-sided bound: FAIL when the estimate is
-    beyond it, INCONCLUSIVE when only the bound is, else PASS."""
-    return (
-        "FAIL"
-        if beyond(gate, b.estimate, limit)
-        else "INCONCLUSIVE"
-        if beyond(gate, b.bound, limit)
-        else "PASS"
-    )
+    """A limit judged on the candidate's estimate and one-sided bound (`limit_verdict`)."""
+    return limit_verdict(gate, b.estimate, b.bound, limit)
+
+
+def limit_verdict(gate: Gate, estimate: float, bound: float, limit: float) -> str:
+    """FAIL when the estimate is beyond the limit, INCONCLUSIVE when only the bound is, else
+    PASS."""
+    if beyond(gate, estimate, limit):
+        return "FAIL"
+    return "INCONCLUSIVE" if beyond(gate, bound, limit) else "PASS"
 
 
 def _finite(stats: TokenStats, role: str) -> bool:

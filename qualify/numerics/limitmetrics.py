@@ -4,7 +4,7 @@ candidate and the figure it was judged on, read from the check's saved facts.
 `max_mean_kld`, `max_p99_kld`, `min_top1_agreement`, `max_abs_dppl_pct` and
 `max_confident_flips` are metrics `mean_kld`, `p99_kld`, `top1_agreement`, `abs_dppl_pct` and
 `confident_flips`: the verdict is the judge's rule on the saved estimate and one-sided bound
-(FAIL beyond the limit, INCONCLUSIVE when only the bound is, else PASS: `judge.gate_result`),
+(FAIL beyond the limit, INCONCLUSIVE when only the bound is, else PASS: `judge.limit_verdict`),
 the figure each role's estimate. `noninferiority` is the non-inferiority test's saved verdict,
 its figure each role's mean KL from the reference. Nothing is measured again; a check that never
 reached its bounds (a failed run, too few chunks to bound) judges none of them.
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.numerics.judge import beyond
+from qualify.numerics.judge import limit_verdict
 from qualify.numerics.kind import GATES
 
 NONINFERIORITY = "noninferiority"
@@ -53,9 +53,7 @@ def judged_metric(metric: str, facts: Mapping[str, Any], limits: Mapping[str, fl
     if gate is None or gate.limit not in limits or judged is None:
         return None
     limit, estimate, bound = limits[gate.limit], float(judged["estimate"]), float(judged["bound"])
-    verdict = (
-        "FAIL" if beyond(gate, estimate, limit) else "INCONCLUSIVE" if beyond(gate, bound, limit) else "PASS"
-    )
+    verdict = limit_verdict(gate, estimate, bound, limit)
     side = "upper" if gate.upper else "lower"
     reason = f"{gate.label} {estimate:.4g} ({side} bound {bound:.4g}) against {gate.limit} {limit:.4g}"
     pinned = bounds.get("pinned", {}).get(metric)

@@ -4,7 +4,7 @@ summary.md is what a pull request comment or a job's step summary shows: the ver
 reasons that decide it and the stages, never whole tables (those are in report.html). It is held
 under `SUMMARY_CAP` characters, far below GitHub's 65 536-character comment limit: a summary that
 would be longer is rendered again without its per-check details, and cut at a line if it is still
-too long. Every value in it goes through `qualify.report.markdown.escape`. Every value report.html
+too long. Every value in it goes through `qualify.core.markdown.escape`. Every value report.html
 and report.json show is first made plain (`qualify.core.plaintext.clean`): no bidirectional
 control, zero-width or control character from a name or a command's output reaches them.
 """
@@ -23,13 +23,13 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from qualify.core import markdown
 from qualify.core.plaintext import clean, clean_tree
 from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.core.symbols import display_name
 from qualify.pipeline.record import RunRecord
-from qualify.report import markdown
 from qualify.report.charts import identical_series, render_svg
 from qualify.report.fleet import FleetModel, fleet_model
 from qualify.report.headline import plural
@@ -83,7 +83,7 @@ class ReportFiles:
 
 def md_cell(value: object) -> str:
     """A value made safe for GitHub-flavoured Markdown, in a table cell or anywhere else
-    (`qualify.report.markdown.escape`: no block, link, image, mention or HTML from it)."""
+    (`qualify.core.markdown.escape`: no block, link, image, mention or HTML from it)."""
     return markdown.escape(value)
 
 

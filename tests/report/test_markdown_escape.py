@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from qualify.core import markdown
 from qualify.core.plaintext import clean
-from qualify.report import markdown
 from qualify.report.render import SummaryLinks, md_cell, render_summary
 
 HOSTILE = [

@@ -19,8 +19,8 @@ from conftest import Project, qualify_proc
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from qualify.core import markdown
 from qualify.core.runstore import RunDir
-from qualify.report import markdown
 from qualify.report.model import build_model
 from qualify.report.render import SUMMARY_CAP, VERDICT_CLASS, SummaryLinks, render, render_summary
 
