@@ -5,7 +5,8 @@
  *
  * Each repetition times enough calls to last about MS milliseconds (the count is calibrated
  * once per test, so a slow build makes fewer calls rather than a longer unit); the sample is
- * microseconds per call, lower is better. A unit of the defaults takes about a third of a second.
+ * microseconds per call, lower is better: the fastest of four parts of the repetition, timed
+ * apart (measure_all says why). A unit of the defaults takes about a third of a second.
  *
  * Time is this thread's processor time (CLOCK_THREAD_CPUTIME_ID), not the wall clock: on a
  * shared machine the time other processes hold the core is not counted against the kernel, so
@@ -105,30 +106,64 @@ static double time_calls(const bench_case *bc, const operands *o, long calls)
     return now_s() - start;
 }
 
-/* The samples of one test: `reps` repetitions of about rep_s seconds each, in us per call. */
-static void measure(const bench_case *bc, int reps, double rep_s, double *samples)
+/* One test's operands and the calls that make a repetition of it. */
+typedef struct {
+    float *arena;
+    operands o;
+    long calls;
+} prepared;
+
+/* Fills a test's operands and calibrates it (warming its caches): double the calls until a
+ * batch lasts a quarter of a repetition, then scale to a whole one. */
+static void prepare(const bench_case *bc, double rep_s, prepared *p)
 {
     size_t elems = bc->kernel == GEMM ? bc->n * bc->n : bc->n;
     float *slots[4];
-    float *arena = arena_alloc(elems, slots, 4);
-    operands o = {slots[0], slots[1], slots[2], slots[3]};
+    p->arena = arena_alloc(elems, slots, 4);
+    p->o = (operands){slots[0], slots[1], slots[2], slots[3]};
     prng g = {0x5eed0000u + (uint64_t)bc->n};
-    prng_fill(&g, o.x, elems, -1.0f, 1.0f);
-    prng_fill(&g, o.y, elems, -1.0f, 1.0f);
-    prng_fill(&g, o.w, elems, 0.5f, 1.5f);
-    /* Calibrate (and warm the caches): double the calls until a batch lasts a quarter of a
-     * repetition, then scale to a whole one. */
+    prng_fill(&g, p->o.x, elems, -1.0f, 1.0f);
+    prng_fill(&g, p->o.y, elems, -1.0f, 1.0f);
+    prng_fill(&g, p->o.w, elems, 0.5f, 1.5f);
     long calls = 1;
-    double took = time_calls(bc, &o, calls);
+    double took = time_calls(bc, &p->o, calls);
     while (took < rep_s / 4) {
         calls *= 2;
-        took = time_calls(bc, &o, calls);
+        took = time_calls(bc, &p->o, calls);
     }
-    calls = (long)((double)calls * rep_s / took) + 1;
+    p->calls = (long)((double)calls * rep_s / took) + 1;
+}
+
+/* Every test's samples, in us per call: `reps` rounds, each of SPREAD passes over every test,
+ * a pass timing a SPREAD-th of the test's repetition; a sample is the fastest of its round's
+ * passes. Interference only ever adds time (a co-tenant on the core's sibling, a frequency
+ * step), so the fastest part of a repetition is the kernel's own time; spread over the round
+ * rather than back to back, the parts of one sample are tens of milliseconds apart, and a burst
+ * of interference shorter than that leaves one of them clean. A longer burst lands on a few
+ * samples of many tests, which their medians pass over, instead of on every sample of one. */
+#define SPREAD 4
+static void measure_all(int reps, double rep_s, double samples[][MAX_REPS])
+{
+    prepared p[N_CASES];
+    for (size_t t = 0; t < N_CASES; t++) {
+        prepare(&CASES[t], rep_s, &p[t]);
+    }
     for (int r = 0; r < reps; r++) {
-        samples[r] = 1e6 * time_calls(bc, &o, calls) / (double)calls;
+        for (size_t t = 0; t < N_CASES; t++) {
+            samples[t][r] = -1;
+        }
+        for (int pass = 0; pass < SPREAD; pass++) {
+            for (size_t t = 0; t < N_CASES; t++) {
+                long calls = p[t].calls / SPREAD + 1;
+                time_calls(&CASES[t], &p[t].o, calls / 8 + 1); /* back into the caches */
+                double us = 1e6 * time_calls(&CASES[t], &p[t].o, calls) / (double)calls;
+                samples[t][r] = samples[t][r] < 0 || us < samples[t][r] ? us : samples[t][r];
+            }
+        }
     }
-    free(arena);
+    for (size_t t = 0; t < N_CASES; t++) {
+        free(p[t].arena);
+    }
 }
 
 /* what was wrong with the command line (and the argument, when one is to blame), then how to
@@ -182,10 +217,11 @@ int main(int argc, char **argv)
     }
     fprintf(f, "{\"schema_version\": 1, \"metrics\": [");
     printf("%-20s %12s %12s %12s\n", "test", "min us", "median us", "max us");
+    static double all[N_CASES][MAX_REPS];
+    int n = (int)reps;
+    measure_all(n, rep_ms / 1000, all);
     for (size_t t = 0; t < N_CASES; t++) {
-        double samples[MAX_REPS] = {0};
-        int n = (int)reps;
-        measure(&CASES[t], n, rep_ms / 1000, samples);
+        double *samples = all[t];
         fprintf(f, "%s\n {\"name\": \"%s\", \"unit\": \"us\", \"higher_is_better\": false, \"samples\": [",
                 t ? "," : "", CASES[t].name);
         double lo = samples[0], hi = samples[0];
