@@ -187,11 +187,6 @@ def judge_in_looks(
     return sequential(planned, stats.n_chunks, s.confidence, at, decided)
 
 
-def gate_result(gate: Gate, b: BootstrapBound, limit: float) -> str:
-    """A limit judged on the candidate's estimate and one-sided bound (`limit_verdict`)."""
-    return limit_verdict(gate, b.estimate, b.bound, limit)
-
-
 def limit_verdict(gate: Gate, estimate: float, bound: float, limit: float) -> str:
     """FAIL when the estimate is beyond the limit, INCONCLUSIVE when only the bound is, else
     PASS."""

@@ -15,7 +15,7 @@ import numpy as np
 from qualify.checks.base import ChartData, TableData
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.charts import distribution_chart
-from qualify.numerics.judge import Noninferiority, Outcome, Settings, g, gate_result
+from qualify.numerics.judge import Noninferiority, Outcome, Settings, g, limit_verdict
 from qualify.numerics.kind import GATES
 from qualify.numerics.noninferiority import FLOOR_FACTOR
 from qualify.numerics.summary import KldSummary
@@ -82,7 +82,7 @@ def metric_table(
             b = bounds.get(role, {}).get(gate.bound)
             row += [g(b.estimate) if b else "", g(b.bound) if b else ""]
             if role == "candidate" and b is not None and gate.limit in limits:
-                verdict = gate_result(gate, b, limits[gate.limit])
+                verdict = limit_verdict(gate, b.estimate, b.bound, limits[gate.limit])
         rows.append((*row, verdict))
 
     def info(label: str, value: Any) -> None:
