@@ -38,6 +38,7 @@
           matplotlib
           httpx
           jsonschema
+          pydantic
         ];
       # The dev extra's test packages that nixpkgs has (pymannkendall and nvidia-cuda-cuobjdump
       # are pip-only: their tests skip in the dev shell).

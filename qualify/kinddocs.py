@@ -39,7 +39,19 @@ def kind_json(kind: CheckKind) -> dict[str, Any]:
         "default_roles": list(kind.default_roles),
         "builds_arms": kind.builds_arms,
         "verdict_rules": kind.verdict_rules,
+        **_evidence(kind),
     }
+
+
+def _evidence(kind: CheckKind) -> dict[str, Any]:
+    """What the kind's measurement and facts hold, from their types (null: not typed yet)."""
+    types = kind.evidence_types()
+    if types is None:
+        return {"measurement": None, "facts": None}
+    out: dict[str, Any] = {}
+    for name, model in (("measurement", types.measurement), ("facts", types.facts)):
+        out[name] = None if model is None else {"version": model.VERSION, "fields": model.fields()}
+    return out
 
 
 #: What a kind that takes any limit name accepts (`qualify.checks.base.open_limit`).

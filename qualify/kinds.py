@@ -16,7 +16,7 @@ from __future__ import annotations
 from qualify.bench import kind as bench
 from qualify.build import kind as build
 from qualify.checks import command, registry, tests
-from qualify.checks.base import CheckKind, Judge, Measure, MemberView
+from qualify.checks.base import CheckKind, EvidenceTypes, Judge, Measure, MemberView
 from qualify.compile import kind as compile_
 from qualify.numerics import kind as numerics
 from qualify.serving import kind as serving
@@ -41,6 +41,12 @@ def _tests() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _tests_evidence() -> EvidenceTypes:
+    from qualify.checks.testsfacts import CasesFacts
+
+    return EvidenceTypes(None, CasesFacts)
+
+
 def _compile() -> tuple[Measure, Judge]:
     from qualify.compile.check import judge, measure
 
@@ -63,6 +69,18 @@ def _soak() -> tuple[Measure, Judge]:
     from qualify.soak.check import judge, measure
 
     return measure, judge
+
+
+def _soak_evidence() -> EvidenceTypes:
+    from qualify.soak.evidence import SoakFacts, SoakMeasurement
+
+    return EvidenceTypes(SoakMeasurement, SoakFacts)
+
+
+def _bench_evidence() -> EvidenceTypes:
+    from qualify.checks.benchfacts import BenchFacts
+
+    return EvidenceTypes(None, BenchFacts)
 
 
 def _bench() -> tuple[Measure, Judge]:
@@ -98,12 +116,12 @@ def _bench_members() -> MemberView:
 KINDS: tuple[CheckKind, ...] = (
     build.KIND.implemented_by(_build),
     command.KIND.implemented_by(_command, _role_members),
-    tests.KIND.implemented_by(_tests, _role_members),
+    tests.KIND.implemented_by(_tests, _role_members, _tests_evidence),
     compile_.KIND.implemented_by(_compile),
     numerics.KIND.implemented_by(_numerics, _numerics_members),
     serving.KIND.implemented_by(_serving, _serving_members),
-    soak.KIND.implemented_by(_soak, _role_members),
-    bench.KIND.implemented_by(_bench, _bench_members),
+    soak.KIND.implemented_by(_soak, _role_members, _soak_evidence),
+    bench.KIND.implemented_by(_bench, _bench_members, _bench_evidence),
 )
 
 

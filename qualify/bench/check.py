@@ -27,6 +27,7 @@ from qualify.bench.judge import (
 )
 from qualify.bench.schedule import DEFAULT_MARGIN, PLANNED_MAXIMUM, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.benchfacts import BenchFacts, BenchTestFact, Machine, SharedFact, StoppingRule
 from qualify.checks.findings import worst
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
@@ -147,25 +148,25 @@ def judge(saved: SavedCheck) -> Judgement:
             tables.schedule_table(units, _shared(schedule)),
         ),
         charts=(tables.ratios_chart(outcomes, by_label, margin),) if outcomes else (),
-        facts={
-            "limits_of_evidence": tables.limits_of_evidence(schedule, outcomes, by_label, margin, aa),
-            "pairs": pairs,
-            "stop_reason": schedule.get("stop_reason"),
-            "plan": rule,
-            "margin": margin,
-            "a_a": aa,
-            "machine": {"gpu_telemetry": schedule.get("gpu_telemetry"), "flagged": conditions.flagged(units)},
-            "geometric_mean_ratio": abtests.geometric_mean(ratios) if ratios else None,
-            "tests": {o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
-            "shared_measurement": _shared(schedule),
-        },
+        facts=BenchFacts(
+            limits_of_evidence=tables.limits_of_evidence(schedule, outcomes, by_label, margin, aa),
+            pairs=pairs,
+            stop_reason=schedule.get("stop_reason"),
+            plan=StoppingRule.model_validate(rule) if rule else None,
+            margin=margin,
+            a_a=aa,
+            machine=Machine(gpu_telemetry=schedule.get("gpu_telemetry"), flagged=conditions.flagged(units)),
+            geometric_mean_ratio=abtests.geometric_mean(ratios) if ratios else None,
+            tests={o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
+            shared_measurement=_shared(schedule),
+        ),
         judged=tuple(
             f"{o.label} against pinned" for o in outcomes if o.shift is not None and o.label not in invalid
         ),
     )
 
 
-def _shared(schedule: dict[str, Any]) -> dict[str, Any] | None:
+def _shared(schedule: dict[str, Any]) -> SharedFact | None:
     """A run set's member: the joint measurement its check read (`sharedschedule`), how long it
     ran and the members beside this one; None for a bench measured for one candidate. In the
     shape `qualify.report.views.SharedMeasurement` reads from any kind's facts."""
@@ -173,11 +174,13 @@ def _shared(schedule: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(shared, dict):
         return None
     duration = shared.get("duration_s")
-    return {
-        "duration_s": float(duration) if isinstance(duration, (int, float)) else None,
-        "with": [str(m) for m in shared.get("with") or ()],
-        "folder": str(shared.get("folder") or ""),
-    }
+    return SharedFact.model_validate(
+        {
+            "duration_s": float(duration) if isinstance(duration, (int, float)) else None,
+            "with": [str(m) for m in shared.get("with") or ()],
+            "folder": str(shared.get("folder") or ""),
+        }
+    )
 
 
 def _engine_differences(saved: SavedCheck) -> list[Finding]:
@@ -275,22 +278,22 @@ def _describe(outcome: Outcome) -> str:
     )
 
 
-def _fact(outcome: Outcome, series: Series, invalid: str | None) -> dict[str, Any]:
+def _fact(outcome: Outcome, series: Series, invalid: str | None) -> BenchTestFact:
     shift = outcome.shift
-    return {
-        "finding": INVALID if invalid else outcome.finding,
-        "regression": outcome.regression,
-        "invalid": invalid,
-        "ratio": shift.ratio if shift else None,
-        "low": shift.ratio_low if shift else None,
-        "high": None if shift is None or math.isinf(shift.ratio_high) else shift.ratio_high,
-        "p_value": shift.p_value if shift else None,
-        "level": shift.level if shift else None,
-        "method": shift.method if shift else None,
-        "pairs": outcome.pairs,
-        "look": outcome.look,
-        "pinned": tables.median_value(series, 0),
-        "candidate": tables.median_value(series, 1),
-        "unit": series.unit,
-        "pair_noise": tables.noise(series),
-    }
+    return BenchTestFact(
+        finding=INVALID if invalid else outcome.finding,
+        regression=outcome.regression,
+        invalid=invalid,
+        ratio=shift.ratio if shift else None,
+        low=shift.ratio_low if shift else None,
+        high=None if shift is None or math.isinf(shift.ratio_high) else shift.ratio_high,
+        p_value=shift.p_value if shift else None,
+        level=shift.level if shift else None,
+        method=shift.method if shift else None,
+        pairs=outcome.pairs,
+        look=outcome.look,
+        pinned=tables.median_value(series, 0),
+        candidate=tables.median_value(series, 1),
+        unit=series.unit,
+        pair_noise=tables.noise(series),
+    )

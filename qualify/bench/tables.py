@@ -10,6 +10,7 @@ from typing import Any
 
 from qualify.bench.judge import INCONCLUSIVE, INVALID, SLOWER, Outcome, Series, pair_ratios
 from qualify.checks.base import ChartData, TableData
+from qualify.checks.benchfacts import SharedFact
 from qualify.stats import abtests
 
 
@@ -202,15 +203,15 @@ def limits_of_evidence(
     return notes
 
 
-def schedule_table(units: list[dict[str, Any]], shared: dict[str, Any] | None = None) -> TableData:
+def schedule_table(units: list[dict[str, Any]], shared: SharedFact | None = None) -> TableData:
     """Every unit in run order; a run set's member's title says where its time went (the
     schedule measured once with the other members)."""
     title = "Schedule (warm-up thrown away; pairs in ABBA order)"
     if shared is not None:
-        took = "" if shared["duration_s"] is None else f" in {shared['duration_s']:.1f} s"
-        beside = ", ".join(shared["with"]) or "no other member"
+        took = "" if shared.duration_s is None else f" in {shared.duration_s:.1f} s"
+        beside = ", ".join(shared.with_) or "no other member"
         title = (
-            f"Schedule: this member's units of the set's one schedule ({shared['folder']}), "
+            f"Schedule: this member's units of the set's one schedule ({shared.folder}), "
             f"measured with {beside}{took}; warm-up thrown away"
         )
     rows = []

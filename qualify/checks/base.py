@@ -16,15 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from qualify.core.ranges import ANY, NON_NEGATIVE, SECONDS, Range
 from qualify.core.runstore import read_json
 from qualify.core.verdicts import Verdict
 
 if TYPE_CHECKING:
+    from qualify.checks.evidence import Evidence
     from qualify.core.checkspec import CheckSpec
     from qualify.core.context import CheckContext
+
+E = TypeVar("E", bound="Evidence")
 
 ParamType = Literal["string", "number", "integer", "boolean", "strings", "table"]
 
@@ -157,7 +160,8 @@ class Judgement:
     reason: str
     findings: tuple[Finding, ...] = ()
     tables: tuple[TableData, ...] = ()
-    facts: dict[str, Any] = field(default_factory=dict)
+    #: The kind's facts type (`CheckKind.evidence`), or, for a kind that has none yet, a dict.
+    facts: Evidence | dict[str, Any] = field(default_factory=dict)
     charts: tuple[ChartData, ...] = ()
     #: What was judged, one short line each: a limit evaluated, a comparison made, a series
     #: tested. A judgement with none is never PASS or WARN (`qualify.pipeline.judging`).
@@ -170,7 +174,7 @@ class Judgement:
             "judged": list(self.judged),
             "findings": [f.as_json() for f in self.findings],
             "tables": [t.as_json() for t in self.tables],
-            "facts": self.facts,
+            "facts": self.facts if isinstance(self.facts, dict) else self.facts.to_json(),
             "charts": [c.as_json() for c in self.charts],
         }
 
@@ -190,6 +194,11 @@ class SavedCheck:
         path = self.role_dir(role) / "measurement.json"
         return read_json(path) if path.is_file() else None
 
+    def measured(self, role: str, kind: type[E]) -> E | None:
+        """The role's measurement as its kind's type, checked (None: not measured)."""
+        path = self.role_dir(role) / "measurement.json"
+        return kind.read(path) if path.is_file() else None
+
 
 Measure = Callable[["CheckContext"], None]
 Judge = Callable[[SavedCheck], Judgement]
@@ -198,6 +207,14 @@ Implementation = Callable[[], tuple[Measure, Judge]]
 #: A `measure` that fills one member's check folder from a measurement made once for several
 #: candidate roles (the folder it is in, the role the member's arm ran as).
 MemberView = Callable[[Path, str], Measure]
+
+
+@dataclass(frozen=True)
+class EvidenceTypes:
+    """The types of what a kind saves: a role's measurement.json and the facts of result.json."""
+
+    measurement: type[Evidence] | None
+    facts: type[Evidence]
 
 
 @dataclass(frozen=True)
@@ -232,11 +249,20 @@ class CheckKind:
     #: schedule with pinned and every member's arm), how each member reads its share; None for
     #: kinds measured member by member.
     member_view: Callable[[], MemberView] | None = None
+    #: The types of its evidence (`qualify.checks.evidence`), imported when first read; None
+    #: for a kind whose evidence is not typed yet.
+    evidence: Callable[[], EvidenceTypes] | None = None
 
     def implemented_by(
-        self, implementation: Implementation, member_view: Callable[[], MemberView] | None = None
+        self,
+        implementation: Implementation,
+        member_view: Callable[[], MemberView] | None = None,
+        evidence: Callable[[], EvidenceTypes] | None = None,
     ) -> CheckKind:
-        return replace(self, implementation=implementation, member_view=member_view)
+        return replace(self, implementation=implementation, member_view=member_view, evidence=evidence)
+
+    def evidence_types(self) -> EvidenceTypes | None:
+        return None if self.evidence is None else self.evidence()
 
     def param(self, name: str) -> Param:
         for param in self.params:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from qualify.checks.base import CheckKind
+from qualify.checks.base import CheckKind, EvidenceTypes
 from qualify.core.errors import ConfigError
 from qualify.core.tomlfile import suggest
 
@@ -53,3 +53,12 @@ def kind_named(name: str, where: str) -> CheckKind:
         f"{where}: unknown check kind {name!r}{suggest(name, known)}",
         "known kinds: " + ", ".join(known),
     )
+
+
+def evidence_types(name: str) -> EvidenceTypes | None:
+    """The types of kind `name`'s evidence; None when it has none, or is not a kind here (a
+    result from a newer qualify, or no kinds installed: the core reading a report alone)."""
+    if not _installed and _loader is None:
+        return None
+    kind = next((k for k in installed() if k.name == name), None)
+    return None if kind is None else kind.evidence_types()

@@ -12,6 +12,7 @@ from typing import Any
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
 from qualify.checks.junit import (
+    ERROR,
     FAILED,
     MISSING,
     PASSED,
@@ -22,6 +23,7 @@ from qualify.checks.junit import (
     read_junit_cases,
 )
 from qualify.checks.roleruns import measure_command, run_findings
+from qualify.checks.testsfacts import CaseCounts, CasesFacts
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.placeholders import expand
@@ -145,7 +147,7 @@ def judge(saved: SavedCheck) -> Judgement:
         reason,
         tuple(findings),
         table,
-        facts={"counts": {role: _count(r) for role, r in results.items()}},
+        facts=CasesFacts(counts={role: _count(r) for role, r in results.items()}),
         judged=tuple(judged),
     )
 
@@ -222,8 +224,11 @@ def _table(
     )
 
 
-def _count(results: dict[str, str]) -> dict[str, int]:
-    out = {PASSED: 0, FAILED: 0, "error": 0, SKIPPED: 0}
-    for status in results.values():
-        out[status] = out.get(status, 0) + 1
-    return out
+def _count(results: dict[str, str]) -> CaseCounts:
+    statuses = list(results.values())
+    return CaseCounts(
+        passed=statuses.count(PASSED),
+        failed=statuses.count(FAILED),
+        error=statuses.count(ERROR),
+        skipped=statuses.count(SKIPPED),
+    )

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qualify.checks.evidence import Evidence
+from qualify.checks.registry import evidence_types
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RECORD_VERSION, read_json
@@ -149,6 +151,9 @@ class CheckResult(Document):
     facts: Mapping[str, Any]
     rejudged_at: str | None
     document: Mapping[str, Any] = field(default_factory=dict)
+    #: The facts as the kind's type (`qualify.checks.evidence`), checked when the result was
+    #: read; None for a kind whose facts are not typed.
+    evidence: Evidence | None = None
 
     @property
     def limits_of_evidence(self) -> list[str]:
@@ -181,6 +186,7 @@ class CheckResult(Document):
             facts=_facts(document, path),
             rejudged_at=string(document, "rejudged_at", path),
             document=document,
+            evidence=_evidence(string(document, "kind", path) or "", document, path),
         )
 
     def _parse(self, document: Mapping[str, Any]) -> CheckResult:
@@ -232,6 +238,13 @@ def _charts(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any],
             mapping(series, str(path), f"{at}.data.{name}")
         a_list(chart.get("marks") or [], path, f"{at}.marks", is_object, "an object")
     return charts
+
+
+def _evidence(kind: str, document: Mapping[str, Any], path: Path) -> Evidence | None:
+    types = evidence_types(kind)
+    if types is None or not document.get("facts"):
+        return None  # no judge wrote facts: the check crashed or was never measured
+    return types.facts.load(document["facts"], path, "facts")
 
 
 def _facts(document: Mapping[str, Any], path: Path) -> Mapping[str, Any]:

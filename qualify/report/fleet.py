@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualify import __version__
+from qualify.checks.benchfacts import BenchFacts, BenchTestFact
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels
 from qualify.core.provenance import describe_gpu
 from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
 from qualify.core.verdicts import RunVerdict
+from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
 from qualify.pipeline.record import RunRecord
 from qualify.pipeline.stageorder import with_default_order
@@ -311,18 +313,18 @@ def _bench(
     """Per candidate: each bench test's ratio and interval on every host."""
     out: dict[str, Any] = {}
     for candidate in candidates:
-        per_host: dict[str, dict[str, Any]] = {}
+        per_host: dict[str, dict[str, BenchTestFact]] = {}
         for h in hosts:
             run = by_host[h.key].get(candidate)
             if run is None:
                 continue
             for path in sorted(run.path.glob("*/*/result.json")):
                 try:
-                    result = read_json(path)
+                    result = CheckResult.load(path)
                 except RunStoreError:
                     continue
-                if result.get("kind") == "bench":
-                    per_host[h.key] = (result.get("facts") or {}).get("tests", {})
+                if isinstance(result.evidence, BenchFacts):
+                    per_host[h.key] = result.evidence.tests
         if not per_host:
             continue
         tests: list[str] = []
@@ -333,18 +335,10 @@ def _bench(
             row = [test]
             for h in hosts:
                 fact = per_host.get(h.key, {}).get(test)
-                row.append(_ratio(fact) if fact else "")
+                row.append(fact.shown() if fact else "")
             rows.append(row)
         out[candidate] = {"columns": ["test", *(h.key for h in hosts)], "rows": rows}
     return out
-
-
-def _ratio(fact: dict[str, Any]) -> str:
-    ratio, low, high = fact.get("ratio"), fact.get("low"), fact.get("high")
-    if ratio is None:
-        return str(fact.get("finding", ""))
-    span = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-    return f"{ratio:.3f}{span} {fact.get('finding', '')}".strip()
 
 
 def _not_proven(hosts: list[HostView], mixed: list[str], runs: list[HostRun]) -> list[str]:

@@ -224,7 +224,7 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         limits_of_evidence=result.limits_of_evidence,
         rejudged_at=result.rejudged_at,
         judged=list(result.judged),
-        shared=shared_measurement(result.facts),
+        shared=shared_measurement(result.evidence),
     )
 
 

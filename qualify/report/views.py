@@ -10,17 +10,14 @@ output prints: the shared measurement's duration, marked as shared and with whom
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from qualify.checks.benchfacts import BenchFacts
+from qualify.checks.evidence import Evidence
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
-
-#: The key of a result's facts under which a kind records a measurement shared between the
-#: members of a run set: {"duration_s": seconds or null, "with": [labels], "folder": "NN-stage/check"}.
-SHARED_FACT = "shared_measurement"
 
 
 @dataclass(frozen=True)
@@ -44,20 +41,16 @@ class SharedMeasurement:
         return f"{_seconds(self.duration_s, 'time not recorded')}, shared with {self.whom()}"
 
 
-def shared_measurement(facts: Mapping[str, Any]) -> SharedMeasurement | None:
-    """The shared measurement a result's facts record, or None (measured by the check itself)."""
-    shared = facts.get(SHARED_FACT)
-    if not isinstance(shared, Mapping):
+def shared_measurement(facts: Evidence | None) -> SharedMeasurement | None:
+    """The shared measurement a result's typed facts record, or None (measured by the check
+    itself, or by a kind that measures its members apart)."""
+    shared = facts.shared_measurement if isinstance(facts, BenchFacts) else None
+    if shared is None:
         return None
-    duration = shared.get("duration_s")
-    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not 0 <= duration < math.inf:
+    duration = shared.duration_s
+    if duration is not None and not 0 <= duration < math.inf:
         duration = None  # a result edited by hand says nothing of the time
-    members = shared.get("with")
-    return SharedMeasurement(
-        None if duration is None else float(duration),
-        [str(m) for m in members] if isinstance(members, list) else [],
-        str(shared.get("folder") or ""),
-    )
+    return SharedMeasurement(duration, list(shared.with_), shared.folder)
 
 
 def _seconds(value: float | None, unknown: str = "—") -> str:
@@ -139,7 +132,7 @@ def _read_shared(check: CheckView, run: Path, folder: str | None) -> CheckView:
         return check
     path = run / folder / check.name / "result.json"
     try:
-        found = shared_measurement(CheckResult.load(path).facts) if path.is_file() else None
+        found = shared_measurement(CheckResult.load(path).evidence) if path.is_file() else None
     except RunStoreError:
         return check
     return check if found is None else replace(check, shared=found)

@@ -19,6 +19,14 @@ from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
 from qualify.soak import report
+from qualify.soak.evidence import (
+    CompactionEvent,
+    KernelLogMatch,
+    RequestSummary,
+    SoakFacts,
+    SoakMeasurement,
+    TrendRecord,
+)
 from qualify.soak.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, attribute, match_lines
 from qualify.soak.kind import KIND
 from qualify.soak.role import SoakSettings
@@ -89,7 +97,7 @@ def _frame(saved: SavedCheck, role: str, name: str) -> pd.DataFrame:
     return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
 
 
-def _summary(m: dict[str, Any], requests: pd.DataFrame) -> dict[str, Any]:
+def _summary(m: SoakMeasurement, requests: pd.DataFrame) -> RequestSummary:
     counts = requests["status"].value_counts().to_dict() if not requests.empty else {}
     ok = requests[requests["status"] == "ok"] if not requests.empty else requests
 
@@ -98,17 +106,20 @@ def _summary(m: dict[str, Any], requests: pd.DataFrame) -> dict[str, Any]:
             return None
         return float(ok[column].dropna().quantile(level))
 
-    return {
-        "sent": len(requests),
-        **{k: int(counts.get(k, 0)) for k in ("ok", "error", "stalled", "cut")},
-        "tokens": int(ok["tokens"].sum()) if not ok.empty else 0,
-        "ttft_p50_s": q("ttft_s", 0.5),
-        "tpot_p50_s": q("tpot_s", 0.5),
-        "e2e_p99_s": q("e2e_s", 0.99),
-        "stop_reason": m.get("stop_reason", ""),
-        "load_s": m.get("load_s"),
-        "concurrency": m.get("concurrency"),
-    }
+    return RequestSummary(
+        sent=len(requests),
+        ok=int(counts.get("ok", 0)),
+        error=int(counts.get("error", 0)),
+        stalled=int(counts.get("stalled", 0)),
+        cut=int(counts.get("cut", 0)),
+        tokens=int(ok["tokens"].sum()) if not ok.empty else 0,
+        ttft_p50_s=q("ttft_s", 0.5),
+        tpot_p50_s=q("tpot_s", 0.5),
+        e2e_p99_s=q("e2e_s", 0.99),
+        stop_reason=m.stop_reason,
+        load_s=m.load_s,
+        concurrency=m.concurrency,
+    )
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -121,30 +132,24 @@ def _tail(path: Path, lines: int = 8) -> str:
 def _role_findings(
     saved: SavedCheck,
     role: str,
-    m: dict[str, Any] | None,
+    m: SoakMeasurement | None,
     requests: pd.DataFrame,
-    matches: list[dict[str, Any]],
+    matches: list[KernelLogMatch],
 ) -> list[Finding]:
     bad = Verdict.FAIL if role == "candidate" else Verdict.ERROR
     if m is None:
         return [Finding(Verdict.ERROR, "not measured (the run stopped first)", role)]
-    if "error" in m:
-        hint = m["error"].get("hint")
-        return [Finding(Verdict.ERROR, m["error"]["message"] + (f" ({hint})" if hint else ""), role)]
-    if "start_failed" in m:
-        tail = "\n".join(m["start_failed"].get("tail", [])[-8:])
-        return [
-            Finding(bad, f"server never became ready: {m['start_failed']['message']}\n{tail}".rstrip(), role)
-        ]
+    if m.error is not None:
+        hint = m.error.hint
+        return [Finding(Verdict.ERROR, m.error.message + (f" ({hint})" if hint else ""), role)]
+    if m.start_failed is not None:
+        tail = "\n".join(m.start_failed.tail[-8:])
+        return [Finding(bad, f"server never became ready: {m.start_failed.message}\n{tail}".rstrip(), role)]
     findings: list[Finding] = []
-    server = m.get("server", {})
-    if m.get("stop_reason") == "server exited" or not server.get("alive_at_end", True):
+    if m.server_died:
         log = saved.folder / "logs" / f"{role}-server.log"
-        findings.append(
-            Finding(
-                bad, f"server exited during the soak (code {server.get('returncode')})\n{_tail(log)}", role
-            )
-        )
+        code = m.server.returncode if m.server else None
+        findings.append(Finding(bad, f"server exited during the soak (code {code})\n{_tail(log)}", role))
     if not requests.empty:
         for status in ("stalled", "error"):
             failed = requests[requests["status"] == status]
@@ -161,17 +166,13 @@ def _role_findings(
     if requests.empty or not (requests["status"] == "ok").any():
         findings.append(Finding(bad, "no request completed: nothing was measured", role))
     for match in matches:
-        findings.append(Finding(bad, f"{match['pattern']}: {match['line']} ({match['source']})", role))
-    compaction = m.get("compaction", {})
-    if compaction.get("permitted") is False:
-        findings.append(
-            Finding(Verdict.WARN, f"memory pressure was not applied: {compaction.get('reason')}", role)
-        )
-    klog = m.get("kernel_log", {})
-    if klog.get("source") is None:
-        findings.append(
-            Finding(Verdict.WARN, f"the kernel log was not watched: {klog.get('unavailable')}", role)
-        )
+        findings.append(Finding(bad, f"{match.pattern}: {match.line} ({match.source})", role))
+    if m.compaction is not None and m.compaction.permitted is False:
+        why = m.compaction.reason
+        findings.append(Finding(Verdict.WARN, f"memory pressure was not applied: {why}", role))
+    if m.kernel_log is None or m.kernel_log.source is None:
+        unavailable = m.kernel_log.unavailable if m.kernel_log else None
+        findings.append(Finding(Verdict.WARN, f"the kernel log was not watched: {unavailable}", role))
     return findings
 
 
@@ -192,14 +193,17 @@ def judge(saved: SavedCheck) -> Judgement:
     p = saved.spec.params
     limits = {**KIND.limit_defaults(), **saved.spec.limits}
     roles: list[str] = [r for r in ("pinned", "candidate") if r in saved.roles]
-    measurements = {role: saved.measurement(role) for role in roles}
+    measurements = {role: saved.measured(role, SoakMeasurement) for role in roles}
     requests = {role: _frame(saved, role, "requests.parquet") for role in roles}
     telemetry = {role: _frame(saved, role, "telemetry.parquet") for role in roles}
     findings: list[Finding] = []
-    pids = {r: set(((m or {}).get("server") or {}).get("pids") or ()) for r, m in measurements.items()}
-    matches = attribute([m for role in roles for m in _matches(saved, role)], pids)
+    pids = {r: set(m.server.pids if m and m.server else ()) for r, m in measurements.items()}
+    matches = [
+        KernelLogMatch.model_validate(m)
+        for m in attribute([m for role in roles for m in _matches(saved, role)], pids)
+    ]
     for role in roles:
-        role_matches = [m for m in matches if m["role"] == role]
+        role_matches = [m for m in matches if m.role == role]
         findings += _role_findings(saved, role, measurements[role], requests[role], role_matches)
 
     warmup = float(p["warmup_s"])
@@ -249,9 +253,7 @@ def judge(saved: SavedCheck) -> Judgement:
         elif v.finding == GROWS_LIKE_PINNED:
             findings.append(Finding(Verdict.WARN, v.why, "candidate"))
 
-    summaries = {
-        role: _summary(measurements[role] or {}, requests[role]) for role in roles if measurements[role]
-    }
+    summaries = {role: _summary(m, requests[role]) for role in roles if (m := measurements[role])}
     verdict = worst(findings)
     judged = [v for v in verdicts if v.budget is not None and v.finding != TOO_SHORT]
     ok_text = (
@@ -274,24 +276,24 @@ def judge(saved: SavedCheck) -> Judgement:
         tuple(findings),
         tuple(tables),
         charts=report.charts(telemetry, windows, compaction, warmup),
-        facts={
-            "limits_of_evidence": report.limits_of_evidence(p, measurements, telemetry, horizon),
-            "requests": summaries,
-            "horizon_s": horizon,
-            "trends": [
-                {
+        facts=SoakFacts(
+            limits_of_evidence=report.limits_of_evidence(p, measurements, telemetry, horizon),
+            requests=summaries,
+            horizon_s=horizon,
+            trends=[
+                TrendRecord(
                     **t.as_json(horizon),
-                    "finding": v.finding if t.role == "candidate" else None,
-                    "budget": v.budget,
-                }
+                    finding=v.finding if t.role == "candidate" else None,
+                    budget=v.budget,
+                )
                 for v in verdicts
                 for t in (v.pinned, v.candidate)
                 if t is not None
             ],
-            "kernel_log_matches": matches,
-            "compaction": {r: (m or {}).get("compaction") for r, m in measurements.items()},
-            "a_a": _same_arm(measurements),
-        },
+            kernel_log_matches=matches,
+            compaction={r: m.compaction if m else None for r, m in measurements.items()},
+            a_a=_same_arm(measurements),
+        ),
         judged=tuple(f"{v.rule.name} against its budget" for v in judged),
     )
 
@@ -316,16 +318,16 @@ def _unbounded(verdicts: list[SeriesVerdict], horizon_s: float) -> list[Finding]
     return out
 
 
-def _compaction(measurements: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+def _compaction(measurements: dict[str, SoakMeasurement | None]) -> list[CompactionEvent]:
     for role in ("candidate", "pinned"):
-        events = ((measurements.get(role) or {}).get("compaction") or {}).get("events")
-        if events:
-            return list(events)
+        m = measurements.get(role)
+        if m and m.compaction and m.compaction.events:
+            return list(m.compaction.events)
     return []
 
 
-def _same_arm(measurements: dict[str, dict[str, Any] | None]) -> bool:
-    arms = [(m or {}).get("arm") for m in measurements.values()]
+def _same_arm(measurements: dict[str, SoakMeasurement | None]) -> bool:
+    arms = [m.arm if m else None for m in measurements.values()]
     return len(arms) == 2 and arms[0] is not None and arms[0] == arms[1]
 
 

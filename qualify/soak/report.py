@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from qualify.checks.base import ChartData, TableData
+from qualify.soak.evidence import CompactionEvent, KernelLogMatch, RequestSummary, SoakMeasurement
 from qualify.soak.trend import HOUR, MIB, SeriesVerdict, Trend
 
 #: Points per role kept in a saved chart; the renderer keeps peaks when it thins further.
@@ -33,17 +34,16 @@ def downsample(
     return xs, ys
 
 
-def _marks(compaction: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+def _marks(compaction: Sequence[CompactionEvent]) -> tuple[dict[str, Any], ...]:
     return tuple(
-        {"x": round(float(e["t_s"]) / 60, 3), "label": "compact" if i == 0 else ""}
-        for i, e in enumerate(compaction)
+        {"x": round(e.t_s / 60, 3), "label": "compact" if i == 0 else ""} for i, e in enumerate(compaction)
     )
 
 
 def charts(
     telemetry: Mapping[str, pd.DataFrame],
     windows: Mapping[str, pd.DataFrame],
-    compaction: Sequence[Mapping[str, Any]],
+    compaction: Sequence[CompactionEvent],
     warmup_s: float,
 ) -> tuple[ChartData, ...]:
     """Memory (every sample), TTFT, TPOT and throughput (per window), both roles on each."""
@@ -139,20 +139,20 @@ def _trend_row(verdict: SeriesVerdict, trend: Trend, horizon_s: float) -> tuple[
     )
 
 
-def requests_table(summaries: Mapping[str, Mapping[str, Any]]) -> TableData:
+def requests_table(summaries: Mapping[str, RequestSummary]) -> TableData:
     rows = tuple(
         (
             role,
-            s.get("sent", 0),
-            s.get("ok", 0),
-            s.get("error", 0),
-            s.get("stalled", 0),
-            s.get("cut", 0),
-            s.get("tokens", 0),
-            _ms(s.get("ttft_p50_s")),
-            _ms(s.get("tpot_p50_s")),
-            _ms(s.get("e2e_p99_s")),
-            s.get("stop_reason", ""),
+            s.sent,
+            s.ok,
+            s.error,
+            s.stalled,
+            s.cut,
+            s.tokens,
+            _ms(s.ttft_p50_s),
+            _ms(s.tpot_p50_s),
+            _ms(s.e2e_p99_s),
+            s.stop_reason,
         )
         for role, s in summaries.items()
     )
@@ -164,22 +164,21 @@ def requests_table(summaries: Mapping[str, Mapping[str, Any]]) -> TableData:
     )  # fmt: skip
 
 
-def blocks_table(measurements: Mapping[str, Mapping[str, Any] | None]) -> TableData | None:
+def blocks_table(measurements: Mapping[str, SoakMeasurement | None]) -> TableData | None:
     """The order the roles' blocks ran in, when the soak was interleaved (None otherwise)."""
     rows = sorted(
-        (float(b["wall_start_s"]), float(b["wall_end_s"]), role, b)
-        for role, m in measurements.items()
-        if m and m.get("schedule") == "interleaved"
-        for b in m.get("blocks", ())
-    )
+        ((b.wall_start_s, b.wall_end_s, role, b) for role, m in measurements.items()
+         if m and m.schedule == "interleaved" for b in m.blocks),
+        key=lambda row: row[:3],
+    )  # fmt: skip
     if not rows:
         return None
     return TableData(
         "Order of the soak (ABBA blocks)",
         ("#", "role", "block", "role's time", "since the soak began", "requests", "load stopped"),
         tuple(
-            (i + 1, role, int(b["block"]) + 1, f"{b['start_s']:g}–{b['end_s']:g} s",
-             f"{start:.1f}–{end:.1f} s", b["requests"], b["stop_reason"])
+            (i + 1, role, b.block + 1, f"{b.start_s:g}–{b.end_s:g} s",
+             f"{start:.1f}–{end:.1f} s", b.requests, b.stop_reason)
             for i, (start, end, role, b) in enumerate(rows)
         ),
     )  # fmt: skip
@@ -189,29 +188,29 @@ def _ms(seconds: float | None) -> str:
     return "—" if seconds is None or math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
 
 
-def kernel_table(matches: Sequence[Mapping[str, Any]]) -> TableData:
+def kernel_table(matches: Sequence[KernelLogMatch]) -> TableData:
     return TableData(
         "Kernel-log and server-log matches",
         ("role", "pattern", "line", "source"),
-        tuple((_owner(m), m["pattern"], m["line"], m["source"]) for m in matches),
+        tuple((_owner(m), m.pattern, m.line, m.source) for m in matches),
     )
 
 
-def _owner(match: Mapping[str, Any]) -> str:
-    if match.get("moved_from"):
-        return f"{match['role']} (names its process; written during {match['moved_from']}'s block)"
-    return str(match["role"])
+def _owner(match: KernelLogMatch) -> str:
+    if match.moved_from:
+        return f"{match.role} (names its process; written during {match.moved_from}'s block)"
+    return match.role
 
 
 def limits_of_evidence(
     p: dict[str, Any],
-    measurements: dict[str, dict[str, Any] | None],
+    measurements: dict[str, SoakMeasurement | None],
     telemetry: dict[str, pd.DataFrame],
     horizon: float,
 ) -> list[str]:
     duration = float(p["duration_s"])
     block = float(p.get("block_s") or 0)
-    schedules = {(m or {}).get("schedule") for m in measurements.values()}
+    schedules = {m.schedule for m in measurements.values() if m}
     if "concurrent" in schedules:
         order = (
             f"one soak of {duration / 60:.3g} min with every role loaded at once: drift too slow to show "
@@ -243,9 +242,9 @@ def limits_of_evidence(
         )
     if float(p["compact_every_s"]) <= 0:
         notes.append("no memory pressure was applied (compact_every_s = 0)")
-    elif any(((m or {}).get("compaction") or {}).get("permitted") is False for m in measurements.values()):
+    elif any(m and m.compaction and m.compaction.permitted is False for m in measurements.values()):
         notes.append("memory pressure was not applied: /proc/sys/vm/compact_memory was not writable")
-    if any(((m or {}).get("kernel_log") or {}).get("source") is None for m in measurements.values() if m):
+    if any(m.kernel_log is None or m.kernel_log.source is None for m in measurements.values() if m):
         notes.append("the kernel log was not watched: GPU driver faults would not be seen")
     gpu = any(
         any(c.startswith(("gpu_", "proc_vram", "proc_gtt", "nvidia_")) for c in frame.columns)

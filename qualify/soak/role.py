@@ -31,6 +31,7 @@ from qualify.core.runstore import write_parquet
 from qualify.soak.blocks import Block
 from qualify.soak.compaction import COMPACT_MEMORY, Compactor, schedule
 from qualify.soak.driver import DriverSettings, Outcome, drive
+from qualify.soak.evidence import SoakMeasurement
 from qualify.soak.kernellog import KernelLogWatcher
 from qualify.soak.telemetry import Sampler
 from qualify.soak.workload import Request
@@ -232,7 +233,8 @@ class RoleSoak:
             write_parquet(self.folder / "requests.parquet", pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)))
             write_parquet(self.folder / "telemetry.parquet", pd.DataFrame(self.rows))
             m["server_log"] = str(self.ctx.log(self.role, "server"))
-        self.ctx.save(self.role, m)
+        # Checked as it is written: what the judge will read is what the type declares.
+        self.ctx.save(self.role, SoakMeasurement.model_validate(m).to_json())
 
     def _compaction(self) -> dict[str, Any]:
         s = self.settings

@@ -1,0 +1,22 @@
+"""What a `tests` check's judge writes beside its verdict: each role's tests by outcome."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qualify.checks.evidence import Evidence
+
+
+class CaseCounts(BaseModel):
+    """A role's test cases by how they ended, as its JUnit XML said."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    passed: int
+    failed: int
+    error: int
+    skipped: int
+
+
+class CasesFacts(Evidence):
+    counts: dict[str, CaseCounts] = Field(description="per role")

@@ -1,0 +1,69 @@
+"""A bench check's facts as their type: every recorded run's bench (an H200's, written before
+the type existed, in the layouts of four days: without the machine's state, then with it)
+reads as `BenchFacts` with nothing lost, and a fact that does not hold is refused naming the
+file and the key. Nothing stands in: the documents are the recorded runs' own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from qualify.checks.benchfacts import BenchFacts
+from qualify.core.errors import RunStoreError
+from qualify.pipeline.checkrecords import CheckResult
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: The CUDA example's recorded runs (the ROCm one's bench never ran: no AMD GPU measured it).
+ARCHIVES = sorted((EXAMPLES / "llama-cpp-cuda" / "recorded").glob("2026*.tar.xz"))
+
+
+def bench_results(archive: Path, where: Path) -> list[Path]:
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.name.endswith("60-bench/llama-bench/result.json")]
+        tar.extractall(where, members=members, filter="data")
+    return [where / m.name for m in members]
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=lambda a: a.name.removesuffix(".tar.xz"))
+def test_every_recorded_bench_reads_whole(archive: Path, tmp_path: Path) -> None:
+    paths = bench_results(archive, tmp_path)
+    assert paths, archive
+    for path in paths:
+        result = CheckResult.load(path)
+        facts = result.evidence
+        assert isinstance(facts, BenchFacts), path
+        recorded = json.loads(path.read_text())["facts"]
+        assert facts.to_json() == {"version": 1, **recorded}, path
+        assert set(facts.tests) == set(recorded["tests"]) and facts.pairs == recorded["pairs"]
+        for name, test in facts.tests.items():
+            assert test.finding == recorded["tests"][name]["finding"]
+
+
+def test_a_bench_fact_that_does_not_hold_names_the_file_and_key(tmp_path: Path) -> None:
+    [path, *_] = bench_results(ARCHIVES[0], tmp_path)
+    saved = json.loads(path.read_text())
+    test = next(iter(saved["facts"]["tests"]))
+    saved["facts"]["tests"][test]["ratio"] = "1.02"
+    path.write_text(json.dumps(saved))
+    with pytest.raises(RunStoreError) as refused:
+        CheckResult.load(path)
+    assert f"facts.tests.{test}.ratio: input should be a valid number" in refused.value.message
+
+
+def test_kinds_json_shows_the_bench_facts() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "qualify", "kinds", "bench", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [kind] = json.loads(done.stdout)
+    fields = {f["name"]: f["type"] for f in kind["facts"]["fields"]}
+    assert fields["tests"] == "dict[str, BenchTestFact]"
+    assert fields["tests{}.high"] == "float | None" and fields["plan.looks"] == "list[int]"
+    assert kind["measurement"] is None  # the bench's units are not typed yet
