@@ -9,9 +9,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from evidence_files import field_types, kind_listing, refusal
 
 from qualify.checks.testsfacts import CaseCounts, CasesFacts
-from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
 
 ARCHIVE = (
@@ -39,7 +39,9 @@ def test_a_count_that_is_not_a_number_is_refused(recorded: Path, tmp_path: Path)
     saved = json.loads(recorded.read_text())
     saved["facts"]["counts"]["candidate"]["failed"] = "0"
     path = tmp_path / "result.json"
-    path.write_text(json.dumps(saved))
-    with pytest.raises(RunStoreError) as refused:
-        CheckResult.load(path)
-    assert f"{path}: facts.counts.candidate.failed: input should be a valid integer" in refused.value.message
+    said = refusal(path, saved)
+    assert f"{path}: facts.counts.candidate.failed: input should be a valid integer" in said
+
+
+def test_kinds_json_shows_the_counts() -> None:
+    assert field_types(kind_listing("tests"))["counts{}.failed"] == "int"

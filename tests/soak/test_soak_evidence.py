@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from evidence_files import field_types, kind_listing, refusal
 from recorded_runs import unpack
 
 from qualify.checks import registry
@@ -130,24 +129,15 @@ def test_a_result_whose_facts_do_not_hold_is_refused(soak: Path, tmp_path: Path)
     saved = document(soak / "result.json")
     saved["facts"]["requests"]["candidate"]["sent"] = "many"
     path = tmp_path / "result.json"
-    path.write_text(json.dumps(saved))
-    with pytest.raises(RunStoreError) as refused:
-        CheckResult.load(path)
-    assert f"{path}: facts.requests.candidate.sent" in refused.value.message
+    assert f"{path}: facts.requests.candidate.sent" in refusal(path, saved)
 
 
 def test_kinds_json_shows_what_the_facts_hold() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "qualify", "kinds", "soak", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    [kind] = json.loads(done.stdout)
-    names = {f["name"]: f["type"] for f in kind["facts"]["fields"]}
+    kind = kind_listing("soak")
+    names = field_types(kind)
     assert names["requests"] == "dict[str, RequestSummary]"
     assert names["requests{}.ttft_p50_s"] == "float | None"
     assert names["trends[].growth_high"] == "float | None"
     assert kind["measurement"]["version"] == SoakMeasurement.VERSION
-    assert "server.pids" in {f["name"] for f in kind["measurement"]["fields"]}
-    assert registry.evidence_types("soak") is not None and registry.evidence_types("bench") is None
+    assert "server.pids" in field_types(kind, "measurement")
+    assert registry.evidence_types("soak") is not None and registry.evidence_types("command") is None
