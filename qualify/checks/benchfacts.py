@@ -17,16 +17,17 @@ class Part(BaseModel):
 
 
 class StoppingRule(Part):
-    """The group-sequential design, fixed before the first pair ran."""
+    """The group-sequential design, fixed before the first pair ran, as schedule.json holds it
+    (the judge needs `alpha` and `looks`; the rest is shown when the schedule recorded it)."""
 
     alpha: float
     looks: list[int] = Field(description="the pair counts at which the data were looked at")
-    tests: int
-    first_level: float = Field(description="the first Holm step at the first look")
-    computed_min_pairs: int
-    max_pairs: int
-    budget_s: float | None
-    margin: float
+    tests: int | None = None
+    first_level: float | None = Field(None, description="the first Holm step at the first look")
+    computed_min_pairs: int | None = None
+    max_pairs: int | None = None
+    budget_s: float | None = None
+    margin: float | None = None
 
 
 class BenchTestFact(Part):

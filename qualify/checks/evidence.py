@@ -1,9 +1,10 @@
 """A check's evidence as types: what `measure` saves for a role (its measurement) and what
 `judge` writes beside its verdict (its facts), each a frozen model with a version.
 
-A kind declares its types (`CheckKind.evidence`), and every reader goes through them: the
-judge reads a role's measurement with `read`, the report, the fleet merge, the bisect and a
-rejudge read a result's facts with `load`. A document is checked when it is read, never met
+A kind declares its types (`CheckKind.evidence`), and its readers go through them: its judge
+reads a role's measurement with `read` (`SavedCheck.measured`), and a result's facts are loaded
+with the result (`CheckResult.evidence`) for the report and the fleet merge. A document is
+checked when it is read, never met
 half-way through a template: a missing field, one of the wrong type or one the type does not
 know is refused naming the file and the key. A document of an older version is brought up to
 the current one by the type's migrations first (the file is left as it is); one from a newer
@@ -23,7 +24,7 @@ from typing import Any, ClassVar, Self, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from qualify.core.errors import RunStoreError
-from qualify.core.runstore import read_json, write_json
+from qualify.core.runstore import read_json
 
 #: The key that holds a document's version of its type; absent, the document is version 1
 #: (what qualify wrote before its evidence had types).
@@ -79,10 +80,6 @@ class Evidence(BaseModel):
         """The typed document of a JSON file qualify wrote (a role's measurement.json)."""
         return cls.load(read_json(path), path)
 
-    def save(self, path: Path) -> None:
-        """Written atomically."""
-        write_json(path, self.to_json())
-
     @classmethod
     def fields(cls) -> list[dict[str, str]]:
         """Each field, and each field of the parts it holds: its name (`requests{}.sent`: a
@@ -132,4 +129,6 @@ def _said(error: Mapping[str, Any]) -> str:
         return "missing"
     if error["type"] == "extra_forbidden":
         return "not a field this qualify knows"
-    return f"{error['msg'].lower()} (it is {error.get('input')!r})"
+    # The value as ASCII and short: it comes from a file that may not be qualify's.
+    shown = ascii(error.get("input"))
+    return f"{error['msg'].lower()} (it is {shown if len(shown) <= 60 else shown[:57] + '...'})"
