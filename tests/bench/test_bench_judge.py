@@ -17,31 +17,32 @@ from typer.testing import CliRunner
 from qualify.bench import check as bench
 from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate
 from qualify.checks.base import SavedCheck
+from qualify.checks.benchfacts import BenchTestFact
 from qualify.cli import app
 from qualify.core.verdicts import Verdict
 from qualify.stats import abtests
 from qualify.stats.abtests import look_points
 
 
-def facts(saved: SavedCheck) -> tuple[Verdict, dict]:
+def facts(saved: SavedCheck) -> tuple[Verdict, dict[str, BenchTestFact]]:
     judgement = bench.judge(saved)
-    return judgement.verdict, judgement.facts["tests"]
+    return judgement.verdict, judgement.facts.tests
 
 
 def test_faster_is_pass(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"pp64": steady(9, 100, 110, 0.005)}, looks=[9, 16])
     verdict, tests = facts(saved)
     assert verdict is Verdict.PASS
-    assert tests["pp64"]["finding"] == FASTER and tests["pp64"]["low"] > 1
-    assert tests["pp64"]["ratio"] == pytest.approx(1.10, abs=0.01)
+    assert tests["pp64"].finding == FASTER and tests["pp64"].low > 1
+    assert tests["pp64"].ratio == pytest.approx(1.10, abs=0.01)
 
 
 def test_a_significant_slowdown_beyond_the_margin_is_a_regression_and_fails(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"tg128": steady(9, 100, 90, 0.005)}, looks=[9, 16])
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.FAIL
-    assert judgement.facts["tests"]["tg128"]["finding"] == SLOWER
-    assert judgement.facts["tests"]["tg128"]["regression"]
+    assert judgement.facts.tests["tg128"].finding == SLOWER
+    assert judgement.facts.tests["tg128"].regression
     assert "regression" in judgement.reason
     assert judgement.tables[0].rows[0][7] == "SLOWER (regression)"
 
@@ -49,15 +50,15 @@ def test_a_significant_slowdown_beyond_the_margin_is_a_regression_and_fails(tmp_
 def test_a_slowdown_within_the_margin_warns(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"tg128": steady(9, 100, 99, 0.001)}, looks=[9, 16])
     verdict, tests = facts(saved)
-    assert tests["tg128"]["finding"] == SLOWER and not tests["tg128"]["regression"]
+    assert tests["tg128"].finding == SLOWER and not tests["tg128"].regression
     assert verdict is Verdict.WARN
 
 
 def test_an_interval_inside_the_margin_is_no_change(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"pp64": steady(9, 100, 100, 0.003, seed=3)}, looks=[9, 16])
     verdict, tests = facts(saved)
-    assert tests["pp64"]["finding"] == NO_CHANGE
-    assert tests["pp64"]["low"] >= 0.97 and tests["pp64"]["high"] <= 1.03
+    assert tests["pp64"].finding == NO_CHANGE
+    assert tests["pp64"].low >= 0.97 and tests["pp64"].high <= 1.03
     assert verdict is Verdict.PASS
 
 
@@ -65,8 +66,8 @@ def test_noise_larger_than_the_margin_is_inconclusive(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"pp64": steady(16, 100, 100, 0.15, seed=5)}, looks=[9, 16])
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.INCONCLUSIVE
-    test = judgement.facts["tests"]["pp64"]
-    assert test["finding"] == INCONCLUSIVE and test["pairs"] == 16 and test["look"] == 2
+    test = judgement.facts.tests["pp64"]
+    assert test.finding == INCONCLUSIVE and test.pairs == 16 and test.look == 2
 
 
 def test_too_few_pairs_can_never_be_significant(tmp_path: Path) -> None:
@@ -82,7 +83,7 @@ def test_a_finding_reached_at_the_first_look_is_kept(tmp_path: Path) -> None:
     late = steady(7, 100, 100, 0.2, seed=9)  # noise added after the decision cannot undo it
     saved = saved_check(tmp_path, {"pp64": early + late}, looks=[9, 16])
     verdict, tests = facts(saved)
-    assert tests["pp64"]["finding"] == FASTER and tests["pp64"]["look"] == 1 and tests["pp64"]["pairs"] == 9
+    assert tests["pp64"].finding == FASTER and tests["pp64"].look == 1 and tests["pp64"].pairs == 9
 
 
 def test_judge_is_pure_a_new_margin_rejudges_the_saved_data(tmp_path: Path) -> None:
@@ -97,7 +98,7 @@ def test_a_candidate_crash_fails_and_a_pinned_crash_is_an_error(tmp_path: Path) 
     crashed = bench.judge(saved_check(tmp_path / "c", data, looks=[9, 16], crash=("candidate", 4)))
     assert crashed.verdict is Verdict.FAIL
     assert any("INVALID" in f.message and "signal 11" in f.message for f in crashed.findings)
-    assert crashed.facts["pairs"] == 3
+    assert crashed.facts.pairs == 3
     baseline = bench.judge(saved_check(tmp_path / "p", data, looks=[9, 16], crash=("pinned", 4)))
     assert baseline.verdict is Verdict.ERROR
 
@@ -106,7 +107,7 @@ def test_no_pair_completed_measured_nothing(tmp_path: Path) -> None:
     saved = saved_check(tmp_path, {"pp64": steady(1, 100, 100, 0.01)}, looks=[9], crash=("pinned", 1))
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.ERROR  # the baseline crashed: not the candidate's failure
-    assert judgement.facts["pairs"] == 0
+    assert judgement.facts.pairs == 0
 
 
 def test_no_pair_and_no_crash_is_fail(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_a_configuration_mismatch_between_roles_is_invalid(tmp_path: Path) -> No
     saved = saved_check(tmp_path, {"pp64": steady(9, 100, 100, 0.002)}, looks=[9, 16], configs=configs)
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.ERROR
-    assert judgement.facts["tests"]["pp64"]["finding"] == "INVALID"
+    assert judgement.facts.tests["pp64"].finding == "INVALID"
     assert "type_k: f16 → q4_0" in judgement.reason
     allowed = SavedCheck(saved.folder, spec(allow_config_diff=["type_k"]), saved.roles)
     assert bench.judge(allowed).verdict is Verdict.PASS
@@ -141,7 +142,7 @@ def test_a_configuration_that_changes_in_a_later_unit_is_invalid(tmp_path: Path)
     (saved.folder / "schedule.json").write_text(json.dumps(schedule))
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.ERROR, judgement.reason
-    assert judgement.facts["tests"]["pp64"]["finding"] == "INVALID"
+    assert judgement.facts.tests["pp64"].finding == "INVALID"
     assert "pair 5, candidate" in judgement.reason and "n_threads" in judgement.reason
 
 
@@ -151,7 +152,7 @@ def test_units_over_the_cv_limit_are_invalid(tmp_path: Path) -> None:
     )
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.ERROR
-    assert "max_unit_cv" in judgement.facts["tests"]["pp64"]["invalid"]
+    assert "max_unit_cv" in judgement.facts.tests["pp64"].invalid
 
 
 def test_an_environment_change_during_a_unit_is_invalid(tmp_path: Path) -> None:
@@ -166,8 +167,8 @@ def test_a_test_missing_from_one_unit_falls_back_to_mann_whitney(tmp_path: Path)
     data[3] = (data[3][0], [])  # the candidate's unit of pair 4 did not report this test
     saved = saved_check(tmp_path, {"pp64": data, "tg128": steady(12, 50, 55, 0.002)}, looks=[12])
     verdict, tests = facts(saved)
-    assert tests["pp64"]["method"].startswith("Mann–Whitney") and tests["pp64"]["finding"] == FASTER
-    assert tests["tg128"]["method"].startswith("Wilcoxon")
+    assert tests["pp64"].method.startswith("Mann–Whitney") and tests["pp64"].finding == FASTER
+    assert tests["tg128"].method.startswith("Wilcoxon")
     assert verdict is Verdict.PASS
 
 
@@ -178,7 +179,7 @@ def test_the_geometric_mean_is_context_not_gated(tmp_path: Path) -> None:
         looks=[9],
     )
     judgement = bench.judge(saved)
-    assert judgement.facts["geometric_mean_ratio"] == pytest.approx((1.2 * 0.99) ** 0.5, abs=0.01)
+    assert judgement.facts.geometric_mean_ratio == pytest.approx((1.2 * 0.99) ** 0.5, abs=0.01)
     assert judgement.verdict is Verdict.WARN  # from tg128's small slowdown, not the mean
     assert judgement.tables[0].rows[-1][0].startswith("geometric mean")
 
@@ -226,7 +227,7 @@ def test_the_report_gets_a_dot_plot_of_paired_ratios_and_the_limits_of_evidence(
     [chart] = judgement.charts
     assert chart.kind == "dots" and len(chart.data["pp64"]["candidate"]) == 5
     assert "<svg" in render_svg(chart.as_json(), 0)
-    notes = judgement.facts["limits_of_evidence"]
+    notes = judgement.facts.limits_of_evidence
     assert any("fewer pairs ran than the" in n for n in notes)  # 5 pairs, 9 planned at least
     assert any(n.startswith("A/A run: the pair noise is the noise floor") for n in notes)
 
@@ -305,10 +306,10 @@ def test_a_slow_first_repetition_is_left_out_when_the_plan_says_so(tmp_path: Pat
     rng = np.random.default_rng(3)
     pairs = [tuple([50.0, *list(100 * (1 + rng.normal(0, 0.004, 4)))] for _ in range(2)) for _ in range(12)]
     saved = saved_check(tmp_path, {"pp512": pairs}, looks=[9, 16], limits={"max_unit_cv": 0.1})
-    assert bench.judge(saved).facts["tests"]["pp512"]["finding"] == "INVALID"
+    assert bench.judge(saved).facts.tests["pp512"].finding == "INVALID"
     kept = SavedCheck(
         saved.folder, replace(saved.spec, params={**saved.spec.params, "discard_reps": 1}), saved.roles
     )
     judgement = bench.judge(kept)
-    assert judgement.facts["tests"]["pp512"]["finding"] == NO_CHANGE, judgement.reason
+    assert judgement.facts.tests["pp512"].finding == NO_CHANGE, judgement.reason
     assert judgement.verdict is Verdict.PASS

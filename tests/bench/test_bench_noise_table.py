@@ -80,13 +80,13 @@ def test_an_interval_wider_than_the_noise_implies_is_explained(tmp_path: Path) -
     half = (math.log(seen["high"]) - math.log(seen["low"])) / 2
     times = half / implied(seen["sd"], seen["pairs"], seen["level"])
     assert times > 3
-    notes = [n for n in judgement.facts["limits_of_evidence"] if "times as wide as its pair noise" in n]
-    assert len(notes) == 1, judgement.facts["limits_of_evidence"]
+    notes = [n for n in judgement.facts.limits_of_evidence if "times as wide as its pair noise" in n]
+    assert len(notes) == 1, judgement.facts.limits_of_evidence
     said = re.search(r"is ([0-9.]+) times as wide", notes[0])
     assert said is not None and abs(float(said.group(1)) - times) < 0.11  # the table's rounding
 
 
 def test_normal_pairs_get_no_such_note(tmp_path: Path) -> None:
     ratios = np.random.default_rng(3).normal(0.0, 0.03, 16)
-    notes = judged(tmp_path, ratios).facts["limits_of_evidence"]
+    notes = judged(tmp_path, ratios).facts.limits_of_evidence
     assert not any("times as wide" in n for n in notes)

@@ -77,7 +77,7 @@ def test_one_repetition_per_unit_under_a_cv_limit_is_invalid_not_a_pass(tmp_path
     saved = saved_check(tmp_path, {"pp64": pairs}, looks=[9, 16], limits={"max_unit_cv": 0.05})
     judgement = bench.judge(saved)
     assert judgement.verdict is Verdict.ERROR, judgement.reason
-    assert "needs 2 repetitions" in judgement.facts["tests"]["pp64"]["invalid"]
+    assert "needs 2 repetitions" in judgement.facts.tests["pp64"].invalid
     # The same units without the limit are judged on their pairs as usual.
     plain = saved_check(tmp_path / "plain", {"pp64": steady(9, 100, 100, 0.001)}, looks=[9, 16])
     assert bench.judge(plain).verdict is not Verdict.ERROR

@@ -60,11 +60,11 @@ def test_the_result_comes_first_and_the_machine_s_conditions_in_one_clause(tmp_p
     assert len(why) <= MAX_WHY, len(why)
     # The result first: every test with its finding, R and interval, before any word of the machine.
     position = 0
-    for label, fact in judged.facts["tests"].items():
-        said = f"{label} {fact['finding']}, R = {fact['ratio']:.4f} [{fact['low']:.4f}, {fact['high']:.4f}]"
+    for label, fact in judged.facts.tests.items():
+        said = f"{label} {fact.finding}, R = {fact.ratio:.4f} [{fact.low:.4f}, {fact.high:.4f}]"
         assert why.find(said) >= position, (said, why)
         position = why.find(said)
-    assert why.startswith(tuple(judged.facts["tests"]))
+    assert why.startswith(tuple(judged.facts.tests))
     # One clause, counted from the units as the judge flagged them, after the result.
     flagged = sum(1 for u in units if u["phase"] == "pair" and conditions.unit_flags(u))
     pair_units = sum(1 for u in units if u["phase"] == "pair")
@@ -85,8 +85,8 @@ def test_a_gpu_co_tenant_makes_the_why_say_invalid_after_the_result(tmp_path: Pa
     units = disturb(tmp_path, busy=7, co_tenant=3)
     judged = bench.judge(saved)
     assert judged.verdict is Verdict.ERROR
-    fact = judged.facts["tests"]["tps"]
-    assert judged.reason.startswith(f"tps {fact['finding']}, R = {fact['ratio']:.4f}")
+    fact = judged.facts.tests["tps"]
+    assert judged.reason.startswith(f"tps {fact.finding}, R = {fact.ratio:.4f}")
     came = sum(1 for u in units if u.get("env_notes"))
     ran = sum(1 for u in units if u["phase"] in ("pair", "warmup"))
     assert f"INVALID: a GPU co-tenant came or went during {came} of {ran} units" in judged.reason
@@ -113,9 +113,9 @@ def test_many_tests_a_long_stop_reason_and_a_busy_machine_stay_bounded_deciding_
     write_json(tmp_path / "schedule.json", schedule)
     judged = bench.judge(saved)
     assert judged.verdict is Verdict.FAIL
-    slow = judged.facts["tests"]["slow"]
-    assert slow["finding"] == SLOWER and slow["regression"]
-    assert judged.reason.startswith(f"slow SLOWER (a regression beyond 3.0%), R = {slow['ratio']:.4f}")
+    slow = judged.facts.tests["slow"]
+    assert slow.finding == SLOWER and slow.regression
+    assert judged.reason.startswith(f"slow SLOWER (a regression beyond 3.0%), R = {slow.ratio:.4f}")
     assert len(judged.reason) <= MAX_WHY, len(judged.reason)
     named = [label for label in data if f"{label} " in judged.reason.split(" — ")[0]]
     assert f"+{len(data) - len(named)} more: {len(data) - len(named)} NO CHANGE" in judged.reason
@@ -129,6 +129,6 @@ def test_the_why_reads_its_figures_from_the_table(tmp_path: Path) -> None:
     row = judged.tables[0].rows[0]
     assert f"[{row[4]}]" in judged.reason
     low, high = (float(v) for v in str(row[4]).split(", "))
-    assert math.isclose(low, judged.facts["tests"]["tps"]["low"], rel_tol=1e-4)
-    assert math.isclose(high, judged.facts["tests"]["tps"]["high"], rel_tol=1e-4)
+    assert math.isclose(low, judged.facts.tests["tps"].low, rel_tol=1e-4)
+    assert math.isclose(high, judged.facts.tests["tps"].high, rel_tol=1e-4)
     assert judged.tables[0].columns[4] == tables.INTERVAL_COLUMN

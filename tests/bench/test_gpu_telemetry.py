@@ -224,12 +224,12 @@ def test_a_flagged_unit_is_a_named_warn_and_the_tests_keep_their_findings(tmp_pa
     (warn,) = [f for f in judged.findings if f.verdict is Verdict.WARN]
     assert f"unit 5 (pair {unit['pair']}, {unit['role']})" in warn.message
     assert "hw_thermal_slowdown in 2 of 3 samples" in warn.message
-    assert judged.facts["tests"] == clean.facts["tests"]  # the pairs are judged as before
+    assert judged.facts.tests == clean.facts.tests  # the pairs are judged as before
     table = next(t for t in judged.tables if t.title.startswith("Machine state"))
     row = next(r for r in table.rows if r[0] == 5)
     assert row[3] == "1755–1980" and row[7] == "hw_thermal_slowdown 2/3" and row[-1]
     assert not table.collapsed and "NVML" in table.title
-    assert judged.facts["machine"]["flagged"]
+    assert judged.facts.machine.flagged
 
 
 ZLIB_UNIT = """

@@ -58,24 +58,22 @@ def test_a_leaking_server_fails_the_leak_rule(tmp_path: Path) -> None:
     assert judgement.verdict is Verdict.FAIL, judgement.reason
     [leak] = [f for f in judgement.findings if f.verdict is Verdict.FAIL]
     assert leak.role == "candidate" and leak.message.startswith("leak: server anonymous memory")
-    rss = {t["role"]: t for t in judgement.facts["trends"] if t["series"] == "anon_mib"}
+    rss = {t.role: t for t in judgement.facts.trends if t.series == "anon_mib"}
     # The leak accumulates per request: its windows are a random walk with drift, which the
     # test on the increments decides.
-    assert rss["candidate"]["increments_p_value"] < 0.01 and rss["candidate"]["growth_low"] > 16
-    assert rss["candidate"]["slope_per_h"] > rss["pinned"]["slope_per_h"]
-    assert rss["candidate"]["finding"] == "leak"
+    assert rss["candidate"].increments_p_value < 0.01 and rss["candidate"].growth_low > 16
+    assert rss["candidate"].slope_per_h > rss["pinned"].slope_per_h
+    assert rss["candidate"].finding == "leak"
     # Every request went through on both roles; compaction ran on one schedule for both.
     for role in ("pinned", "candidate"):
-        summary = judgement.facts["requests"][role]
-        assert summary["sent"] == summary["ok"] > 20
+        summary = judgement.facts.requests[role]
+        assert summary.sent == summary.ok > 20
         telemetry = pd.read_parquet(saved.role_dir(role) / "telemetry.parquet")
         assert {"t_s", "rss_bytes", "pss_bytes", "anon_bytes"} <= set(telemetry.columns)
         assert len(telemetry) >= 40
-    compaction = judgement.facts["compaction"]
-    assert (
-        compaction["pinned"]["planned"] == compaction["candidate"]["planned"] == [2.0, 5.0, 8.0, 11.0, 14.0]
-    )
-    assert compaction["candidate"]["permitted"] is True and len(compaction["candidate"]["events"]) == 5
+    compaction = judgement.facts.compaction
+    assert compaction["pinned"].planned == compaction["candidate"].planned == [2.0, 5.0, 8.0, 11.0, 14.0]
+    assert compaction["candidate"].permitted is True and len(compaction["candidate"].events) == 5
     assert (tmp_path / "compact_memory").read_text() == "1\n"
     charts = {c.title: c for c in judgement.charts}
     assert len(charts["Server RSS during the soak"].marks) == 6  # 5 compactions + the warm-up's end
@@ -97,7 +95,7 @@ def test_a_stalled_stream_trips_the_watchdog(tmp_path: Path) -> None:
     )
     measurement = saved.measurement("candidate")
     assert measurement is not None and measurement["stop_reason"] == "stall"
-    assert judgement.facts["requests"]["pinned"]["stalled"] == 0
+    assert judgement.facts.requests["pinned"].stalled == 0
     assert time.monotonic() - started < 40  # the hung request did not hold the soak up
     no_server_left(saved.folder)
 
@@ -130,7 +128,7 @@ def test_without_memory_pressure_a_healthy_soak_is_warn_at_best(tmp_path: Path) 
     )  # fmt: skip
     assert judgement.verdict is Verdict.WARN, judgement.reason
     assert judgement.reason.startswith("pinned: memory pressure was not applied")
-    assert any("not applied" in note for note in judgement.facts["limits_of_evidence"])
+    assert any("not applied" in note for note in judgement.facts.limits_of_evidence)
     assert {f.verdict for f in judgement.findings} == {Verdict.WARN}
 
     line = "amdgpu 0000:c4:00.0: MES failed to respond to msg=REMOVE_QUEUE"  # lemonade-sdk/llamacpp-rocm#122

@@ -108,10 +108,10 @@ def test_an_interleaved_soak_keeps_each_server_up_and_a_leak_adds_up(tmp_path: P
     assert (mib["first"].iloc[1:].to_numpy() >= mib["last"].iloc[:-1].to_numpy() - 1).all()
     assert mib["last"].iloc[-1] - mib["first"].iloc[0] > 50
 
-    compaction = judgement.facts["compaction"]
-    assert compaction["pinned"]["planned"] == compaction["candidate"]["planned"] == [2, 4, 6, 8, 10]
-    assert [e["t_s"] // 1 for e in compaction["candidate"]["events"]] == [2, 4, 6, 8, 10]
-    assert any("ABBA blocks of" in note for note in judgement.facts["limits_of_evidence"])
+    compaction = judgement.facts.compaction
+    assert compaction["pinned"].planned == compaction["candidate"].planned == [2, 4, 6, 8, 10]
+    assert [e.t_s // 1 for e in compaction["candidate"].events] == [2, 4, 6, 8, 10]
+    assert any("ABBA blocks of" in note for note in judgement.facts.limits_of_evidence)
     [order] = [t for t in judgement.tables if t.title.startswith("Order of the soak")]
     assert [(row[1], row[2]) for row in order.rows] == [(r, b + 1) for _s, _e, r, b in walls]
 
@@ -176,7 +176,7 @@ def test_a_concurrent_soak_loads_every_role_at_once_and_a_leak_still_fails(tmp_p
     (s1, e1), (s2, e2) = spans
     assert min(e1, e2) - max(s1, s2) > 11
     assert took < 2 * 12
-    assert any("loaded at once" in note for note in judgement.facts["limits_of_evidence"])
+    assert any("loaded at once" in note for note in judgement.facts.limits_of_evidence)
     assert not [t for t in judgement.tables if t.title.startswith("Order of the soak")]
 
     def fault(pid: int | None) -> str:
