@@ -86,6 +86,9 @@ class SoakMeasurement(Evidence):
 
     role: str
     arm: str
+    measured_as: str | None = Field(
+        None, description="in a run set's member: the role its arm ran as in the set's one measurement"
+    )
     settings: dict[str, Any] = Field(description="the soak's settings as the plan resolved them")
     schedule: str = Field(description="sequential, interleaved or concurrent")
     error: Problem | None = None
