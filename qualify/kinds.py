@@ -59,6 +59,12 @@ def _numerics() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _numerics_evidence() -> EvidenceTypes:
+    from qualify.numerics.evidence import KldFacts
+
+    return EvidenceTypes(None, KldFacts)
+
+
 def _serving() -> tuple[Measure, Judge]:
     from qualify.serving.check import judge, measure
 
@@ -118,7 +124,7 @@ KINDS: tuple[CheckKind, ...] = (
     command.KIND.implemented_by(_command, _role_members),
     tests.KIND.implemented_by(_tests, _role_members, _tests_evidence),
     compile_.KIND.implemented_by(_compile),
-    numerics.KIND.implemented_by(_numerics, _numerics_members),
+    numerics.KIND.implemented_by(_numerics, _numerics_members, _numerics_evidence),
     serving.KIND.implemented_by(_serving, _serving_members),
     soak.KIND.implemented_by(_soak, _role_members, _soak_evidence),
     bench.KIND.implemented_by(_bench, _bench_members, _bench_evidence),

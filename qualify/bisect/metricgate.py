@@ -18,6 +18,7 @@ from typing import Any
 from qualify.bisect.outcomes import Outcome
 from qualify.core.checkspec import CheckSpec
 from qualify.core.verdicts import Verdict
+from qualify.numerics.evidence import KldFacts
 from qualify.numerics.kind import KIND as KLD_KIND
 from qualify.numerics.limitmetrics import judged_metric, metric_names
 from qualify.pipeline.checkrecords import CheckResult
@@ -83,7 +84,8 @@ def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
     """A `kld` check's limit or non-inferiority, as its judge decided it on the saved bounds; a
     check that reached no bound (its run failed, too few chunks) is NOT JUDGED."""
     limits = result.document.get("spec", {}).get("limits", {})
-    said = judged_metric(metric, result.facts, limits)
+    facts = result.evidence if isinstance(result.evidence, KldFacts) else None
+    said = judged_metric(metric, facts, limits)
     if said is None:
         reason = f"no limit of {metric!r} was judged: {result.reason}"
         return MetricJudged(Outcome.UNDECIDED, "NOT JUDGED", reason, None, None)

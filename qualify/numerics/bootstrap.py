@@ -201,23 +201,6 @@ class BootstrapBound:
         z = y - self.z0 if self.side == "upper" else self.z0 - y
         return _ndtr(-z)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "estimate": self.estimate,
-            "bound": self.bound,
-            "side": self.side,
-            "confidence": self.confidence,
-            "n_units": self.n_units,
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-            "z0": self.z0,
-            "acceleration": self.acceleration,
-            "method": self.method,
-            "exact": None if self.exact is None else list(self.exact),
-            "skew_guard": None if self.guard is None else {"skewness": self.guard[0], "se": self.guard[1]},
-        }
-
 
 def _exact_p(exact: tuple[str, int, int, float], side: Side, limit: float) -> float:
     """One-sided p of H0 "θ beyond limit" for a count (the smallest α whose exact bound passes)."""

@@ -16,8 +16,9 @@ from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
 from qualify.core.context import CheckContext
 from qualify.core.progress import Progress
-from qualify.core.runstore import read_json, write_json
+from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
+from qualify.numerics.evidence import KldFacts, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE, Settings, decided, judge_in_looks, judge_stats
 from qualify.numerics.kind import DEFAULT_CACHE
 from qualify.numerics.looks import look_confidence, planned_looks
@@ -86,7 +87,7 @@ def measure(ctx: CheckContext) -> None:
         stats = _one_after_another(state, planned, candidates, run)
     if stats is not None:
         save_stats(stats, ctx.folder)
-    write_json(ctx.folder / RECORD, state.record)
+    write_json(ctx.folder / RECORD, NumericsRecord.load(state.record, ctx.folder / RECORD).to_json())
 
 
 def _one_after_another(
@@ -167,32 +168,33 @@ def judge(saved: SavedCheck) -> Judgement:
         if m.get("artifact_error"):
             verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
             findings.append(Finding(verdict, m["artifact_error"], role))
-    record = read_json(saved.folder / RECORD) if (saved.folder / RECORD).is_file() else {}
-    if record.get("settings_mismatch"):
+    path = saved.folder / RECORD
+    record = NumericsRecord.read(path) if path.is_file() else NumericsRecord()
+    if record.settings_mismatch:
         findings.append(
-            Finding(Verdict.ERROR, f"settings differ between roles: {record['settings_mismatch']}", None)
+            Finding(Verdict.ERROR, f"settings differ between roles: {record.settings_mismatch}", None)
         )
-    if record.get("token_mismatch"):
+    if record.token_mismatch:
         findings.append(
-            Finding(Verdict.FAIL, f"the roles scored different tokens: {record['token_mismatch']}", None)
+            Finding(Verdict.FAIL, f"the roles scored different tokens: {record.token_mismatch}", None)
         )
-    if record.get("artifact_error"):
-        role = record["artifact_error"]["role"]
-        verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
-        findings.append(Finding(verdict, record["artifact_error"]["message"], role))
+    if record.artifact_error:
+        stopped = record.artifact_error.role
+        verdict = Verdict.FAIL if stopped == "candidate" else Verdict.ERROR
+        findings.append(Finding(verdict, record.artifact_error.message, stopped))
     stats = load_stats(saved.folder)
     judged: list[str] = []
     tables: tuple[Any, ...] = ()
     charts: tuple[Any, ...] = ()
-    facts: dict[str, Any] = {"settings": record.get("settings", {})}
+    facts = KldFacts(settings=record.settings)
     if stats is not None:
         settings = Settings.of(params)
-        planned = record.get("looks", {}).get("planned", ())
+        planned = record.looks.planned if record.looks else ()
         stop = judge_in_looks(stats, saved.spec.limits, settings, planned)
         outcome, at = stop.outcome, settings.at_look(stop.planned, stop.chunks, stop.confidence)
         findings.extend(outcome.findings)
         judged = outcome.judged
-        facts = {**facts, **outcome.facts, "looks": stop.facts()}
+        facts = KldFacts(settings=record.settings, **outcome.facts, looks=stop.facts())
         tables = stats_tables(stats.prefix(stop.chunks), outcome, saved.spec.limits, at)
         charts = stats_charts(stats.prefix(stop.chunks), outcome, saved.spec.limits)
     elif not findings:
@@ -207,28 +209,26 @@ def judge(saved: SavedCheck) -> Judgement:
     return Judgement(verdict, reason, tuple(findings), tables, facts, charts, judged=tuple(judged))
 
 
-def _summary(facts: dict[str, Any]) -> str:
-    s = facts.get("summaries", {})
+def _summary(facts: KldFacts) -> str:
     parts = []
     for role in ("pinned", "candidate"):
-        v = s.get(f"reference|{role}")
+        v = facts.summary(role)
         if v:
-            parts.append(f"{role} mean KLD {v['kld_mean']:.3g}, top-1 {100 * v['same_top_p']:.2f} %")
-    ni = facts.get("noninferiority")
+            parts.append(f"{role} mean KLD {v.kld_mean:.3g}, top-1 {100 * v.same_top_p:.2f} %")
+    ni = facts.noninferiority
     if ni:
         # Results judged before the margin went inside the test hold one bound on θ.
-        tests = ni.get("tests")
-        if tests:
-            best = min(tests, key=lambda t: t["upper"])
-            bound = f"bound on mean {best['what']} {best['upper']:.3g}"
-            parts.append(f"θ {ni['theta']:.3g} vs δ {ni['delta']:.3g} ({bound})")
-        elif "bound" in ni:
-            parts.append(f"θ bound {ni['bound']:.3g} vs δ {ni['delta']:.3g}")
-    if facts.get("n_chunks") is not None:
-        looks = facts.get("looks", {})
-        planned = looks.get("planned", [])
+        best = ni.best_test
+        if best:
+            parts.append(f"θ {ni.theta:.3g} vs δ {ni.delta:.3g} (bound on mean {best.what} {best.upper:.3g})")
+        elif ni.bound is not None:
+            parts.append(f"θ bound {ni.bound:.3g} vs δ {ni.delta:.3g}")
+    if facts.n_chunks is not None:
+        planned = facts.looks.planned if facts.looks else []
         at = (
-            f" (look {looks['look']} of {len(planned)}, of {planned[-1]} planned)" if len(planned) > 1 else ""
+            f" (look {facts.looks.look} of {len(planned)}, of {planned[-1]} planned)"
+            if facts.looks and len(planned) > 1
+            else ""
         )
-        parts.append(f"{facts['n_chunks']} chunks{at}")
+        parts.append(f"{facts.n_chunks} chunks{at}")
     return "; ".join(parts)

@@ -21,6 +21,7 @@ from qualify.checks.base import Finding
 from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds
+from qualify.numerics.evidence import BoundFacts, MarginTestFacts, NoninferiorityFacts, PairSummary, SkewGuard
 from qualify.numerics.kind import GATES, KIND, Gate
 from qualify.numerics.looks import Stop, sequential
 from qualify.numerics.noninferiority import FLOOR_FACTOR, MarginTest, decide, margin_tests, quantities
@@ -86,6 +87,7 @@ class Outcome:
     the evidence the tables present (`qualify.numerics.tables`)."""
 
     findings: list[Finding]
+    #: The fields of `qualify.numerics.evidence.KldFacts` this judgement set, typed.
     facts: dict[str, Any]
     #: The limits evaluated on the candidate and the comparisons made (see Judgement.judged).
     judged: list[str] = field(default_factory=list)
@@ -144,7 +146,7 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
                     guard_confidence=s.guard_confidence,
                     stretch=s.stretch,
                 )
-    out.facts["bounds"] = {r: {n: b.to_dict() for n, b in bs.items()} for r, bs in bounds.items()}
+    out.facts["bounds"] = {r: {n: bound_facts(b) for n, b in bs.items()} for r, bs in bounds.items()}
     for gate in GATES:
         if gate.limit in limits:
             out.findings.extend(_gate_findings(gate, limits[gate.limit], bounds, summaries, stats, s))
@@ -200,25 +202,56 @@ def _finite(stats: TokenStats, role: str) -> bool:
     return bool(np.isfinite(pv.kld).all() and np.isfinite(stats.role[role].nll).all())
 
 
-def _summary_facts(v: KldSummary) -> dict[str, Any]:
-    return {
-        "kld_mean": v.kld_mean,
-        "kld_median": v.kld_median,
-        "kld_p90": v.kld_p90,
-        "kld_p99": v.kld_p99,
-        "kld_p999": v.kld_p999,
-        "kld_max": v.kld_max,
-        "ppl_q": v.ppl_q,
-        "ppl_base": v.ppl_base,
-        "dppl_pct": v.dppl_pct,
-        "same_top_p": v.same_top_p,
-        "rms_dp": v.rms_dp,
-        "confident_flips": v.confident_flips,
-        "confident_flips_per_1e5": v.confident_flips_per_1e5,
-        "target_at_floor_base": v.target_at_floor_base,
-        "target_at_floor_other": v.target_at_floor_other,
-        "kld_lower_bound": v.kld_lower_bound,
-    }
+def _summary_facts(v: KldSummary) -> PairSummary:
+    return PairSummary(
+        kld_mean=v.kld_mean,
+        kld_median=v.kld_median,
+        kld_p90=v.kld_p90,
+        kld_p99=v.kld_p99,
+        kld_p999=v.kld_p999,
+        kld_max=v.kld_max,
+        ppl_q=v.ppl_q,
+        ppl_base=v.ppl_base,
+        dppl_pct=v.dppl_pct,
+        same_top_p=v.same_top_p,
+        rms_dp=v.rms_dp,
+        confident_flips=v.confident_flips,
+        confident_flips_per_1e5=v.confident_flips_per_1e5,
+        target_at_floor_base=v.target_at_floor_base,
+        target_at_floor_other=v.target_at_floor_other,
+        kld_lower_bound=v.kld_lower_bound,
+    )
+
+
+def bound_facts(b: BootstrapBound) -> BoundFacts:
+    return BoundFacts(
+        name=b.name,
+        estimate=b.estimate,
+        bound=b.bound,
+        side=b.side,
+        confidence=b.confidence,
+        n_units=b.n_units,
+        n_resamples=b.n_resamples,
+        seed=b.seed,
+        z0=b.z0,
+        acceleration=b.acceleration,
+        method=b.method,
+        exact=None if b.exact is None else list(b.exact),
+        skew_guard=None if b.guard is None else SkewGuard(skewness=b.guard[0], se=b.guard[1]),
+    )
+
+
+def _test_facts(t: MarginTest) -> MarginTestFacts:
+    return MarginTestFacts(
+        name=t.name,
+        what=t.what,
+        estimate=t.upper.estimate,
+        upper=t.upper.bound,
+        upper_confidence=t.upper.confidence,
+        lower=t.lower.bound,
+        lower_confidence=t.lower.confidence,
+        method=t.upper.method,
+    )
 
 
 def beyond(gate: Gate, value: float, limit: float) -> bool:
@@ -292,17 +325,17 @@ class Noninferiority:
     floor: float | None
     verdict: str
 
-    def facts(self) -> dict[str, Any]:
-        return {
-            "theta": self.theta,
-            "tests": [t.facts() for t in self.tests],
-            "delta": self.delta,
-            "margin": self.margin,
-            "mean_kl_pinned": self.mean_kl_pinned,
-            "mean_kl_candidate": self.mean_kl_candidate,
-            "floor": self.floor,
-            "verdict": self.verdict,
-        }
+    def facts(self) -> NoninferiorityFacts:
+        return NoninferiorityFacts(
+            theta=self.theta,
+            tests=[_test_facts(t) for t in self.tests],
+            delta=self.delta,
+            margin=self.margin,
+            mean_kl_pinned=self.mean_kl_pinned,
+            mean_kl_candidate=self.mean_kl_candidate,
+            floor=self.floor,
+            verdict=self.verdict,
+        )
 
 
 def _noninferiority(

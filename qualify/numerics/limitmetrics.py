@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from qualify.numerics.evidence import KldFacts
 from qualify.numerics.judge import limit_verdict
 from qualify.numerics.kind import GATES
 
@@ -38,23 +38,24 @@ class LimitJudged:
     pinned: float | None
 
 
-def judged_metric(metric: str, facts: Mapping[str, Any], limits: Mapping[str, float]) -> LimitJudged | None:
+def judged_metric(metric: str, facts: KldFacts | None, limits: Mapping[str, float]) -> LimitJudged | None:
     """The metric's verdict and figures from the check's saved facts; None when the check judged
-    no such metric (its run never reached the bounds)."""
+    no such metric (its run never reached the bounds, or it saved no facts)."""
+    if facts is None:
+        return None
     if metric == NONINFERIORITY:
-        ni = facts.get("noninferiority")
-        if not ni:
+        ni = facts.noninferiority
+        if ni is None:
             return None
-        reason = f"θ {ni['theta']:.4g} per token against δ {ni['delta']:.4g}"
-        return LimitJudged(str(ni["verdict"]), reason, ni.get("mean_kl_candidate"), ni.get("mean_kl_pinned"))
+        reason = f"θ {ni.theta:.4g} per token against δ {ni.delta:.4g}"
+        return LimitJudged(ni.verdict, reason, ni.mean_kl_candidate, ni.mean_kl_pinned)
     gate = next((g for g in GATES if g.bound == metric), None)
-    bounds = facts.get("bounds", {})
-    judged = bounds.get("candidate", {}).get(metric)
+    judged = facts.bound("candidate", metric)
     if gate is None or gate.limit not in limits or judged is None:
         return None
-    limit, estimate, bound = limits[gate.limit], float(judged["estimate"]), float(judged["bound"])
+    limit, estimate, bound = limits[gate.limit], judged.estimate, judged.bound
     verdict = limit_verdict(gate, estimate, bound, limit)
     side = "upper" if gate.upper else "lower"
     reason = f"{gate.label} {estimate:.4g} ({side} bound {bound:.4g}) against {gate.limit} {limit:.4g}"
-    pinned = bounds.get("pinned", {}).get(metric)
-    return LimitJudged(verdict, reason, estimate, None if pinned is None else float(pinned["estimate"]))
+    pinned = facts.bound("pinned", metric)
+    return LimitJudged(verdict, reason, estimate, None if pinned is None else pinned.estimate)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from qualify.numerics.evidence import LookFacts
 from qualify.stats.abtests import look_alphas, look_points
 
 T = TypeVar("T")
@@ -59,13 +60,10 @@ class Stop(Generic[T]):
     planned: tuple[int, ...]
     outcome: T
 
-    def facts(self) -> dict[str, Any]:
-        return {
-            "planned": list(self.planned),
-            "look": self.look,
-            "chunks": self.chunks,
-            "confidence": self.confidence,
-        }
+    def facts(self) -> LookFacts:
+        return LookFacts(
+            planned=list(self.planned), look=self.look, chunks=self.chunks, confidence=self.confidence
+        )
 
 
 def sequential(

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,18 +50,6 @@ class MarginTest:
     what: str  # D in words, for the report
     upper: BootstrapBound
     lower: BootstrapBound
-
-    def facts(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "what": self.what,
-            "estimate": self.upper.estimate,
-            "upper": self.upper.bound,
-            "upper_confidence": self.upper.confidence,
-            "lower": self.lower.bound,
-            "lower_confidence": self.lower.confidence,
-            "method": self.upper.method,
-        }
 
 
 def quantities(

@@ -20,6 +20,7 @@ from qualify.checks.base import Measure
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import read_json, write_json
+from qualify.numerics.evidence import ArtifactError, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.store import load_stats, save_stats
 from qualify.numerics.tokenstats import TokenStats
@@ -45,21 +46,21 @@ def member_stats(stats: TokenStats, role: str) -> TokenStats:
     )
 
 
-def _record(record: dict[str, Any], role: str, others: set[str]) -> dict[str, Any]:
+def _record(record: NumericsRecord, role: str, others: set[str]) -> NumericsRecord:
     """The pass's record as a member reads it: its arm's settings under "candidate"."""
-    settings = record.get("settings", {})
-    out = {k: v for k, v in record.items() if k != "schema_version"}
-    out["settings"] = {("candidate" if r == role else r): s for r, s in settings.items() if r not in others}
-    error = record.get("artifact_error")
-    if error and error.get("role") == role:
-        out["artifact_error"] = {**error, "role": "candidate"}
-    elif error and error.get("role") in others:
+    settings = {("candidate" if r == role else r): s for r, s in record.settings.items() if r not in others}
+    error = record.artifact_error
+    if error and error.role == role:
+        error = error.model_copy(update={"role": "candidate"})
+    elif error and error.role in others:
         # Another member's stream stopped the pass: this member could not be judged.
-        out["artifact_error"] = {
-            "role": str(error["role"]),
-            "message": f"the set's numerics pass stopped at another member: {error['message']}",
-        }
-    return out
+        error = ArtifactError(
+            role=error.role, message=f"the set's numerics pass stopped at another member: {error.message}"
+        )
+    update: dict[str, Any] = {"settings": settings}
+    if error is not None:
+        update["artifact_error"] = error
+    return record.model_copy(update=update)
 
 
 def member_view(joint: Path, role: str) -> Measure:
@@ -69,7 +70,7 @@ def member_view(joint: Path, role: str) -> Measure:
     def fill(ctx: CheckContext) -> None:
         if not (joint / RECORD).is_file():
             raise QualifyError(f"the set's numerics in {joint} left no record", "see the set's log for why")
-        record = read_json(joint / RECORD)
+        record = NumericsRecord.read(joint / RECORD)
         members = {p.name for p in joint.iterdir() if p.is_dir()} - {*SHARED, role, "logs"}
         for source in (*SHARED, role):
             target = "candidate" if source == role else source
@@ -83,7 +84,7 @@ def member_view(joint: Path, role: str) -> Measure:
             for log in (joint / "logs").glob(f"{source}-*.log") if (joint / "logs").is_dir() else ():
                 (ctx.folder / "logs").mkdir(exist_ok=True)
                 shutil.copyfile(log, ctx.folder / "logs" / log.name.replace(f"{source}-", f"{target}-", 1))
-        write_json(ctx.folder / RECORD, _record(record, role, members))
+        write_json(ctx.folder / RECORD, _record(record, role, members).to_json())
         stats = load_stats(joint)
         if stats is not None and role in stats.roles:
             save_stats(member_stats(stats, role), ctx.folder)

@@ -22,6 +22,7 @@ from qualify.checks.base import SavedCheck
 from qualify.cli import app
 from qualify.core.checkspec import CheckSpec
 from qualify.numerics.check import judge
+from qualify.numerics.evidence import KldFacts
 from qualify.numerics.formats import write_logprob_dir
 from qualify.numerics.llamalogits import llama_row_width, write_llama_logits
 from qualify.numerics.store import load_stats
@@ -505,7 +506,8 @@ def test_a_look_that_decides_ends_the_scoring_and_a_rejudge_finds_it_again(proje
     for result in (streamed, on_disk):
         spec = CheckSpec(**{**result["spec"], "roles": tuple(result["spec"]["roles"]), "timeout_s": None})
         again = judge(SavedCheck(Path(result["folder"]), spec, spec.roles))
-        assert again.verdict.value == "PASS" and again.facts["looks"] == looks
+        assert isinstance(again.facts, KldFacts) and again.facts.looks is not None
+        assert again.verdict.value == "PASS" and again.facts.looks.model_dump() == looks
 
 
 def test_a_candidate_on_the_margin_is_scored_to_the_end_and_judged_at_the_last_look(
