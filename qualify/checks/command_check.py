@@ -6,7 +6,7 @@ from __future__ import annotations
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
 from qualify.checks.metrics import Metric, MetricsInvalid, read_metrics
-from qualify.checks.roleruns import measure_command, run_findings
+from qualify.checks.roleruns import measure_command, role_run, run_findings
 from qualify.core.context import CheckContext
 from qualify.core.verdicts import Verdict
 
@@ -19,9 +19,9 @@ def measure(ctx: CheckContext) -> None:
 def judge(saved: SavedCheck) -> Judgement:
     findings = run_findings(saved)
     wants_metrics = bool(saved.spec.param("metrics")) or bool(saved.spec.limits)
-    candidate = saved.measurement("candidate") or {}
+    candidate = role_run(saved, "candidate")
     # The candidate's exit status is judged whenever it ran; an error means it never did.
-    judged = ["candidate exit status"] if candidate and "error" not in candidate else []
+    judged = ["candidate exit status"] if candidate is not None and candidate.error is None else []
     # run_findings holds only failures: with any of them there is nothing sound to compare.
     if not wants_metrics or findings:
         verdict = worst(findings)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.checks.base import Finding, SavedCheck
+from qualify.checks.rolerun import RoleRun
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.verdicts import Verdict
@@ -56,29 +57,34 @@ def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Fi
     """
     findings: list[Finding] = []
     for role in saved.roles:
-        m = saved.measurement(role)
-        if m is None:
+        run = role_run(saved, role)
+        if run is None:
             findings.append(Finding(Verdict.ERROR, "not measured (the run stopped first)", role))
             continue
-        if "error" in m:
-            message = m["error"]["message"]
-            hint = m["error"].get("hint")
-            text = message if not hint else f"{message} ({hint})"
-            lost = role == "candidate" and m["error"].get("missing_tool") and not _missing_elsewhere(saved)
+        if run.error is not None:
+            hint = run.error.hint
+            text = run.error.message if not hint else f"{run.error.message} ({hint})"
+            lost = role == "candidate" and run.error.missing_tool and not _missing_elsewhere(saved)
             findings.append(Finding(Verdict.FAIL if lost else Verdict.ERROR, text, role))
             continue
-        if failed_run_fails and not m.get("ok"):
+        if failed_run_fails and not run.ok:
             verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
-            tail = "\n".join(m.get("output_tail", [])[-8:])
-            findings.append(Finding(verdict, f"command {m.get('outcome')}\n{tail}".rstrip(), role))
+            tail = "\n".join(run.output_tail[-8:])
+            findings.append(Finding(verdict, f"command {run.outcome}\n{tail}".rstrip(), role))
     return findings
+
+
+def role_run(saved: SavedCheck, role: str) -> RoleRun | None:
+    """How the role's run went, from its measurement (None: not measured)."""
+    m = saved.measurement(role)
+    return None if m is None else RoleRun.of(m, saved.role_dir(role) / "measurement.json")
 
 
 def _missing_elsewhere(saved: SavedCheck) -> bool:
     """Whether a baseline role lacked a tool too: then the machine or the plan lacks it (ERROR),
     not the candidate's build (FAIL, as when a shell reports the same tool not found)."""
     for role in saved.roles:
-        m = saved.measurement(role) if role != "candidate" else None
-        if m and m.get("error", {}).get("missing_tool"):
+        run = role_run(saved, role) if role != "candidate" else None
+        if run is not None and run.error is not None and run.error.missing_tool:
             return True
     return False

@@ -22,7 +22,7 @@ from qualify.checks.junit import (
     read_junit,
     read_junit_cases,
 )
-from qualify.checks.roleruns import measure_command, run_findings
+from qualify.checks.roleruns import measure_command, role_run, run_findings
 from qualify.checks.testsfacts import CaseCounts, CasesFacts
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
@@ -82,14 +82,14 @@ def judge(saved: SavedCheck) -> Judgement:
     findings = run_findings(saved, failed_run_fails=False)
     results: dict[str, dict[str, str]] = {}
     for role in saved.roles:
-        m = saved.measurement(role)
-        if m is None or "error" in m:
+        run = role_run(saved, role)
+        if run is None or run.error is not None:
             continue
         try:
             results[role] = read_junit(saved.role_dir(role) / JUNIT_COPY)
         except JUnitInvalid as exc:
-            tail = "\n".join(m.get("output_tail", [])[-6:])
-            message = f"{exc} (command {m.get('outcome')})\n{tail}".rstrip()
+            tail = "\n".join(run.output_tail[-6:])
+            message = f"{exc} (command {run.outcome})\n{tail}".rstrip()
             findings.append(Finding(Verdict.FAIL if role == "candidate" else Verdict.ERROR, message, role))
             continue
         if executed(results[role]) == 0:
@@ -101,11 +101,11 @@ def judge(saved: SavedCheck) -> Judgement:
                     role,
                 )
             )
-        if m.get("command", {}).get("timed_out"):
+        if run.command is not None and run.command.timed_out:
             findings.append(
                 Finding(
                     Verdict.FAIL if role == "candidate" else Verdict.ERROR,
-                    f"the test command {m.get('outcome')}",
+                    f"the test command {run.outcome}",
                     role,
                 )
             )
@@ -121,16 +121,17 @@ def judge(saved: SavedCheck) -> Judgement:
         findings.extend(_compare(results["pinned"], results["candidate"]))
         judged.append(f"{len(results['pinned'])} tests compared with pinned")
         for role in ("pinned", "candidate"):
-            m = saved.measurement(role) or {}
+            # A role has results only where it ran: its run is there.
+            ran = role_run(saved, role)
+            timed_out = ran is not None and ran.command is not None and ran.command.timed_out
             if (
-                not m.get("ok")
-                and not m.get("command", {}).get("timed_out")
+                ran is not None
+                and not ran.ok
+                and not timed_out
                 and not any(s in (FAILED, "error") for s in results[role].values())
             ):
                 findings.append(
-                    Finding(
-                        Verdict.WARN, f"command {m.get('outcome')} though its JUnit reports no failure", role
-                    )
+                    Finding(Verdict.WARN, f"command {ran.outcome} though its JUnit reports no failure", role)
                 )
         times = {role: _times(saved.role_dir(role) / JUNIT_COPY) for role in ("pinned", "candidate")}
         table = (_table(results["pinned"], results["candidate"], times),)

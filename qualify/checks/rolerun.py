@@ -1,0 +1,57 @@
+"""How a role's run itself went, as a type: the part of a measurement.json that
+`qualify.checks.roleruns.measure_command` writes for every kind that runs a command per role
+(the command's record, the tail of its output and how it ended, or the harness's error).
+
+A kind adds fields of its own beside these; this type reads only its own part of the document
+(`RoleRun.of`), checked like any evidence (`qualify.checks.evidence`), so that the judgement of
+the runs themselves reads typed values whichever kind wrote the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qualify.checks.evidence import Evidence
+
+
+class RunError(BaseModel):
+    """What kept the command from running: the harness's or the machine's failure."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    message: str
+    hint: str | None = None
+    missing_tool: bool | None = Field(default=None, description="a tool the command needs was not found")
+
+
+class CommandRecord(BaseModel):
+    """The command as it ran (`qualify.core.process`): its argv with secrets redacted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    argv: list[str]
+    returncode: int | None
+    duration_s: float
+    started_at: str | float | None
+    log: str | None
+    timed_out: bool
+
+
+class RoleRun(Evidence):
+    role: str | None = None
+    arm: str | None = None
+    error: RunError | None = None
+    command: CommandRecord | None = None
+    output_tail: list[str] = Field(default_factory=list)
+    outcome: str | None = Field(default=None, description="how the command ended, in words")
+    ok: bool = False
+
+    @classmethod
+    def of(cls, measurement: Mapping[str, Any], where: str | Path) -> RoleRun:
+        """The run's part of a role's measurement, checked; the kind's own fields are left to
+        the kind."""
+        return cls.load({k: v for k, v in measurement.items() if k in cls.model_fields}, where)
