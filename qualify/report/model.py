@@ -15,6 +15,7 @@ from qualify.core.verdicts import StageState
 from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
+from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report import headline
 from qualify.report.views import CheckView, StageView, shared_measurement
@@ -74,12 +75,11 @@ class ReportModel:
 
 
 def build_model(run: RunDir) -> ReportModel:
-    saved = run.read()
-    plan = saved.get("plan", {})
+    record = RunRecord.load(run)
     # Derived from the stages as they are now, never the verdict run.json saved; each stage's
     # view shows the outcome that derivation gave it (its files are read for it once).
-    derived = run_on_disk(run, saved)
-    stages = [_stage(run, spec, derived) for spec in plan.get("stages", [])]
+    derived = run_on_disk(run, record.document)
+    stages = [_stage(run, entry, derived) for entry in record.stages]
     present = {s.name for s in stages}
     stages += [
         StageView(name, None, StageState.NOT_APPLICABLE.value, why, False)
@@ -93,16 +93,11 @@ def build_model(run: RunDir) -> ReportModel:
         if name not in present
     ]
     stages = _merge_order(stages)
-    prov = saved.get("provenance", {})
+    prov = record.provenance
     # A run saved before installables were recorded redacted may hold a URL's token.
     roles = [
-        RoleView(
-            role,
-            info.get("arm", ""),
-            redact_text(str(info.get("installable", "")), known=False),
-            info.get("out"),
-        )
-        for role, info in saved.get("roles", {}).items()
+        RoleView(role, info.arm, redact_text(info.installable, known=False), info.out)
+        for role, info in record.roles.items()
     ]
     status = derived.status
     verdict = "RUNNING" if status == "running" else derived.verdict.value
@@ -112,9 +107,9 @@ def build_model(run: RunDir) -> ReportModel:
         run_id=run.run_id,
         status=status,
         verdict=verdict,
-        created_at=saved.get("created_at", ""),
-        finished_at=saved.get("finished_at"),
-        profile=saved.get("profile"),
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        profile=record.profile,
         roles=roles,
         source=prov.get("git", {}),
         host=prov.get("host", {}),
@@ -122,7 +117,7 @@ def build_model(run: RunDir) -> ReportModel:
         gpu_processes=prov.get("gpu_processes", []),
         stages=stages,
         not_proven=[],
-        rejudged=saved.get("rejudged", []),
+        rejudged=list(record.document.get("rejudged", [])),
     )
     return _presented(run, _with_limits_of_evidence(model))
 
@@ -160,33 +155,33 @@ def _merge_order(stages: list[StageView]) -> list[StageView]:
     return placed + [s for s in stages if s.name not in order]
 
 
-def _stage(run: RunDir, spec: dict[str, Any], derived: RunOnDisk) -> StageView:
-    folder = run.stage_dir(spec["folder"])
+def _stage(run: RunDir, entry: StageEntry, derived: RunOnDisk) -> StageView:
+    folder = run.stage_dir(entry.folder)
     attempts = len(list((folder / "attempts").glob("*"))) if (folder / "attempts").is_dir() else 0
     path = folder / "stage.json"
     if not path.is_file():
         return StageView(
-            spec["name"],
-            spec["folder"],
+            entry.name,
+            entry.folder,
             StageState.NOT_RUN.value,
             "not run yet",
             True,
             earlier_attempts=attempts,
         )
-    name = spec["name"]
+    name = entry.name
     found, why = derived.stages[name].value, derived.reasons[name]
     try:
         stage = StageRecord.load(path)
     except RunStoreError:
-        return StageView(name, spec["folder"], found, why, True)
+        return StageView(name, entry.folder, found, why, True)
     if stage.status == "running" and derived.status == "running":
         outcome, reason = "RUNNING", "running now"
     else:
         outcome, reason = found, why
     checks = [_check(folder, entry) for entry in stage.checks]
     return StageView(
-        name=spec["name"],
-        folder=spec["folder"],
+        name=entry.name,
+        folder=entry.folder,
         outcome=outcome,
         reason=reason,
         configured=True,
