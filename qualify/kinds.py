@@ -29,6 +29,13 @@ def _build() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _build_evidence() -> EvidenceTypes:
+    from qualify.build.evidence import BuildMeasurement
+    from qualify.checks.buildfacts import BuildFacts
+
+    return EvidenceTypes(BuildMeasurement, BuildFacts)
+
+
 def _command() -> tuple[Measure, Judge]:
     from qualify.checks.command_check import judge, measure
 
@@ -120,7 +127,7 @@ def _bench_members() -> MemberView:
 
 
 KINDS: tuple[CheckKind, ...] = (
-    build.KIND.implemented_by(_build),
+    build.KIND.implemented_by(_build, evidence=_build_evidence),
     command.KIND.implemented_by(_command, _role_members),
     tests.KIND.implemented_by(_tests, _role_members, _tests_evidence),
     compile_.KIND.implemented_by(_compile),

@@ -15,6 +15,15 @@ import pandas as pd
 
 from qualify.build import builders, flakeinputs, nix, toolchain
 from qualify.build.closure import diff_summary, store_name
+from qualify.build.evidence import (
+    BuildMeasurement,
+    BuildPlan,
+    DerivationBuilt,
+    FailedDerivation,
+    InputsUsed,
+    InputUsed,
+    RolePlan,
+)
 from qualify.build.internaljson import BuildLog
 from qualify.build.tables import (
     arms_table,
@@ -27,13 +36,21 @@ from qualify.build.tables import (
     write_diff,
 )
 from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.buildfacts import (
+    BuildFacts,
+    BuildSource,
+    ClosureDiff,
+    Problem,
+    SourceProblem,
+    read_source,
+)
 from qualify.checks.findings import headline, worst
 from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
 from qualify.core.redaction import holds_redacted, redact_argv, redact_ref, redact_values, remember_named
-from qualify.core.runstore import read_json, write_json
+from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
 
 SOURCE = "source.json"
@@ -50,36 +67,32 @@ def measure(ctx: CheckContext) -> None:
     try:
         source = _resolve(ctx, env)
     except QualifyError as exc:
-        write_json(
-            ctx.folder / SOURCE,
-            redact_values({"error": {"message": exc.message, "hint": exc.hint}}, known=True),
-        )
+        problem = SourceProblem(error=Problem(message=exc.message, hint=exc.hint))
+        write_json(ctx.folder / SOURCE, redact_values(problem.to_json(), known=True))
         return
-    if source.get("refused"):
+    if source.refused:
         return
     refs = _refs(ctx, source)
     plans = _dry_runs(ctx, refs, env)
-    built: dict[str, dict[str, Any]] = {}
+    built: dict[str, BuildMeasurement] = {}
     valid: set[str] = set()  # derivations an earlier role built: nix will not build them again
     for role in ctx.roles:
         key = json.dumps(refs[role]["argv"])
-        planned = plans[role].get("will_build")  # None when the dry run failed
+        planned = None if plans[role].error is not None else plans[role].will_build
         todo = None if planned is None else len(set(planned) - valid)
         measurement = _build_role(ctx, role, refs[role], env, shared_with=built.get(key), todo=todo)
-        valid |= {b["drv"] for b in measurement["built"] if b["seconds"] is not None and not b["failed"]}
+        valid |= {b.drv for b in measurement.built if b.seconds is not None and not b.failed}
         built.setdefault(key, measurement)
         # The nix options among its arguments may hold an access token: saved redacted.
-        ctx.save(
-            role,
-            {**redact_values(measurement, known=True), "extra_args": redact_argv(measurement["extra_args"])},
-        )
-        if measurement.get("ok"):
-            ctx.record_arm(role, drv=measurement["drv"], out=measurement["out"])
+        saved = redact_values(measurement.to_json(), known=True)
+        ctx.save(role, {**saved, "extra_args": redact_argv(measurement.extra_args)})
+        if measurement.ok:
+            ctx.record_arm(role, drv=measurement.drv, out=measurement.out)
             _closures(ctx, role, measurement, env)
     _inputs(ctx, source, env)
 
 
-def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
+def _resolve(ctx: CheckContext, env: dict[str, str]) -> BuildSource:
     flake = ctx.config.flake
     ref = flake if ":" in flake else str((ctx.config.root / flake).resolve())
     version = nix.version(env)
@@ -93,23 +106,23 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> dict[str, Any]:
     remember_named(nix_settings)  # an access token is redacted wherever nix prints it
     # Before any evaluation or build: a builder that is down fails here, by name.
     builders.probe(builders.builder_uris(nix_settings.get("builders", "")), env)
-    source = {
-        "nix_version": version,
-        "flake": ref,
-        "locked_url": meta.locked_url,
-        "type": meta.type,
-        "revision": meta.revision,
-        "dirty": meta.dirty,
-        "allow_dirty": allow_dirty,
-        "last_modified": meta.last_modified,
-        "locks": meta.locks,
-        "override_inputs": ctx.options.get("override_inputs", []),
-        "nix_options": nix_settings,
-        "system": ctx.spec.params.get("system") or _system(),
-        "refused": bool(meta.dirty) and not allow_dirty,
-    }
+    source = BuildSource(
+        nix_version=version,
+        flake=ref,
+        locked_url=meta.locked_url,
+        type=meta.type,
+        revision=meta.revision,
+        dirty=meta.dirty,
+        allow_dirty=allow_dirty,
+        last_modified=meta.last_modified,
+        locks=meta.locks,
+        override_inputs=[[str(n), str(r)] for n, r in ctx.options.get("override_inputs", [])],
+        nix_options=nix_settings,
+        system=ctx.spec.params.get("system") or _system(),
+        refused=bool(meta.dirty) and not allow_dirty,
+    )
     # Saved with secrets redacted (`access-tokens=<redacted>`); the build uses what is returned.
-    write_json(ctx.folder / SOURCE, redact_values(source))
+    write_json(ctx.folder / SOURCE, redact_values(source.to_json()))
     return source
 
 
@@ -139,18 +152,18 @@ def _refuse_redacted_overrides(overrides: list[list[str]]) -> None:
         )
 
 
-def _refs(ctx: CheckContext, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _refs(ctx: CheckContext, source: BuildSource) -> dict[str, dict[str, Any]]:
     locked = nix.FlakeSource(
-        source["flake"],
-        source["locked_url"],
-        source["type"],
-        source["revision"],
-        source["dirty"],
-        source["last_modified"],
-        source["locks"],
+        source.flake,
+        source.locked_url,
+        source.type,
+        source.revision,
+        source.dirty,
+        source.last_modified,
+        source.locks,
         {},
     )
-    overrides = [(str(o[0]), str(o[1])) for o in source.get("override_inputs", [])]
+    overrides = [(str(o[0]), str(o[1])) for o in source.override_inputs]
     refs = {}
     for role in ctx.roles:
         arm = ctx.arms[role].arm
@@ -161,40 +174,39 @@ def _refs(ctx: CheckContext, source: dict[str, Any]) -> dict[str, dict[str, Any]
         for option, value in (("--max-jobs", "max_jobs"), ("--cores", "cores")):
             if ctx.spec.params.get(value) is not None:
                 extra += [option, str(ctx.spec.params[value])]
-        extra += builders.option_args(source.get("nix_options") or {})
+        extra += builders.option_args(source.nix_options or {})
         refs[role] = {"ref": ref, "extra": extra, "from_project": ours, "argv": [ref, *extra]}
     return refs
 
 
-def _dry_runs(
-    ctx: CheckContext, refs: dict[str, dict[str, Any]], env: dict[str, str]
-) -> dict[str, dict[str, Any]]:
+def _dry_runs(ctx: CheckContext, refs: dict[str, dict[str, Any]], env: dict[str, str]) -> dict[str, RolePlan]:
     """Each role's dry run: what nix will build and fetch (saved as plan.json, returned)."""
-    plans: dict[str, Any] = {}
+    found: dict[str, dict[str, Any]] = {}
+    sets: dict[str, set[str]] = {}
     for role in ctx.roles:
         try:
             planned = nix.plan(refs[role]["ref"], refs[role]["extra"], env, ctx.log(role, "dry-run"))
         except QualifyError as exc:
-            plans[role] = {"error": exc.message, "hint": exc.hint}
+            found[role], sets[role] = {"error": exc.message, "hint": exc.hint}, set()
             continue
-        plans[role] = {
+        sets[role] = set(planned.dry_run.will_build)
+        found[role] = {
             "drv": planned.drv,
             "will_build": list(planned.dry_run.will_build),
             "will_fetch": list(planned.dry_run.will_fetch),
             "fetch_summary": planned.dry_run.fetch_summary,
         }
-    sets = {r: set(p.get("will_build", [])) for r, p in plans.items()}
-    for role, planned_role in plans.items():
+    plans: dict[str, RolePlan] = {}
+    for role, entry in found.items():
         others = set().union(*(s for r, s in sets.items() if r != role)) if len(sets) > 1 else set()
-        planned_role["shared"] = sorted(sets[role] & others)
-        planned_role["exclusive"] = sorted(sets[role] - others)
+        shared, exclusive = sorted(sets[role] & others), sorted(sets[role] - others)
+        plans[role] = RolePlan.model_validate({**entry, "shared": shared, "exclusive": exclusive})
         ctx.echo(
-            f"{role}: {len(sets[role])} derivations to build "
-            f"({len(planned_role['exclusive'])} its own, {len(planned_role['shared'])} shared), "
-            f"{len(planned_role.get('will_fetch', []))} paths to fetch"
+            f"{role}: {len(sets[role])} derivations to build ({len(exclusive)} its own, "
+            f"{len(shared)} shared), {len(plans[role].will_fetch)} paths to fetch"
         )
     # nix's messages may quote a URL with its password, or a token nix was given.
-    write_json(ctx.folder / PLAN, redact_values({"roles": plans}, known=True))
+    write_json(ctx.folder / PLAN, redact_values(BuildPlan(roles=plans).to_json(), known=True))
     return plans
 
 
@@ -203,9 +215,9 @@ def _build_role(
     role: str,
     ref: dict[str, Any],
     env: dict[str, str],
-    shared_with: dict[str, Any] | None,
+    shared_with: BuildMeasurement | None,
     todo: int | None = None,
-) -> dict[str, Any]:
+) -> BuildMeasurement:
     """Build one role's arm; `todo` is how many derivations the dry run left it to build."""
     out_link = ctx.run_dir / "gcroots" / role
     ctx.advance(Progress(role, 0, todo, "derivations"))
@@ -231,40 +243,39 @@ def _build_role(
         ref["ref"], out_link, ref["extra"], env, ctx.log(role, "build"), progress, on_log=log_line
     )
     ctx.progress(None)
-    measurement: dict[str, Any] = {
-        "role": role,
-        "arm": ctx.arms[role].arm.name,
-        "installable": ctx.arms[role].arm.installable,
-        "ref": ref["ref"],
-        "extra_args": ref["extra"],
-        "from_project_flake": ref["from_project"],
-        "ok": result.ok,
-        "returncode": result.returncode,
-        "seconds": round(result.seconds, 3),
-        "drv": result.drv,
-        "outputs": result.outputs,
-        "out": result.outputs.get("out") or next(iter(result.outputs.values()), None),
-        "gcroot": str(out_link),
-        "shared_build_with": shared_with["role"] if shared_with else None,
-        "built": [
-            {
-                "drv": b.drv,
-                "seconds": None if b.seconds is None else round(b.seconds, 3),
-                "failed": b.failed,
-                "machine": b.machine,
-            }
-            for b in result.log.built()
-        ],
-        "progress": list(result.log.progress) if result.log.progress else None,
-        "messages": result.log.messages[-20:],
-        "log": str(ctx.log(role, "build")),
-    }
-    if not result.ok:
-        measurement["failed"] = _failed(result.log, env)
-    return measurement
+    built = [
+        DerivationBuilt(
+            drv=b.drv,
+            seconds=None if b.seconds is None else round(b.seconds, 3),
+            failed=b.failed,
+            machine=b.machine,
+        )
+        for b in result.log.built()
+    ]
+    return BuildMeasurement(
+        role=role,
+        arm=ctx.arms[role].arm.name,
+        installable=ctx.arms[role].arm.installable,
+        ref=ref["ref"],
+        extra_args=ref["extra"],
+        from_project_flake=ref["from_project"],
+        ok=result.ok,
+        returncode=result.returncode,
+        seconds=round(result.seconds, 3),
+        drv=result.drv,
+        outputs=result.outputs,
+        out=result.outputs.get("out") or next(iter(result.outputs.values()), None),
+        gcroot=str(out_link),
+        shared_build_with=shared_with.role if shared_with else None,
+        built=built,
+        progress=list(result.log.progress) if result.log.progress else None,
+        messages=result.log.messages[-20:],
+        log=str(ctx.log(role, "build")),
+        **({} if result.ok else {"failed": _failed(result.log, env)}),
+    )
 
 
-def _failed(log: BuildLog, env: dict[str, str]) -> list[dict[str, Any]]:
+def _failed(log: BuildLog, env: dict[str, str]) -> list[FailedDerivation]:
     """The derivations that failed, found by output validity, each with its log tail."""
     started = [b for b in log.built()]
     try:
@@ -272,71 +283,65 @@ def _failed(log: BuildLog, env: dict[str, str]) -> list[dict[str, Any]]:
     except QualifyError:
         bad = set()
     failed = [b for b in started if b.drv in bad] or [b for b in started if b.drv in log.error_paths()]
-    return [{"drv": b.drv, "tail": list(b.tail)} for b in failed]
+    return [FailedDerivation(drv=b.drv, tail=list(b.tail)) for b in failed]
 
 
-def _closures(ctx: CheckContext, role: str, measurement: dict[str, Any], env: dict[str, str]) -> None:
+def _closures(ctx: CheckContext, role: str, measurement: BuildMeasurement, env: dict[str, str]) -> None:
     folder = ctx.role_dir(role)
-    runtime = nix.requisites(measurement["out"], env)
+    runtime = nix.requisites(str(measurement.out), env)
     sizes = nix.sizes(runtime, env)
     derivers = nix.derivers(runtime, env)
     pd.DataFrame({"path": runtime, "size": sizes, "deriver": derivers}).to_csv(
         folder / "runtime-closure.csv", index=False
     )
-    build_closure = [p for p in nix.requisites(measurement["drv"], env) if p.endswith(".drv")]
+    build_closure = [p for p in nix.requisites(str(measurement.drv), env) if p.endswith(".drv")]
     pd.DataFrame({"drv": build_closure}).to_csv(folder / "build-closure.csv", index=False)
 
 
-def _inputs(ctx: CheckContext, source: dict[str, Any], env: dict[str, str]) -> None:
-    direct = flakeinputs.direct_inputs(source["locks"])
-    overridden = {name for name, _ in source.get("override_inputs", [])}
+def _inputs(ctx: CheckContext, source: BuildSource, env: dict[str, str]) -> None:
+    direct = flakeinputs.direct_inputs(source.locks)
+    overrides = {name: ref for name, ref in source.override_inputs}
     probes: dict[str, str] | None = None
     for role in ctx.roles:
-        measurement = read_json(ctx.role_dir(role) / "measurement.json")
-        if not measurement.get("ok"):
+        if not BuildMeasurement.read(ctx.role_dir(role) / "measurement.json").ok:
             continue
         arm = ctx.arms[role].arm.name
-        names = flakeinputs.declared(source["locked_url"], arm, env)
+        names = flakeinputs.declared(source.locked_url, arm, env)
         method = "declared by the flake (qualify.<arm>.inputs)"
         if names is None:
             if probes is None:
-                probes = flakeinputs.probe_drvs(source["locked_url"], list(direct), source["system"], env)
+                probes = flakeinputs.probe_drvs(source.locked_url, list(direct), source.system, env)
             closure = set(pd.read_csv(ctx.role_dir(role) / "build-closure.csv")["drv"])
             names = flakeinputs.used_by(closure, probes) or None
             method = "probe package found in the build closure" if names else "unknown"
         used = {}
         for name in names or []:
             entry = dict(direct.get(name, {}))
-            if role == "candidate" and name in overridden:
-                original = redact_ref(dict(source["override_inputs"]).get(name))
-                entry = {"original": original, "override": True}
-            used[name] = entry
-        write_json(
-            ctx.role_dir(role) / "inputs.json",
-            {"method": method, "inputs": used, "flake_inputs": sorted(direct)},
-        )
+            if role == "candidate" and name in overrides:
+                entry = {"original": redact_ref(overrides[name]), "override": True}
+            used[name] = InputUsed.model_validate(entry)
+        inputs = InputsUsed(method=method, inputs=used, flake_inputs=sorted(direct))
+        write_json(ctx.role_dir(role) / "inputs.json", inputs.to_json())
 
 
 def judge(saved: SavedCheck) -> Judgement:
     source_path = saved.folder / SOURCE
     if not source_path.is_file():
         return Judgement(Verdict.ERROR, "the build was not measured (the run stopped first)")
-    source = read_json(source_path)
-    if "error" in source:
-        error = source["error"]
-        return Judgement(
-            Verdict.ERROR, error["message"] + (f" ({error['hint']})" if error.get("hint") else "")
-        )
-    if source.get("refused"):
+    source = read_source(source_path)
+    if isinstance(source, SourceProblem):
+        error = source.error
+        return Judgement(Verdict.ERROR, error.message + (f" ({error.hint})" if error.hint else ""))
+    if source.refused:
         return Judgement(
             Verdict.ERROR,
-            f"the source tree {source['flake']} has uncommitted changes: the arms would not come "
+            f"the source tree {source.flake} has uncommitted changes: the arms would not come "
             "from one revision (commit them, or pass --allow-dirty)",
         )
     findings: list[Finding] = []
-    if source.get("dirty"):
+    if source.dirty:
         findings.append(Finding(Verdict.WARN, "built from a dirty tree (--allow-dirty)"))
-    builds = {role: saved.measurement(role) for role in saved.roles}
+    builds = {role: saved.measured(role, BuildMeasurement) for role in saved.roles}
     parts = toolchain.components(
         saved.spec.params.get("toolchain") or None, saved.spec.params.get("single_version")
     )
@@ -345,11 +350,9 @@ def judge(saved: SavedCheck) -> Judgement:
         if m is None:
             findings.append(Finding(Verdict.ERROR, "not built (the run stopped first)", role))
             continue
-        if not m.get("from_project_flake"):
-            findings.append(
-                Finding(Verdict.WARN, f"{m['installable']} is not from the project's flake", role)
-            )
-        if not m.get("ok"):
+        if not m.from_project_flake:
+            findings.append(Finding(Verdict.WARN, f"{m.installable} is not from the project's flake", role))
+        if not m.ok:
             findings.append(_build_failure(role, m))
             continue
         names = [store_name(d).removesuffix(".drv") for d in column(saved, role, "build-closure.csv", "drv")]
@@ -370,51 +373,39 @@ def judge(saved: SavedCheck) -> Judgement:
     if where is not None:
         tables.append(where)
     if (saved.folder / PLAN).is_file():
-        tables.append(plan_table(read_json(saved.folder / PLAN)))
+        tables.append(plan_table(BuildPlan.read(saved.folder / PLAN)))
     if found:
         tables.append(toolchain_table(found))
-    facts: dict[str, Any] = {
-        "source": {
-            k: source.get(k)
-            for k in (
-                "nix_version",
-                "flake",
-                "locked_url",
-                "revision",
-                "dirty",
-                "allow_dirty",
-                "override_inputs",
-                "nix_options",
-            )
-        }
-    }
-    if all(builds.get(r) and builds[r].get("ok") for r in ("pinned", "candidate")):  # type: ignore[union-attr]
+    diffs: dict[str, ClosureDiff] = {}
+    compared = [builds.get(r) for r in ("pinned", "candidate")]
+    if all(b is not None and b.ok for b in compared):
         for kind, label in (("runtime", "Runtime closure"), ("build", "Build-time closure")):
             diff = write_diff(saved, kind)
-            facts[f"{kind}_diff"] = diff_summary(diff)
-            tables.append(diff_table(diff, label))
+            diffs[f"{kind}_diff"] = ClosureDiff.model_validate(diff_summary(diff))
+            tables.append(diff_table(diff, diffs[f"{kind}_diff"], label))
         tables.append(inputs_table(saved))
+    facts = BuildFacts.model_validate({"source": source.facts(), **diffs})
     verdict = worst(findings)
-    built = sum(len(m.get("built", [])) for m in builds.values() if m)
+    built = sum(len(m.built) for m in builds.values() if m)
     ok = f"{len(builds)} roles built from one revision ({built} derivations built)"
     judged = [f"{role} built, its toolchain components checked" for role in found]
     judged += [
-        f"{kind} closure compared with pinned" for kind in ("runtime", "build") if f"{kind}_diff" in facts
+        f"{kind} closure compared with pinned" for kind in ("runtime", "build") if f"{kind}_diff" in diffs
     ]
     return Judgement(
         verdict, headline(verdict, findings, ok), tuple(findings), tuple(tables), facts, judged=tuple(judged)
     )
 
 
-def _build_failure(role: str, m: dict[str, Any]) -> Finding:
+def _build_failure(role: str, m: BuildMeasurement) -> Finding:
     verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
-    failed = m.get("failed") or []
+    failed = m.failed or []
     if failed:
         first = failed[0]
-        tail = "\n".join(first.get("tail", [])[-15:])
-        text = f"build failed in {store_name(first['drv'])}" + (
+        tail = "\n".join(first.tail[-15:])
+        text = f"build failed in {store_name(first.drv)}" + (
             f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
         )
         return Finding(verdict, f"{text}\n{tail}".rstrip(), role)
-    messages = "\n".join(m.get("messages", [])[-5:])
-    return Finding(verdict, f"nix build failed (exit {m.get('returncode')})\n{messages}".rstrip(), role)
+    messages = "\n".join(m.messages[-5:])
+    return Finding(verdict, f"nix build failed (exit {m.returncode})\n{messages}".rstrip(), role)

@@ -6,11 +6,10 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.build.closure import Package, diff_closures, diff_summary, package_of, store_name
+from qualify.build.closure import Package, diff_closures, package_of, store_name
+from qualify.build.evidence import BuildMeasurement, BuildPlan, InputsUsed, InputUsed
 from qualify.checks.base import SavedCheck, TableData
-from qualify.core.runstore import read_json
-
-CHANGES = ("added", "removed", "upgraded", "downgraded", "changed", "rebuilt", "identical")
+from qualify.checks.buildfacts import ClosureDiff
 
 
 def column(saved: SavedCheck, role: str, name: str, field: str) -> list[str]:
@@ -39,9 +38,8 @@ def write_diff(saved: SavedCheck, kind: str) -> pd.DataFrame:
     return diff
 
 
-def diff_table(diff: pd.DataFrame, label: str) -> TableData:
-    summary = diff_summary(diff)
-    counts = ", ".join(f"{summary[k]} {k}" for k in CHANGES if summary.get(k))
+def diff_table(diff: pd.DataFrame, summary: ClosureDiff, label: str) -> TableData:
+    counts = ", ".join(f"{n} {change}" for change, n in summary.changes().items() if n)
     rows = []
     for r in diff[diff["change"] != "identical"].to_dict("records"):
         delta = r["size_delta"]
@@ -64,7 +62,7 @@ def diff_table(diff: pd.DataFrame, label: str) -> TableData:
     )
 
 
-def arms_table(builds: dict[str, dict[str, Any] | None], saved: SavedCheck) -> TableData:
+def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) -> TableData:
     rows = []
     for role, m in builds.items():
         if m is None:
@@ -74,22 +72,22 @@ def arms_table(builds: dict[str, dict[str, Any] | None], saved: SavedCheck) -> T
         if closure.is_file():
             frame = pd.read_csv(closure)
             size = f"{len(frame)} paths, {int(frame['size'].sum()) / 1e6:.1f} MB"
-        failed = [b for b in m.get("built", []) if isinstance(b, dict) and b.get("failed")]
-        built: object = len(m.get("built", [])) - len(failed)
+        failed = [b for b in m.built if b.failed]
+        built: object = len(m.built) - len(failed)
         if failed:
             built = f"{built}, {len(failed)} failed"
-        elif m.get("shared_build_with"):
-            built = f"{built} (shares {m['shared_build_with']}'s build)"
-        elif m.get("ok") and built == 0:
+        elif m.shared_build_with:
+            built = f"{built} (shares {m.shared_build_with}'s build)"
+        elif m.ok and built == 0:
             built = "0 (already in the store)"
         rows.append(
             (
                 role,
-                m["arm"],
-                m["installable"],
-                m.get("out") or "—",
-                "ok" if m.get("ok") else "FAILED",
-                f"{m['seconds']:.1f} s",
+                m.arm,
+                m.installable,
+                m.out or "—",
+                "ok" if m.ok else "FAILED",
+                f"{m.seconds:.1f} s",
                 built,
                 size,
             )
@@ -107,22 +105,19 @@ def arms_table(builds: dict[str, dict[str, Any] | None], saved: SavedCheck) -> T
     return TableData("Arms", columns, tuple(rows))
 
 
-def built_where_table(builds: dict[str, dict[str, Any] | None]) -> TableData | None:
+def built_where_table(builds: dict[str, BuildMeasurement | None]) -> TableData | None:
     """Every derivation a role built: the machine that built it (a remote builder's store URI,
     or this machine) and how long it took. None when nothing was built."""
     rows = []
     for role, m in builds.items():
-        for b in (m or {}).get("built", []):
-            if not isinstance(b, dict):
-                continue
-            seconds = b.get("seconds")
+        for b in m.built if m else []:
             rows.append(
                 (
                     role,
-                    store_name(str(b.get("drv", ""))).removesuffix(".drv"),
-                    b.get("machine") or "this machine",
-                    "—" if seconds is None else f"{seconds:.1f} s",
-                    "FAILED" if b.get("failed") else "ok",
+                    store_name(b.drv).removesuffix(".drv"),
+                    b.machine or "this machine",
+                    "—" if b.seconds is None else f"{b.seconds:.1f} s",
+                    "FAILED" if b.failed else "ok",
                 )
             )
     if not rows:
@@ -145,47 +140,49 @@ def toolchain_table(found: dict[str, dict[str, list[str]]]) -> TableData:
 
 def inputs_table(saved: SavedCheck) -> TableData:
     """Each role's flake inputs side by side, with the fields that differ marked."""
-    used: dict[str, dict[str, Any]] = {}
+    unknown = InputsUsed(method="unknown", inputs={}, flake_inputs=[])
+    used: dict[str, InputsUsed] = {}
     for role in ("pinned", "candidate"):
         path = saved.role_dir(role) / "inputs.json"
-        used[role] = read_json(path) if path.is_file() else {"method": "unknown", "inputs": {}}
-    left_inputs: dict[str, Any] = used["pinned"]["inputs"]
-    right_inputs: dict[str, Any] = used["candidate"]["inputs"]
-    if not left_inputs and not right_inputs and not used["pinned"].get("flake_inputs"):
+        used[role] = InputsUsed.read(path) if path.is_file() else unknown
+    left_inputs, right_inputs = used["pinned"].inputs, used["candidate"].inputs
+    if not left_inputs and not right_inputs and not used["pinned"].flake_inputs:
         return TableData(
             "Flake inputs",
             ("field", "pinned", "candidate", ""),
             (("inputs", "the flake has no inputs", "the flake has no inputs", ""),),
         )
-    rows: list[tuple[Any, ...]] = [
-        ("attributed by", used["pinned"]["method"], used["candidate"]["method"], "")
-    ]
+    rows: list[tuple[Any, ...]] = [("attributed by", used["pinned"].method, used["candidate"].method, "")]
     left_names, right_names = sorted(left_inputs) or [""], sorted(right_inputs) or [""]
+    none = InputUsed()
     for left_name, right_name in zip(left_names, right_names, strict=False):
-        left, right = left_inputs.get(left_name, {}), right_inputs.get(right_name, {})
+        left, right = left_inputs.get(left_name, none), right_inputs.get(right_name, none)
         same = left_name == right_name
         rows.append(("input", left_name or "—", right_name or "—", "" if same else "differs"))
-        for name in ("original", "rev", "narHash", "lastModified"):
-            a, b = left.get(name), right.get(name)
+        for name, a, b in (
+            ("original", left.original, right.original),
+            ("rev", left.rev, right.rev),
+            ("narHash", left.narHash, right.narHash),
+            ("lastModified", left.lastModified, right.lastModified),
+        ):
             rows.append((name, "—" if a is None else a, "—" if b is None else b, "differs" if a != b else ""))
     return TableData("Flake inputs", ("field", "pinned", "candidate", ""), tuple(rows))
 
 
-def plan_table(plan: dict[str, Any]) -> TableData:
+def plan_table(plan: BuildPlan) -> TableData:
     """The dry run's cost estimate: what each role builds alone, shares, and fetches."""
     rows: list[tuple[Any, ...]] = []
-    for role, entry in plan.get("roles", {}).items():
-        if "error" in entry:
-            rows.append((role, "evaluation failed", "", "", entry["error"]))
+    for role, entry in plan.roles.items():
+        if entry.error is not None:
+            rows.append((role, "evaluation failed", "", "", entry.error))
             continue
         rows.append(
             (
                 role,
-                len(entry.get("will_build", [])),
-                len(entry.get("exclusive", [])),
-                len(entry.get("shared", [])),
-                f"{len(entry.get('will_fetch', []))}"
-                + (f" ({entry['fetch_summary']})" if entry.get("fetch_summary") else ""),
+                len(entry.will_build),
+                len(entry.exclusive),
+                len(entry.shared),
+                f"{len(entry.will_fetch)}" + (f" ({entry.fetch_summary})" if entry.fetch_summary else ""),
             )
         )
     return TableData(

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from qualify.checks.buildfacts import BuildSource, read_source
 from qualify.core.errors import RunStoreError
-from qualify.core.runstore import RunDir, read_json
+from qualify.core.runstore import RunDir
 
 if TYPE_CHECKING:
     from qualify.report.views import CheckView, StageView
@@ -181,17 +182,18 @@ def source_line(run: RunDir, git: dict[str, Any], stages: Iterable[StageView]) -
     if git.get("rev"):
         return f"git {str(git['rev'])[:12]}" + (" (dirty tree)" if git.get("dirty") else "")
     locked = _locked_source(run, stages)
-    if locked.get("revision"):
-        return f"flake revision {str(locked['revision'])[:12]}"
+    if locked is not None and locked.revision:
+        return f"flake revision {locked.revision[:12]}"
     # narHash is base64 (`+`, `/`): read it as written, not as a form-encoded query.
-    query = urlsplit(str(locked.get("locked_url", ""))).query
+    query = urlsplit(locked.locked_url if locked is not None else "").query
     nar_hash = next((part[len("narHash=") :] for part in query.split("&") if part.startswith("narHash=")), "")
     if nar_hash:
         return f"flake narHash {unquote(nar_hash)[:19]}… (not a git checkout)"
     return "unknown (not a git checkout)"
 
 
-def _locked_source(run: RunDir, stages: Iterable[StageView]) -> dict[str, Any]:
+def _locked_source(run: RunDir, stages: Iterable[StageView]) -> BuildSource | None:
+    """The flake as the build stage resolved it; None when it could not, or did not."""
     for stage in stages:
         if stage.folder is None:
             continue
@@ -199,7 +201,8 @@ def _locked_source(run: RunDir, stages: Iterable[StageView]) -> dict[str, Any]:
             path = Path(run.stage_dir(stage.folder)) / check.name / "source.json"
             if check.kind == "nix-build" and path.is_file():
                 try:
-                    return dict(read_json(path))
+                    source = read_source(path)
                 except RunStoreError:
-                    return {}
-    return {}
+                    return None
+                return source if isinstance(source, BuildSource) else None
+    return None
