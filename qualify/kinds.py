@@ -78,6 +78,12 @@ def _serving() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _serving_evidence() -> EvidenceTypes:
+    from qualify.serving.evidence import ServingFacts, ServingMeasurement
+
+    return EvidenceTypes(ServingMeasurement, ServingFacts)
+
+
 def _soak() -> tuple[Measure, Judge]:
     from qualify.soak.check import judge, measure
 
@@ -132,7 +138,7 @@ KINDS: tuple[CheckKind, ...] = (
     tests.KIND.implemented_by(_tests, _role_members, _tests_evidence),
     compile_.KIND.implemented_by(_compile),
     numerics.KIND.implemented_by(_numerics, _numerics_members, _numerics_evidence),
-    serving.KIND.implemented_by(_serving, _serving_members),
+    serving.KIND.implemented_by(_serving, _serving_members, _serving_evidence),
     soak.KIND.implemented_by(_soak, _role_members, _soak_evidence),
     bench.KIND.implemented_by(_bench, _bench_members, _bench_evidence),
 )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.serving.client import Client, Reply
+from qualify.serving.evidence import GreedyRun, ServingCase
 
 #: Sampling settings of every comparison (the recipe of llama.cpp's own server tests).
 GREEDY: dict[str, Any] = {"temperature": 0.0, "top_k": 1, "seed": 42, "cache_prompt": False}
@@ -31,7 +32,7 @@ class Case:
     problems: list[str] = field(default_factory=list)
     strict: dict[str, Any] = field(default_factory=dict)
     text: dict[str, Any] = field(default_factory=dict)
-    greedy: dict[str, Any] | None = None
+    greedy: GreedyRun | None = None
     greedy_ref: str | None = None
     note: str = ""
 
@@ -47,17 +48,18 @@ class Case:
         self.problems.append(f"{what}: HTTP {reply.status or 'no answer'} (expected {expected}) {detail}")
         return False
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "case": self.name,
-            "problems": self.problems,
-            "strict": self.strict,
-            "text": self.text,
-            "greedy": self.greedy,
-            "greedy_ref": self.greedy_ref,
-            "note": self.note,
-        }
+    def saved(self) -> ServingCase:
+        """The case as its role's cases.json holds it."""
+        return ServingCase(
+            suite=self.suite,
+            case=self.name,
+            problems=self.problems,
+            strict=self.strict,
+            text=self.text,
+            greedy=self.greedy,
+            greedy_ref=self.greedy_ref,
+            note=self.note,
+        )
 
 
 def _short(body: Any) -> str:
@@ -98,19 +100,19 @@ class SuiteRun:
 Suite = Callable[[SuiteRun], list[Case]]
 
 
-def greedy_from_completion(body: dict[str, Any]) -> dict[str, Any] | None:
+def greedy_from_completion(body: dict[str, Any]) -> GreedyRun | None:
     """Token ids and top-1/top-2 margins from `/completion`'s `completion_probabilities`."""
     return _greedy(body.get("completion_probabilities"))
 
 
-def greedy_from_chat(body: dict[str, Any]) -> dict[str, Any] | None:
+def greedy_from_chat(body: dict[str, Any]) -> GreedyRun | None:
     """The same from chat/completions `logprobs.content` (ids when given, else token text)."""
     choices = body.get("choices") or [{}]
     logprobs = (choices[0] or {}).get("logprobs") or {}
     return _greedy(logprobs.get("content"))
 
 
-def _greedy(entries: Any) -> dict[str, Any] | None:
+def _greedy(entries: Any) -> GreedyRun | None:
     if not isinstance(entries, list) or not entries:
         return None
     tokens: list[Any] = []
@@ -120,7 +122,7 @@ def _greedy(entries: Any) -> dict[str, Any] | None:
         top = entry.get("top_logprobs") or entry.get("top_probs") or []
         values = [t.get("logprob") for t in top if isinstance(t.get("logprob"), (int, float))]
         margins.append(float(values[0] - values[1]) if len(values) >= 2 else None)
-    return {"tokens": tokens, "margins": margins}
+    return GreedyRun(tokens=tokens, margins=margins)
 
 
 def repeated_tokens(client: Client, count: int, word: str = " the") -> list[int] | None:

@@ -8,13 +8,19 @@ or is judged.
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import Any
 
 from qualify.checks.base import Judgement, SavedCheck
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
 from qualify.serving.cases import Settings, SuiteRun
+from qualify.serving.evidence import (
+    Problem,
+    ServingCases,
+    ServingMeasurement,
+    ServingTiming,
+    StartError,
+)
 from qualify.serving.judgement import CASES, TIMING, SavedServing, assess
 from qualify.serving.kind import DEFAULT_PROMPTS, KIND
 from qualify.serving.lifecycle import RoleServer, ServerStartFailed, role_server
@@ -46,7 +52,7 @@ def measure(ctx: CheckContext) -> None:
     servers: dict[str, RoleServer] = {}
     with ExitStack() as stack:
         for role in ctx.roles:
-            measurement: dict[str, Any] = {"role": role, "arm": ctx.arms[role].arm.name, "suites": suites}
+            arm = ctx.arms[role].arm.name
             ctx.progress(f"{role}: starting the server")
             try:
                 servers[role] = stack.enter_context(
@@ -59,17 +65,15 @@ def measure(ctx: CheckContext) -> None:
                     )
                 )
             except ServerStartFailed as exc:
-                measurement["start_error"] = {
-                    "message": exc.message,
-                    "log_tail": exc.tail,
-                    "missing": exc.missing,
-                }
-                measurement["not_run"] = suites
-                ctx.save(role, measurement)
+                error = StartError(message=exc.message, log_tail=exc.tail, missing=exc.missing)
+                unstarted = ServingMeasurement(
+                    role=role, arm=arm, suites=suites, start_error=error, not_run=suites
+                )
+                ctx.save(role, unstarted.to_json())
                 continue
             except QualifyError as exc:  # a placeholder the template cannot fill
-                measurement["error"] = {"message": exc.message, "hint": exc.hint}
-                ctx.save(role, measurement)
+                problem = Problem(message=exc.message, hint=exc.hint)
+                ctx.save(role, ServingMeasurement(role=role, arm=arm, suites=suites, error=problem).to_json())
                 continue
             finally:
                 ctx.progress(None)
@@ -84,22 +88,20 @@ def measure(ctx: CheckContext) -> None:
             run = SuiteRun(server.client, server.props, settings, progress)
             done = run_suites(run, suites, server.tail)
             write_json(
-                ctx.role_dir(role) / CASES, {"schema_version": 1, "cases": [c.as_json() for c in done.cases]}
+                ctx.role_dir(role) / CASES, ServingCases(cases=[c.saved() for c in done.cases]).to_json()
             )
             failed = sum(bool(c.problems) for c in done.cases)
             ctx.echo(f"{role}: {len(done.cases)} cases in {len(done.ran)} suites, {failed} failing")
-            ctx.save(
-                role,
-                {
-                    "role": role,
-                    "arm": ctx.arms[role].arm.name,
-                    "server": server.describe(),
-                    "suites": suites,
-                    "ran": done.ran,
-                    "not_run": done.not_run,
-                    "died": done.died,
-                },
+            measured = ServingMeasurement(
+                role=role,
+                arm=ctx.arms[role].arm.name,
+                server=server.describe(),
+                suites=suites,
+                ran=done.ran,
+                not_run=done.not_run,
+                died=done.died,
             )
+            ctx.save(role, measured.to_json())
         # Pinned and every other role whose server still runs: a run of one's candidate, or each
         # member of a run set measured beside one pinned.
         alive = [r for r in ctx.roles if r in servers and servers[r].alive()]
@@ -114,16 +116,10 @@ def measure(ctx: CheckContext) -> None:
             )
             ctx.echo(f"timing: {design.pairs} pairs per request type (computed from alpha {design.alpha})")
             records = run_timing({r: servers[r].client for r in alive}, design, ctx.progress, ctx.advance)
-            write_json(
-                ctx.folder / TIMING,
-                {
-                    "schema_version": 1,
-                    "pairs": design.pairs,
-                    "types": list(types),
-                    "warmup": design.warmup,
-                    "records": records,
-                },
+            timing = ServingTiming(
+                pairs=design.pairs, types=list(types), warmup=design.warmup, records=records
             )
+            write_json(ctx.folder / TIMING, timing.to_json())
 
 
 def judge(saved: SavedCheck) -> Judgement:

@@ -16,6 +16,7 @@ from typing import Any
 
 from qualify.checks.base import Finding
 from qualify.core.verdicts import Verdict
+from qualify.serving.evidence import GreedyFact, GreedyRun, ServingCase
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,8 @@ class Divergence:
         return f"differs at token {self.position} ({margin}: {kind})"
 
 
-def first_divergence(pinned: dict[str, Any], candidate: dict[str, Any], tie_margin: float) -> Divergence:
-    a, b = list(pinned.get("tokens") or []), list(candidate.get("tokens") or [])
-    margins = list(pinned.get("margins") or [])
+def first_divergence(pinned: GreedyRun, candidate: GreedyRun, tie_margin: float) -> Divergence:
+    a, b, margins = pinned.tokens, candidate.tokens, pinned.margins
     for index, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             margin = margins[index] if index < len(margins) else None
@@ -71,22 +71,22 @@ class CaseRow:
 
 
 def compare_cases(
-    by_role: dict[str, list[dict[str, Any]]], tie_margin: float
-) -> tuple[list[Finding], list[CaseRow], list[dict[str, Any]]]:
+    by_role: dict[str, list[ServingCase]], tie_margin: float
+) -> tuple[list[Finding], list[CaseRow], list[GreedyFact]]:
     """Findings, table rows and greedy facts for the cases both roles saved."""
-    pinned = {c["case"]: c for c in by_role.get("pinned", [])}
-    candidate = {c["case"]: c for c in by_role.get("candidate", [])}
+    pinned = {c.case: c for c in by_role.get("pinned", [])}
+    candidate = {c.case: c for c in by_role.get("candidate", [])}
     findings: list[Finding] = []
     rows: list[CaseRow] = []
-    greedy_facts: list[dict[str, Any]] = []
+    greedy_facts: list[GreedyFact] = []
     divergences: dict[str, Divergence] = {}
     for name, case in pinned.items():
         other = candidate.get(name)
-        if other is not None and case.get("greedy") and other.get("greedy"):
-            divergences[name] = first_divergence(case["greedy"], other["greedy"], tie_margin)
+        if other is not None and case.greedy is not None and other.greedy is not None:
+            divergences[name] = first_divergence(case.greedy, other.greedy, tie_margin)
     for name in list(pinned) + [n for n in candidate if n not in pinned]:
         p, c = pinned.get(name), candidate.get(name)
-        suite = (p or c or {}).get("suite", "")
+        suite = p.suite if p is not None else c.suite if c is not None else ""
         status = {role: _status(case) for role, case in (("pinned", p), ("candidate", c))}
         if p is None or c is None:
             if c is None and candidate:
@@ -94,35 +94,35 @@ def compare_cases(
                 findings.append(
                     Finding(Verdict.FAIL, f"{suite}/{name}: ran in pinned, not in the candidate", "candidate")
                 )
-            elif c is not None and c["problems"]:
+            elif c is not None and c.problems:
                 # Nothing to compare with: the candidate's own failing case still fails.
                 findings.append(
-                    Finding(Verdict.FAIL, f"{suite}/{name}: {'; '.join(c['problems'][:3])}", "candidate")
+                    Finding(Verdict.FAIL, f"{suite}/{name}: {'; '.join(c.problems[:3])}", "candidate")
                 )
             rows.append(CaseRow(suite, name, status["pinned"], status["candidate"], "one role only", ""))
             continue
-        if c["problems"] and not p["problems"]:
+        if c.problems and not p.problems:
             findings.append(
-                Finding(Verdict.FAIL, f"{suite}/{name}: {'; '.join(c['problems'][:3])}", "candidate")
+                Finding(Verdict.FAIL, f"{suite}/{name}: {'; '.join(c.problems[:3])}", "candidate")
             )
-        elif c["problems"]:
+        elif c.problems:
             findings.append(
-                Finding(Verdict.WARN, f"{suite}/{name} fails in both roles: {c['problems'][0]}", None)
+                Finding(Verdict.WARN, f"{suite}/{name} fails in both roles: {c.problems[0]}", None)
             )
-        elif p["problems"]:
-            findings.append(Finding(Verdict.WARN, f"{suite}/{name}: {p['problems'][0]}", "pinned"))
-        if p["problems"] or c["problems"]:
+        elif p.problems:
+            findings.append(Finding(Verdict.WARN, f"{suite}/{name}: {p.problems[0]}", "pinned"))
+        if p.problems or c.problems:
             # A case that failed in a role has nothing trustworthy to compare across roles.
             rows.append(CaseRow(suite, name, status["pinned"], status["candidate"], "not compared", ""))
             continue
-        strict = _differences(p.get("strict") or {}, c.get("strict") or {})
+        strict = _differences(p.strict, c.strict)
         for diff in strict:
             findings.append(
                 Finding(Verdict.FAIL, f"{suite}/{name}: differs across roles: {diff}", "candidate")
             )
-        ref = name if name in divergences else p.get("greedy_ref")
+        ref = name if name in divergences else p.greedy_ref
         divergence = divergences.get(ref) if ref else None
-        text_diff = _differences(p.get("text") or {}, c.get("text") or {})
+        text_diff = _differences(p.text, c.text)
         across, first = "equal", ""
         if strict:
             across, first = "differs", strict[0]
@@ -148,19 +148,13 @@ def compare_cases(
         if name in divergences:
             d = divergences[name]
             greedy_facts.append(
-                {
-                    "case": name,
-                    "compared": d.compared,
-                    "position": d.position,
-                    "margin": d.margin,
-                    "tie": d.tie,
-                }
+                GreedyFact(case=name, compared=d.compared, position=d.position, margin=d.margin, tie=d.tie)
             )
         rows.append(CaseRow(suite, name, status["pinned"], status["candidate"], across, first))
     return findings, rows, greedy_facts
 
 
-def _status(case: dict[str, Any] | None) -> str:
+def _status(case: ServingCase | None) -> str:
     if case is None:
         return "not run"
-    return "fail: " + case["problems"][0] if case["problems"] else "pass"
+    return "fail: " + case.problems[0] if case.problems else "pass"

@@ -10,29 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from qualify.checks.base import Finding, SavedCheck
 from qualify.checks.findings import headline, worst
-from qualify.core.runstore import read_json
 from qualify.core.verdicts import Verdict
 from qualify.serving.compare import CaseRow, compare_cases
+from qualify.serving.evidence import (
+    GateRow,
+    GreedyFact,
+    ServingCase,
+    ServingCases,
+    ServingFacts,
+    ServingMeasurement,
+    ServingTiming,
+    TimingFacts,
+)
 from qualify.serving.kind import KIND
-from qualify.serving.timing import GateRow, judge_timing
+from qualify.serving.timing import judge_timing
 
 CASES = "cases.json"
 TIMING = "timing.json"
 PAIRED = ("pinned", "candidate")
-
-
-@dataclass(frozen=True)
-class SavedTiming:
-    """`timing.json`: the ABBA pairs per request type, the warm-up and every request's record."""
-
-    pairs: int
-    warmup: int
-    types: list[str]
-    records: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -41,10 +39,11 @@ class SavedServing:
 
     roles: tuple[str, ...]
     #: Each role's measurement.json, for the roles that saved one.
-    measured: dict[str, dict[str, Any]]
+    measured: dict[str, ServingMeasurement]
     #: Each role's serving cases (none when its cases.json is missing).
-    cases: dict[str, list[dict[str, Any]]]
-    timing: SavedTiming | None
+    cases: dict[str, list[ServingCase]]
+    #: `timing.json`: the ABBA pairs per request type, the warm-up and every request's record.
+    timing: ServingTiming | None
     #: The family-wise level of the timing gate.
     alpha: float
     #: Whether the plan asked for timing at all.
@@ -52,15 +51,13 @@ class SavedServing:
 
     @classmethod
     def load(cls, saved: SavedCheck) -> SavedServing:
-        measured = {r: m for r in saved.roles if (m := saved.measurement(r)) is not None}
+        measured = {r: m for r in saved.roles if (m := saved.measured(r, ServingMeasurement)) is not None}
         cases = {}
         for role in saved.roles:
             path = saved.role_dir(role) / CASES
-            cases[role] = list(read_json(path)["cases"]) if path.is_file() else []
-        timing = None
-        if (saved.folder / TIMING).is_file():
-            t = read_json(saved.folder / TIMING)
-            timing = SavedTiming(t["pairs"], t["warmup"], t["types"], t["records"])
+            cases[role] = ServingCases.read(path).cases if path.is_file() else []
+        path = saved.folder / TIMING
+        timing = ServingTiming.read(path) if path.is_file() else None
         params = saved.spec.params
         return cls(
             roles=saved.roles,
@@ -80,16 +77,16 @@ class ServingJudgement:
     reason: str
     findings: tuple[Finding, ...]
     judged: tuple[str, ...]
-    facts: dict[str, Any]
+    facts: ServingFacts
     limits: Mapping[str, float]
     #: One row per serving case compared across roles.
     rows: tuple[CaseRow, ...]
     #: The first greedy divergence per prompt.
-    greedy: tuple[dict[str, Any], ...]
+    greedy: tuple[GreedyFact, ...]
     #: The timing gate's rows (none when no timing was saved).
     gate: tuple[GateRow, ...] = ()
-    timing: SavedTiming | None = None
-    measured: dict[str, dict[str, Any]] = field(default_factory=dict)
+    timing: ServingTiming | None = None
+    measured: dict[str, ServingMeasurement] = field(default_factory=dict)
 
 
 def assess(data: SavedServing, limits: Mapping[str, float]) -> ServingJudgement:
@@ -97,7 +94,7 @@ def assess(data: SavedServing, limits: Mapping[str, float]) -> ServingJudgement:
     findings = role_findings(data)
     by_role = data.cases
     for role in PAIRED:
-        if role in data.measured and not by_role.get(role) and "error" not in data.measured[role]:
+        if role in data.measured and not by_role.get(role) and data.measured[role].error is None:
             findings.append(
                 Finding(
                     Verdict.FAIL if role == "candidate" else Verdict.ERROR,
@@ -107,7 +104,8 @@ def assess(data: SavedServing, limits: Mapping[str, float]) -> ServingJudgement:
             )
     case_findings, rows, greedy = compare_cases(by_role, limits["tie_margin"])
     findings.extend(case_findings)
-    facts: dict[str, Any] = {"cases": {r: len(c) for r, c in by_role.items()}, "greedy": greedy}
+    counted = {r: len(c) for r, c in by_role.items()}
+    timing_facts: TimingFacts | None = None
     judged = []
     if by_role.get("candidate"):
         judged.append(f"{len(by_role['candidate'])} candidate cases checked")
@@ -120,14 +118,18 @@ def assess(data: SavedServing, limits: Mapping[str, float]) -> ServingJudgement:
             timing.records, timing.types, data.alpha, limits["max_slowdown_pct"], limits["max_slowdown_ms"]
         )
         findings.extend(timing_findings(timing, gate))
-        facts["timing"] = {"pairs": timing.pairs, "rows": [r.__dict__ for r in gate]}
+        timing_facts = TimingFacts(pairs=timing.pairs, rows=gate)
         judged += [f"timing {r.type} {r.metric}" for r in gate if r.result in ("PASS", "FAIL")]
     elif all(r in data.measured for r in PAIRED) and data.timing_asked:
         findings.append(Finding(Verdict.WARN, "timing gate not run (a server was not up for it)", None))
+    # Without timing records the facts hold no `timing` key at all (not a null one).
+    facts = (
+        ServingFacts(cases=counted, greedy=greedy)
+        if timing_facts is None
+        else ServingFacts(cases=counted, greedy=greedy, timing=timing_facts)
+    )
     verdict = worst(findings)
-    counts = {
-        r: f"{sum(not c['problems'] for c in cs)}/{len(cs)} cases pass" for r, cs in by_role.items() if cs
-    }
+    counts = {r: f"{sum(not c.problems for c in cs)}/{len(cs)} cases pass" for r, cs in by_role.items() if cs}
     summary = "; ".join(f"{r} {t}" for r, t in counts.items())
     reason = headline(verdict, findings, summary)
     if reason != summary and summary:
@@ -156,41 +158,35 @@ def role_findings(data: SavedServing) -> list[Finding]:
         baseline = Verdict.FAIL if role == "candidate" else Verdict.ERROR
         if m is None:
             findings.append(Finding(Verdict.ERROR, "not measured (the run stopped first)", role))
-        elif "error" in m:
-            hint = m["error"].get("hint")
-            findings.append(
-                Finding(Verdict.ERROR, m["error"]["message"] + (f" ({hint})" if hint else ""), role)
-            )
-        elif "start_error" in m:
-            error = m["start_error"]
-            tail = "\n".join(error.get("log_tail", [])[-8:])
-            verdict = Verdict.ERROR if error.get("missing") else baseline
-            findings.append(
-                Finding(verdict, f"server did not start: {error['message']}\n{tail}".rstrip(), role)
-            )
-        elif m.get("died"):
-            died = m["died"]
-            tail = "\n".join(died.get("log_tail", [])[-8:])
-            not_run = ", ".join(m.get("not_run", []))
+        elif m.error is not None:
+            hint = m.error.hint
+            findings.append(Finding(Verdict.ERROR, m.error.message + (f" ({hint})" if hint else ""), role))
+        elif m.start_error is not None:
+            error = m.start_error
+            tail = "\n".join(error.log_tail[-8:])
+            verdict = Verdict.ERROR if error.missing else baseline
+            findings.append(Finding(verdict, f"server did not start: {error.message}\n{tail}".rstrip(), role))
+        elif m.died is not None:
+            died = m.died
+            tail = "\n".join(died.log_tail[-8:])
+            not_run = ", ".join(m.not_run)
             findings.append(
                 Finding(
                     baseline,
-                    f"server died in suite {died['suite']} (not run: {not_run})\n{tail}".rstrip(),
+                    f"server died in suite {died.suite} (not run: {not_run})\n{tail}".rstrip(),
                     role,
                 )
             )
     return findings
 
 
-def timing_findings(timing: SavedTiming, gate: list[GateRow]) -> list[Finding]:
+def timing_findings(timing: ServingTiming, gate: list[GateRow]) -> list[Finding]:
     """The first failed timing requests, then each gate row beyond its bound."""
     findings: list[Finding] = []
-    failed = [r for r in timing.records if not r.get("ok")]
+    failed = [r for r in timing.records if not r.ok]
     for record in failed[:5]:
-        verdict = Verdict.FAIL if record["role"] == "candidate" else Verdict.ERROR
-        findings.append(
-            Finding(verdict, f"timing {record['type']} request failed: {record.get('error')}", record["role"])
-        )
+        verdict = Verdict.FAIL if record.role == "candidate" else Verdict.ERROR
+        findings.append(Finding(verdict, f"timing {record.type} request failed: {record.error}", record.role))
     for row in gate:
         if row.result == "FAIL":
             findings.append(

@@ -20,6 +20,7 @@ from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.loopback import answers, on_free_port
 from qualify.core.process import Server
 from qualify.serving.client import Client, ServerGone
+from qualify.serving.evidence import ServerRecord
 
 
 class ServerStartFailed(QualifyError):
@@ -49,20 +50,20 @@ class RoleServer:
     def tail(self, lines: int = 20) -> list[str]:
         return list(self.process.tail()[-lines:])
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ServerRecord:
         """What is saved about the server: build, slots, context, how long it took to start."""
         settings = self.props.get("default_generation_settings") or {}
-        return {
-            "base_url": self.base_url,
-            "argv": self.process.recorded_argv(),
-            "log": str(self.log),
-            "ready_after_s": round(self.started_s, 3),
-            "build_info": self.props.get("build_info"),
-            "total_slots": self.props.get("total_slots"),
-            "n_ctx": settings.get("n_ctx"),
-            "model_path": self.props.get("model_path"),
-            "chat_template_caps": self.props.get("chat_template_caps"),
-        }
+        return ServerRecord(
+            base_url=self.base_url,
+            argv=self.process.recorded_argv(),
+            log=str(self.log),
+            ready_after_s=round(self.started_s, 3),
+            build_info=self.props.get("build_info"),
+            total_slots=self.props.get("total_slots"),
+            n_ctx=settings.get("n_ctx"),
+            model_path=self.props.get("model_path"),
+            chat_template_caps=self.props.get("chat_template_caps"),
+        )
 
 
 @contextmanager

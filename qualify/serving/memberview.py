@@ -11,24 +11,24 @@ alone, its arm's named "candidate", paired by round. Its verdict comes from the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.checks.base import Measure
 from qualify.checks.roleview import role_view
 from qualify.core.context import CheckContext
-from qualify.core.runstore import read_json, write_json
+from qualify.core.runstore import write_json
+from qualify.serving.evidence import ServingTiming
 from qualify.serving.judgement import TIMING
 
 
-def member_timing(saved: dict[str, Any], role: str) -> dict[str, Any]:
+def member_timing(saved: ServingTiming, role: str) -> ServingTiming:
     """The set's timing records as a member's run of one would hold them: pinned's and `role`'s
     (as "candidate"), every other member's left out."""
     kept = [
-        {**record, "role": "candidate" if record["role"] == role else record["role"]}
-        for record in saved.get("records", [])
-        if record.get("role") in ("pinned", role)
+        record.model_copy(update={"role": "candidate"}) if record.role == role else record
+        for record in saved.records
+        if record.role in ("pinned", role)
     ]
-    return {**{k: v for k, v in saved.items() if k != "schema_version"}, "records": kept}
+    return saved.model_copy(update={"records": kept})
 
 
 def member_view(joint: Path, role: str) -> Measure:
@@ -40,8 +40,8 @@ def member_view(joint: Path, role: str) -> Measure:
         fill_roles(ctx)
         timing = ctx.folder / TIMING
         if timing.is_file():
-            saved = read_json(timing)
+            saved = ServingTiming.read(timing)
             timing.unlink()  # copied from the set's: written anew for this member
-            write_json(timing, member_timing(saved, role))
+            write_json(timing, member_timing(saved, role).to_json())
 
     return fill

@@ -9,6 +9,7 @@ from qualify.serving import suites_features as features
 from qualify.serving import suites_text as text
 from qualify.serving.cases import Case, Suite, SuiteRun
 from qualify.serving.client import ServerGone
+from qualify.serving.evidence import ServerDeath
 
 SUITES: dict[str, Suite] = {
     "readiness": text.readiness,
@@ -31,7 +32,7 @@ class SuitesDone:
     cases: list[Case] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
-    died: dict[str, Any] | None = None
+    died: ServerDeath | None = None
 
 
 def run_suites(run: SuiteRun, names: list[str], tail: Any) -> SuitesDone:
@@ -45,7 +46,7 @@ def run_suites(run: SuiteRun, names: list[str], tail: Any) -> SuitesDone:
         try:
             cases = SUITES[name](run)
         except ServerGone as exc:
-            done.died = {"suite": name, "message": str(exc), "log_tail": list(tail())}
+            done.died = ServerDeath(suite=name, message=str(exc), log_tail=list(tail()))
             done.not_run = names[index:]
             break
         finally:

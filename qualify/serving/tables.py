@@ -4,12 +4,11 @@ per prompt, the timing gate and the servers. Pure functions of a `ServingJudgeme
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from qualify.checks.base import TableData
 from qualify.serving.compare import CaseRow
-from qualify.serving.judgement import SavedTiming, ServingJudgement
-from qualify.serving.timing import GateRow
+from qualify.serving.evidence import GateRow, GreedyFact, ServingMeasurement, ServingTiming
+from qualify.serving.judgement import ServingJudgement
 
 
 def serving_tables(judgement: ServingJudgement) -> tuple[TableData, ...]:
@@ -33,17 +32,17 @@ def cases_table(rows: tuple[CaseRow, ...]) -> TableData:
     )
 
 
-def greedy_table(greedy: tuple[dict[str, Any], ...]) -> TableData:
+def greedy_table(greedy: tuple[GreedyFact, ...]) -> TableData:
     return TableData(
         "Greedy faithfulness (first divergence per prompt)",
         ("case", "tokens compared", "first divergence", "pinned top-2 margin", "near-tie"),
         tuple(
             (
-                g["case"],
-                g["compared"],
-                "none" if g["position"] is None else g["position"],
-                "" if g["margin"] is None else round(g["margin"], 4),
-                "" if g["position"] is None else ("yes" if g["tie"] else "no"),
+                g.case,
+                g.compared,
+                "none" if g.position is None else g.position,
+                "" if g.margin is None else round(g.margin, 4),
+                "" if g.position is None else ("yes" if g.tie else "no"),
             )
             for g in greedy
         ),
@@ -51,7 +50,7 @@ def greedy_table(greedy: tuple[dict[str, Any], ...]) -> TableData:
     )
 
 
-def timing_table(timing: SavedTiming, gate: tuple[GateRow, ...], limits: Mapping[str, float]) -> TableData:
+def timing_table(timing: ServingTiming, gate: tuple[GateRow, ...], limits: Mapping[str, float]) -> TableData:
     return TableData(
         f"Timing gate: candidate − pinned ≤ max({limits['max_slowdown_pct']:g} % × pinned, "
         f"{limits['max_slowdown_ms']:g} ms); {timing.pairs} ABBA pairs per type after "
@@ -94,25 +93,23 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
-def servers_table(measured: dict[str, dict[str, Any]]) -> TableData:
+def servers_table(measured: dict[str, ServingMeasurement]) -> TableData:
     rows = []
     for role, m in measured.items():
-        server = m.get("server") or {}
+        s = m.server
+        said = (None,) * 4 if s is None else (s.build_info, s.total_slots, s.n_ctx, s.ready_after_s)
         status = (
-            "died in " + m["died"]["suite"]
-            if m.get("died")
-            else ("not started" if "start_error" in m else "ok")
+            "died in " + m.died.suite
+            if m.died is not None
+            else ("not started" if m.start_error is not None else "ok")
         )
         rows.append(
             (
                 role,
-                m.get("arm"),
-                server.get("build_info") or "",
-                server.get("total_slots") or "",
-                server.get("n_ctx") or "",
-                server.get("ready_after_s") or "",
+                m.arm,
+                *(value or "" for value in said),
                 status,
-                ", ".join(m.get("not_run", [])),
+                ", ".join(m.not_run),
                 # Where `measure` wrote the role's server log, relative to the check's folder.
                 f"logs/{role}-server.log",
             )

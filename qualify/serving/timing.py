@@ -25,15 +25,16 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from qualify.core.context import rounds_order
 from qualify.core.progress import Progress
 from qualify.serving.cases import GREEDY, repeated_tokens
 from qualify.serving.client import Client
+from qualify.serving.evidence import GateRow, Metric, TimingRecord
 from qualify.stats import abtests
 
-METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+METRICS: tuple[Metric, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
 REQUEST_TYPES = ("completion", "long-prompt", "chat")
 
 
@@ -102,7 +103,7 @@ def run_timing(
     design: TimingDesign,
     progress: Callable[[str | None], None],
     advance: Callable[[Progress], None] = lambda _progress: None,
-) -> list[dict[str, Any]]:
+) -> list[TimingRecord]:
     """Warm-up then rounds for every request type, one request per role each, in ABBA order for
     two roles (`rounds_order` for more: a run set's pinned once beside every member); one record
     per request, its `pair` the round. Pinned's requests, when it is one of the roles, are what
@@ -111,7 +112,7 @@ def run_timing(
     long_prompt = (
         repeated_tokens(clients[roles[0]], design.prompt_tokens) if "long-prompt" in design.types else None
     )
-    records: list[dict[str, Any]] = []
+    records: list[TimingRecord] = []
     for kind in design.types:
         for role in roles:
             for i in range(design.warmup):
@@ -122,44 +123,33 @@ def run_timing(
             advance(Progress(done=pair, total=design.pairs, unit=f"{kind} pairs"))
             for position, role in enumerate(order):
                 record = _request(clients[role], kind, design, long_prompt)
-                records.append({"type": kind, "pair": pair, "role": role, "position": position, **record})
+                records.append(
+                    TimingRecord.model_validate(
+                        {"type": kind, "pair": pair, "role": role, "position": position, **record}
+                    )
+                )
     progress(None)
     return records
 
 
-@dataclass(frozen=True)
-class GateRow:
-    type: str
-    metric: str
-    pairs: int
-    pinned_median: float | None
-    candidate_median: float | None
-    bound: float | None
-    exceeded: bool
-    p_value: float | None
-    level: float | None
-    reachable: bool
-    result: str  # PASS, FAIL, INCONCLUSIVE
-
-
 def judge_timing(
-    records: list[dict[str, Any]], types: list[str], alpha: float, pct: float, floor_ms: float
+    records: list[TimingRecord], types: list[str], alpha: float, pct: float, floor_ms: float
 ) -> list[GateRow]:
     """The gate's rows; each a pure function of the saved records and the limits."""
-    cells: list[tuple[str, str, list[float], list[float]]] = []
+    cells: list[tuple[str, Metric, list[float], list[float]]] = []
     for kind in types:
-        by_pair: dict[int, dict[str, dict[str, Any]]] = {}
+        by_pair: dict[int, dict[str, TimingRecord]] = {}
         for record in records:
-            if record["type"] == kind and record.get("ok"):
-                by_pair.setdefault(record["pair"], {})[record["role"]] = record
+            if record.type == kind and record.ok:
+                by_pair.setdefault(record.pair, {})[record.role] = record
         complete = [p for p in by_pair.values() if "pinned" in p and "candidate" in p]
         for metric in METRICS:
             cells.append(
                 (
                     kind,
                     metric,
-                    [p["pinned"][metric] for p in complete],
-                    [p["candidate"][metric] for p in complete],
+                    [p["pinned"].ms(metric) for p in complete],
+                    [p["candidate"].ms(metric) for p in complete],
                 )
             )
     tests: list[abtests.ShiftTest | None] = []
@@ -179,7 +169,19 @@ def judge_timing(
     for (kind, metric, pinned, candidate), maybe, step in zip(cells, tests, steps, strict=True):
         if not pinned or maybe is None:
             rows.append(
-                GateRow(kind, metric, 0, None, None, None, False, None, step.level, False, "INCONCLUSIVE")
+                GateRow(
+                    type=kind,
+                    metric=metric,
+                    pairs=0,
+                    pinned_median=None,
+                    candidate_median=None,
+                    bound=None,
+                    exceeded=False,
+                    p_value=None,
+                    level=step.level,
+                    reachable=False,
+                    result="INCONCLUSIVE",
+                )
             )
             continue
         test = maybe
@@ -191,25 +193,22 @@ def judge_timing(
         )
         reachable = 0.5**nonzero <= step.level
         significant = step.p_value <= step.level and test.estimate > 0
-        if exceeded and significant:
-            result = "FAIL"
-        elif exceeded:
-            result = "INCONCLUSIVE"
-        else:
-            result = "PASS"
+        result: Literal["PASS", "FAIL", "INCONCLUSIVE"] = (
+            "FAIL" if exceeded and significant else "INCONCLUSIVE" if exceeded else "PASS"
+        )
         rows.append(
             GateRow(
-                kind,
-                metric,
-                len(pinned),
-                p_med,
-                c_med,
-                bound,
-                exceeded,
-                step.p_value,
-                step.level,
-                reachable,
-                result,
+                type=kind,
+                metric=metric,
+                pairs=len(pinned),
+                pinned_median=p_med,
+                candidate_median=c_med,
+                bound=bound,
+                exceeded=exceeded,
+                p_value=step.p_value,
+                level=step.level,
+                reachable=reachable,
+                result=result,
             )
         )
     return rows

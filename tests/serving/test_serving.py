@@ -22,6 +22,7 @@ from conftest import PY, REPO, Project, qualify_proc
 
 from qualify.core.verdicts import Verdict
 from qualify.serving.compare import compare_cases, first_divergence
+from qualify.serving.evidence import GreedyRun, ServingCase, TimingRecord
 from qualify.serving.timing import judge_timing, pairs_needed
 
 HELPER = Path(__file__).resolve().parent / "broken_openai_server.py"
@@ -97,30 +98,38 @@ def test_pairs_are_computed_so_the_one_sided_test_can_reach_its_level() -> None:
 
 
 def test_greedy_divergence_at_a_near_tie_is_not_a_failure() -> None:
-    pinned = {"tokens": [1, 2, 3, 4], "margins": [2.0, 1.0, 0.01, 3.0]}
-    tie = first_divergence(pinned, {"tokens": [1, 2, 9, 9]}, tie_margin=0.05)
+    pinned = GreedyRun(tokens=[1, 2, 3, 4], margins=[2.0, 1.0, 0.01, 3.0])
+
+    def candidate(*tokens: int) -> GreedyRun:
+        return GreedyRun(tokens=list(tokens), margins=[None] * len(tokens))
+
+    tie = first_divergence(pinned, candidate(1, 2, 9, 9), tie_margin=0.05)
     assert (tie.position, tie.tie) == (2, True)
-    sure = first_divergence(pinned, {"tokens": [1, 7, 3, 4]}, tie_margin=0.05)
+    sure = first_divergence(pinned, candidate(1, 7, 3, 4), tie_margin=0.05)
     assert (sure.position, sure.tie) == (1, False)
-    assert first_divergence(pinned, {"tokens": [1, 2, 3, 4]}, 0.05).position is None
-    early_stop = first_divergence(pinned, {"tokens": [1, 2]}, 0.05)
+    assert first_divergence(pinned, candidate(1, 2, 3, 4), 0.05).position is None
+    early_stop = first_divergence(pinned, candidate(1, 2), 0.05)
     assert (early_stop.position, early_stop.tie) == (2, True)
 
 
-def _records(pinned: list[float], candidate: list[float]) -> list[dict]:
+def _records(pinned: list[float], candidate: list[float]) -> list[TimingRecord]:
     records = []
     for pair, (p, c) in enumerate(zip(pinned, candidate, strict=True)):
-        for role, value in (("pinned", p), ("candidate", c)):
+        for position, (role, value) in enumerate((("pinned", p), ("candidate", c))):
             records.append(
-                {
-                    "type": "completion",
-                    "pair": pair,
-                    "role": role,
-                    "ok": True,
-                    "ttft_ms": value,
-                    "tpot_ms": value / 10,
-                    "e2e_ms": value * 2,
-                }
+                TimingRecord(
+                    type="completion",
+                    pair=pair,
+                    role=role,
+                    position=position,
+                    ok=True,
+                    status=200,
+                    events=7,
+                    ttft_ms=value,
+                    tpot_ms=value / 10,
+                    e2e_ms=value * 2,
+                    tokens=6,
+                )
             )
     return records
 
@@ -269,11 +278,12 @@ def test_candidate_alone_fails_on_its_own_failing_cases(project: Callable[..., P
 
 
 def test_a_case_pinned_ran_and_the_candidate_did_not_fails() -> None:
-    case = {"suite": "tools", "problems": [], "strict": {}, "text": {}}
-    by_role = {
-        "pinned": [{**case, "case": "a"}, {**case, "case": "b"}],
-        "candidate": [{**case, "case": "a"}],
-    }
+    def case(name: str) -> ServingCase:
+        return ServingCase(
+            suite="tools", case=name, problems=[], strict={}, text={}, greedy=None, greedy_ref=None, note=""
+        )
+
+    by_role = {"pinned": [case("a"), case("b")], "candidate": [case("a")]}
     findings, rows, _ = compare_cases(by_role, 0.5)
     [lost] = [f for f in findings if f.verdict is Verdict.FAIL]
     assert lost.role == "candidate" and "tools/b: ran in pinned, not in the candidate" in lost.message

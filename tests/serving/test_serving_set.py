@@ -15,6 +15,7 @@ from conftest import Project, qualify_proc
 from test_serving import left_behind, serving_project
 
 from qualify.core.context import rounds_order
+from qualify.serving.evidence import ServingTiming
 from qualify.serving.memberview import member_timing
 
 CONFIG = """
@@ -47,17 +48,24 @@ def test_rounds_give_every_role_every_position_and_keep_abba_for_two() -> None:
 
 
 def test_a_member_reads_only_pinned_and_its_own_requests() -> None:
-    saved = {
-        "schema_version": 1,
-        "pairs": 1,
-        "records": [
-            {"type": "completion", "pair": 0, "role": "pinned", "ok": True},
-            {"type": "completion", "pair": 0, "role": "good", "ok": True},
-            {"type": "completion", "pair": 0, "role": "slow", "ok": True},
-        ],
-    }
+    request = {"type": "completion", "pair": 0, "ok": False, "status": 0, "events": 0, "error": "refused"}
+    saved = ServingTiming.load(
+        {
+            "schema_version": 1,
+            "pairs": 1,
+            "types": ["completion"],
+            "warmup": 0,
+            "records": [
+                {**request, "role": role, "position": i} for i, role in enumerate(("pinned", "good", "slow"))
+            ],
+        },
+        "timing.json",
+    )
     view = member_timing(saved, "slow")
-    assert [r["role"] for r in view["records"]] == ["pinned", "candidate"] and view["pairs"] == 1
+    assert [r.role for r in view.records] == ["pinned", "candidate"] and view.pairs == 1
+    assert [r.position for r in view.records] == [0, 2]
+    # Written as the member's own timing.json, it reads back as it was.
+    assert ServingTiming.load(view.to_json(), "timing.json") == view
 
 
 def test_pinned_is_served_once_and_each_member_judged_from_the_shared_rounds(
