@@ -60,6 +60,12 @@ def _compile() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _compile_evidence() -> EvidenceTypes:
+    from qualify.checks.kernelfacts import KernelFacts
+
+    return EvidenceTypes(None, KernelFacts)
+
+
 def _numerics() -> tuple[Measure, Judge]:
     from qualify.numerics.check import judge, measure
 
@@ -136,7 +142,7 @@ KINDS: tuple[CheckKind, ...] = (
     build.KIND.implemented_by(_build, evidence=_build_evidence),
     command.KIND.implemented_by(_command, _role_members),
     tests.KIND.implemented_by(_tests, _role_members, _tests_evidence),
-    compile_.KIND.implemented_by(_compile),
+    compile_.KIND.implemented_by(_compile, evidence=_compile_evidence),
     numerics.KIND.implemented_by(_numerics, _numerics_members, _numerics_evidence),
     serving.KIND.implemented_by(_serving, _serving_members, _serving_evidence),
     soak.KIND.implemented_by(_soak, _role_members, _soak_evidence),

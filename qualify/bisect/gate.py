@@ -103,7 +103,7 @@ def judge_step(run: Path, gate: Gate) -> Measured:
             evidence["judged"] = list(result.judged)
             evidence["check_dir"] = str(run / gate.folder / gate.check)
             if result.kind == KERNELS:
-                evidence["figure"] = kernel_figure(run / gate.folder / gate.check, result.facts)
+                evidence["figure"] = kernel_figure(run / gate.folder / gate.check, result.evidence)
             if gate.metric is not None:
                 said = judge_metric(gate.metric, result)
                 decided, verdict, reason = said.outcome, said.verdict, said.reason

@@ -6,12 +6,13 @@ the first bad step, the kernels whose candidate figures changed."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from qualify.checks.evidence import Evidence
+from qualify.checks.kernelfacts import KernelFacts
 from qualify.core.symbols import display_name
 
 #: The check's saved comparison, in its folder (`qualify.compile.kind`).
@@ -38,10 +39,11 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce").astype("float64")
 
 
-def kernel_figure(check_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
+def kernel_figure(check_dir: Path, facts: Evidence | None) -> dict[str, Any]:
     """The counts that decide a kernel-resources step: kernels whose spills are new or grew,
-    kernels that lose occupancy, and the kernels the judge failed (its saved facts)."""
-    failing = (facts.get("kernels_by_severity") or {}).get("FAIL")
+    kernels that lose occupancy, and the kernels the judge failed (its saved facts, None when
+    its judge wrote none)."""
+    failing = facts.kernels_by_severity.FAIL if isinstance(facts, KernelFacts) else None
     figure: dict[str, Any] = {}
     frame = _read(check_dir)
     if frame is not None:
@@ -51,7 +53,7 @@ def kernel_figure(check_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
         lost = _numbers(frame, "candidate_occupancy") < _numbers(frame, "pinned_occupancy")
         figure["kernels spilling"] = int(spilling.sum())
         figure["kernels losing occupancy"] = int(lost.sum())
-    figure["kernels failing"] = failing if isinstance(failing, int) else None
+    figure["kernels failing"] = failing
     return figure
 
 

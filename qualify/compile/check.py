@@ -14,6 +14,7 @@ from typing import Any
 
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
+from qualify.checks.kernelfacts import FamilyMix, KernelFacts, MixNotRead, MixRead, Severities, role_mix
 from qualify.checks.roleruns import run_findings
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
@@ -31,6 +32,8 @@ from qualify.core.verdicts import Verdict
 
 _LISTED = 30  # findings listed one by one before the rest are counted
 _SEVERITY_VERDICT = {"FAIL": Verdict.FAIL, "ERROR": Verdict.ERROR, "WARN": Verdict.WARN}
+#: The severities the facts count kernels by (`KernelFacts.kernels_by_severity`).
+_SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
 
 
 def measure(ctx: CheckContext) -> None:
@@ -155,55 +158,58 @@ def judge(saved: SavedCheck) -> Judgement:
     )
     if reason != summary and summary:
         reason += f" — {summary}"
-    mix = _mix_status(saved, counts)
+    facts = KernelFacts(
+        counts=counts,
+        kernels_by_severity=Severities(**{s: sum(r.severity == s for r in results) for s in _SEVERITIES}),
+        mix=_mix_facts(saved),
+    )
+    mix = _mix_status(facts)
     if mix:
         reason += f"; {mix}"
-    severities = {s: sum(r.severity == s for r in results) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
     return Judgement(
         verdict,
         reason,
         tuple(findings),
         tuple(out_tables),
-        facts={"counts": counts, "kernels_by_severity": severities, "mix": _mix_facts(saved)},
+        facts=facts,
         judged=(f"{len(results)} kernels compared with pinned",) if results else (),
     )
 
 
-def _mix_facts(saved: SavedCheck) -> dict[str, Any]:
+def _mix_facts(saved: SavedCheck) -> dict[str, dict[str, FamilyMix]]:
     """Per role, how each family's instruction mix was read (tool, version) or why not."""
-    facts: dict[str, Any] = {}
+    facts: dict[str, dict[str, FamilyMix]] = {}
     for role in saved.roles:
         m = saved.measurement(role)
         if m is not None and "error" not in m:
-            facts[role] = m.get("mix") or {}
+            facts[role] = role_mix(m.get("mix") or {}, saved.role_dir(role) / "measurement.json")
     return facts
 
 
-def _mix_status(saved: SavedCheck, counts: dict[str, dict[str, int]]) -> str:
+def _mix_status(facts: KernelFacts) -> str:
     """'instruction mix not read for AMDGPU: no llvm-objdump-30, ... on PATH' for a family that
     has kernels but no mix, naming the tool otherwise: 'mix decoded by LLVM version 22.1.8'."""
     said: list[str] = []
-    for by_family in _mix_facts(saved).values():
+    for by_family in facts.mix.values():
         for family, status in by_family.items():
-            if not any(c.get(family) for c in counts.values()):
+            if not any(c.get(family) for c in facts.counts.values()):
                 continue
             text = (
-                f"instruction mix not read for {_FAMILY_NAMES.get(family, family)}: {status['not_read']}"
-                if "not_read" in status
-                else f"{_FAMILY_NAMES.get(family, family)} mix decoded by {status.get('version')}"
-                + _unread(status)
+                f"instruction mix not read for {_FAMILY_NAMES.get(family, family)}: {status.not_read}"
+                if isinstance(status, MixNotRead)
+                else f"{_FAMILY_NAMES.get(family, family)} mix decoded by {status.version}" + _unread(status)
             )
             if text not in said:
                 said.append(text)
     return "; ".join(said)
 
 
-def _unread(status: dict[str, Any]) -> str:
+def _unread(status: MixRead) -> str:
     """' (it could not read 3 code objects: ...)' when the tool failed on some."""
-    failed = status.get("code_objects_failed") or 0
+    failed = status.code_objects_failed
     if not failed:
         return ""
-    first = (status.get("failed") or [""])[0]
+    first = (status.failed or [""])[0]
     return f" (it could not read {failed} code object{'' if failed == 1 else 's'}, e.g. {first[:200]})"
 
 
