@@ -48,10 +48,18 @@ def _tests() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _command_evidence() -> EvidenceTypes:
+    from qualify.checks.commandfacts import CommandFacts
+    from qualify.checks.rolerun import RoleRun
+
+    return EvidenceTypes(RoleRun, CommandFacts)
+
+
 def _tests_evidence() -> EvidenceTypes:
+    from qualify.checks.rolerun import JUnitRun
     from qualify.checks.testsfacts import CasesFacts
 
-    return EvidenceTypes(None, CasesFacts)
+    return EvidenceTypes(JUnitRun, CasesFacts)
 
 
 def _compile() -> tuple[Measure, Judge]:
@@ -140,7 +148,7 @@ def _bench_members() -> MemberView:
 
 KINDS: tuple[CheckKind, ...] = (
     build.KIND.implemented_by(_build, evidence=_build_evidence),
-    command.KIND.implemented_by(_command, _role_members),
+    command.KIND.implemented_by(_command, _role_members, _command_evidence),
     tests.KIND.implemented_by(_tests, _role_members, _tests_evidence),
     compile_.KIND.implemented_by(_compile, evidence=_compile_evidence),
     numerics.KIND.implemented_by(_numerics, _numerics_members, _numerics_evidence),

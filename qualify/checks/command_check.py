@@ -4,8 +4,10 @@ documents what it measures and how it decides."""
 from __future__ import annotations
 
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
+from qualify.checks.commandfacts import CommandFacts, MetricFact
 from qualify.checks.findings import headline, worst
 from qualify.checks.metrics import Metric, MetricsInvalid, read_metrics
+from qualify.checks.rolerun import RoleRun
 from qualify.checks.roleruns import measure_command, role_run, run_findings
 from qualify.core.context import CheckContext
 from qualify.core.verdicts import Verdict
@@ -17,9 +19,9 @@ def measure(ctx: CheckContext) -> None:
 
 
 def judge(saved: SavedCheck) -> Judgement:
-    findings = run_findings(saved)
+    findings = run_findings(saved, whole=RoleRun)
     wants_metrics = bool(saved.spec.param("metrics")) or bool(saved.spec.limits)
-    candidate = role_run(saved, "candidate")
+    candidate = role_run(saved, "candidate", RoleRun)
     # The candidate's exit status is judged whenever it ran; an error means it never did.
     judged = ["candidate exit status"] if candidate is not None and candidate.error is None else []
     # run_findings holds only failures: with any of them there is nothing sound to compare.
@@ -54,11 +56,17 @@ def judge(saved: SavedCheck) -> Judgement:
         judged += [f"limit {key}" for key in sorted(saved.spec.limits)]
     verdict = worst(findings)
     tables = (_table(metrics),) if metrics else ()
+    facts = CommandFacts(
+        metrics={
+            role: {name: MetricFact.of(m) for name, m in by_name.items()} for role, by_name in metrics.items()
+        }
+    )
     return Judgement(
         verdict,
         headline(verdict, findings, f"{len(metrics.get('candidate', {}))} metrics within limits"),
         tuple(findings),
         tables,
+        facts if metrics else {},
         judged=tuple(judged),
     )
 

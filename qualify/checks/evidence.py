@@ -34,6 +34,13 @@ HINT = "this run folder was not written by qualify as it is; use the run it came
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+class Part(BaseModel):
+    """A part of an evidence document (a role's summary, one bound, one row): frozen, every field
+    declared, no coercion, checked with the document that holds it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
 class Evidence(BaseModel):
     """One document of a check's evidence: frozen, every field declared, and versioned."""
 

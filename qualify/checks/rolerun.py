@@ -42,8 +42,13 @@ class CommandRecord(BaseModel):
 
 
 class RoleRun(Evidence):
+    """A role's measurement of the `command` kind whole, and the run's part of any other's."""
+
     role: str | None = None
     arm: str | None = None
+    measured_as: str | None = Field(
+        default=None, description="in a run set's member: the role its arm ran as in the set's measurement"
+    )
     error: RunError | None = None
     command: CommandRecord | None = None
     output_tail: list[str] = Field(default_factory=list)
@@ -55,3 +60,10 @@ class RoleRun(Evidence):
         """The run's part of a role's measurement, checked; the kind's own fields are left to
         the kind."""
         return cls.load({k: v for k, v in measurement.items() if k in cls.model_fields}, where)
+
+
+class JUnitRun(RoleRun):
+    """A role's measurement of the `tests` kind: its run, and where its JUnit XML came from."""
+
+    junit: str | None = Field(default=None, description="the JUnit XML the command wrote (copied beside it)")
+    copied_from: str | None = Field(default=None, description="the tree copied writable for the command")

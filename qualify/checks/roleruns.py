@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from qualify.checks.base import Finding, SavedCheck
 from qualify.checks.rolerun import RoleRun
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.verdicts import Verdict
+
+R = TypeVar("R", bound=RoleRun)
 
 
 def measure_command(
@@ -48,8 +50,12 @@ def measure_command(
     ctx.save(role, measurement)
 
 
-def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Finding]:
-    """Findings about the runs themselves, before any data is looked at.
+def run_findings(
+    saved: SavedCheck, *, failed_run_fails: bool = True, whole: type[RoleRun] | None = None
+) -> list[Finding]:
+    """Findings about the runs themselves, before any data is looked at. With `whole` (the
+    kind's measurement type), each role's measurement is read whole as that type; without, only
+    the run's part of it (the kind reads the rest).
 
     No measurement or a harness error is ERROR. A candidate that exits non-zero, is killed or
     times out is FAIL (when `failed_run_fails`); a pinned or reference run that does so is
@@ -57,7 +63,7 @@ def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Fi
     """
     findings: list[Finding] = []
     for role in saved.roles:
-        run = role_run(saved, role)
+        run = role_run(saved, role, whole)
         if run is None:
             findings.append(Finding(Verdict.ERROR, "not measured (the run stopped first)", role))
             continue
@@ -74,8 +80,11 @@ def run_findings(saved: SavedCheck, *, failed_run_fails: bool = True) -> list[Fi
     return findings
 
 
-def role_run(saved: SavedCheck, role: str) -> RoleRun | None:
-    """How the role's run went, from its measurement (None: not measured)."""
+def role_run(saved: SavedCheck, role: str, whole: type[R] | None = None) -> R | RoleRun | None:
+    """How the role's run went, from its measurement (None: not measured): the whole
+    measurement as `whole`, or the run's part of it."""
+    if whole is not None:
+        return saved.measured(role, whole)
     m = saved.measurement(role)
     return None if m is None else RoleRun.of(m, saved.role_dir(role) / "measurement.json")
 

@@ -22,6 +22,7 @@ from qualify.checks.junit import (
     read_junit,
     read_junit_cases,
 )
+from qualify.checks.rolerun import JUnitRun
 from qualify.checks.roleruns import measure_command, role_run, run_findings
 from qualify.checks.testsfacts import CaseCounts, CasesFacts
 from qualify.core.context import CheckContext
@@ -79,10 +80,10 @@ def _writable_copy(source: Path, target: Path) -> Path:
 
 def judge(saved: SavedCheck) -> Judgement:
     # A non-zero exit is how test drivers report failing tests: the JUnit decides, not the code.
-    findings = run_findings(saved, failed_run_fails=False)
+    findings = run_findings(saved, failed_run_fails=False, whole=JUnitRun)
     results: dict[str, dict[str, str]] = {}
     for role in saved.roles:
-        run = role_run(saved, role)
+        run = role_run(saved, role, JUnitRun)
         if run is None or run.error is not None:
             continue
         try:
@@ -122,7 +123,7 @@ def judge(saved: SavedCheck) -> Judgement:
         judged.append(f"{len(results['pinned'])} tests compared with pinned")
         for role in ("pinned", "candidate"):
             # A role has results only where it ran: its run is there.
-            ran = role_run(saved, role)
+            ran = role_run(saved, role, JUnitRun)
             timed_out = ran is not None and ran.command is not None and ran.command.timed_out
             if (
                 ran is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,8 +11,14 @@ import pytest
 from conftest import Project
 from typer.testing import CliRunner
 
+from qualify.checks.base import SavedCheck
+from qualify.checks.commandfacts import CommandFacts
 from qualify.checks.junit import read_junit
+from qualify.checks.rolerun import JUnitRun
+from qualify.checks.tests_check import judge as judge_tests
 from qualify.cli import app
+from qualify.core.checkspec import CheckSpec
+from qualify.core.errors import RunStoreError
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 runner = CliRunner()
@@ -75,6 +82,13 @@ def test_command_metrics_against_limits(
     result = run_check(project, metrics_stage(limits), pinned, cand)
     assert result["verdict"] == verdict, result["reason"]
     assert result["tables"][0]["columns"][:4] == ["metric", "unit", "pinned", "candidate"]
+    # The metrics the judge read, as its facts type: each role's samples and the median judged.
+    facts = CommandFacts.load(result["facts"], "result.json", "facts")
+    for role, spec in (("pinned", pinned), ("candidate", cand)):
+        name, _, samples = spec.split(":")
+        fact = facts.metrics[role][name]
+        assert fact.samples == [float(x) for x in samples.split(",")]
+        assert fact.median == statistics.median(fact.samples)
 
 
 def test_command_with_empty_metrics_measured_nothing(project: Callable[..., Project]) -> None:
@@ -178,6 +192,27 @@ def test_zero_tests_executed_is_not_a_pass(project: Callable[..., Project]) -> N
     assert "no tests executed" in result["reason"]
     result = run_check(project, junit_stage(), pinned_cases='["a=skipped"]', cand_cases='["a=skipped"]')
     assert result["verdict"] == "FAIL"
+
+
+def test_a_tests_measurement_reads_whole_as_its_kind(project: Callable[..., Project]) -> None:
+    """Each role's measurement of a real `tests` check reads whole as the kind's type, and a
+    field the type does not know is refused when judged, naming the file and key (the run's
+    part alone would not have seen it)."""
+    p = project(ARMS.format(pinned="", cand="", pinned_cases='["a=passed"]', cand_cases='["a=passed"]'))
+    p.stage("30-numerics.toml", junit_stage())
+    runner.invoke(app, ["run", "--candidate", "cand", "--project", str(p.root)])
+    folder = p.run_dirs()[0] / "30-numerics" / "ops"
+    result = json.loads((folder / "result.json").read_text())
+    assert result["verdict"] == "PASS", result["reason"]
+    spec = CheckSpec(**{**result["spec"], "roles": tuple(result["spec"]["roles"]), "timeout_s": None})
+    saved = SavedCheck(folder, spec, spec.roles)
+    for role in spec.roles:
+        measured = saved.measured(role, JUnitRun)
+        assert measured is not None and measured.ok and measured.junit is not None
+    path = folder / "candidate" / "measurement.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "junit_copy": "x"}))
+    with pytest.raises(RunStoreError, match=r"candidate/measurement.json: junit_copy: not a field"):
+        judge_tests(saved)
 
 
 def test_missing_junit_from_candidate_is_fail(project: Callable[..., Project]) -> None:
