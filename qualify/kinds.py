@@ -111,9 +111,10 @@ def _soak_evidence() -> EvidenceTypes:
 
 
 def _bench_evidence() -> EvidenceTypes:
+    from qualify.bench.evidence import BenchMeasurement
     from qualify.checks.benchfacts import BenchFacts
 
-    return EvidenceTypes(None, BenchFacts)
+    return EvidenceTypes(BenchMeasurement, BenchFacts)
 
 
 def _bench() -> tuple[Measure, Judge]:

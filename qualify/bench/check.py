@@ -15,6 +15,7 @@ import pandas as pd
 
 from qualify.bench import conditions, tables, why
 from qualify.bench.data import FORMATS, config_differences
+from qualify.bench.evidence import BenchMeasurement, BenchSchedule, BenchUnit
 from qualify.bench.judge import (
     INCONCLUSIVE,
     INVALID,
@@ -27,11 +28,10 @@ from qualify.bench.judge import (
 )
 from qualify.bench.schedule import DEFAULT_MARGIN, PLANNED_MAXIMUM, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
-from qualify.checks.benchfacts import BenchFacts, BenchTestFact, Machine, SharedFact, StoppingRule
+from qualify.checks.benchfacts import BenchFacts, BenchTestFact, Machine
 from qualify.checks.findings import worst
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
-from qualify.core.runstore import read_json
 from qualify.core.verdicts import Verdict
 from qualify.stats import abtests
 
@@ -64,13 +64,13 @@ def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], d
     return dict(values), kinds
 
 
-def _stop_reason(schedule: dict[str, Any], outcomes: list[Outcome], invalid: dict[str, str]) -> str:
+def _stop_reason(schedule: BenchSchedule, outcomes: list[Outcome], invalid: dict[str, str]) -> str:
     """Why the schedule stopped, as this judgement's reader needs it. A run set's members share
     one schedule, which runs to its planned maximum while any member's test is undecided; a
     member whose own tests were all decided says so, rather than pass on a count of tests that
     are not its own."""
-    stop = str(schedule.get("stop_reason") or "stopped")
-    shared = bool(schedule.get("joint"))  # the path of the set's one schedule, when shared
+    stop = schedule.stop_reason or "stopped"
+    shared = bool(schedule.joint)  # the path of the set's one schedule, when shared
     decided = bool(outcomes) and all(o.finding != INCONCLUSIVE and o.label not in invalid for o in outcomes)
     if shared and decided and stop.startswith(PLANNED_MAXIMUM):
         return f"{PLANNED_MAXIMUM} for other members' tests; every test of this one was decided"
@@ -81,34 +81,32 @@ def judge(saved: SavedCheck) -> Judgement:
     path = saved.folder / "schedule.json"
     if not path.is_file():
         return Judgement(Verdict.ERROR, "not measured (the run stopped first)")
-    schedule = read_json(path)
-    units: list[dict[str, Any]] = schedule["units"]
-    rule: dict[str, Any] | None = schedule.get("plan")  # the stopping rule the schedule ran by
+    schedule = BenchSchedule.read(path)
+    units = schedule.units
+    rule = schedule.plan  # the stopping rule the schedule ran by
     # The machine's conditions are kept apart: the why counts them in one clause (`why`).
     findings: list[Finding] = []
     machine_findings: list[Finding] = []
     for unit in units:
         where = _where(unit)
-        if "error" in unit:
-            hint = unit["error"].get("hint")
+        if unit.error is not None:
+            hint = unit.error.hint
             findings.append(
                 Finding(
                     Verdict.ERROR,
-                    f"{where}: {unit['error']['message']}" + (f" ({hint})" if hint else ""),
-                    unit["role"],
+                    f"{where}: {unit.error.message}" + (f" ({hint})" if hint else ""),
+                    unit.role,
                 )
             )
-        elif not unit.get("ok"):
-            verdict = Verdict.FAIL if unit["role"] == "candidate" else Verdict.ERROR
-            tail = "\n".join(unit.get("output_tail", [])[-6:])
-            findings.append(
-                Finding(verdict, f"INVALID: {where} {unit.get('outcome')}\n{tail}".rstrip(), unit["role"])
-            )
-        for note in unit.get("env_notes", []):
+        elif not unit.ok:
+            verdict = Verdict.FAIL if unit.role == "candidate" else Verdict.ERROR
+            tail = "\n".join(unit.output_tail[-6:])
+            findings.append(Finding(verdict, f"INVALID: {where} {unit.outcome}\n{tail}".rstrip(), unit.role))
+        for note in unit.env_notes:
             machine_findings.append(
-                Finding(Verdict.ERROR, f"INVALID: environment changed during {where}: {note}", unit["role"])
+                Finding(Verdict.ERROR, f"INVALID: environment changed during {where}: {note}", unit.role)
             )
-    holders = schedule.get("baseline_env", {}).get("gpu_processes", [])
+    holders = schedule.baseline_env.gpu_processes if schedule.baseline_env else []
     if holders:
         machine_findings.append(
             Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
@@ -119,9 +117,9 @@ def judge(saved: SavedCheck) -> Judgement:
     values, kinds = _load(saved)
     series = series_from(units, values, kinds, unit_center(str(saved.spec.params.get("format"))))
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
-    outcomes = evaluate(series, rule["looks"], rule["alpha"], margin) if rule else []
+    outcomes = evaluate(series, rule.looks, rule.alpha, margin) if rule else []
     invalid = _invalid_tests(saved, units, values, kinds)
-    pairs = schedule.get("pairs", 0)
+    pairs = schedule.pairs
     # Nothing measured is FAIL, unless a baseline or harness failure already explains it.
     if pairs == 0 and not any(
         f.verdict in (Verdict.FAIL, Verdict.ERROR) for f in findings + machine_findings
@@ -131,8 +129,8 @@ def judge(saved: SavedCheck) -> Judgement:
     findings += [_finding(outcome, invalid.get(outcome.label), margin) for outcome in outcomes]
     findings += machine_findings
     verdict = worst(findings)
-    schedule = {**schedule, "stop_reason": _stop_reason(schedule, outcomes, invalid)}
-    result = why.Result(verdict, outcomes, invalid, margin, pairs, str(schedule["stop_reason"]))
+    schedule = schedule.model_copy(update={"stop_reason": _stop_reason(schedule, outcomes, invalid)})
+    result = why.Result(verdict, outcomes, invalid, margin, pairs, schedule.stop_reason)
     reason = why.line(result, others, units, holders)
     by_label = {s.label: s for s in series}
     ratios = [o.shift.ratio for o in outcomes if o.shift is not None]
@@ -144,21 +142,21 @@ def judge(saved: SavedCheck) -> Judgement:
         (
             tables.results_table(outcomes, by_label, invalid, ratios, margin),
             tables.ratios_table(outcomes, by_label),
-            conditions.state_table(units, schedule.get("gpu_telemetry")),
-            tables.schedule_table(units, _shared(schedule)),
+            conditions.state_table(units, schedule.gpu_telemetry),
+            tables.schedule_table(units, schedule.shared),
         ),
         charts=(tables.ratios_chart(outcomes, by_label, margin),) if outcomes else (),
         facts=BenchFacts(
             limits_of_evidence=tables.limits_of_evidence(schedule, outcomes, by_label, margin, aa),
             pairs=pairs,
-            stop_reason=schedule.get("stop_reason"),
-            plan=StoppingRule.model_validate(rule) if rule else None,
+            stop_reason=schedule.stop_reason,
+            plan=rule,
             margin=margin,
             a_a=aa,
-            machine=Machine(gpu_telemetry=schedule.get("gpu_telemetry"), flagged=conditions.flagged(units)),
+            machine=Machine(gpu_telemetry=_telemetry(schedule), flagged=conditions.flagged(units)),
             geometric_mean_ratio=abtests.geometric_mean(ratios) if ratios else None,
             tests={o.label: _fact(o, by_label[o.label], invalid.get(o.label)) for o in outcomes},
-            shared_measurement=_shared(schedule),
+            shared_measurement=schedule.shared,
         ),
         judged=tuple(
             f"{o.label} against pinned" for o in outcomes if o.shift is not None and o.label not in invalid
@@ -166,27 +164,19 @@ def judge(saved: SavedCheck) -> Judgement:
     )
 
 
-def _shared(schedule: dict[str, Any]) -> SharedFact | None:
-    """A run set's member: the joint measurement its check read (`sharedschedule`), how long it
-    ran and the members beside this one; None for a bench measured for one candidate. In the
-    shape `qualify.report.views.SharedMeasurement` reads from any kind's facts."""
-    shared = schedule.get("shared")
-    if not isinstance(shared, dict):
-        return None
-    duration = shared.get("duration_s")
-    return SharedFact.model_validate(
-        {
-            "duration_s": float(duration) if isinstance(duration, (int, float)) else None,
-            "with": [str(m) for m in shared.get("with") or ()],
-            "folder": str(shared.get("folder") or ""),
-        }
-    )
+def _telemetry(schedule: BenchSchedule) -> dict[str, Any] | None:
+    """Where GPU state was read, as the schedule recorded it (None in runs before it was)."""
+    return schedule.gpu_telemetry.to_json() if schedule.gpu_telemetry is not None else None
+
+
+def _measured(saved: SavedCheck) -> dict[str, BenchMeasurement | None]:
+    return {role: saved.measured(role, BenchMeasurement) for role in ("pinned", "candidate")}
 
 
 def _engine_differences(saved: SavedCheck) -> list[Finding]:
     """Build and device facts (llama-bench's build_commit, backends, gpu_info) that differ
     between roles: legitimate across toolchains at times, always worth a reviewer's look."""
-    engines = [(saved.measurement(role) or {}).get("engine", {}) for role in ("pinned", "candidate")]
+    engines = [m.engine if m else {} for m in _measured(saved).values()]
     changed = [
         f"{key}: {engines[0][key]!r} → {engines[1][key]!r}"
         for key in sorted(set(engines[0]) & set(engines[1]))
@@ -197,26 +187,26 @@ def _engine_differences(saved: SavedCheck) -> list[Finding]:
     return [Finding(Verdict.WARN, "the roles report different builds or devices: " + "; ".join(changed))]
 
 
-def _where(unit: dict[str, Any]) -> str:
-    if unit.get("phase") == "pair":
-        return f"unit {unit['index']} (pair {unit['pair']}, {unit['role']})"
-    return f"unit {unit['index']} ({unit.get('phase')}, {unit['role']})"
+def _where(unit: BenchUnit) -> str:
+    if unit.phase == "pair":
+        return f"unit {unit.index} (pair {unit.pair}, {unit.role})"
+    return f"unit {unit.index} ({unit.phase}, {unit.role})"
 
 
 def _arms(saved: SavedCheck) -> bool:
-    arms = {role: (saved.measurement(role) or {}).get("arm") for role in ("pinned", "candidate")}
+    arms = {role: m.arm if m else None for role, m in _measured(saved).items()}
     return arms["pinned"] is not None and arms["pinned"] == arms["candidate"]
 
 
 def _invalid_tests(
     saved: SavedCheck,
-    units: list[dict[str, Any]],
+    units: list[BenchUnit],
     values: dict[int, dict[str, tuple[float, ...]]],
     kinds: dict[str, tuple[str, bool]],
 ) -> dict[str, str]:
     """Why a test is INVALID (configuration differs between roles, units too noisy)."""
     reasons: dict[str, str] = {}
-    configs = {role: (saved.measurement(role) or {}).get("configs", {}) for role in ("pinned", "candidate")}
+    configs = {role: m.configs if m else {} for role, m in _measured(saved).items()}
     allowed = set(saved.spec.params.get("allow_config_diff") or ())
     for label in kinds:
         if label in configs["pinned"] and label in configs["candidate"]:
@@ -227,7 +217,7 @@ def _invalid_tests(
         # Every unit against pinned's first: another -t or another build later in the run counts.
         base = configs["pinned"].get(label)
         for unit in units:
-            config = (unit.get("configs") or {}).get(label)
+            config = unit.configs.get(label)
             if base is None or config is None:
                 continue
             differences = config_differences(base, config, allowed)

@@ -11,8 +11,7 @@ record and no flag.
 
 from __future__ import annotations
 
-from typing import Any
-
+from qualify.bench.evidence import BenchUnit, GpuSeen, Telemetry
 from qualify.bench.gputelemetry import SLOWDOWN
 from qualify.checks.base import Finding, TableData
 from qualify.core.verdicts import Verdict
@@ -27,57 +26,54 @@ THROTTLED = "throttled"
 FOREIGN_CPU = "foreign CPU"
 
 
-def _flags_by_cause(unit: dict[str, Any]) -> dict[str, list[str]]:
+def _flags_by_cause(unit: BenchUnit) -> dict[str, list[str]]:
     flags: dict[str, list[str]] = {}
-    for gpu, record in sorted(((unit.get("gpu") or {}).get("gpus") or {}).items()):
-        slow = {r: n for r, n in (record.get("reasons") or {}).items() if r in SLOWDOWN}
+    for gpu, record in sorted((unit.gpu.gpus if unit.gpu else {}).items()):
+        slow = {r: n for r, n in record.reasons.items() if r in SLOWDOWN}
         if slow:
-            seen = ", ".join(
-                f"{reason} in {n} of {record.get('samples', '?')} samples" for reason, n in slow.items()
-            )
+            seen = ", ".join(f"{reason} in {n} of {record.samples} samples" for reason, n in slow.items())
             flags.setdefault(THROTTLED, []).append(f"GPU {gpu} throttled ({seen})")
-    host = unit.get("host") or {}
-    foreign = host.get("foreign_cores")
-    if isinstance(foreign, (int, float)) and foreign >= FOREIGN_CORES:
-        who = f": {', '.join(host['top'])}" if host.get("top") else ""
+    foreign = unit.host.foreign_cores if unit.host else None
+    if unit.host is not None and foreign is not None and foreign >= FOREIGN_CORES:
+        who = f": {', '.join(unit.host.top)}" if unit.host.top else ""
         flags[FOREIGN_CPU] = [f"other processes took {foreign:.2f} CPU cores{who}"]
     return flags
 
 
-def unit_flags(unit: dict[str, Any]) -> list[str]:
+def unit_flags(unit: BenchUnit) -> list[str]:
     """Why one unit was measured under conditions a reviewer should weigh (empty: none)."""
     return [flag for flags in _flags_by_cause(unit).values() for flag in flags]
 
 
-def flag_counts(units: list[dict[str, Any]]) -> dict[str, int]:
+def flag_counts(units: list[BenchUnit]) -> dict[str, int]:
     """How many pair units were flagged for each cause (`THROTTLED`, `FOREIGN_CPU`)."""
     counts: dict[str, int] = {}
     for unit in units:
-        if unit.get("phase") == "pair":
+        if unit.phase == "pair":
             for cause in _flags_by_cause(unit):
                 counts[cause] = counts.get(cause, 0) + 1
     return counts
 
 
-def _where(unit: dict[str, Any]) -> str:
-    return f"unit {unit['index']} (pair {unit.get('pair')}, {unit['role']})"
+def _where(unit: BenchUnit) -> str:
+    return f"unit {unit.index} (pair {unit.pair}, {unit.role})"
 
 
-def flagged(units: list[dict[str, Any]]) -> dict[str, list[str]]:
+def flagged(units: list[BenchUnit]) -> dict[str, list[str]]:
     """The flagged pair units, by where they ran ("unit 7 (pair 3, candidate)")."""
     found = {}
     for unit in units:
-        if unit.get("phase") == "pair" and (flags := unit_flags(unit)):
+        if unit.phase == "pair" and (flags := unit_flags(unit)):
             found[_where(unit)] = flags
     return found
 
 
-def findings(units: list[dict[str, Any]]) -> list[Finding]:
+def findings(units: list[BenchUnit]) -> list[Finding]:
     """One WARN finding naming every flagged unit, or none."""
     found = flagged(units)
     if not found:
         return []
-    pairs = sum(1 for u in units if u.get("phase") == "pair")
+    pairs = sum(1 for u in units if u.phase == "pair")
     listed = "; ".join(f"{where}: {' and '.join(flags)}" for where, flags in found.items())
     return [
         Finding(
@@ -88,8 +84,8 @@ def findings(units: list[dict[str, Any]]) -> list[Finding]:
     ]
 
 
-def _span(record: dict[str, Any], key: str, index: int | None = None) -> str:
-    span = record.get(key)
+def _span(record: GpuSeen | None, key: str, index: int | None = None) -> str:
+    span: list[float] | None = getattr(record, key) if record is not None else None
     if not span:
         return "—"
     if index is not None:
@@ -98,37 +94,40 @@ def _span(record: dict[str, Any], key: str, index: int | None = None) -> str:
     return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
 
-def state_table(units: list[dict[str, Any]], telemetry: dict[str, Any] | None) -> TableData:
+def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> TableData:
     """Per unit, next to its pair: the GPU's clocks, power, temperature and throttle reasons
     during it (the first GPU the telemetry saw; all are in schedule.json), the host's load and
     other processes' CPU, and its flags."""
-    info = telemetry or {}
     rows = []
     for unit in units:
-        gpus = (unit.get("gpu") or {}).get("gpus") or {}
-        first = gpus[min(gpus)] if gpus else {}
-        host = unit.get("host") or {}
-        reasons = first.get("reasons") or {}
-        foreign = host.get("foreign_cores")
+        gpus = unit.gpu.gpus if unit.gpu else {}
+        first = gpus[min(gpus)] if gpus else None
+        reasons = first.reasons if first else {}
+        samples = first.samples if first else "?"
+        foreign = unit.host.foreign_cores if unit.host else None
+        before = unit.env_before
+        load: object = before.load if before is not None and "load" in before.model_fields_set else "—"
+        if unit.host is not None and "load_1m" in unit.host.model_fields_set:
+            load = unit.host.load_1m
         rows.append(
             (
-                unit["index"],
-                unit.get("pair") or unit.get("phase", ""),
-                unit["role"],
+                unit.index,
+                unit.pair or unit.phase,
+                unit.role,
                 _span(first, "sm_mhz"),
                 _span(first, "mem_mhz"),
                 _span(first, "power_w", 2),
                 _span(first, "temp_c", 2),
-                ", ".join(f"{r} {n}/{first.get('samples', '?')}" for r, n in reasons.items()) or "—",
-                host.get("load_1m", (unit.get("env_before") or {}).get("load", "—")),
-                f"{foreign:.2f}" if isinstance(foreign, (int, float)) else "—",
-                "; ".join(unit_flags(unit)) if unit.get("phase") == "pair" else "",
+                ", ".join(f"{r} {n}/{samples}" for r, n in reasons.items()) or "—",
+                load,
+                f"{foreign:.2f}" if foreign is not None else "—",
+                "; ".join(unit_flags(unit)) if unit.phase == "pair" else "",
             )
         )
-    if info.get("source"):
-        title = f"Machine state during each unit (GPU from {info.get('described') or info['source']})"
+    if telemetry is not None and telemetry.source:
+        title = f"Machine state during each unit (GPU from {telemetry.described or telemetry.source})"
     else:
-        reason = info.get("reason") or "not recorded"
+        reason = (telemetry.reason if telemetry else None) or "not recorded"
         title = f"Machine state during each unit (GPU telemetry {reason})"
     return TableData(
         title,

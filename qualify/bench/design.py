@@ -7,34 +7,38 @@ candidate, measured once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
+from qualify.bench.evidence import BenchUnit
 from qualify.core.designs import block_order
 
 __all__ = ["block_order", "candidate_view", "complete_pairs"]
 
 
-def candidate_view(units: Iterable[Mapping[str, Any]], role: str) -> list[dict[str, Any]]:
+def candidate_view(units: Iterable[BenchUnit], role: str) -> list[BenchUnit]:
     """The units of pinned and `role`, with `role` named "candidate": what one candidate's
     judgement reads from a schedule shared by several."""
     out = []
     for unit in units:
-        if unit.get("role") == "pinned":
-            out.append(dict(unit))
-        elif unit.get("role") == role:
-            renamed = dict(unit, role="candidate")
-            output = renamed.get("output")
-            if isinstance(output, str) and output.startswith(f"{role}/"):
-                renamed["output"] = "candidate/" + output[len(role) + 1 :]
-            out.append(renamed)
+        if unit.role == "pinned":
+            out.append(unit)
+        elif unit.role == role:
+            output = unit.output
+            if output is not None and output.startswith(f"{role}/"):
+                out.append(
+                    unit.model_copy(
+                        update={"role": "candidate", "output": f"candidate/{output[len(role) + 1 :]}"}
+                    )
+                )
+            else:
+                out.append(unit.model_copy(update={"role": "candidate"}))
     return out
 
 
-def complete_pairs(units: Iterable[Mapping[str, Any]], roles: Sequence[str]) -> int:
+def complete_pairs(units: Iterable[BenchUnit], roles: Sequence[str]) -> int:
     """Blocks in which every one of `roles` ran a unit that finished."""
     done: dict[int, set[str]] = {}
     for unit in units:
-        if unit.get("phase") == "pair" and unit.get("ok"):
-            done.setdefault(int(unit["pair"]), set()).add(str(unit["role"]))
+        if unit.phase == "pair" and unit.ok and unit.pair is not None:
+            done.setdefault(unit.pair, set()).add(unit.role)
     return sum(1 for got in done.values() if set(roles) <= got)

@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from qualify.stats import abtests
+
+if TYPE_CHECKING:
+    from qualify.bench.evidence import BenchUnit
 
 FASTER = "FASTER"
 SLOWER = "SLOWER"
@@ -125,7 +128,7 @@ def unit_center(fmt: str) -> Callable[[Sequence[float]], float]:
 
 
 def series_from(
-    schedule: Sequence[Mapping[str, Any]],
+    schedule: Sequence[BenchUnit],
     values: Mapping[int, Mapping[str, Sequence[float]]],
     kinds: Mapping[str, tuple[str, bool]],
     center: Callable[[Sequence[float]], float] = abtests.log_median,
@@ -137,8 +140,8 @@ def series_from(
     """
     pairs: dict[int, dict[str, int]] = {}
     for unit in schedule:
-        if unit.get("phase") == "pair" and unit.get("ok"):
-            pairs.setdefault(int(unit["pair"]), {})[str(unit["role"])] = int(unit["index"])
+        if unit.phase == "pair" and unit.ok and unit.pair is not None:
+            pairs.setdefault(unit.pair, {})[unit.role] = unit.index
     complete = [p for p in sorted(pairs) if {"pinned", "candidate"} <= set(pairs[p])]
     out: list[Series] = []
     for label, (unit_name, higher) in kinds.items():

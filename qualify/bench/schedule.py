@@ -29,6 +29,14 @@ import pandas as pd
 from qualify.bench import conditions, gputelemetry, machine, serverblocks
 from qualify.bench.data import SERVERS, UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
 from qualify.bench.design import block_order, candidate_view, complete_pairs
+from qualify.bench.evidence import (
+    BenchMeasurement,
+    BenchSchedule,
+    BenchUnit,
+    MachineState,
+    StoppingRule,
+    Telemetry,
+)
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from, unit_center
 from qualify.bench.kind import KIND
 from qualify.core import process
@@ -49,17 +57,17 @@ class Schedule:
         self.params = ctx.spec.params
         #: pinned first, then the candidate roles (one in a run, a set's members in a set).
         self.roles = ("pinned", *(r for r in ctx.roles if r not in ("pinned", "reference")))
-        self.units: list[dict[str, Any]] = []
+        self.units: list[BenchUnit] = []
         self.values: dict[int, dict[str, tuple[float, ...]]] = {}
         self.kinds: dict[str, tuple[str, bool]] = {}
         self.rows: dict[str, list[dict[str, Any]]] = {role: [] for role in self.roles}
         self.configs: dict[str, dict[str, dict[str, Any]]] = {role: {} for role in self.roles}
         self.engine: dict[str, dict[str, Any]] = {role: {} for role in self.roles}
         self.gpu_source, why = gputelemetry.probe()
-        self.telemetry: dict[str, Any] = (
-            {"source": self.gpu_source.name, "described": self.gpu_source.described}
+        self.telemetry = (
+            Telemetry(source=self.gpu_source.name, described=self.gpu_source.described)
             if self.gpu_source
-            else {"source": None, "reason": why}
+            else Telemetry(source=None, reason=why)
         )
         if self.gpu_source is None:
             ctx.echo(f"bench: GPU telemetry {why}")
@@ -69,7 +77,7 @@ class Schedule:
         self.between_procs = machine.process_times()
         #: When the schedule looks at its tests and stops (`make_stopping_rule`); None until the
         #: first unit has said which tests there are.
-        self.stopping_rule: dict[str, Any] | None = None
+        self.stopping_rule: StoppingRule | None = None
         self.stop_reason = ""
         self.started_at = now_iso()
         # The schedule's own wall time: in a run set it is all the time its members' bench took
@@ -130,7 +138,7 @@ class Schedule:
         self.between_procs = machine.process_times()
         host = machine.foreign_load(before, after, procs_before, self.between_procs)
         self.record(entry, tests, (before, after), host, gpu, f"unit {index} ({role}, pair {pair})")
-        return bool(entry["ok"])
+        return self.units[-1].ok
 
     def record(
         self,
@@ -151,20 +159,21 @@ class Schedule:
         entry["host"] = host
         if gpu is not None:
             entry["gpu"] = gpu
-        if entry["phase"] == "pair" and (flags := conditions.unit_flags(entry)):
-            self.ctx.echo(f"{where}: {'; '.join(flags)}")
         entry["tests"] = [t.label for t in tests]
         # Every unit's configuration is kept: a field that changes later must not go unseen.
         entry["configs"] = {t.label: t.config for t in tests}
-        self.units.append(entry)
-        if entry["ok"]:
-            self.keep(int(entry["index"]), str(entry["role"]), str(entry["phase"]), entry["pair"], tests)
-        self.log_unit(entry)
+        unit = BenchUnit.model_validate(entry)
+        if unit.phase == "pair" and (flags := conditions.unit_flags(unit)):
+            self.ctx.echo(f"{where}: {'; '.join(flags)}")
+        self.units.append(unit)
+        if unit.ok:
+            self.keep(unit.index, unit.role, unit.phase, unit.pair, tests)
+        self.log_unit(unit)
 
-    def log_unit(self, entry: dict[str, Any]) -> None:
+    def log_unit(self, unit: BenchUnit) -> None:
         """One line per unit as it ends: what ran, should the run die before the next save."""
         with (self.ctx.folder / "units.jsonl").open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, default=str) + "\n")
+            handle.write(json.dumps(unit.to_json(), default=str) + "\n")
 
     def _other_tests(self, tests: list[UnitTest]) -> str | None:
         """How `tests` differ from the tests of the first unit that measured any (None: same)."""
@@ -205,7 +214,7 @@ class Schedule:
                     }
                 )
 
-    def make_stopping_rule(self) -> dict[str, Any]:
+    def make_stopping_rule(self) -> StoppingRule:
         """The group-sequential design: the pairs at which to look, the first Holm level and the
         pairs it needs, the family-wise alpha, the maximum pairs, the time budget and the margin.
         Saved in schedule.json under its original key, "plan"."""
@@ -214,16 +223,16 @@ class Schedule:
         level = abtests.first_holm_level(alpha, tests, looks)
         computed = abtests.min_pairs(level)
         first = max(computed, int(self.params.get("min_pairs") or 0))
-        return {
-            "alpha": alpha,
-            "looks": list(abtests.planned_looks(first, int(self.params["max_pairs"]), looks)),
-            "tests": tests,
-            "first_level": level,
-            "computed_min_pairs": computed,
-            "max_pairs": int(self.params["max_pairs"]),
-            "budget_s": self.params.get("budget_s"),
-            "margin": self.ctx.spec.limits.get("speed_margin", DEFAULT_MARGIN),
-        }
+        return StoppingRule(
+            alpha=alpha,
+            looks=list(abtests.planned_looks(first, int(self.params["max_pairs"]), looks)),
+            tests=tests,
+            first_level=level,
+            computed_min_pairs=computed,
+            max_pairs=int(self.params["max_pairs"]),
+            budget_s=self.params.get("budget_s"),
+            margin=self.ctx.spec.limits.get("speed_margin", DEFAULT_MARGIN),
+        )
 
     def pairs_done(self) -> int:
         return complete_pairs(self.units, self.roles)
@@ -236,39 +245,33 @@ class Schedule:
         for role in self.roles[1:]:
             center = unit_center(str(self.params["format"]))
             series = series_from(candidate_view(self.units, role), self.values, self.kinds, center)
-            outcomes = evaluate(series, rule["looks"], rule["alpha"], rule["margin"])
+            assert rule.margin is not None  # a rule this schedule made holds its margin
+            outcomes = evaluate(series, rule.looks, rule.alpha, rule.margin)
             prefix = f"{role}: " if len(self.roles) > 2 else ""
             found += [prefix + o.label for o in outcomes if o.finding == INCONCLUSIVE]
         return found
 
     def save(self) -> None:
         ctx = self.ctx
-        write_json(
-            ctx.folder / "schedule.json",
-            {
-                "started_at": self.started_at,
-                "duration_s": round(time.monotonic() - self.clock, 3),
-                "plan": self.stopping_rule,  # the key every saved schedule holds
-                "stop_reason": self.stop_reason,
-                "pairs": self.pairs_done(),
-                "roles": list(self.roles),
-                "design": "ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles",
-                "baseline_env": self.baseline,
-                "gpu_telemetry": self.telemetry,
-                "units": self.units,
-            },
+        document = BenchSchedule(
+            started_at=self.started_at,
+            duration_s=round(time.monotonic() - self.clock, 3),
+            plan=self.stopping_rule,  # the key every saved schedule holds
+            stop_reason=self.stop_reason,
+            pairs=self.pairs_done(),
+            roles=list(self.roles),
+            design="ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles",
+            baseline_env=MachineState.model_validate(self.baseline),
+            gpu_telemetry=self.telemetry,
+            units=self.units,
         )
+        write_json(ctx.folder / "schedule.json", document.to_json())
         for role in self.roles:
             write_parquet(ctx.role_dir(role) / "samples.parquet", _frame(self.rows[role]))
-            ctx.save(
-                role,
-                {
-                    "role": role,
-                    "arm": ctx.arms[role].arm.name,
-                    "configs": self.configs[role],
-                    "engine": self.engine[role],
-                },
+            measured = BenchMeasurement(
+                role=role, arm=ctx.arms[role].arm.name, configs=self.configs[role], engine=self.engine[role]
             )
+            ctx.save(role, measured.to_json())
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -283,15 +286,12 @@ def run_schedule(ctx: CheckContext) -> None:
     schedule = Schedule(ctx)
     if "pinned" not in ctx.roles or len(schedule.roles) < 2 or "reference" in ctx.roles:
         schedule.stop_reason = f"a bench check compares pinned and candidate; roles {list(ctx.roles)}"
+        hint = 'use roles = ["pinned", "candidate"]'
+        error = {"message": schedule.stop_reason, "hint": hint}
         schedule.units.append(
-            {
-                "index": 0,
-                "role": "pinned",
-                "phase": "setup",
-                "pair": None,
-                "ok": False,
-                "error": {"message": schedule.stop_reason, "hint": 'use roles = ["pinned", "candidate"]'},
-            }
+            BenchUnit.model_validate(
+                {"index": 0, "role": "pinned", "phase": "setup", "pair": None, "ok": False, "error": error}
+            )
         )
         schedule.save()
         return
@@ -333,7 +333,7 @@ def _pairs(schedule: Schedule) -> None:
     while True:
         if schedule.stopping_rule is None and schedule.kinds:
             schedule.stopping_rule = schedule.make_stopping_rule()
-        planned = schedule.stopping_rule["looks"] if schedule.stopping_rule else [1]
+        planned = schedule.stopping_rule.looks if schedule.stopping_rule else [1]
         if schedule.stopping_rule is not None and pair >= planned[look]:
             schedule.save()
             open_tests = schedule.open_tests()
@@ -351,7 +351,7 @@ def _pairs(schedule: Schedule) -> None:
                 f"look {look}: {len(open_tests)} test(s) inconclusive, going on to {planned[look]} pairs"
             )
             continue
-        durations = [u.get("duration_s", 0.0) for u in schedule.units if u["phase"] == "pair"]
+        durations = [u.duration_s or 0.0 for u in schedule.units if u.phase == "pair"]
         # A unit of llama-bench is one role's turn; a block of servers holds every role at once.
         turns = 1 if schedule.params["format"] == SERVERS else len(schedule.roles)
         per_pair = turns * sum(durations) / len(durations) if durations else 0.0
@@ -364,8 +364,8 @@ def _pairs(schedule: Schedule) -> None:
             planned_now = planned[look] if schedule.stopping_rule else None
             ctx.advance(Progress("block", pair - 1, planned_now, "pairs"))
             if not serverblocks.run_block(schedule, block_order(schedule.roles, pair), "pair", pair):
-                failed = [u for u in schedule.units if u["pair"] == pair and not u.get("ok")]
-                crashed = str(failed[0]["role"]) if failed else "server"
+                failed = [u for u in schedule.units if u.pair == pair and not u.ok]
+                crashed = failed[0].role if failed else "server"
         for role in block_order(schedule.roles, pair) if schedule.params["format"] != SERVERS else ():
             # Pairs planned so far: the current look's (unknown before the first unit's tests).
             ctx.advance(Progress(role, pair - 1, planned[look] if schedule.stopping_rule else None, "pairs"))

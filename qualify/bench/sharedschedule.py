@@ -14,10 +14,11 @@ import shutil
 from pathlib import Path
 
 from qualify.bench.design import candidate_view, complete_pairs
+from qualify.bench.evidence import BenchMeasurement, BenchSchedule, SharedFact
 from qualify.checks.base import Measure
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
-from qualify.core.runstore import read_json, write_json
+from qualify.core.runstore import write_json
 
 SCHEDULE = "schedule.json"
 
@@ -31,36 +32,39 @@ def member_view(joint: Path, role: str) -> Measure:
             raise QualifyError(
                 f"the set's bench in {joint} left no schedule", "see the set's log for why it stopped"
             )
-        schedule = read_json(joint / SCHEDULE)
-        units = candidate_view(schedule["units"], role)
-        schedule.pop("schema_version", None)
+        schedule = BenchSchedule.read(joint / SCHEDULE)
+        units = candidate_view(schedule.units, role)
+        joint_roles = schedule.roles or []
         # The members beside this one (the joint roles but pinned, which every member shares).
-        others = [r for r in schedule.get("roles", [])[1:] if r != role]
-        schedule.update(
-            units=units,
-            pairs=complete_pairs(units, ("pinned", "candidate")),
-            measured_with=schedule.get("roles", []),
-            joint=str(joint),
-            roles=["pinned", "candidate"],
+        others = [r for r in joint_roles[1:] if r != role]
+        update = {
+            "units": units,
+            "pairs": complete_pairs(units, ("pinned", "candidate")),
+            "measured_with": joint_roles,
+            "joint": str(joint),
+            "roles": ["pinned", "candidate"],
             # Where this member's time went: its check only reads the joint measurement.
-            shared={
-                "duration_s": schedule.get("duration_s"),
-                "with": others,
-                "folder": f"{joint.parent.name}/{joint.name}",  # in the set's folder
-            },
-        )
+            "shared": SharedFact.model_validate(
+                {
+                    "duration_s": schedule.duration_s,
+                    "with": others,
+                    "folder": f"{joint.parent.name}/{joint.name}",  # in the set's folder
+                }
+            ),
+        }
+        schedule = schedule.model_copy(update=update)
         for source, target in (("pinned", "pinned"), (role, "candidate")):
             if (joint / source).is_dir():
                 shutil.copytree(joint / source, ctx.folder / target, dirs_exist_ok=True)
             measurement = ctx.folder / target / "measurement.json"
             if measurement.is_file():
-                saved = read_json(measurement)
-                saved.pop("schema_version", None)
-                write_json(measurement, {**saved, "role": target, "measured_as": source})
+                saved = BenchMeasurement.read(measurement)
+                renamed = saved.model_copy(update={"role": target, "measured_as": source})
+                write_json(measurement, renamed.to_json())
             log = joint / "logs" / f"{source}-units.log"
             if log.is_file():
                 (ctx.folder / "logs").mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(log, ctx.folder / "logs" / f"{target}-units.log")
-        write_json(ctx.folder / SCHEDULE, schedule)
+        write_json(ctx.folder / SCHEDULE, schedule.to_json())
 
     return fill

@@ -8,6 +8,9 @@ import statistics
 from statistics import NormalDist
 from typing import Any
 
+from pydantic import BaseModel
+
+from qualify.bench.evidence import BenchSchedule, BenchUnit
 from qualify.bench.judge import INCONCLUSIVE, INVALID, SLOWER, Outcome, Series, pair_ratios
 from qualify.checks.base import ChartData, TableData
 from qualify.checks.benchfacts import SharedFact
@@ -162,19 +165,20 @@ def ratios_chart(outcomes: list[Outcome], by_label: dict[str, Series], margin: f
 
 
 def limits_of_evidence(
-    schedule: dict[str, Any], outcomes: list[Outcome], by_label: dict[str, Series], margin: float, aa: bool
+    schedule: BenchSchedule, outcomes: list[Outcome], by_label: dict[str, Series], margin: float, aa: bool
 ) -> list[str]:
     notes = [
-        f"{schedule.get('pairs', 0)} pairs ran ({schedule.get('stop_reason') or 'stopped'}); "
+        f"{schedule.pairs} pairs ran ({schedule.stop_reason or 'stopped'}); "
         "results hold for these commands, this model and this machine only.",
         f"a regression is called only when a test's whole interval lies below 1 − {margin:.1%}; "
         "a slowdown whose interval reaches across that line is INCONCLUSIVE, not a regression.",
     ]
-    rule = schedule.get("plan") or {}  # the stopping rule
-    if rule and schedule.get("pairs", 0) < rule.get("computed_min_pairs", 0):
+    rule = schedule.plan  # the stopping rule
+    needed = rule.computed_min_pairs if rule is not None else None
+    if rule is not None and needed is not None and schedule.pairs < needed:
         notes.append(
-            f"fewer pairs ran than the {rule['computed_min_pairs']} needed to reach "
-            f"p ≤ {rule['first_level']:.3g}: a difference could not be shown at that level."
+            f"fewer pairs ran than the {needed} needed to reach "
+            f"p ≤ {rule.first_level:.3g}: a difference could not be shown at that level."
         )
     open_tests = [o.label for o in outcomes if o.finding == INCONCLUSIVE]
     if open_tests:
@@ -182,7 +186,7 @@ def limits_of_evidence(
             f"undecided at ±{margin:.1%}: {', '.join(open_tests)} (the interval on R reaches past the "
             "margin with these pairs, or they cannot reach the test's level: see each test's finding)."
         )
-    loads = [u["env_before"]["load"] for u in schedule.get("units", []) if "load" in u.get("env_before", {})]
+    loads = [u.env_before.load for u in schedule.units if u.env_before and u.env_before.load is not None]
     if loads:
         notes.append(
             f"1-minute load during the units: median {statistics.median(loads):.2f}, max {max(loads):.2f} "
@@ -203,7 +207,12 @@ def limits_of_evidence(
     return notes
 
 
-def schedule_table(units: list[dict[str, Any]], shared: SharedFact | None = None) -> TableData:
+def _as_saved(part: BaseModel | None, key: str, absent: Any) -> Any:
+    """A field as its document held it; `absent` where the document left it out."""
+    return getattr(part, key) if part is not None and key in part.model_fields_set else absent
+
+
+def schedule_table(units: list[BenchUnit], shared: SharedFact | None = None) -> TableData:
     """Every unit in run order; a run set's member's title says where its time went (the
     schedule measured once with the other members)."""
     title = "Schedule (warm-up thrown away; pairs in ABBA order)"
@@ -216,18 +225,18 @@ def schedule_table(units: list[dict[str, Any]], shared: SharedFact | None = None
         )
     rows = []
     for unit in units:
-        before, after = unit.get("env_before", {}), unit.get("env_after", {})
+        error = unit.error.message if unit.error else ""
         rows.append(
             (
-                unit["index"],
-                unit.get("phase"),
-                unit.get("pair") or "",
-                unit["role"],
-                unit.get("started_at", ""),
-                unit.get("duration_s", ""),
-                f"{before.get('load', '?')} → {after.get('load', '?')}",
-                unit.get("outcome", unit.get("error", {}).get("message", "")),
-                "; ".join(unit.get("env_notes", [])),
+                unit.index,
+                unit.phase,
+                unit.pair or "",
+                unit.role,
+                _as_saved(unit, "started_at", ""),
+                _as_saved(unit, "duration_s", ""),
+                f"{_as_saved(unit.env_before, 'load', '?')} → {_as_saved(unit.env_after, 'load', '?')}",
+                _as_saved(unit, "outcome", error),
+                "; ".join(unit.env_notes),
             )
         )
     return TableData(

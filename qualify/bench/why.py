@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from qualify.bench import conditions, machine, tables
+from qualify.bench.evidence import BenchUnit
 from qualify.bench.judge import INCONCLUSIVE, INVALID, SLOWER, Outcome
 from qualify.checks.base import Finding
 from qualify.checks.findings import headline
@@ -57,9 +57,7 @@ def clip(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def line(
-    result: Result, others: Sequence[Finding], units: list[dict[str, Any]], holders: Sequence[str]
-) -> str:
+def line(result: Result, others: Sequence[Finding], units: list[BenchUnit], holders: Sequence[str]) -> str:
     """The why. `others` are the findings that are neither a test's nor the machine's (a unit
     that failed, builds that differ); `holders` the processes that held the GPU throughout."""
     extra = [
@@ -122,15 +120,15 @@ def _results(result: Result, room: int) -> str:
     return "; ".join(shown)
 
 
-def environment(units: list[dict[str, Any]], holders: Sequence[str]) -> str:
+def environment(units: list[BenchUnit], holders: Sequence[str]) -> str:
     """One clause on the machine's conditions over the units, or "" when nothing was seen."""
-    pair_units = sum(1 for u in units if u.get("phase") == "pair")
-    ran = sum(1 for u in units if u.get("phase") in ("pair", "warmup"))
+    pair_units = sum(1 for u in units if u.phase == "pair")
+    ran = sum(1 for u in units if u.phase in ("pair", "warmup"))
     flagged = conditions.flag_counts(units)
     parts = []
 
     def noted(*prefixes: str) -> int:
-        return sum(1 for u in units if any(n.startswith(prefixes) for n in u.get("env_notes", [])))
+        return sum(1 for u in units if any(n.startswith(prefixes) for n in u.env_notes))
 
     # A unit whose GPU holders or governor changed is INVALID (an ERROR finding): said first.
     if came := noted(machine.CO_TENANT, machine.GPU_GONE):

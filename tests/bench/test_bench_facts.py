@@ -55,4 +55,4 @@ def test_kinds_json_shows_the_bench_facts() -> None:
     fields = field_types(kind)
     assert fields["tests"] == "dict[str, BenchTestFact]"
     assert fields["tests{}.high"] == "float | None" and fields["plan.looks"] == "list[int]"
-    assert kind["measurement"] is None  # the bench's units are not typed yet
+    assert kind["measurement"] is not None  # typed: `qualify.bench.evidence`

@@ -17,6 +17,7 @@ from benchsim import saved_check, steady
 
 from qualify.bench import check as bench
 from qualify.bench import conditions, tables
+from qualify.bench.evidence import BenchUnit
 from qualify.bench.judge import SLOWER
 from qualify.bench.why import MAX_WHY
 from qualify.core.runstore import read_json, write_json
@@ -28,6 +29,11 @@ BUSY = {
     "load_1m": 3.2,
     "top": ["4242:cc1plus 0.61 cores", "977:python3 0.22 cores", "12:kworker/u8:3 0.05 cores"],
 }
+
+
+def unit_flags(unit: dict[str, Any]) -> list[str]:
+    """`conditions.unit_flags` of a unit as saved (one that ran, unless it says)."""
+    return conditions.unit_flags(BenchUnit.model_validate({"ok": True, **unit}))
 
 
 def disturb(folder: Path, busy: int, co_tenant: int = 0, every: int = 3) -> list[dict[str, Any]]:
@@ -66,7 +72,7 @@ def test_the_result_comes_first_and_the_machine_s_conditions_in_one_clause(tmp_p
         position = why.find(said)
     assert why.startswith(tuple(judged.facts.tests))
     # One clause, counted from the units as the judge flagged them, after the result.
-    flagged = sum(1 for u in units if u["phase"] == "pair" and conditions.unit_flags(u))
+    flagged = sum(1 for u in units if u["phase"] == "pair" and unit_flags(u))
     pair_units = sum(1 for u in units if u["phase"] == "pair")
     clause = f"CPU taken by other processes during {flagged} of {pair_units} units"
     assert why.find(clause) > position, why

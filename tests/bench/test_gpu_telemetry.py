@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchsim import saved_check, steady
@@ -23,6 +24,7 @@ from typer.testing import CliRunner
 
 from qualify.bench import check as bench
 from qualify.bench import conditions, gputelemetry, machine
+from qualify.bench.evidence import BenchUnit
 from qualify.bench.gputelemetry import Reading, parse_amd_smi, parse_nvidia_smi, parse_rocm_smi, summarise
 from qualify.cli import app
 from qualify.core.runstore import read_json, write_json
@@ -39,6 +41,11 @@ NVIDIA_SMI_THROTTLED = """\
 0, 1755, 3201, 699.87, 84, 0x0000000000000064
 1, [N/A], 3201, [Not Supported], 27, [N/A]
 """
+
+
+def unit_flags(unit: dict[str, Any]) -> list[str]:
+    """`conditions.unit_flags` of a unit as saved (one that ran, unless it says)."""
+    return conditions.unit_flags(BenchUnit.model_validate({"ok": True, **unit}))
 
 
 def test_nvidia_smi_csv_is_read_with_its_reason_bits() -> None:
@@ -172,11 +179,11 @@ def throttled_unit(index: int, pair: int, role: str, mask: int) -> dict:
 def test_a_unit_with_slowdown_bits_is_flagged_and_idle_is_not() -> None:
     unit = throttled_unit(5, 2, "candidate", 0x4)
     assert unit["gpu"]["gpus"]["0"]["sm_mhz"] == [1755.0, 1980.0, 1980.0]
-    assert conditions.unit_flags(unit) == ["GPU 0 throttled (sw_power_cap in 2 of 3 samples)"]
+    assert unit_flags(unit) == ["GPU 0 throttled (sw_power_cap in 2 of 3 samples)"]
     # The GPU idles between kernels of a small model: idle, sync boost and an administrator's
     # application clocks are settings, not slowdowns.
-    assert conditions.unit_flags(throttled_unit(5, 2, "candidate", 0x1 | 0x2 | 0x10)) == []
-    thermal = conditions.unit_flags(throttled_unit(5, 2, "candidate", 0x40 | 0x80))
+    assert unit_flags(throttled_unit(5, 2, "candidate", 0x1 | 0x2 | 0x10)) == []
+    thermal = unit_flags(throttled_unit(5, 2, "candidate", 0x40 | 0x80))
     assert thermal == [
         "GPU 0 throttled (hw_power_brake_slowdown in 2 of 3 samples, hw_thermal_slowdown in 2 of 3 samples)"
     ]
@@ -184,9 +191,9 @@ def test_a_unit_with_slowdown_bits_is_flagged_and_idle_is_not() -> None:
 
 def test_foreign_load_is_flagged_with_the_processes_named() -> None:
     unit = throttled_unit(3, 1, "pinned", 0)
-    assert conditions.unit_flags(unit) == []
+    assert unit_flags(unit) == []
     unit["host"] = {"foreign_cores": 1.3, "top": ["4242:cc1plus 1.10 cores"]}
-    assert conditions.unit_flags(unit) == ["other processes took 1.30 CPU cores: 4242:cc1plus 1.10 cores"]
+    assert unit_flags(unit) == ["other processes took 1.30 CPU cores: 4242:cc1plus 1.10 cores"]
 
 
 def test_the_cpu_of_a_process_that_is_not_the_unit_is_counted_and_named() -> None:
