@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import UnionType
-from typing import Any, ClassVar, Self, Union, get_args, get_origin
+from typing import Any, ClassVar, Self, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -32,6 +32,7 @@ VERSION_KEY = "version"
 HINT = "this run folder was not written by qualify as it is; use the run it came from"
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
+M = TypeVar("M", bound=BaseModel)
 
 
 class Part(BaseModel):
@@ -70,12 +71,7 @@ class Evidence(BaseModel):
             )
         for step in range(version, cls.VERSION):
             values = cls.MIGRATIONS[step](values)
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            place = ".".join(str(part) for part in first["loc"])
-            raise RunStoreError(f"{where}: {prefix}{place}: {_said(first)}", HINT) from None
+        return validated(cls, values, where, key)
 
     def to_json(self) -> dict[str, Any]:
         """The document to save, with its version: the fields a writer set (or a reader read),
@@ -93,6 +89,18 @@ class Evidence(BaseModel):
         field of every value of the mapping `requests`; `trends[].p_value`: of every item of
         the list `trends`), its type as declared, and what it means."""
         return _fields(cls, "")
+
+
+def validated(model: type[M], document: object, where: str | Path, key: str = "") -> M:
+    """`document` as `model`, or a RunStoreError naming `where` and the key (under `key`) that
+    is missing, of the wrong type, or not one the model knows."""
+    prefix = f"{key}." if key else ""
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        place = ".".join(str(part) for part in first["loc"])
+        raise RunStoreError(f"{where}: {prefix}{place}: {_said(first)}", HINT) from None
 
 
 def _fields(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:

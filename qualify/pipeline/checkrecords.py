@@ -159,6 +159,17 @@ class CheckResult(Document):
     def limits_of_evidence(self) -> list[str]:
         return [str(n) for n in self.facts.get("limits_of_evidence", [])]
 
+    @property
+    def judged_as(self) -> str:
+        """The kind of the check as it was judged: its saved spec's, else the result's."""
+        spec = self.document.get("spec") or {}
+        if not isinstance(spec, Mapping):
+            raise wrong(self.path, "spec", spec, "an object")
+        kind = spec.get("kind", self.kind)
+        if not isinstance(kind, str):
+            raise wrong(self.path, "spec.kind", kind, "a string")
+        return kind
+
     @staticmethod
     def load(path: Path) -> CheckResult:
         """result.json at `path` (RunStoreError naming it when it does not read or hold)."""

@@ -39,6 +39,7 @@ from qualify.pipeline.recordfields import (
     word,
     wrong,
 )
+from qualify.pipeline.recordparts import Origin, origin
 
 KINDS = ("run", "set", "fleet")
 STATUSES = ("running", "complete", "interrupted", "failed")
@@ -152,6 +153,16 @@ class RunRecord(Document):
     @property
     def is_set(self) -> bool:
         return self.kind == "set"
+
+    @property
+    def origin(self) -> Origin:
+        """Where the run was made (host, source, GPUs), each field's type checked."""
+        return origin(self.provenance, str(self.run.run_json))
+
+    @property
+    def builtin_plan(self) -> bool:
+        """Whether the run's plan was qualify's own (plan.builtin)."""
+        return bool(mapping(self.document.get("plan", {}), str(self.run.run_json), "plan").get("builtin"))
 
     @staticmethod
     def load(run: RunDir) -> RunRecord:

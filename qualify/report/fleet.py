@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 from qualify import __version__
 from qualify.checks.benchfacts import BenchFacts, BenchTestFact
 from qualify.core.errors import RunStoreError
-from qualify.core.labels import check_saved_labels
 from qualify.core.provenance import describe_gpu
-from qualify.core.runstore import SCHEMA_VERSION, RunDir, read_json
+from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
@@ -28,6 +27,7 @@ from qualify.pipeline.record import RunRecord
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.fleetjudge import not_rejudged_model
+from qualify.report.fleetrecord import fleet_part
 from qualify.report.headline import members_note
 from qualify.report.matrix import Cell, Column
 from qualify.report.model import ReportModel, build_model
@@ -120,7 +120,7 @@ def build_fleet_model(
         candidates += [c for c in members if c not in candidates]
     stages: list[str] = []
     for h in hosts:
-        stages += [s["name"] for s in h.saved.get("plan", {}).get("stages", []) if s["name"] not in stages]
+        stages += [s.name for s in h.record.stages if s.name not in stages]
     # A stage of the default order no host ran is a row too (NOT CONFIGURED, or NOT APPLICABLE
     # with the plan's reason): it is what keeps a fleet INCOMPLETE, or what it qualified without.
     stages = with_default_order(stages)
@@ -159,7 +159,7 @@ def build_fleet_model(
         verdict=verdict.value,
         verdict_reason=why,
         created_at=created_at,
-        identity=identity(hosts[0].saved),
+        identity=identity(hosts[0].record),
         hosts=views,
         candidates=candidates,
         stages=stages,
@@ -178,31 +178,29 @@ def build_fleet_model(
 
 
 def _host_view(host: HostRun) -> HostView:
-    saved = host.saved
+    record = host.record
     # The host's verdict from its stages as re-decided here, never the one its run.json saved.
     derived = (
-        host_verdict(host.run, saved)
+        host_verdict(host.run, record)
         if host.not_rejudged is None
         else HostVerdict(RunVerdict.INCOMPLETE.value, f"not re-judged: {host.not_rejudged}", None)
     )
-    prov = saved.get("provenance", {})
-    info = prov.get("host", {})
-    git = prov.get("git") or {}
+    origin = record.origin
     return HostView(
         key=host.key,
-        label=info.get("label"),
-        hostname=str(info.get("hostname", "?")),
-        kernel=str(info.get("kernel", "?")),
-        gpus=[describe_gpu(g) for g in prov.get("gpus", [])],
-        run_id=str(saved.get("run_id", host.run.run_id)),
-        kind="set" if saved.get("kind") == "set" else "run",
+        label=origin.label,
+        hostname="?" if origin.hostname is None else origin.hostname,
+        kernel="?" if origin.kernel is None else origin.kernel,
+        gpus=[describe_gpu(dict(g)) for g in origin.gpus],
+        run_id=record.run_id,
+        kind="set" if record.is_set else "run",
         verdict=derived.verdict,
         verdict_reason=derived.reason,
         controls_behaved=derived.controls_behaved,
-        created_at=str(saved.get("created_at", "")),
-        finished_at=saved.get("finished_at"),
-        revision=git.get("rev"),
-        dirty=bool(git.get("dirty")),
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        revision=origin.revision,
+        dirty=bool(origin.dirty),
         href=f"hosts/{host.key}/report.html",
     )
 
@@ -244,7 +242,7 @@ def _kernel_diff(run: RunDir) -> pd.DataFrame | None:
     for path in sorted(run.path.glob("*/*/diff.parquet")):
         result = path.parent / "result.json"
         try:
-            if result.is_file() and read_json(result).get("kind") == "kernel-resources":
+            if result.is_file() and CheckResult.load(result).kind == "kernel-resources":
                 return pd.read_parquet(path)
         except (RunStoreError, OSError, ValueError):
             return None
@@ -373,7 +371,7 @@ def _not_proven(hosts: list[HostView], mixed: list[str], runs: list[HostRun]) ->
 
 def is_fleet(out: Path) -> bool:
     try:
-        return (out / "run.json").is_file() and read_json(out / "run.json").get("kind") == "fleet"
+        return (out / "run.json").is_file() and RunRecord.load(RunDir(out)).kind == "fleet"
     except RunStoreError:
         return False
 
@@ -381,15 +379,12 @@ def is_fleet(out: Path) -> bool:
 def fleet_model(out: Path) -> FleetModel:
     """The model of a merged report, from its folder alone (its host keys and the hosts' member
     labels checked to name folders inside it: the folder may come from anywhere)."""
-    saved = read_json(out / "run.json")
-    check_saved_labels(saved, str(out / "run.json"))
-    hosts = [
-        HostRun(h["key"], RunDir(out / "hosts" / h["key"]), h.get("source", ""), h.get("not_rejudged"))
-        for h in saved["hosts"]
-    ]
+    record = RunRecord.load(RunDir(out))
+    part = fleet_part(record)
+    hosts = [HostRun(h.key, RunDir(out / "hosts" / h.key), h.source, h.not_rejudged) for h in part.hosts]
     for host in hosts:
-        check_saved_labels(host.saved, str(host.run.run_json))
-    return build_fleet_model(out, hosts, str(saved.get("created_at", "")), list(saved.get("mixed", [])))
+        _ = host.record  # its labels checked to name folders inside it
+    return build_fleet_model(out, hosts, record.created_at, list(part.mixed))
 
 
 @dataclass(frozen=True)
@@ -399,10 +394,10 @@ class HostVerdict:
     controls_behaved: bool | None
 
 
-def host_verdict(run: RunDir, saved: dict[str, Any]) -> HostVerdict:
+def host_verdict(run: RunDir, record: RunRecord) -> HostVerdict:
     """A host's run or set verdict derived from its folders (`ondisk`)."""
-    if saved.get("kind") == "set":
-        found = set_on_disk(run, saved)
+    if record.is_set:
+        found = set_on_disk(run)
         return HostVerdict(found.verdict.value, found.reason, found.controls_behaved)
-    one = run_on_disk(run, saved)
+    one = run_on_disk(run)
     return HostVerdict(one.verdict.value, one.unfinished or "", None)

@@ -25,11 +25,12 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qualify.core.errors import RunStoreError, UsageError
-from qualify.core.labels import MAX_LENGTH, check_saved_labels
-from qualify.core.runstore import RunDir, read_json
+from qualify.core.labels import MAX_LENGTH
+from qualify.core.runstore import RunDir
+from qualify.pipeline.record import RunRecord
+from qualify.pipeline.recordplan import recorded_plan
 from qualify.report.unpack import Caps, unpack
 
 ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".zip")
@@ -47,8 +48,8 @@ class HostRun:
     not_rejudged: str | None = None
 
     @property
-    def saved(self) -> dict[str, Any]:
-        return self.run.read()
+    def record(self) -> RunRecord:
+        return RunRecord.load(self.run)
 
 
 def collect(
@@ -74,8 +75,8 @@ def collect(
                 if found.is_relative_to(scratch)
                 else str(found / "run.json")
             )
-            saved = _checked_run(found, where)
-            key = _unique(_host_key(saved), {h.key for h in hosts})
+            record = _checked_run(found, where)
+            key = _unique(_host_key(record), {h.key for h in hosts})
             target = out / "hosts" / key
             if target.exists():
                 shutil.rmtree(target)
@@ -141,13 +142,20 @@ def _chosen(given: Path, root: Path, runs: list[Path], pick: tuple[str, ...], us
 def _names(root: Path, run: Path) -> set[str]:
     """What `--run` may call a run: its folder's name, its path inside the input, its run id."""
     names = {run.name, _run_name(root, run)} if run != root else set()
-    try:
-        run_id = read_json(run / "run.json").get("run_id")
-    except RunStoreError:
-        run_id = None
-    if isinstance(run_id, str) and run_id:
-        names.add(run_id)
+    record = _record(run)
+    if record is not None and record.run_id:
+        names.add(record.run_id)
     return names
+
+
+def _record(run: Path) -> RunRecord | None:
+    """The run's record, or None when its run.json does not read or hold."""
+    try:
+        record = RunRecord.load(RunDir(run))
+        _ = record.origin  # its fields' types checked
+    except RunStoreError:
+        return None
+    return record
 
 
 def _run_name(root: Path, run: Path) -> str:
@@ -157,34 +165,39 @@ def _run_name(root: Path, run: Path) -> str:
 
 def _described(root: Path, run: Path) -> str:
     """A run as a listing names it: its folder, host and start (its own words, as found)."""
-    try:
-        saved = read_json(run / "run.json")
-    except RunStoreError:
+    record = _record(run)
+    if record is None:
         return f"{_run_name(root, run)} (its run.json does not read)"
-    host = (saved.get("provenance") or {}).get("host") or {}
-    name = host.get("label") or host.get("hostname") or "?"
-    made = str(saved.get("created_at", "?"))[:32]
+    name = record.origin.label or record.origin.hostname or "?"
+    made = (record.created_at or "?")[:32]
     return f"{_run_name(root, run)} (host {str(name)[:MAX_LENGTH]}, made {made})"
 
 
-def _checked_run(found: Path, where: str) -> dict[str, Any]:
-    """The run's run.json (`where` names it as the caller gave it), once every label in it and in
-    its members' run.json names a folder inside the run."""
-    try:
-        saved = read_json(found / "run.json")
-    except RunStoreError as exc:
-        raise RunStoreError(exc.message.replace(str(found / "run.json"), where), exc.hint) from None
-    if saved.get("kind") == "fleet":
+def _checked_run(found: Path, where: str) -> RunRecord:
+    """The run's record (`where` names its run.json as the caller gave it), once it and its
+    members' records hold: every label in them names a folder inside the run, and every field
+    the merge reads is of its type."""
+    record = _named(RunDir(found), where)
+    if record.kind == "fleet":
         raise UsageError(
             f"{where}: a merged fleet report, not a host's run",
             "merge the hosts' runs themselves (each a folder under runs/, or its archive)",
         )
-    check_saved_labels(saved, where)
-    for member in saved.get("members", []) if saved.get("kind") == "set" else []:
-        own = found / member["label"] / "run.json"
-        if own.is_file():
-            check_saved_labels(read_json(own), f"{where.removesuffix('run.json')}{member['label']}/run.json")
-    return saved
+    for member in record.members:
+        own = RunDir(found / member.label)
+        if own.run_json.is_file():
+            _named(own, f"{where.removesuffix('run.json')}{member.label}/run.json")
+    return record
+
+
+def _named(run: RunDir, where: str) -> RunRecord:
+    """`run`'s record, refused naming its run.json as `where` says it."""
+    try:
+        record = RunRecord.load(run)
+        _ = record.origin  # its fields' types checked
+    except RunStoreError as exc:
+        raise RunStoreError(exc.message.replace(str(run.run_json), where), exc.hint) from None
+    return record
 
 
 #: Files a host's copy leaves out: its writer's lock and store roots (nothing to hold here), and
@@ -226,10 +239,9 @@ def _leads_into(link: Path, root: Path) -> bool:
         return False
 
 
-def _host_key(saved: dict[str, Any]) -> str:
+def _host_key(record: RunRecord) -> str:
     """The host's folder under hosts/: its label (else hostname) as a safe folder name."""
-    host = saved.get("provenance", {}).get("host", {})
-    name = host.get("label") or host.get("hostname") or "host"
+    name = record.origin.label or record.origin.hostname or "host"
     # Short enough that `_unique`'s "-2" still makes a safe name (`name_problem`).
     key = _SAFE.sub("_", str(name)).lstrip("._-")[: MAX_LENGTH - 8].rstrip("._-")
     return key or "host"
@@ -244,40 +256,39 @@ def _unique(key: str, taken: set[str]) -> str:
     return f"{key}-{counter}"
 
 
-def identity(saved: dict[str, Any]) -> dict[str, str | None]:
+def identity(record: RunRecord) -> dict[str, str | None]:
     """What must match for runs to merge: revision, lock, plan and profile."""
-    prov = saved.get("provenance", {})
-    git = prov.get("git") or {}
     return {
-        "source revision": git.get("rev"),
-        "flake.lock": (prov.get("flake_lock") or {}).get("sha256"),
-        "plan": plan_digest(saved.get("plan", {})),
-        "profile": saved.get("profile"),
+        "source revision": record.origin.revision,
+        "flake.lock": record.origin.flake_lock,
+        "plan": plan_digest(record),
+        "profile": record.profile,
     }
 
 
-def plan_digest(plan: dict[str, Any]) -> str:
+def plan_digest(record: RunRecord) -> str:
     """A digest of the plan's substance: each stage's checks with their kind, parameters,
     limits, roles and variables, without the paths it was read from."""
     stages = [
         {
-            "name": s.get("name"),
-            "inconclusive": s.get("inconclusive"),
-            "checks": [
-                {k: c.get(k) for k in ("name", "kind", "params", "limits", "roles", "vars", "timeout_s")}
-                for c in s.get("checks", [])
-            ],
+            "name": entry.name,
+            "inconclusive": stage.inconclusive,
+            "checks": [{k: getattr(c, k) for k in _DIGESTED} for c in stage.checks],
         }
-        for s in plan.get("stages", [])
+        for entry, stage in zip(record.stages, recorded_plan(record), strict=True)
     ]
     text = json.dumps(stages, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+#: A check's keys the plan's digest covers.
+_DIGESTED = ("name", "kind", "params", "limits", "roles", "vars", "timeout_s")
+
+
 def mismatches(hosts: list[HostRun]) -> list[str]:
     """What differs between the hosts' runs, one line per property that does."""
     found = []
-    ids = {h.key: identity(h.saved) for h in hosts}
+    ids = {h.key: identity(h.record) for h in hosts}
     for name in ("source revision", "flake.lock", "plan", "profile"):
         values = {key: ident[name] for key, ident in ids.items()}
         if len(set(values.values())) > 1:

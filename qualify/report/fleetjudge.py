@@ -15,18 +15,18 @@ installed) is reported as not re-judged: its verdict is not taken, whatever its 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.labels import name_problem
-from qualify.core.runstore import RunDir, read_json
+from qualify.core.runstore import RunDir
 from qualify.core.verdicts import RunVerdict, Verdict
-from qualify.pipeline.plan import Plan, StageSpec
+from qualify.pipeline.checkrecords import CheckResult
+from qualify.pipeline.plan import Plan
 from qualify.pipeline.record import RunRecord
+from qualify.pipeline.recordplan import recorded_stages
 from qualify.report.model import ReportModel
 
 #: What a record that qualify did not write as it is raises while it is read (named, not internal).
@@ -45,11 +45,11 @@ def rejudge_host(run: RunDir) -> str | None:
             "pip install 'qualify[stages]' and merge again"
         )
     try:
-        saved = run.read()
-        plan = recorded_plan(run, saved)
-        for folder, share in _shares(run, saved, plan):
+        record = RunRecord.load(run)
+        plan = recorded_plan(record)
+        for folder, share in _shares(record, plan):
             _kinds_agree(folder, share)
-        if saved.get("kind") == "set":
+        if record.is_set:
             rejudge_set(run, plan)
         else:
             rejudge(run, plan)
@@ -75,57 +75,27 @@ def missing_libraries() -> list[str]:
     return [name for name, module in STAGE_LIBRARIES.items() if importlib.util.find_spec(module) is None]
 
 
-def recorded_plan(run: RunDir, saved: Mapping[str, Any]) -> Plan:
-    """The plan `saved` (a run.json) records, as the plan files would load it."""
-    record = RunRecord.parse(run, saved)
-    plan = saved.get("plan") or {}
-    stages = []
-    for entry in record.stages:
-        spec = entry.spec
-        checks = tuple(_check(c) for c in spec.get("checks") or ())
-        stages.append(
-            StageSpec(
-                name=entry.name,
-                folder=entry.folder,
-                file=Path(str(spec.get("file", ""))),
-                checks=checks,
-                inconclusive=str(spec.get("inconclusive", "fail")),
-                description=str(spec.get("description", "")),
-                requires=spec.get("requires"),
-            )
-        )
+def recorded_plan(record: RunRecord) -> Plan:
+    """The plan the run.json `record` records, as the plan files would load it."""
     return Plan(
-        source=Path(run.path.name, "run.json"),  # the plan this run records, named as the fleet holds it
-        builtin=bool(plan.get("builtin")),
-        stages=tuple(stages),
-        profile=saved.get("profile"),
+        # the plan this run records, named as the fleet holds it
+        source=Path(record.run.path.name, "run.json"),
+        builtin=record.builtin_plan,
+        stages=recorded_stages(record),
+        profile=record.profile,
     )
 
 
-def _check(saved: Mapping[str, Any]) -> CheckSpec:
-    timeout = saved.get("timeout_s")
-    return CheckSpec(
-        name=str(saved["name"]),
-        kind=str(saved["kind"]),
-        params=dict(saved.get("params") or {}),
-        limits={str(k): float(v) for k, v in (saved.get("limits") or {}).items()},
-        roles=tuple(str(r) for r in saved.get("roles") or ()),
-        timeout_s=float(timeout) if timeout is not None else None,
-        env={str(k): str(v) for k, v in (saved.get("env") or {}).items()},
-        description=str(saved.get("description", "")),
-        vars=dict(saved.get("vars") or {}),
-    )
-
-
-def _shares(run: RunDir, saved: Mapping[str, Any], plan: Plan) -> Iterator[tuple[Path, Plan]]:
+def _shares(record: RunRecord, plan: Plan) -> Iterator[tuple[Path, Plan]]:
     """Each folder of checks with the plan it is re-decided by: the run's own, or each member's
     share of its set's plan."""
-    if saved.get("kind") != "set":
+    run = record.run
+    if not record.is_set:
         yield run.path, plan
         return
     from qualify.pipeline.members import member_plan
 
-    members = list(RunRecord.parse(run, saved).members)
+    members = list(record.members)
     for member in members:
         if (run.path / member.label / "run.json").is_file():
             yield run.path / member.label, member_plan(plan, member, members)
@@ -144,8 +114,7 @@ def _kinds_agree(folder: Path, plan: Plan) -> None:
             path = folder / stage.folder / check.name / "result.json"
             if not path.is_file():
                 continue
-            result = read_json(path)
-            kind = (result.get("spec") or {}).get("kind", result.get("kind"))
+            kind = CheckResult.load(path).judged_as
             if kind != check.kind:
                 raise RunStoreError(
                     f"{path}: a result of kind {kind!r}, where the plan its run records has {check.kind!r}",

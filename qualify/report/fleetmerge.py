@@ -12,12 +12,12 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from qualify.core.errors import QualifyError, RunStoreError, UsageError
 from qualify.core.verdicts import RunVerdict
 from qualify.report.fleet import build_fleet_model, is_fleet
 from qualify.report.fleetinputs import HostRun
+from qualify.report.fleetrecord import FleetHost
 from qualify.report.render import render
 from qualify.report.unpack import Caps
 
@@ -89,11 +89,10 @@ def merge(
     return RunVerdict(model.verdict)
 
 
-def _host_entry(host: HostRun) -> dict[str, Any]:
-    entry: dict[str, Any] = {"key": host.key, "source": host.source, "run_id": host.saved.get("run_id")}
-    if host.not_rejudged is not None:
-        entry["not_rejudged"] = host.not_rejudged
-    return entry
+def _host_entry(host: HostRun) -> dict[str, str | None]:
+    return FleetHost(
+        key=host.key, source=host.source, run_id=host.record.run_id, not_rejudged=host.not_rejudged
+    ).to_json()
 
 
 def _staging(out: Path, inputs: list[Path]) -> Path:
