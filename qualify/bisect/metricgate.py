@@ -22,6 +22,7 @@ from qualify.numerics.evidence import KldFacts
 from qualify.numerics.kind import KIND as KLD_KIND
 from qualify.numerics.limitmetrics import judged_metric, metric_names
 from qualify.pipeline.checkrecords import CheckResult
+from qualify.pipeline.resultparts import SavedFinding
 
 #: The kind whose limits are metrics too (`qualify.numerics.limitmetrics`).
 KLD = KLD_KIND.name
@@ -96,7 +97,7 @@ def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
 
 def command_metric(
     metric: str,
-    findings: Sequence[Mapping[str, Any]],
+    findings: Sequence[SavedFinding],
     tables: Iterable[Mapping[str, Any]],
     check_reason: str,
 ) -> MetricJudged:
@@ -108,20 +109,18 @@ def command_metric(
     did not read), with the check's own reason.
     """
     pinned, candidate = _medians(metric, tables)
-    mine = [f for f in findings if _names(str(f.get("message", "")), metric)]
+    mine = [f for f in findings if _names(f.message, metric)]
     if candidate is None:
-        said = next((str(f["message"]) for f in mine), f"the candidate reported no metric {metric!r}")
+        said = next((f.message for f in mine), f"the candidate reported no metric {metric!r}")
         return MetricJudged(Outcome.UNDECIDED, "MISSING", f"{said} ({check_reason})", None, pinned)
     if not mine:
         reason = f"no limit of {metric!r} was judged: {check_reason}"
         return MetricJudged(Outcome.UNDECIDED, "NOT JUDGED", reason, candidate, pinned)
-    verdicts = {str(f.get("verdict")) for f in mine}
+    verdicts = {f.verdict for f in mine}
     worst = next(v for v in (*_ORDER, None) if v is None or v.value in verdicts)
     if worst is None:  # a verdict word the judge does not give: not to be guessed at
-        return MetricJudged(
-            Outcome.UNDECIDED, "/".join(sorted(verdicts)), str(mine[0]["message"]), candidate, pinned
-        )
-    said = "; ".join(str(f["message"]) for f in mine if f.get("verdict") == worst.value)
+        return MetricJudged(Outcome.UNDECIDED, "/".join(sorted(verdicts)), mine[0].message, candidate, pinned)
+    said = "; ".join(f.message for f in mine if f.verdict == worst.value)
     return MetricJudged(_OUTCOMES.get(worst, Outcome.UNDECIDED), worst.value, said, candidate, pinned)
 
 

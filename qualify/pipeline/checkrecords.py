@@ -30,6 +30,8 @@ from qualify.pipeline.recordfields import (
     word,
     wrong,
 )
+from qualify.pipeline.resultparts import SavedFinding, saved_findings
+from qualify.pipeline.resultspec import SavedSpec, saved_spec
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,18 @@ class CheckResult(Document):
     duration_s: float | None
     inputs_hash: str | None
     crashed: str | None
-    findings: tuple[Mapping[str, Any], ...]
+    findings: tuple[SavedFinding, ...]
     tables: tuple[Mapping[str, Any], ...]
     charts: tuple[Mapping[str, Any], ...]
     judged: tuple[str, ...]
     facts: Mapping[str, Any]
     rejudged_at: str | None
+    #: The stage the check is of, as the result names it ("" when it does not).
+    stage: str
+    #: The roles the check measured, by name.
+    roles: tuple[str, ...]
+    #: The check as it was measured: its kind, parameters and limits.
+    spec: SavedSpec
     document: Mapping[str, Any] = field(default_factory=dict)
     #: The facts as the kind's type (`qualify.checks.evidence`), checked when the result was
     #: read; None for a kind whose facts are not typed.
@@ -190,12 +198,15 @@ class CheckResult(Document):
             duration_s=seconds(document.get("duration_s")),
             inputs_hash=string(document, "inputs_hash", path),
             crashed=string(document, "crashed", path),
-            findings=_findings(document, path),
+            findings=saved_findings(document, path),
             tables=_tables(document, path),
             charts=_charts(document, path),
             judged=tuple(a_list(document.get("judged") or [], path, "judged", is_str, "a string")),
             facts=_facts(document, path),
             rejudged_at=string(document, "rejudged_at", path),
+            stage=string(document, "stage", path) or "",
+            roles=tuple(mapping(document.get("roles", {}), str(path), "roles")),
+            spec=saved_spec(document, path),
             document=document,
             evidence=_evidence(string(document, "kind", path) or "", document, path),
         )
@@ -203,19 +214,16 @@ class CheckResult(Document):
     def _parse(self, document: Mapping[str, Any]) -> CheckResult:
         return CheckResult.parse(self.path, document)
 
-
-def _findings(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:
-    """Each finding a verdict word, a message and a role (a role's name, or null)."""
-    findings = objects(document, "findings", path)
-    for index, finding in enumerate(findings):
-        at = f"findings[{index}]"
-        word(finding.get("verdict"), VERDICTS, path, f"{at}.verdict")
-        if not isinstance(finding.get("message"), str):
-            raise wrong(path, f"{at}.message", finding.get("message"), "a string")
-        if "role" not in finding:
-            raise RunStoreError(f"{path}: {at} has no role (null for the whole check)", HINT)
-        string(finding, "role", path, at=f"{at}.")
-    return findings
+    def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
+        if name == "spec":
+            out["spec"] = value.as_json()
+        elif name == "findings":
+            out["findings"] = [f.as_json() for f in value]
+        elif name == "roles":
+            saved = out["roles"] if isinstance(out.get("roles"), Mapping) else {}
+            out["roles"] = {r: saved.get(r, {}) for r in value}
+        else:
+            super()._put(out, name, value)
 
 
 def _tables(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:

@@ -40,6 +40,7 @@ from qualify.pipeline.recordfields import (
     wrong,
 )
 from qualify.pipeline.recordparts import Origin, origin
+from qualify.pipeline.rejudgements import Rejudgement, rejudgements
 
 KINDS = ("run", "set", "fleet")
 STATUSES = ("running", "complete", "interrupted", "failed")
@@ -121,6 +122,10 @@ class StageEntry:
     name: str
     folder: str
     spec: Mapping[str, Any]
+    #: The stage's file in the project, as the plan named it (None: not recorded).
+    file: str | None = None
+    #: Each check's parameters, as the plan resolved them (the plan's own: read by name).
+    check_params: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,10 @@ class RunRecord(Document):
     provenance: Mapping[str, Any] = field(default_factory=dict)
     #: The stages the plan declares not applicable, each with its reason (plan.not_applicable).
     not_applicable: Mapping[str, str] = field(default_factory=dict)
+    #: Each `qualify report --rejudge` of the run, oldest first.
+    rejudged: tuple[Rejudgement, ...] = ()
+    #: The project the run was made from (its folder, as the run recorded it).
+    project_root: str | None = None
     #: The whole document in the current layout, for fields no accessor covers yet.
     document: Mapping[str, Any] = field(default_factory=dict)
 
@@ -163,6 +172,19 @@ class RunRecord(Document):
     def builtin_plan(self) -> bool:
         """Whether the run's plan was qualify's own (plan.builtin)."""
         return bool(mapping(self.document.get("plan", {}), str(self.run.run_json), "plan").get("builtin"))
+
+    # The provenance's parts the reports print (their shapes checked on load: `_provenance`).
+    @property
+    def git(self) -> Mapping[str, Any]:
+        return mapping(self.provenance.get("git", {}), str(self.run.run_json), "provenance.git")
+
+    @property
+    def host(self) -> Mapping[str, Any]:
+        return mapping(self.provenance.get("host", {}), str(self.run.run_json), "provenance.host")
+
+    @property
+    def gpus(self) -> list[Mapping[str, Any]]:
+        return list(self.provenance.get("gpus", []))
 
     @staticmethod
     def load(run: RunDir) -> RunRecord:
@@ -193,7 +215,9 @@ class RunRecord(Document):
             set_label=str(entry["label"]) if isinstance(entry, Mapping) else None,
             provenance=_provenance(document.get("provenance", {}), where),
             not_applicable=_not_applicable(document.get("plan", {}), where),
-            document=_with_rejudged_checked(document, where),
+            rejudged=rejudgements(document, where),
+            project_root=_project_root(document, where),
+            document=document,
         )
 
     def _parse(self, document: Mapping[str, Any]) -> RunRecord:
@@ -211,6 +235,10 @@ class RunRecord(Document):
             plan["stages"] = [{**_plain(s.spec), "name": s.name, "folder": s.folder} for s in value]
         elif name == "not_applicable":
             out.setdefault("plan", {})["not_applicable"] = dict(value)
+        elif name == "rejudged":
+            out["rejudged"] = [r.as_json() for r in value]
+        elif name == "project_root":
+            out.setdefault("project", {})["root"] = value
         elif name == "members":
             out["members"] = [m.as_json() for m in value]
         elif name == "set_label":
@@ -228,6 +256,11 @@ def update_run(run: RunDir, *, drop: Sequence[str] = (), **changes: Any) -> RunR
     record = RunRecord.load(run).updated(drop=drop, **changes)
     record.save()
     return record
+
+
+def _project_root(document: Mapping[str, Any], where: str) -> str | None:
+    """The folder of the project the run was made from (`project.root`), None when not recorded."""
+    return string(mapping(document.get("project", {}), where, "project"), "root", where, at="project.")
 
 
 def _created_at(value: Any, where: str) -> str:
@@ -275,19 +308,6 @@ def _provenance(value: Any, where: str) -> Mapping[str, Any]:
             raise wrong(where, f"{at}.command", holder.get("command"), "a string")
         a_list(holder.get("devices"), where, f"{at}.devices", is_str, "a string")
     return prov
-
-
-def _with_rejudged_checked(document: Mapping[str, Any], where: str) -> Mapping[str, Any]:
-    """`document`, its `rejudged` entries (each `qualify report --rejudge`) checked."""
-    for index, entry in enumerate(
-        a_list(document.get("rejudged", []), where, "rejudged", is_object, "an object")
-    ):
-        at = f"rejudged[{index}]"
-        for key in ("at", "plan"):
-            if not isinstance(entry.get(key), str):
-                raise wrong(where, f"{at}.{key}", entry.get(key), "a string")
-        a_list(entry.get("changed", []), where, f"{at}.changed", is_object, "an object")
-    return document
 
 
 def _members(document: Mapping[str, Any], where: str) -> tuple[Member, ...]:
@@ -351,5 +371,10 @@ def _stages(value: Any, where: str) -> tuple[StageEntry, ...]:
             raise RunStoreError(
                 f"{where}: plan.stages[{index}] folder {folder!r}: {problem or 'no name'}", HINT
             )
-        out.append(StageEntry(name, folder, spec))
+        at = f"plan.stages[{index}]"
+        checks = a_list(spec.get("checks", []), where, f"{at}.checks", is_object, "an object")
+        params = tuple(
+            mapping(c.get("params") or {}, where, f"{at}.checks[{i}].params") for i, c in enumerate(checks)
+        )
+        out.append(StageEntry(name, folder, spec, string(spec, "file", where, at=f"{at}."), params))
     return tuple(out)

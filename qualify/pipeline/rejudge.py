@@ -57,8 +57,7 @@ def project_root_for(run: RunDir, here: Path | None = None) -> Path:
     """The project whose plan re-decides `run`: the one it was made from (its saved root) while
     that still holds a qualify.toml, else `here`, the project the command was given (a run
     directory copied from another machine, such as a GPU host)."""
-    saved = run.read()
-    root = saved.get("project", {}).get("root")
+    root = RunRecord.load(run).project_root
     if root and Path(root, "qualify.toml").is_file():
         return Path(root)
     if here is None or not (here / "qualify.toml").is_file():
@@ -73,24 +72,24 @@ def project_root_for(run: RunDir, here: Path | None = None) -> Path:
 def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Change]:
     """`rejudge` with the current plan of `project_root_for(run, here)`, resolved with the run's
     profile."""
-    saved = run.read()
-    if saved.get("kind") == "fleet":
+    saved = RunRecord.load(run)
+    if saved.kind == "fleet":
         raise QualifyError(
             f"{run.path} is a merged fleet report: its hosts' runs are re-decided where they were made",
             "rejudge each host's run (qualify report RUN --rejudge), then merge them again",
         )
     root = project_root_for(run, here)
-    plan = load_plan(load_config(root).plan_dir, profile=saved.get("profile"))
-    if saved.get("kind") == "set":
+    plan = load_plan(load_config(root).plan_dir, profile=saved.profile)
+    if saved.is_set:
         return rejudge_set(run, plan)
-    if saved.get("set"):
+    if saved.set_label is not None:
         # A member of a set is re-decided with its share of the plan, then the set's verdict.
         from qualify.pipeline.members import member_plan
         from qualify.pipeline.runset import summarize_set
 
         parent = RunDir(run.path.parent)
         members = list(RunRecord.load(parent).members)
-        mine = next(m for m in members if m.label == saved["set"]["label"])
+        mine = next(m for m in members if m.label == saved.set_label)
         changes = rejudge(run, member_plan(plan, mine, members))
         summarize_set(parent)
         return changes
@@ -148,7 +147,7 @@ def rejudge(run: RunDir, plan: Plan) -> list[Change]:
         exit_code=int(derived.exit_code),
         stages={name: o.value for name, o in derived.stages.items()},
         rejudged=[
-            *record.document.get("rejudged", []),
+            *(r.as_json() for r in record.rejudged),
             {"at": now_iso(), "plan": str(plan.source), "changed": [c.__dict__ for c in changes]},
         ],
     )
@@ -197,27 +196,27 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         if saved.verdict != measured.verdict:
             write_atomic(result_path, (check_dir / MEASURED).read_bytes())
         return None
-    result = saved.document
-    saved_spec = result.get("spec") or {}
-    limits_before = dict(saved_spec.get("limits") or {})
-    same_kind = now is not None and now.kind == saved_spec.get("kind")
+    saved_spec = saved.spec
+    limits_before = dict(saved_spec.limits)
+    same_kind = now is not None and now.kind == saved_spec.kind
     limits_after = dict(now.limits) if now is not None and same_kind else limits_before
-    params = dict(saved_spec.get("params") or {})
-    kind = kind_named(saved_spec.get("kind", saved.kind), str(result_path))
+    params = dict(saved_spec.params)
+    kind_name = saved_spec.kind if saved_spec.kind is not None else saved.kind
+    kind = kind_named(kind_name, str(result_path))
     params_before = {n: params.get(n) for n in kind.judge_params}
     if now is not None and same_kind:
         params.update({n: now.params[n] for n in kind.judge_params if n in now.params})
     params_after = {n: params.get(n) for n in kind.judge_params}
     spec = CheckSpec(
-        name=saved_spec.get("name", check_dir.name),
-        kind=saved_spec.get("kind", saved.kind),
+        name=saved_spec.name if saved_spec.name is not None else check_dir.name,
+        kind=kind_name,
         params=params,
         limits=limits_after,
-        roles=tuple(result.get("roles", {})),
-        timeout_s=saved_spec.get("timeout_s"),
-        env=dict(saved_spec.get("env") or {}),
-        description=saved_spec.get("description", ""),
-        vars=dict(saved_spec.get("vars") or {}),
+        roles=saved.roles,
+        timeout_s=saved_spec.timeout_s,
+        env=dict(saved_spec.env),
+        description=saved_spec.description if saved_spec.description is not None else "",
+        vars=dict(saved_spec.vars),
     )
     if saved.crashed:
         judgement = crashed(saved.crashed)  # new limits cannot mend a crashed measurement
@@ -228,14 +227,14 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
         write_atomic(check_dir / MEASURED, result_path.read_bytes())
     saved.updated(
         **judgement.as_json(),
-        spec={**saved_spec, "limits": limits_after, "params": params},
+        spec={**saved_spec.as_json(), "limits": limits_after, "params": params},
         rejudged_at=now_iso(),
     ).save()
     unchanged = limits_after == limits_before and params_after == params_before
     if judgement.verdict.value == saved.verdict and unchanged:
         return None
     return Change(
-        stage=str(result.get("stage", "")),
+        stage=saved.stage,
         check=spec.name,
         before=saved.verdict,
         after=judgement.verdict.value,

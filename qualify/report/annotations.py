@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import locate, read_toml
 from qualify.pipeline.record import RunRecord
+from qualify.pipeline.resultparts import SavedFinding
 from qualify.report.fleet import FleetModel
 from qualify.report.github import escape_data, escape_property
 from qualify.report.matrix import MatrixModel
@@ -35,7 +35,7 @@ def stage_files(run: RunDir) -> dict[str, Path]:
         stages = RunRecord.load(run).stages
     except QualifyError:
         return {}
-    return {s.name: Path(str(s.spec["file"])) for s in stages if s.spec.get("file")}
+    return {s.name: Path(s.file) for s in stages if s.file}
 
 
 def check_location(file: Path, check: str, workspace: str | None) -> str:
@@ -75,13 +75,12 @@ def check_commands(
 
 
 def _messages(check: CheckView) -> list[str]:
-    own = [f for f in check.findings if f.get("verdict") == check.verdict]
+    own = [f for f in check.findings if f.verdict == check.verdict]
     return [_finding(f) for f in own] or [check.reason]
 
 
-def _finding(finding: Mapping[str, Any]) -> str:
-    role = finding.get("role")
-    return (f"{role}: " if role else "") + str(finding.get("message", ""))
+def _finding(finding: SavedFinding) -> str:
+    return (f"{finding.role}: " if finding.role else "") + finding.message
 
 
 def workflow_annotations(

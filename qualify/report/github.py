@@ -40,11 +40,9 @@ def error_commands(model: ReportModel, member: str = "") -> Iterator[str]:
         for check in stage.checks:
             if check.verdict not in ("FAIL", "ERROR"):
                 continue
-            bad = [f for f in check.findings if f.get("verdict") in ("FAIL", "ERROR")]
+            bad = [f for f in check.findings if f.verdict in ("FAIL", "ERROR")]
             title = escape_property(f"qualify {where}{stage.name}/{check.name}: {check.verdict}")
-            messages = [
-                (f"{f.get('role')}: " if f.get("role") else "") + str(f.get("message", "")) for f in bad
-            ] or [check.reason]
+            messages = [(f"{f.role}: " if f.role else "") + f.message for f in bad] or [check.reason]
             for message in messages:
                 yield f"::error title={title}::{escape_data(message)}"
 

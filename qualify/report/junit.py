@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from qualify.core.plaintext import clean
+from qualify.pipeline.resultparts import SavedFinding
 from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel
@@ -173,9 +174,7 @@ def _case(suite: ET.Element, stage: StageView, check: CheckView | None, counts: 
             _property(properties, f"{prefix}.ungated", "true")
     if verdict in _PASSED:
         return
-    text = "\n".join(
-        f"{f.get('verdict')} {f.get('role') or ''}: {f.get('message')}" for f in _findings(check)
-    )
+    text = "\n".join(f"{f.verdict} {f.role or ''}: {f.message}" for f in _findings(check))
     if verdict in _FAILURE:
         counts["failures"] += 1
         ET.SubElement(case, "failure", message=reason, type=verdict).text = text or reason
@@ -201,10 +200,10 @@ def _property(parent: ET.Element, name: str, value: Any) -> None:
     ET.SubElement(parent, "property", name=name, value=str(value))
 
 
-def _findings(check: CheckView | None) -> list[dict[str, Any]]:
+def _findings(check: CheckView | None) -> list[SavedFinding]:
     if check is None:
         return []
-    return [f for f in check.findings if f.get("verdict") in ("FAIL", "ERROR", "INCONCLUSIVE")]
+    return [f for f in check.findings if f.verdict in ("FAIL", "ERROR", "INCONCLUSIVE")]
 
 
 def _judged(check: CheckView) -> list[str]:

@@ -7,6 +7,7 @@ stage), says whether the controls behaved, and lists what the set's evidence doe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from qualify import __version__
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
-from qualify.pipeline.record import RunRecord
+from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report.headline import members_note
 from qualify.report.model import ReportModel, build_model
@@ -88,17 +89,17 @@ class MatrixModel:
 
 
 def build_set_model(run: RunDir) -> MatrixModel:
-    saved = run.read()
+    saved = RunRecord.load(run)
     # Every verdict and behaviour derived from the members' folders now, never member_results.
-    derived = set_on_disk(run, saved)
+    derived = set_on_disk(run, saved.document)
     members = [f.member for f in derived.members if f.run is not None]
     results = {f.member.label: f.behaviour for f in derived.members}
     # A member's check that read the set's one measurement shows that measurement's time.
     models = {m.label: _member_model(run.path / m.label) for m in members}
-    plans = {m.label: RunDir(run.path / m.label).read().get("plan", {}) for m in members}
+    plans = {m.label: RunRecord.load(RunDir(run.path / m.label)).stages for m in members}
     # A stage of the default order the plan leaves out or declares not applicable is a row too:
     # it is what keeps the set INCOMPLETE, or what it qualified without.
-    stages = with_default_order([s.name for s in RunRecord.parse(run, saved).stages])
+    stages = with_default_order([s.name for s in saved.stages])
     columns: list[Column] = []
     cells: dict[str, dict[str, Cell]] = {name: {} for name in stages}
     for m in members:
@@ -136,7 +137,6 @@ def build_set_model(run: RunDir) -> MatrixModel:
         controls_line = f"{head}: " + "; ".join(c.note or f"{c.title} {c.arm}: not judged" for c in controls)
     undecided = _undecided(members, models)
     first = next(iter(models.values()), None)
-    prov = saved.get("provenance", {})
     pinned = first.role("pinned") if first else None
     return MatrixModel(
         schema_version=SCHEMA_VERSION,
@@ -146,13 +146,13 @@ def build_set_model(run: RunDir) -> MatrixModel:
         status=derived.status,
         verdict=derived.verdict.value,
         verdict_reason=_reason_shown(derived.verdict.value, derived.reason, undecided),
-        created_at=str(saved.get("created_at", "")),
-        finished_at=saved.get("finished_at"),
-        profile=saved.get("profile"),
+        created_at=saved.created_at,
+        finished_at=saved.finished_at,
+        profile=saved.profile,
         pinned={"arm": pinned.arm, "installable": pinned.installable} if pinned else {},
-        source=prov.get("git", {}),
-        host=prov.get("host", {}),
-        gpus=prov.get("gpus", []),
+        source=dict(saved.git),
+        host=dict(saved.host),
+        gpus=[dict(g) for g in saved.gpus],
         stages=stages,
         columns=columns,
         cells=cells,
@@ -233,7 +233,7 @@ def _expected(member: Member, stage: str) -> str | None:
 def _not_proven(
     members: list[Member],
     models: dict[str, ReportModel],
-    plans: dict[str, dict[str, Any]],
+    plans: dict[str, tuple[StageEntry, ...]],
     controls_behaved: bool | None,
 ) -> list[str]:
     notes: list[str] = []
@@ -258,6 +258,5 @@ def _not_proven(
     return notes
 
 
-def _shared_alpha(plan: dict[str, Any]) -> bool:
-    checks = [c for s in plan.get("stages", []) for c in s.get("checks", [])]
-    return any((c.get("params") or {}).get("alpha_shared_by", 1) > 1 for c in checks)
+def _shared_alpha(stages: Sequence[StageEntry]) -> bool:
+    return any(params.get("alpha_shared_by", 1) > 1 for s in stages for params in s.check_params)

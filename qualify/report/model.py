@@ -16,6 +16,7 @@ from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord, StageEntry
+from qualify.pipeline.resultparts import SavedFinding
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report import headline
 from qualify.report.views import CheckView, StageView, shared_measurement
@@ -201,8 +202,8 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
     try:
         result = CheckResult.load(path) if path.is_file() else None
     except RunStoreError as exc:
-        unreadable = ({"verdict": "ERROR", "message": exc.message, "role": None},)
-        return CheckView(entry.name, entry.kind, "ERROR", exc.message, "", False, None, list(unreadable), [])
+        unreadable = [SavedFinding("ERROR", exc.message, None)]
+        return CheckView(entry.name, entry.kind, "ERROR", exc.message, "", False, None, unreadable, [])
     if result is None:
         return CheckView(entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, [], [])
     return CheckView(
@@ -213,7 +214,7 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         verdict_rules=result.verdict_rules,
         ungated=result.ungated,
         duration_s=result.duration_s,
-        findings=[dict(f) for f in result.findings],
+        findings=list(result.findings),
         tables=[dict(t) for t in result.tables],
         charts=[dict(c) for c in result.charts],
         limits_of_evidence=result.limits_of_evidence,

@@ -18,6 +18,7 @@ from qualify.checks.benchfacts import BenchFacts
 from qualify.checks.evidence import Evidence
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
+from qualify.pipeline.resultparts import SavedFinding
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class CheckView:
     verdict_rules: str
     ungated: bool
     duration_s: float | None
-    findings: list[dict[str, Any]]
+    findings: list[SavedFinding]
     tables: list[dict[str, Any]]
     charts: list[dict[str, Any]] = field(default_factory=list)
     #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).

@@ -320,3 +320,105 @@ def test_a_writer_cannot_save_what_a_reader_would_refuse(tmp_path: Path) -> None
     with pytest.raises(RunStoreError, match="verdict 'DONE'"):
         dataclasses.replace(stage, status="complete", verdict="DONE").save()
     assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda d: d["spec"].update(limits="tight"), "spec.limits is a string, not an object"),
+        (lambda d: d["spec"].update(kind=7), "spec.kind is a number, not a string"),
+        (lambda d: d["spec"].update(timeout_s="1h"), "spec.timeout_s is a string, not a number of seconds"),
+        (lambda d: d.update(spec=["arms"]), "spec is a list, not an object"),
+        (lambda d: d.update(stage=10), "stage is a number, not a string"),
+        (lambda d: d.update(roles=["candidate"]), "roles is a list, not an object"),
+        (
+            lambda d: d.update(findings=[{"verdict": "FAIL", "mesage": "x", "role": None}]),
+            "findings[0].message is null, not a string",
+        ),
+    ],
+)
+def test_a_result_json_whose_spec_stage_roles_or_findings_are_malformed_is_refused(
+    copy: Path, change: Callable[[dict[str, Any]], None], said: str
+) -> None:
+    path = copy / "10-build" / "arms" / "result.json"
+    document = raw(path)
+    change(document)
+    write(path, document)
+    message = refused(CheckResult.load, path)
+    assert str(path) in message and said in message, message
+
+
+def test_a_result_reads_its_spec_and_findings_as_types(copy: Path) -> None:
+    path = copy / "10-build" / "arms" / "result.json"
+    document = raw(path)
+    result = CheckResult.load(path)
+    assert result.spec.kind == document["spec"]["kind"] and result.spec.limits == document["spec"]["limits"]
+    assert result.stage == document["stage"] and result.roles == tuple(document["roles"])
+    assert [f.as_json() for f in result.findings] == document["findings"]
+    assert result.to_json() == {k: v for k, v in document.items() if k != "schema_version"}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda d: d.update(rejudged=[{"at": "now", "plan": 3}]),
+            "rejudged[0].plan is a number, not a string",
+        ),
+        (
+            lambda d: d.update(rejudged=[{"at": "now", "plan": "p", "changed": [{"stage": "build"}]}]),
+            "rejudged[0].changed[0].check is null, not a string",
+        ),
+        (
+            lambda d: d.update(
+                rejudged=[
+                    {
+                        "at": "now",
+                        "plan": "p",
+                        "changed": [
+                            {
+                                "stage": "s",
+                                "check": "c",
+                                "before": "PASS",
+                                "after": "FAIL",
+                                "limits_after": [1],
+                            }
+                        ],
+                    }
+                ]
+            ),
+            "rejudged[0].changed[0].limits_after is a list, not an object",
+        ),
+        (lambda d: d.update(project={"root": 5}), "project.root is a number, not a string"),
+        (lambda d: d.update(project="here"), "project is a string, not an object"),
+        (lambda d: d["plan"]["stages"][0].update(file=["a"]), "plan.stages[0].file is a list, not a string"),
+        (
+            lambda d: d["plan"]["stages"][0].update(checks={"x": 1}),
+            "plan.stages[0].checks is an object, not a list",
+        ),
+        (
+            lambda d: d["plan"]["stages"][0]["checks"][0].update(params="alpha"),
+            "plan.stages[0].checks[0].params is a string, not an object",
+        ),
+    ],
+)
+def test_a_run_json_whose_rejudged_project_or_stage_files_are_malformed_is_refused(
+    copy: Path, change: Callable[[dict[str, Any]], None], said: str
+) -> None:
+    path = copy / "run.json"
+    document = raw(path)
+    change(document)
+    write(path, document)
+    message = refused(lambda p: RunRecord.load(RunDir(p.parent)), path)
+    assert str(path) in message and said in message, message
+
+
+def test_a_run_reads_its_rejudgements_and_project_as_types(copy: Path) -> None:
+    path = copy / "run.json"
+    change = {"stage": "build", "check": "arms", "before": "PASS", "after": "FAIL", "limits_before": {}}
+    write(path, {**raw(path), "rejudged": [{"at": "t", "plan": "p", "changed": [change]}]})
+    record = RunRecord.load(RunDir(copy))
+    assert [r.as_json() for r in record.rejudged] == [{"at": "t", "plan": "p", "changed": [change]}]
+    assert record.rejudged[0].changed[0].after == "FAIL" and record.rejudged[0].changed[0].limits_after == {}
+    assert record.project_root == raw(path).get("project", {}).get("root")
+    assert record.stages[0].file == raw(path)["plan"]["stages"][0].get("file")
