@@ -3,6 +3,7 @@ result.json): the HTML, the Markdown summary and report.json all render from it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,6 @@ def build_model(run: RunDir) -> ReportModel:
         if name not in present
     ]
     stages = _merge_order(stages)
-    prov = record.provenance
     # A run saved before installables were recorded redacted may hold a URL's token.
     roles = [
         RoleView(role, info.arm, redact_text(info.installable, known=False), info.out)
@@ -112,23 +112,21 @@ def build_model(run: RunDir) -> ReportModel:
         finished_at=record.finished_at,
         profile=record.profile,
         roles=roles,
-        source=prov.get("git", {}),
-        host=prov.get("host", {}),
-        gpus=prov.get("gpus", []),
-        gpu_processes=prov.get("gpu_processes", []),
+        source=dict(record.git),
+        host=dict(record.host),
+        gpus=[dict(g) for g in record.gpus],
+        gpu_processes=list(record.provenance.get("gpu_processes", [])),
         stages=stages,
         not_proven=[],
-        rejudged=list(record.document.get("rejudged", [])),
+        rejudged=[r.as_json() for r in record.rejudged],
     )
-    return _presented(run, _with_limits_of_evidence(model))
+    last = record.rejudged[-1].changed if record.rejudged else ()
+    return _presented(run, _with_limits_of_evidence(model), {(c.stage, c.check): c.before for c in last})
 
 
-def _presented(run: RunDir, model: ReportModel) -> ReportModel:
-    """The reviewer's lines (`qualify.report.headline`), from the stages as built above."""
-    changed = {
-        (c.get("stage"), c.get("check")): str(c.get("before"))
-        for c in (model.rejudged[-1].get("changed", []) if model.rejudged else [])
-    }
+def _presented(run: RunDir, model: ReportModel, changed: Mapping[tuple[str, str], str]) -> ReportModel:
+    """The reviewer's lines (`qualify.report.headline`), from the stages as built above, each
+    check the last rejudgement changed marked with its verdict before (`changed`)."""
     stages = []
     for built in model.stages:
         checks = [replace(c, rejudged_from=changed.get((built.name, c.name))) for c in built.checks]
