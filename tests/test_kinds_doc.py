@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from conftest import REPO, qualify_proc
 
@@ -30,3 +32,14 @@ def test_kinds_json_lists_every_kind_with_its_parameters() -> None:
     assert [k["name"] for k in json.loads(one.stdout)] == ["bench"]
     typo = qualify_proc("kinds", "bnech")
     assert typo.returncode == 4 and 'did you mean "bench"' in typo.stdout + typo.stderr
+
+
+def test_every_kind_declares_the_types_of_its_facts() -> None:
+    """`qualify kinds --json` lists the facts fields of every kind (none is left a dict)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "qualify", "kinds", "--json"], capture_output=True, text=True, check=True
+    )
+    listed = json.loads(done.stdout)
+    assert [k["name"] for k in listed] == [k.name for k in KINDS]
+    for kind in listed:
+        assert kind["facts"] is not None and kind["facts"]["fields"], kind["name"]

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from qualify.checks.benchfacts import SharedFact, StoppingRule
 from qualify.checks.evidence import Evidence
+from qualify.checks.evidence import Part as EvidencePart
 
 __all__ = ["BenchMeasurement", "BenchSchedule", "BenchUnit", "MachineState", "SharedFact", "StoppingRule"]
 
 
-class Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
+class Part(EvidencePart):
     def to_json(self) -> dict[str, Any]:
         """As saved: the fields that were set."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)

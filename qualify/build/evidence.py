@@ -5,13 +5,9 @@ inputs.json): the types every reader of them goes through."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from qualify.checks.evidence import Evidence
-
-
-class Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+from qualify.checks.evidence import Evidence, Part
 
 
 class DerivationBuilt(Part):

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from qualify.checks.evidence import Evidence
-
-
-class Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+from qualify.checks.evidence import Evidence, Part
 
 
 class StoppingRule(Part):

@@ -9,14 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from qualify.checks.evidence import Evidence
+from qualify.checks.evidence import Evidence, Part
 from qualify.core.runstore import read_json
-
-
-class Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class Problem(Part):

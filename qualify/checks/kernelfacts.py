@@ -10,14 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from qualify.checks.evidence import HINT, Evidence
+from qualify.checks.evidence import HINT, Evidence, Part
 from qualify.core.errors import RunStoreError
-
-
-class Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class Severities(Part):

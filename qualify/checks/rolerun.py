@@ -13,25 +13,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from qualify.checks.evidence import Evidence
+from qualify.checks.evidence import Evidence, Part
 
 
-class RunError(BaseModel):
+class RunError(Part):
     """What kept the command from running: the harness's or the machine's failure."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     message: str
     hint: str | None = None
     missing_tool: bool | None = Field(default=None, description="a tool the command needs was not found")
 
 
-class CommandRecord(BaseModel):
+class CommandRecord(Part):
     """The command as it ran (`qualify.core.process`): its argv with secrets redacted."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     argv: list[str]
     returncode: int | None

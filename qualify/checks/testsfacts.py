@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from qualify.checks.evidence import Evidence
+from qualify.checks.evidence import Evidence, Part
 
 
-class CaseCounts(BaseModel):
+class CaseCounts(Part):
     """A role's test cases by how they ended, as its JUnit XML said."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     passed: int
     failed: int

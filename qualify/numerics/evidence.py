@@ -9,16 +9,12 @@ one bound on θ (`bound`, `method`), the current one holds the tests with the ma
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
 
-from qualify.checks.evidence import Evidence
-
-
-class _Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+from qualify.checks.evidence import Evidence, Part
 
 
-class PairSummary(_Part):
+class PairSummary(Part):
     """Token-level figures of one role against another (`reference|candidate`)."""
 
     kld_mean: float
@@ -39,12 +35,12 @@ class PairSummary(_Part):
     kld_lower_bound: bool = Field(description="KL from top-K rows: a lower bound")
 
 
-class SkewGuard(_Part):
+class SkewGuard(Part):
     skewness: float
     se: float
 
 
-class BoundFacts(_Part):
+class BoundFacts(Part):
     """One metric's estimate and its one-sided bound over chunks."""
 
     name: str
@@ -64,7 +60,7 @@ class BoundFacts(_Part):
     skew_guard: SkewGuard | None
 
 
-class MarginTestFacts(_Part):
+class MarginTestFacts(Part):
     """One statement of the non-inferiority margin inside the test: bounds on the mean of D."""
 
     name: str = Field(description="margin or floor")
@@ -77,7 +73,7 @@ class MarginTestFacts(_Part):
     method: str
 
 
-class NoninferiorityFacts(_Part):
+class NoninferiorityFacts(Part):
     """The candidate against pinned: θ = mean KL_C − KL_P and the δ it is held to."""
 
     theta: float
@@ -97,7 +93,7 @@ class NoninferiorityFacts(_Part):
         return min(self.tests, key=lambda t: t.upper) if self.tests else None
 
 
-class LookFacts(_Part):
+class LookFacts(Part):
     """The look a judgement stopped at (`qualify.numerics.looks`)."""
 
     planned: list[int]
@@ -124,12 +120,12 @@ class KldFacts(Evidence):
         return (self.bounds or {}).get(role, {}).get(metric)
 
 
-class ArtifactError(_Part):
+class ArtifactError(Part):
     role: str | None = Field(description="whose stream failed; None where no reader named one")
     message: str
 
 
-class PassRecord(_Part):
+class PassRecord(Part):
     """One pass of the stage: the roles scored together and what it cost."""
 
     roles: list[str]
@@ -142,13 +138,13 @@ class PassRecord(_Part):
     reference_bytes: int | None = None
 
 
-class DiskPlan(_Part):
+class DiskPlan(Part):
     stored: list[str]
     bytes: int | None
     free: int
 
 
-class PlannedLooks(_Part):
+class PlannedLooks(Part):
     planned: list[int]
 
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from qualify.checks.evidence import validated
+from qualify.checks.evidence import Part, validated
 from qualify.pipeline.record import RunRecord
 
 
-class FleetHost(BaseModel):
+class FleetHost(Part):
     """One host of the fleet, as its run.json lists it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     key: str
     source: str = ""

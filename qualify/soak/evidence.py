@@ -5,15 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from qualify.checks.evidence import Evidence
-
-
-class Part(BaseModel):
-    """A part of a document: frozen, every field declared."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+from qualify.checks.evidence import Evidence, Part
 
 
 class Problem(Part):

@@ -140,4 +140,4 @@ def test_kinds_json_shows_what_the_facts_hold() -> None:
     assert names["trends[].growth_high"] == "float | None"
     assert kind["measurement"]["version"] == SoakMeasurement.VERSION
     assert "server.pids" in field_types(kind, "measurement")
-    assert registry.evidence_types("soak") is not None and registry.evidence_types("command") is None
+    assert registry.evidence_types("soak") is not None and registry.evidence_types("no-such-kind") is None
