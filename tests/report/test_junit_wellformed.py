@@ -15,6 +15,7 @@ import pytest
 from conftest import PY, Project, qualify_proc
 
 from qualify.core.runstore import RunDir
+from qualify.pipeline.resultparts import SavedFinding
 from qualify.report.junit import junit_xml, set_junit_xml, xml_text
 from qualify.report.matrix import Column, MatrixModel
 from qualify.report.model import build_model
@@ -67,7 +68,7 @@ def test_lone_surrogates_in_any_field_are_escaped(noisy_run: Path) -> None:
     index, stage = next((i, s) for i, s in enumerate(model.stages) if s.checks)
     hostile = "half \ud800 pair \udfff nul \x00 esc \x1b[1m end \ufffe"
     check = dataclasses.replace(
-        stage.checks[0], reason=hostile, findings=[{"verdict": "FAIL", "role": "x", "message": hostile}]
+        stage.checks[0], reason=hostile, findings=[SavedFinding("FAIL", hostile, "x")]
     )
     stage = dataclasses.replace(stage, name=f"compile{hostile}", checks=[check, *stage.checks[1:]])
     model = dataclasses.replace(model, stages=[*model.stages[:index], stage, *model.stages[index + 1 :]])

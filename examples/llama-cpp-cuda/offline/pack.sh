@@ -37,13 +37,14 @@ mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
     | cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libstdc\+\+6|libgcc-s1|nix-bin')) 2>&1 | tail -1
 # With their dependencies, resolved for the host's Python: host.sh installs these without pip
 # looking further (--no-deps), so a package one of them imports and the host lacks would stop
-# the run at its first import. nvidia-ml-py is NVML for the bench's GPU telemetry.
+# the run at its first import. nvidia-ml-py is NVML for the bench's GPU telemetry; pydantic
+# checks every evidence document a check saves.
 # What the H200 host's image already holds of qualify's dependencies (pyproject.toml's
 # dependencies and its stages extra): tests/test_example_cuda.py checks that every dependency is
 # in one list or the other.
 # host-has: numpy pandas pyarrow scipy jinja2 markupsafe matplotlib packaging numba msgpack httpx
 bundled=(typer click rich pyelftools zstandard lz4 jsonschema jsonschema-specifications referencing
-  rpds-py annotated-doc nvidia-ml-py)
+  rpds-py annotated-doc nvidia-ml-py pydantic)
 "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$out/c1/whl" "${bundled[@]}"
