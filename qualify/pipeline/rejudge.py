@@ -17,7 +17,7 @@ shows them as they ran).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +33,10 @@ from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.ondisk import run_on_disk, stage_on_disk, status_of
 from qualify.pipeline.plan import Plan, load_plan
 from qualify.pipeline.record import RunRecord, update_run
+from qualify.pipeline.rejudgements import RejudgedChange
 from qualify.pipeline.stagerun import RESULT, STAGE, stage_reason
 
 MEASURED = "result.measured.json"
-
-
-@dataclass(frozen=True)
-class Change:
-    """One check whose verdict the new limits changed."""
-
-    stage: str
-    check: str
-    before: str
-    after: str
-    limits_before: dict[str, float]
-    limits_after: dict[str, float]
-    #: The kind's judgement-only parameters (`CheckKind.judge_params`) that the plan changed.
-    params_before: dict[str, Any] = field(default_factory=dict)
-    params_after: dict[str, Any] = field(default_factory=dict)
 
 
 def project_root_for(run: RunDir, here: Path | None = None) -> Path:
@@ -69,7 +55,7 @@ def project_root_for(run: RunDir, here: Path | None = None) -> Path:
     return here
 
 
-def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Change]:
+def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[RejudgedChange]:
     """`rejudge` with the current plan of `project_root_for(run, here)`, resolved with the run's
     profile."""
     saved = RunRecord.load(run)
@@ -96,13 +82,13 @@ def rejudge_with_project_plan(run: RunDir, here: Path | None = None) -> list[Cha
     return rejudge(run, plan)
 
 
-def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
+def rejudge_set(run: RunDir, plan: Plan) -> list[RejudgedChange]:
     """Re-decide every member of a run set with its share of `plan`, then the set's verdict."""
     from qualify.pipeline.members import member_plan
     from qualify.pipeline.runset import summarize_set
 
     members = list(RunRecord.load(run).members)
-    changes: list[Change] = []
+    changes: list[RejudgedChange] = []
     for m in members:
         member = RunDir(run.path / m.label)
         if member.run_json.is_file():
@@ -112,7 +98,7 @@ def rejudge_set(run: RunDir, plan: Plan) -> list[Change]:
     return changes
 
 
-def rejudge(run: RunDir, plan: Plan) -> list[Change]:
+def rejudge(run: RunDir, plan: Plan) -> list[RejudgedChange]:
     """Re-decide every finished check of `run` with `plan`'s limits; return what changed."""
     record = RunRecord.load(run)
     if not os.access(run.path, os.W_OK):
@@ -127,7 +113,7 @@ def rejudge(run: RunDir, plan: Plan) -> list[Change]:
             "rejudge it once it has stopped",
         )
     current = {(s.name, c.name): c for s in plan.stages for c in s.checks}
-    changes: list[Change] = []
+    changes: list[RejudgedChange] = []
     for entry in record.stages:
         folder = run.stage_dir(entry.folder)
         if not (folder / STAGE).is_file():
@@ -148,14 +134,14 @@ def rejudge(run: RunDir, plan: Plan) -> list[Change]:
         stages={name: o.value for name, o in derived.stages.items()},
         rejudged=[
             *(r.as_json() for r in record.rejudged),
-            {"at": now_iso(), "plan": str(plan.source), "changed": [c.__dict__ for c in changes]},
+            {"at": now_iso(), "plan": str(plan.source), "changed": [c.as_json() for c in changes]},
         ],
     )
     return changes
 
 
 def _rejudge_stage(
-    stage: StageRecord, name: str, current: dict[tuple[str, str], CheckSpec], changes: list[Change]
+    stage: StageRecord, name: str, current: dict[tuple[str, str], CheckSpec], changes: list[RejudgedChange]
 ) -> None:
     """Re-decide each check of a finished stage, then the stage's verdict and reason from them."""
     folder = stage.path.parent
@@ -184,7 +170,7 @@ def _rejudge_stage(
     ).save()
 
 
-def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
+def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> RejudgedChange | None:
     result_path = check_dir / RESULT
     if not result_path.is_file():
         return None
@@ -233,7 +219,7 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> Change | None:
     unchanged = limits_after == limits_before and params_after == params_before
     if judgement.verdict.value == saved.verdict and unchanged:
         return None
-    return Change(
+    return RejudgedChange(
         stage=saved.stage,
         check=spec.name,
         before=saved.verdict,

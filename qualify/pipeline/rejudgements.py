@@ -5,7 +5,7 @@ checked when the run's record is read (`qualify.pipeline.record`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from qualify.pipeline.recordfields import a_list, is_object, mapping, wrong
@@ -23,11 +23,17 @@ class RejudgedChange:
     limits_after: Mapping[str, Any]
     params_before: Mapping[str, Any] = field(default_factory=dict)
     params_after: Mapping[str, Any] = field(default_factory=dict)
-    #: The entry as it was read (saved again as it was).
+    #: The entry as it was read (saved again as it was); empty for one a rejudgement just made.
     document: Mapping[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return dict(self.document)
+        if self.document:
+            return dict(self.document)
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "document"}
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 @dataclass(frozen=True)
