@@ -198,7 +198,7 @@ def test_dirty_tree_is_refused_unless_allowed(project: Path) -> None:
         done = qualify_proc("run", "--candidate", "rocm10", "--project", str(project))
         assert done.returncode == 4, done.stdout + done.stderr
         said = " ".join((done.stdout + done.stderr).split())
-        assert "uncommitted changes (README)" in said and "--allow-dirty" in said
+        assert "uncommitted changes to tracked files (README)" in said and "--allow-dirty" in said
         assert (set(runs.iterdir()) if runs.exists() else set()) == before
         code, run_dir, out = run(project, "--candidate", "rocm10", "--allow-dirty")
         res = result(run_dir)
