@@ -20,9 +20,9 @@ from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
 from qualify.numerics.evidence import KldFacts, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE, Settings, decided, judge_in_looks, judge_stats
-from qualify.numerics.kind import DEFAULT_CACHE
 from qualify.numerics.looks import look_confidence, planned_looks
 from qualify.numerics.measuring import Measuring, one_path
+from qualify.numerics.params import NumericsParams
 from qualify.numerics.sharedpass import SHARED, member_stats
 from qualify.numerics.store import (
     check_free_space,
@@ -53,10 +53,10 @@ def measure(ctx: CheckContext) -> None:
                 },
             )
         return
-    state = Measuring(ctx)
-    state.params = {**state.params, "cache_dir": _cache_dir(ctx)}
+    state = Measuring(ctx, _cache_dir(ctx))
+    params = state.params
     state.record["settings"] = state.settings
-    floor = "pinned" in roles and bool(ctx.spec.params.get("floor_rerun", True))
+    floor = "pinned" in roles and params.floor_rerun
     # One candidate in a run; a run set's members (named by label) when it measures them at once.
     candidates = [r for r in roles if r not in ("pinned", "reference")]
     planned = ["reference", *(["pinned"] if "pinned" in roles else []), *([FLOOR_ROLE] if floor else [])]
@@ -66,14 +66,14 @@ def measure(ctx: CheckContext) -> None:
         ctx.advance(Progress(role, planned.index(role), len(planned), "scoring runs"))
         state.run(role)
 
-    streamed = bool(ctx.spec.params.get("stream"))
+    streamed = params.stream
     disk = disk_plan(
         ctx.folder,
         state.size or state.cached_size(),
         cached=state.cached_size() is not None,
         streamed=streamed,
         others=planned[1:],
-        keep=bool(state.params.get("keep")),
+        keep=params.keep,
     )
     state.record["disk"] = {"stored": list(disk.stored), "bytes": disk.bytes, "free": disk.free}
     ctx.echo(f"numerics: {disk.describe()}")
@@ -129,7 +129,7 @@ def _plan_looks(state: Measuring) -> tuple[int, ...]:
     reference = state.streams.get("reference")
     if reference is None:
         return ()
-    settings = Settings.of(state.ctx.spec.params)
+    settings = Settings.of(state.params)
     looks = planned_looks(settings.min_chunks, settings.looks, reference.n_chunk)
     state.record["looks"] = {"planned": list(looks)}
     return looks
@@ -138,7 +138,7 @@ def _plan_looks(state: Measuring) -> tuple[int, ...]:
 def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[TokenStats], bool]:
     """At a look: whether every candidate scored in the pass (a run set's members, each as its
     own judge would see it) is decided, so that the rest of the corpus need not be scored."""
-    settings = Settings.of(ctx.spec.params)
+    settings = Settings.of(NumericsParams.of(ctx.spec))
     level = look_confidence(settings.confidence, len(looks))
 
     def stop(stats: TokenStats) -> bool:
@@ -152,15 +152,15 @@ def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[T
 
 
 def _cache_dir(ctx: CheckContext) -> str | None:
-    template = ctx.spec.params.get("cache")
+    template = NumericsParams.of(ctx.spec).cache
     if template == "":
         return None  # caching turned off
-    return str(one_path(ctx, template or DEFAULT_CACHE, "reference", {}).resolve())
+    return str(one_path(ctx, template, "reference", {}).resolve())
 
 
 def judge(saved: SavedCheck) -> Judgement:
-    params = saved.spec.params
-    floor = "pinned" in saved.roles and bool(params.get("floor_rerun", True))
+    params = NumericsParams.of_saved(saved)
+    floor = "pinned" in saved.roles and params.floor_rerun
     roles = (*saved.roles, FLOOR_ROLE) if floor else saved.roles
     findings = run_findings(replace(saved, roles=roles))
     for role in roles:

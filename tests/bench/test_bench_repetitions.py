@@ -13,6 +13,7 @@ from benchsim import saved_check, spec, steady
 
 from qualify.bench import check as bench
 from qualify.bench.kind import KIND
+from qualify.bench.params import BenchParams
 from qualify.bench.repetitions import planned_repetitions
 from qualify.core.errors import ConfigError
 from qualify.core.verdicts import Verdict
@@ -36,8 +37,7 @@ RUN = "{bin}/llama-bench -m {model} -r {reps} -o jsonl"
 def test_the_planned_repetitions_are_read_from_the_run_line(
     run: str, variables: dict[str, object], expected: int | None
 ) -> None:
-    s = spec(run=run)
-    assert planned_repetitions(replace(s, vars=variables)) == expected
+    assert planned_repetitions(BenchParams.of(spec(run=run)), variables) == expected
 
 
 @pytest.mark.parametrize(("reps", "discard"), [(1, 0), (3, 2), (2, 5)])
