@@ -66,15 +66,16 @@ def _system() -> str:
 
 def measure(ctx: CheckContext) -> None:
     env = child_env(ctx.spec.env, inherit=ctx.config.inherit_env)
+    params = BuildParams.of(ctx.spec)
     try:
-        source = _resolve(ctx, env)
+        source = _resolve(ctx, params, env)
     except QualifyError as exc:
         problem = SourceProblem(error=Problem(message=exc.message, hint=exc.hint))
         write_json(ctx.folder / SOURCE, redact_values(problem.to_json(), known=True))
         return
     if source.refused:
         return
-    refs = _refs(ctx, source)
+    refs = _refs(ctx, params, source)
     plans = _dry_runs(ctx, refs, env)
     built: dict[str, BuildMeasurement] = {}
     valid: set[str] = set()  # derivations an earlier role built: nix will not build them again
@@ -94,7 +95,7 @@ def measure(ctx: CheckContext) -> None:
     _inputs(ctx, source, env)
 
 
-def _resolve(ctx: CheckContext, env: dict[str, str]) -> BuildSource:
+def _resolve(ctx: CheckContext, params: BuildParams, env: dict[str, str]) -> BuildSource:
     flake = ctx.config.flake
     ref = flake if ":" in flake else str((ctx.config.root / flake).resolve())
     version = nix.version(env)
@@ -102,7 +103,6 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> BuildSource:
         raise QualifyError("nix is not installed", "install nix (Debian: apt-get install nix-bin)")
     meta = nix.flake_metadata(ref, env, cwd=ctx.config.root)
     options = BuildOptions.of(ctx.options)
-    params = BuildParams.of(ctx.spec)
     allow_dirty = options.allow_dirty
     nix_settings = builders.settings(params, options.nix_options)
     _refuse_redacted(nix_settings)
@@ -156,7 +156,7 @@ def _refuse_redacted_overrides(overrides: Pairs) -> None:
         )
 
 
-def _refs(ctx: CheckContext, source: BuildSource) -> dict[str, dict[str, Any]]:
+def _refs(ctx: CheckContext, params: BuildParams, source: BuildSource) -> dict[str, dict[str, Any]]:
     locked = nix.FlakeSource(
         source.flake,
         source.locked_url,
@@ -168,7 +168,6 @@ def _refs(ctx: CheckContext, source: BuildSource) -> dict[str, dict[str, Any]]:
         {},
     )
     overrides = [(str(o[0]), str(o[1])) for o in source.override_inputs]
-    params = BuildParams.of(ctx.spec)
     refs = {}
     for role in ctx.roles:
         arm = ctx.arms[role].arm

@@ -53,8 +53,8 @@ def measure(ctx: CheckContext) -> None:
                 },
             )
         return
-    state = Measuring(ctx, _cache_dir(ctx))
-    params = state.params
+    params = NumericsParams.of(ctx.spec)
+    state = Measuring(ctx, params, _cache_dir(ctx, params.cache))
     state.record["settings"] = state.settings
     floor = "pinned" in roles and params.floor_rerun
     # One candidate in a run; a run set's members (named by label) when it measures them at once.
@@ -82,7 +82,7 @@ def measure(ctx: CheckContext) -> None:
     if streamed:
         run("reference")
         looks = _plan_looks(state)
-        stats = score_together(state, planned[1:], looks, _stop_when_decided(ctx, looks))
+        stats = score_together(state, planned[1:], looks, _stop_when_decided(ctx, params, looks))
     else:
         stats = _one_after_another(state, planned, candidates, run)
     if stats is not None:
@@ -135,10 +135,12 @@ def _plan_looks(state: Measuring) -> tuple[int, ...]:
     return looks
 
 
-def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[TokenStats], bool]:
+def _stop_when_decided(
+    ctx: CheckContext, params: NumericsParams, looks: tuple[int, ...]
+) -> Callable[[TokenStats], bool]:
     """At a look: whether every candidate scored in the pass (a run set's members, each as its
     own judge would see it) is decided, so that the rest of the corpus need not be scored."""
-    settings = Settings.of(NumericsParams.of(ctx.spec))
+    settings = Settings.of(params)
     level = look_confidence(settings.confidence, len(looks))
 
     def stop(stats: TokenStats) -> bool:
@@ -151,8 +153,7 @@ def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[T
     return stop
 
 
-def _cache_dir(ctx: CheckContext) -> str | None:
-    template = NumericsParams.of(ctx.spec).cache
+def _cache_dir(ctx: CheckContext, template: str) -> str | None:
     if template == "":
         return None  # caching turned off
     return str(one_path(ctx, template, "reference", {}).resolve())

@@ -30,9 +30,9 @@ from qualify.numerics.tokenstats import StreamMismatch, TokenStats, token_stats
 class Measuring:
     """One check's measurement in progress: artifacts on disk, settings, per-token vectors."""
 
-    def __init__(self, ctx: CheckContext, cache_dir: str | None) -> None:
+    def __init__(self, ctx: CheckContext, params: NumericsParams, cache_dir: str | None) -> None:
         self.ctx = ctx
-        self.params = NumericsParams.of(ctx.spec)
+        self.params = params
         #: The reference cache's folder, resolved (None: caching turned off).
         self.cache_dir = cache_dir
         self.artifacts: dict[str, Path] = {}
