@@ -292,6 +292,7 @@ def _data_files(config: ProjectConfig, plan: Plan) -> Iterator[Probe]:
 def _numerics_disk(config: ProjectConfig, plan: Plan) -> Iterator[Probe]:
     """Free disk where the runs go against what each kld check will store at its peak: its
     `artifact_bytes`, or the size the last run of the check measured."""
+    from qualify.numerics.params import NumericsParams
     from qualify.numerics.store import disk_plan, gib
 
     where = config.runs_dir if config.runs_dir.exists() else _existing_parent(config.runs_dir)
@@ -299,18 +300,17 @@ def _numerics_disk(config: ProjectConfig, plan: Plan) -> Iterator[Probe]:
         for check in stage.checks:
             if check.kind != "kld":
                 continue
-            size = check.params.get("artifact_bytes") or _last_artifact_bytes(
-                config.runs_dir, stage.folder, check.name
-            )
-            floor = "pinned" in check.roles and bool(check.params.get("floor_rerun", True))
+            params = NumericsParams.of(check)
+            size = params.artifact_bytes or _last_artifact_bytes(config.runs_dir, stage.folder, check.name)
+            floor = "pinned" in check.roles and params.floor_rerun
             others = ["pinned", *(["pinned.2"] if floor else []), "candidate"]
             disk = disk_plan(
                 where,
                 size,
                 cached=False,
-                streamed=bool(check.params.get("stream")),
+                streamed=params.stream,
                 others=others,
-                keep=bool(check.params.get("keep")),
+                keep=params.keep,
             )
             what = f"disk for {stage.name}/{check.name}"
             if disk.bytes is None:

@@ -26,6 +26,7 @@ from qualify.bench.judge import (
     series_from,
     unit_center,
 )
+from qualify.bench.params import BenchParams
 from qualify.bench.schedule import DEFAULT_MARGIN, PLANNED_MAXIMUM, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
 from qualify.checks.benchfacts import BenchFacts, BenchTestFact, Machine
@@ -37,17 +38,17 @@ from qualify.stats import abtests
 
 
 def measure(ctx: CheckContext) -> None:
-    if ctx.spec.params["format"] not in FORMATS:
-        raise QualifyError(
-            f"bench: unknown format {ctx.spec.params['format']!r}", "use " + " or ".join(FORMATS)
-        )
+    fmt = BenchParams.of(ctx.spec).format
+    if fmt not in FORMATS:
+        raise QualifyError(f"bench: unknown format {fmt!r}", "use " + " or ".join(FORMATS))
     run_schedule(ctx)
 
 
-def _load(saved: SavedCheck) -> tuple[dict[int, dict[str, tuple[float, ...]]], dict[str, tuple[str, bool]]]:
+def _load(
+    saved: SavedCheck, discard: int
+) -> tuple[dict[int, dict[str, tuple[float, ...]]], dict[str, tuple[str, bool]]]:
     values: dict[int, dict[str, tuple[float, ...]]] = defaultdict(dict)
     kinds: dict[str, tuple[str, bool]] = {}
-    discard = int(saved.spec.params.get("discard_reps") or 0)
     for role in ("pinned", "candidate"):
         path = saved.role_dir(role) / "samples.parquet"
         if not path.is_file():
@@ -83,6 +84,7 @@ def judge(saved: SavedCheck) -> Judgement:
         return Judgement(Verdict.ERROR, "not measured (the run stopped first)")
     schedule = BenchSchedule.read(path)
     units = schedule.units
+    params = BenchParams.of_saved(saved)
     rule = schedule.plan  # the stopping rule the schedule ran by
     # The machine's conditions are kept apart: the why counts them in one clause (`why`).
     findings: list[Finding] = []
@@ -114,11 +116,11 @@ def judge(saved: SavedCheck) -> Judgement:
     machine_findings += conditions.findings(units)
 
     findings += _engine_differences(saved)
-    values, kinds = _load(saved)
-    series = series_from(units, values, kinds, unit_center(str(saved.spec.params.get("format"))))
+    values, kinds = _load(saved, params.discard_reps)
+    series = series_from(units, values, kinds, unit_center(params.format))
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
     outcomes = evaluate(series, rule.looks, rule.alpha, margin) if rule else []
-    invalid = _invalid_tests(saved, units, values, kinds)
+    invalid = _invalid_tests(saved, params, units, values, kinds)
     pairs = schedule.pairs
     # Nothing measured is FAIL, unless a baseline or harness failure already explains it.
     if pairs == 0 and not any(
@@ -200,6 +202,7 @@ def _arms(saved: SavedCheck) -> bool:
 
 def _invalid_tests(
     saved: SavedCheck,
+    params: BenchParams,
     units: list[BenchUnit],
     values: dict[int, dict[str, tuple[float, ...]]],
     kinds: dict[str, tuple[str, bool]],
@@ -207,7 +210,7 @@ def _invalid_tests(
     """Why a test is INVALID (configuration differs between roles, units too noisy)."""
     reasons: dict[str, str] = {}
     configs = {role: m.configs if m else {} for role, m in _measured(saved).items()}
-    allowed = set(saved.spec.params.get("allow_config_diff") or ())
+    allowed = set(params.allow_config_diff)
     for label in kinds:
         if label in configs["pinned"] and label in configs["candidate"]:
             differences = config_differences(configs["pinned"][label], configs["candidate"][label], allowed)

@@ -55,6 +55,7 @@ finding made at an early look is not revisited with later pairs.
 
 from __future__ import annotations
 
+from qualify.bench.params import BenchParams
 from qualify.bench.repetitions import invalid_plan
 from qualify.checks.base import CheckKind, Limit, Param
 from qualify.core.ranges import NON_NEGATIVE, OPEN_UNIT, POSITIVE, SECONDS, Range, above
@@ -175,7 +176,7 @@ KIND = CheckKind(
         ),
     ),
     needs_pinned=lambda _spec: "it compares the candidate's throughput with pinned's, pair by pair",
-    invalid=invalid_plan,
+    invalid=lambda spec: invalid_plan(BenchParams.of(spec), spec),
     verdict_rules=(
         "per test FASTER / SLOWER / NO CHANGE / INCONCLUSIVE / INVALID on the candidate/pinned ratio; "
         "FAIL on a significant slowdown beyond speed_margin, a candidate crash, or no pairs; ERROR on "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from qualify.bench.params import BenchParams
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import PlaceholderError
 from qualify.core.placeholders import split
@@ -35,34 +36,32 @@ def _count(token: str, variables: dict[str, Any]) -> int | None:
     return None
 
 
-def planned_repetitions(spec: CheckSpec) -> int | None:
-    """Repetitions per unit the plan asks llama-bench for, or None when the plan cannot say."""
-    if spec.params.get("format", "llama-bench") != "llama-bench":
-        return None
-    run = spec.params.get("run")
-    if not isinstance(run, str):
+def planned_repetitions(params: BenchParams, variables: dict[str, Any]) -> int | None:
+    """Repetitions per unit the plan asks llama-bench for (its `-r` a number or one of the
+    check's `variables`), or None when the plan cannot say."""
+    if params.format != "llama-bench":
         return None
     try:
-        words = split(run)  # shlex's rules in linear time: a plan may hold megabytes of a word
+        words = split(params.run)  # shlex's rules in linear time: a plan may hold megabytes of a word
     except PlaceholderError:
         return None
     for i, word in enumerate(words):
         if word in ("-r", "--repetitions"):
             # llama-bench takes a comma-free integer here; anything else is left to it to refuse.
-            return _count(words[i + 1], spec.vars) if i + 1 < len(words) else None
+            return _count(words[i + 1], variables) if i + 1 < len(words) else None
         if word.startswith("--repetitions="):
-            return _count(word.split("=", 1)[1], spec.vars)
+            return _count(word.split("=", 1)[1], variables)
     return LLAMA_BENCH_REPETITIONS
 
 
-def invalid_plan(spec: CheckSpec) -> str | None:
-    """What is wrong with a bench check's plan before anything runs, or None."""
-    discard = int(spec.params.get("discard_reps") or 0)
-    if spec.params.get("format") == "llama-server":
-        run = spec.params.get("run")
-        if isinstance(run, str) and "{port}" not in run:
+def invalid_plan(params: BenchParams, spec: CheckSpec) -> str | None:
+    """What is wrong with a bench check's plan (`params` its parameters) before anything runs,
+    or None."""
+    discard = params.discard_reps
+    if params.format == "llama-server":
+        if "{port}" not in params.run:
             return 'format "llama-server" starts a server per role: put {port} in run (--port {port})'
-        rounds = int(spec.params.get("rounds") or 0)
+        rounds = params.rounds
         if "max_unit_cv" in spec.limits and rounds - discard < MIN_REPETITIONS_FOR_CV:
             return (
                 f"limits.max_unit_cv needs at least {MIN_REPETITIONS_FOR_CV} rounds per block after "
@@ -71,7 +70,7 @@ def invalid_plan(spec: CheckSpec) -> str | None:
             )
     if discard < 0:
         return f"discard_reps = {discard}: give 0 or more repetitions to leave out"
-    reps = planned_repetitions(spec)
+    reps = planned_repetitions(params, spec.vars)
     if "max_unit_cv" in spec.limits and reps is not None and reps - discard < MIN_REPETITIONS_FOR_CV:
         return (
             f"limits.max_unit_cv needs at least {MIN_REPETITIONS_FOR_CV} repetitions per unit after "

@@ -39,6 +39,7 @@ from qualify.bench.evidence import (
 )
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from, unit_center
 from qualify.bench.kind import KIND
+from qualify.bench.params import BenchParams
 from qualify.core import process
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
@@ -54,7 +55,7 @@ class Schedule:
 
     def __init__(self, ctx: CheckContext) -> None:
         self.ctx = ctx
-        self.params = ctx.spec.params
+        self.params = BenchParams.of(ctx.spec)
         #: pinned first, then the candidate roles (one in a run, a set's members in a set).
         self.roles = ("pinned", *(r for r in ctx.roles if r not in ("pinned", "reference")))
         self.units: list[BenchUnit] = []
@@ -97,8 +98,8 @@ class Schedule:
         sampler = gputelemetry.UnitSampler(self.gpu_source)
         sampler.start()
         try:
-            argv = ctx.argv(self.params["run"], role, out_file=str(out_file))
-            llama = self.params["format"] == "llama-bench"
+            argv = ctx.argv(self.params.run, role, out_file=str(out_file))
+            llama = self.params.format == "llama-bench"
             done = process.run(
                 argv,
                 log=ctx.log(role, "units"),
@@ -198,8 +199,7 @@ class Schedule:
                 continue  # warm-up values are thrown away (kept only in the unit's output file)
             # Every repetition is saved; the first `discard_reps` of each unit are left out of
             # the analysis (a GPU's first repetition can run at its idle clock).
-            discard = int(self.params.get("discard_reps") or 0)
-            self.values.setdefault(index, {})[test.label] = test.values[discard:]
+            self.values.setdefault(index, {})[test.label] = test.values[self.params.discard_reps :]
             for rep, value in enumerate(test.values):
                 self.rows[role].append(
                     {
@@ -218,19 +218,19 @@ class Schedule:
         """The group-sequential design: the pairs at which to look, the first Holm level and the
         pairs it needs, the family-wise alpha, the maximum pairs, the time budget and the margin.
         Saved in schedule.json under its original key, "plan"."""
-        alpha, looks = float(self.params["alpha"]), int(self.params["looks"])
+        alpha, looks = float(self.params.alpha), self.params.looks
         tests = len(self.kinds)
         level = abtests.first_holm_level(alpha, tests, looks)
         computed = abtests.min_pairs(level)
-        first = max(computed, int(self.params.get("min_pairs") or 0))
+        first = max(computed, self.params.min_pairs or 0)
         return StoppingRule(
             alpha=alpha,
-            looks=list(abtests.planned_looks(first, int(self.params["max_pairs"]), looks)),
+            looks=list(abtests.planned_looks(first, self.params.max_pairs, looks)),
             tests=tests,
             first_level=level,
             computed_min_pairs=computed,
-            max_pairs=int(self.params["max_pairs"]),
-            budget_s=self.params.get("budget_s"),
+            max_pairs=self.params.max_pairs,
+            budget_s=self.params.budget_s,
             margin=self.ctx.spec.limits.get("speed_margin", DEFAULT_MARGIN),
         )
 
@@ -243,7 +243,7 @@ class Schedule:
         assert rule is not None
         found = []
         for role in self.roles[1:]:
-            center = unit_center(str(self.params["format"]))
+            center = unit_center(self.params.format)
             series = series_from(candidate_view(self.units, role), self.values, self.kinds, center)
             assert rule.margin is not None  # a rule this schedule made holds its margin
             outcomes = evaluate(series, rule.looks, rule.alpha, rule.margin)
@@ -304,9 +304,9 @@ def run_schedule(ctx: CheckContext) -> None:
 
 def _warm_up(schedule: Schedule) -> bool:
     """One thrown-away unit per role (when the plan asks); False when one failed."""
-    if not schedule.ctx.spec.params["warmup"]:
+    if not schedule.params.warmup:
         return True
-    if schedule.params["format"] == SERVERS:
+    if schedule.params.format == SERVERS:
         if not serverblocks.run_block(schedule, schedule.roles, "warmup", None):
             schedule.stop_reason = "the warm-up block failed"
             return False
@@ -327,7 +327,7 @@ PLANNED_MAXIMUM = "the planned maximum ran"
 def _pairs(schedule: Schedule) -> None:
     """Blocks of units until a stop rule holds; the stop reason is left on `schedule`."""
     ctx = schedule.ctx
-    budget = ctx.spec.params.get("budget_s")
+    budget = schedule.params.budget_s
     started = time.monotonic()
     pair, look = 0, 0
     while True:
@@ -353,20 +353,20 @@ def _pairs(schedule: Schedule) -> None:
             continue
         durations = [u.duration_s or 0.0 for u in schedule.units if u.phase == "pair"]
         # A unit of llama-bench is one role's turn; a block of servers holds every role at once.
-        turns = 1 if schedule.params["format"] == SERVERS else len(schedule.roles)
+        turns = 1 if schedule.params.format == SERVERS else len(schedule.roles)
         per_pair = turns * sum(durations) / len(durations) if durations else 0.0
         if budget is not None and pair and time.monotonic() - started + per_pair > float(budget):
             schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
             break
         pair += 1
         crashed = None
-        if schedule.params["format"] == SERVERS:
+        if schedule.params.format == SERVERS:
             planned_now = planned[look] if schedule.stopping_rule else None
             ctx.advance(Progress("block", pair - 1, planned_now, "pairs"))
             if not serverblocks.run_block(schedule, block_order(schedule.roles, pair), "pair", pair):
                 failed = [u for u in schedule.units if u.pair == pair and not u.ok]
                 crashed = failed[0].role if failed else "server"
-        for role in block_order(schedule.roles, pair) if schedule.params["format"] != SERVERS else ():
+        for role in block_order(schedule.roles, pair) if schedule.params.format != SERVERS else ():
             # Pairs planned so far: the current look's (unknown before the first unit's tests).
             ctx.advance(Progress(role, pair - 1, planned[look] if schedule.stopping_rule else None, "pairs"))
             if not schedule.run_unit(role, "pair", pair):

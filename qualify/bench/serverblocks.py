@@ -165,7 +165,7 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
     away per role, then `rounds` rounds of interleaved requests. Adds one unit per role to
     `schedule` (a `qualify.bench.schedule.Schedule`); False when a server or request failed."""
     ctx, params = schedule.ctx, schedule.params
-    pp, tg = int(params["prompt_tokens"]), int(params["gen_tokens"])
+    pp, tg = params.prompt_tokens, params.gen_tokens
     labels = {"pp": llama_label(pp, 0, 0), "tg": llama_label(0, tg, 0)}
     values: dict[str, dict[str, list[float]]] = {role: {"pp": [], "tg": []} for role in order}
     before, procs_before = schedule.between, schedule.between_procs
@@ -178,13 +178,13 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
     try:
         with ExitStack() as stack:
             servers: dict[str, Resident] = {}
-            ready_s, request_s = float(params["ready_timeout"]), float(params["request_timeout"])
+            ready_s, request_s = float(params.ready_timeout), float(params.request_timeout)
             # The servers start side by side (a GPU server takes seconds to load, a block's
             # roles would wait for each other's); each goes into the stack as it comes up, so
             # that every one started is stopped whatever the others did.
             with ThreadPoolExecutor(len(order)) as pool:
                 starting = {
-                    role: pool.submit(start, ctx, stack, role, params["run"], ready_s, request_s)
+                    role: pool.submit(start, ctx, stack, role, params.run, ready_s, request_s)
                     for role in order
                 }
             for role in order:
@@ -197,10 +197,10 @@ def run_block(schedule: Any, order: Sequence[str], phase: str, pair: int | None)
             prompts = {"pp": long_prompt, "tg": short_prompt}
             for role in order:
                 current = role
-                for _ in range(int(params["warmup_requests"])):
+                for _ in range(params.warmup_requests):
                     for kind in ("pp", "tg"):
                         measure_one(servers[role], kind, prompts[kind], tg)
-            for index in range(int(params["rounds"])):
+            for index in range(params.rounds):
                 for kind in ("pp", "tg"):
                     for role in rotated(order, index):
                         current = role

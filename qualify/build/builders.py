@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from qualify.build.params import BuildParams
 from qualify.core.errors import QualifyError
 from qualify.core.process import capture
 
@@ -25,13 +26,13 @@ from qualify.core.process import capture
 PROBE_TIMEOUT_S = 60.0
 
 
-def settings(params: Mapping[str, object], cli: Sequence[Sequence[str]]) -> dict[str, str]:
+def settings(params: BuildParams, cli: Sequence[Sequence[str]]) -> dict[str, str]:
     """The nix settings of a run: the plan's, then the command line's (which win)."""
     out: dict[str, str] = {}
-    if params.get("builders"):
-        out["builders"] = str(params["builders"])
-    if params.get("builders_use_substitutes") is not None:
-        out["builders-use-substitutes"] = "true" if params["builders_use_substitutes"] else "false"
+    if params.builders:
+        out["builders"] = params.builders
+    if params.builders_use_substitutes is not None:
+        out["builders-use-substitutes"] = "true" if params.builders_use_substitutes else "false"
     for name, value in cli:
         out[str(name)] = str(value)
     return out

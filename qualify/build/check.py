@@ -25,6 +25,8 @@ from qualify.build.evidence import (
     RolePlan,
 )
 from qualify.build.internaljson import BuildLog
+from qualify.build.params import BuildParams
+from qualify.build.runoptions import BuildOptions, Pairs
 from qualify.build.tables import (
     arms_table,
     built_where_table,
@@ -64,15 +66,16 @@ def _system() -> str:
 
 def measure(ctx: CheckContext) -> None:
     env = child_env(ctx.spec.env, inherit=ctx.config.inherit_env)
+    params = BuildParams.of(ctx.spec)
     try:
-        source = _resolve(ctx, env)
+        source = _resolve(ctx, params, env)
     except QualifyError as exc:
         problem = SourceProblem(error=Problem(message=exc.message, hint=exc.hint))
         write_json(ctx.folder / SOURCE, redact_values(problem.to_json(), known=True))
         return
     if source.refused:
         return
-    refs = _refs(ctx, source)
+    refs = _refs(ctx, params, source)
     plans = _dry_runs(ctx, refs, env)
     built: dict[str, BuildMeasurement] = {}
     valid: set[str] = set()  # derivations an earlier role built: nix will not build them again
@@ -92,17 +95,18 @@ def measure(ctx: CheckContext) -> None:
     _inputs(ctx, source, env)
 
 
-def _resolve(ctx: CheckContext, env: dict[str, str]) -> BuildSource:
+def _resolve(ctx: CheckContext, params: BuildParams, env: dict[str, str]) -> BuildSource:
     flake = ctx.config.flake
     ref = flake if ":" in flake else str((ctx.config.root / flake).resolve())
     version = nix.version(env)
     if version is None:
         raise QualifyError("nix is not installed", "install nix (Debian: apt-get install nix-bin)")
     meta = nix.flake_metadata(ref, env, cwd=ctx.config.root)
-    allow_dirty = bool(ctx.options.get("allow_dirty"))
-    nix_settings = builders.settings(ctx.spec.params, ctx.options.get("nix_options", []))
+    options = BuildOptions.of(ctx.options)
+    allow_dirty = options.allow_dirty
+    nix_settings = builders.settings(params, options.nix_options)
     _refuse_redacted(nix_settings)
-    _refuse_redacted_overrides(ctx.options.get("override_inputs", []))
+    _refuse_redacted_overrides(options.override_inputs)
     remember_named(nix_settings)  # an access token is redacted wherever nix prints it
     # Before any evaluation or build: a builder that is down fails here, by name.
     builders.probe(builders.builder_uris(nix_settings.get("builders", "")), env)
@@ -116,9 +120,9 @@ def _resolve(ctx: CheckContext, env: dict[str, str]) -> BuildSource:
         allow_dirty=allow_dirty,
         last_modified=meta.last_modified,
         locks=meta.locks,
-        override_inputs=[[str(n), str(r)] for n, r in ctx.options.get("override_inputs", [])],
+        override_inputs=[[n, r] for n, r in options.override_inputs],
         nix_options=nix_settings,
-        system=ctx.spec.params.get("system") or _system(),
+        system=params.system or _system(),
         refused=bool(meta.dirty) and not allow_dirty,
     )
     # Saved with secrets redacted (`access-tokens=<redacted>`); the build uses what is returned.
@@ -140,7 +144,7 @@ def _refuse_redacted(nix_settings: dict[str, str]) -> None:
         )
 
 
-def _refuse_redacted_overrides(overrides: list[list[str]]) -> None:
+def _refuse_redacted_overrides(overrides: Pairs) -> None:
     """A resumed run reads its `--override-input`s from run.json, where a URL's token was saved
     redacted: nix must not be given `<redacted>` for it."""
     hidden = [str(name) for name, ref in overrides if holds_redacted(ref)]
@@ -152,7 +156,7 @@ def _refuse_redacted_overrides(overrides: list[list[str]]) -> None:
         )
 
 
-def _refs(ctx: CheckContext, source: BuildSource) -> dict[str, dict[str, Any]]:
+def _refs(ctx: CheckContext, params: BuildParams, source: BuildSource) -> dict[str, dict[str, Any]]:
     locked = nix.FlakeSource(
         source.flake,
         source.locked_url,
@@ -171,9 +175,9 @@ def _refs(ctx: CheckContext, source: BuildSource) -> dict[str, dict[str, Any]]:
         extra = [*arm.nix_args]
         if role == "candidate" and overrides:
             extra += nix.override_args(overrides)
-        for option, value in (("--max-jobs", "max_jobs"), ("--cores", "cores")):
-            if ctx.spec.params.get(value) is not None:
-                extra += [option, str(ctx.spec.params[value])]
+        for option, value in (("--max-jobs", params.max_jobs), ("--cores", params.cores)):
+            if value is not None:
+                extra += [option, str(value)]
         extra += builders.option_args(source.nix_options or {})
         refs[role] = {"ref": ref, "extra": extra, "from_project": ours, "argv": [ref, *extra]}
     return refs
@@ -342,9 +346,8 @@ def judge(saved: SavedCheck) -> Judgement:
     if source.dirty:
         findings.append(Finding(Verdict.WARN, "built from a dirty tree (--allow-dirty)"))
     builds = {role: saved.measured(role, BuildMeasurement) for role in saved.roles}
-    parts = toolchain.components(
-        saved.spec.params.get("toolchain") or None, saved.spec.params.get("single_version")
-    )
+    params = BuildParams.of_saved(saved)
+    parts = toolchain.components(params.toolchain or None, params.single_version)
     found: dict[str, dict[str, list[str]]] = {}
     for role, m in builds.items():
         if m is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.commandfacts import CommandFacts, MetricFact
+from qualify.checks.commandparams import CommandParams
 from qualify.checks.findings import headline, worst
 from qualify.checks.metrics import Metric, MetricsInvalid, read_metrics
 from qualify.checks.rolerun import RoleRun
@@ -14,13 +15,14 @@ from qualify.core.verdicts import Verdict
 
 
 def measure(ctx: CheckContext) -> None:
+    run = CommandParams.of(ctx.spec).run
     for role in ctx.roles:
-        measure_command(ctx, role, ctx.spec.params["run"])
+        measure_command(ctx, role, run)
 
 
 def judge(saved: SavedCheck) -> Judgement:
     findings = run_findings(saved, whole=RoleRun)
-    wants_metrics = bool(saved.spec.param("metrics")) or bool(saved.spec.limits)
+    wants_metrics = CommandParams.of_saved(saved).metrics or bool(saved.spec.limits)
     candidate = role_run(saved, "candidate", RoleRun)
     # The candidate's exit status is judged whenever it ran; an error means it never did.
     judged = ["candidate exit status"] if candidate is not None and candidate.error is None else []

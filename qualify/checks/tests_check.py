@@ -25,6 +25,7 @@ from qualify.checks.junit import (
 from qualify.checks.rolerun import JUnitRun
 from qualify.checks.roleruns import measure_command, role_run, run_findings
 from qualify.checks.testsfacts import CaseCounts, CasesFacts
+from qualify.checks.testsparams import TestsParams
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.placeholders import expand
@@ -34,15 +35,16 @@ JUNIT_COPY = "junit.xml"
 
 
 def measure(ctx: CheckContext) -> None:
+    params = TestsParams.of(ctx.spec)
     for role in ctx.roles:
         cwd: Path | None = None
         extra: dict[str, Any] = {}
         try:
-            if ctx.spec.params.get("copy"):
-                source = _single_path(ctx, ctx.spec.params["copy"], role)
+            if params.copy:
+                source = _single_path(ctx, params.copy, role)
                 cwd = _writable_copy(source, ctx.role_dir(role) / "work")
                 extra["copied_from"] = str(source)
-            junit = _single_path(ctx, ctx.spec.params["junit"], role)
+            junit = _single_path(ctx, params.junit, role)
         except QualifyError as exc:
             ctx.save(role, {"role": role, "error": {"message": exc.message, "hint": exc.hint}})
             continue
@@ -52,7 +54,7 @@ def measure(ctx: CheckContext) -> None:
             if junit.is_file():
                 shutil.copyfile(junit, ctx.role_dir(role) / JUNIT_COPY)
 
-        measure_command(ctx, role, ctx.spec.params["run"], cwd=cwd, after=keep_junit, extra=extra)
+        measure_command(ctx, role, params.run, cwd=cwd, after=keep_junit, extra=extra)
 
 
 def _single_path(ctx: CheckContext, template: str, role: str) -> Path:

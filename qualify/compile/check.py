@@ -22,6 +22,7 @@ from qualify.compile.disassembly import Tool
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds, failure_rank
 from qualify.compile.mixsetup import mix_reading, mix_tools
 from qualify.compile.mixtables import family_table, mix_table
+from qualify.compile.params import CompileParams
 from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables
@@ -44,6 +45,7 @@ def measure(ctx: CheckContext) -> None:
         tools, not_read = mix_tools(ctx)
     except QualifyError as exc:
         tool_error = exc
+    params = CompileParams.of(ctx.spec)
     for role in ctx.roles:
         started = time.monotonic()
         measurement: dict[str, Any] = {"role": role, "arm": ctx.arms[role].arm.name}
@@ -51,15 +53,15 @@ def measure(ctx: CheckContext) -> None:
         try:
             if tool_error is not None:
                 raise tool_error
-            unknown = set(ctx.spec.params["require"]) - set(FAMILIES)
+            unknown = set(params.require) - set(FAMILIES)
             if unknown:
                 raise QualifyError(
                     f"require: unknown kernel families {sorted(unknown)}", "use " + ", ".join(FAMILIES)
                 )
-            root = _one_path(ctx, ctx.spec.params["root"], role, "root")
-            su = ctx.spec.params.get("stack_usage")
+            root = _one_path(ctx, params.root, role, "root")
+            su = params.stack_usage
             stack_usage = _one_path(ctx, su, role, "stack_usage") if su else root / "share" / "stack-usage"
-            logs = [Path(p) for t in ctx.spec.params["ptxas_logs"] for p in ctx.argv(t, role)]
+            logs = [Path(p) for t in params.ptxas_logs for p in ctx.argv(t, role)]
             for log in logs:
                 if not log.is_file():
                     raise QualifyError(f"ptxas_logs: {log} does not exist", "save `ptxas -v` output there")
@@ -67,8 +69,8 @@ def measure(ctx: CheckContext) -> None:
             reading = mix_reading(ctx, tools, not_read, ctx.role_dir(role))
             found = scan(
                 root,
-                globs=ctx.spec.params["paths"],
-                host_patterns=ctx.spec.params["host_patterns"],
+                globs=params.paths,
+                host_patterns=params.host_patterns,
                 stack_usage=stack_usage,
                 ptxas_logs=logs,
                 mix=reading,
@@ -105,7 +107,7 @@ def measure(ctx: CheckContext) -> None:
         ctx.save(role, measurement)
     measured = [r for r in ("pinned", "candidate") if (ctx.role_dir(r) / "amdgpu.parquet").is_file()]
     if len(measured) == 2:
-        limits = Limits.from_plan(ctx.spec.limits, ctx.spec.params["cuda_block_size"])
+        limits = Limits.from_plan(ctx.spec.limits, params.cuda_block_size)
         results = diff(load_tables(ctx.role_dir("pinned")), load_tables(ctx.role_dir("candidate")), limits)
         write_parquet(ctx.folder / "diff.parquet", diff_frame(results))
 
@@ -120,7 +122,8 @@ def _one_path(ctx: CheckContext, template: str, role: str, param: str) -> Path:
 def judge(saved: SavedCheck) -> Judgement:
     tables: dict[str, dict[str, Any]] = {}
     counts: dict[str, dict[str, int]] = {}
-    required = tuple(saved.spec.params.get("require") or ())
+    params = CompileParams.of_saved(saved)
+    required = params.require
     # No command runs here: a role's only failure is not being scanned (ERROR).
     findings = run_findings(saved, failed_run_fails=False)
     for role in saved.roles:
@@ -141,7 +144,7 @@ def judge(saved: SavedCheck) -> Judgement:
     results: list[KernelDiff] = []
     out_tables: list[TableData] = []
     if "pinned" in tables and "candidate" in tables:
-        limits = Limits.from_plan(saved.spec.limits, saved.spec.params.get("cuda_block_size") or 256)
+        limits = Limits.from_plan(saved.spec.limits, params.cuda_block_size)
         results = diff(tables["pinned"], tables["candidate"], limits)
         findings.extend(_findings(results))
         summaries = (family_table(results), mix_table(results))
@@ -216,8 +219,9 @@ def _unread(status: MixRead) -> str:
 def _nothing_found(saved: SavedCheck, m: dict[str, Any]) -> str:
     """Why a role's scan found no kernel, naming the parameter that names them, its value and
     where it is set: the stage file the run's plan read, as its stage.json saved it."""
-    globs = ", ".join(saved.spec.params.get("paths") or ["*"])
-    patterns = list(saved.spec.params.get("host_patterns") or [])
+    params = CompileParams.of_saved(saved)
+    globs = ", ".join(params.paths or ("*",))
+    patterns = list(params.host_patterns)
     where = _stage_file(saved)
     head = f"no kernels found under {m['root']} (paths {globs}), so nothing was measured: "
     if not m["files"]:

@@ -20,9 +20,9 @@ from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
 from qualify.numerics.evidence import KldFacts, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE, Settings, decided, judge_in_looks, judge_stats
-from qualify.numerics.kind import DEFAULT_CACHE
 from qualify.numerics.looks import look_confidence, planned_looks
 from qualify.numerics.measuring import Measuring, one_path
+from qualify.numerics.params import NumericsParams
 from qualify.numerics.sharedpass import SHARED, member_stats
 from qualify.numerics.store import (
     check_free_space,
@@ -53,10 +53,10 @@ def measure(ctx: CheckContext) -> None:
                 },
             )
         return
-    state = Measuring(ctx)
-    state.params = {**state.params, "cache_dir": _cache_dir(ctx)}
+    params = NumericsParams.of(ctx.spec)
+    state = Measuring(ctx, params, _cache_dir(ctx, params.cache))
     state.record["settings"] = state.settings
-    floor = "pinned" in roles and bool(ctx.spec.params.get("floor_rerun", True))
+    floor = "pinned" in roles and params.floor_rerun
     # One candidate in a run; a run set's members (named by label) when it measures them at once.
     candidates = [r for r in roles if r not in ("pinned", "reference")]
     planned = ["reference", *(["pinned"] if "pinned" in roles else []), *([FLOOR_ROLE] if floor else [])]
@@ -66,14 +66,14 @@ def measure(ctx: CheckContext) -> None:
         ctx.advance(Progress(role, planned.index(role), len(planned), "scoring runs"))
         state.run(role)
 
-    streamed = bool(ctx.spec.params.get("stream"))
+    streamed = params.stream
     disk = disk_plan(
         ctx.folder,
         state.size or state.cached_size(),
         cached=state.cached_size() is not None,
         streamed=streamed,
         others=planned[1:],
-        keep=bool(state.params.get("keep")),
+        keep=params.keep,
     )
     state.record["disk"] = {"stored": list(disk.stored), "bytes": disk.bytes, "free": disk.free}
     ctx.echo(f"numerics: {disk.describe()}")
@@ -82,7 +82,7 @@ def measure(ctx: CheckContext) -> None:
     if streamed:
         run("reference")
         looks = _plan_looks(state)
-        stats = score_together(state, planned[1:], looks, _stop_when_decided(ctx, looks))
+        stats = score_together(state, planned[1:], looks, _stop_when_decided(ctx, params, looks))
     else:
         stats = _one_after_another(state, planned, candidates, run)
     if stats is not None:
@@ -129,16 +129,18 @@ def _plan_looks(state: Measuring) -> tuple[int, ...]:
     reference = state.streams.get("reference")
     if reference is None:
         return ()
-    settings = Settings.of(state.ctx.spec.params)
+    settings = Settings.of(state.params)
     looks = planned_looks(settings.min_chunks, settings.looks, reference.n_chunk)
     state.record["looks"] = {"planned": list(looks)}
     return looks
 
 
-def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[TokenStats], bool]:
+def _stop_when_decided(
+    ctx: CheckContext, params: NumericsParams, looks: tuple[int, ...]
+) -> Callable[[TokenStats], bool]:
     """At a look: whether every candidate scored in the pass (a run set's members, each as its
     own judge would see it) is decided, so that the rest of the corpus need not be scored."""
-    settings = Settings.of(ctx.spec.params)
+    settings = Settings.of(params)
     level = look_confidence(settings.confidence, len(looks))
 
     def stop(stats: TokenStats) -> bool:
@@ -151,16 +153,15 @@ def _stop_when_decided(ctx: CheckContext, looks: tuple[int, ...]) -> Callable[[T
     return stop
 
 
-def _cache_dir(ctx: CheckContext) -> str | None:
-    template = ctx.spec.params.get("cache")
+def _cache_dir(ctx: CheckContext, template: str) -> str | None:
     if template == "":
         return None  # caching turned off
-    return str(one_path(ctx, template or DEFAULT_CACHE, "reference", {}).resolve())
+    return str(one_path(ctx, template, "reference", {}).resolve())
 
 
 def judge(saved: SavedCheck) -> Judgement:
-    params = saved.spec.params
-    floor = "pinned" in saved.roles and bool(params.get("floor_rerun", True))
+    params = NumericsParams.of_saved(saved)
+    floor = "pinned" in saved.roles and params.floor_rerun
     roles = (*saved.roles, FLOOR_ROLE) if floor else saved.roles
     findings = run_findings(replace(saved, roles=roles))
     for role in roles:

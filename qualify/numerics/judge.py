@@ -25,12 +25,12 @@ from qualify.numerics.evidence import BoundFacts, MarginTestFacts, Noninferiorit
 from qualify.numerics.kind import GATES, KIND, Gate
 from qualify.numerics.looks import Stop, sequential
 from qualify.numerics.noninferiority import FLOOR_FACTOR, MarginTest, decide, margin_tests, quantities
+from qualify.numerics.params import NumericsParams
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
 
 FLOOR_ROLE = "pinned.2"
 DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
-DEFAULTS = {p.name: p.default for p in KIND.params}
 
 
 @dataclass(frozen=True)
@@ -58,17 +58,15 @@ class Settings:
         )
 
     @classmethod
-    def of(cls, params: Mapping[str, Any]) -> Settings:
-        """The judge's settings from a check's parameters (the kind's defaults where unset)."""
+    def of(cls, params: NumericsParams) -> Settings:
+        """The judge's settings from a check's parameters."""
         return cls(
-            min_chunks=int(params.get("min_chunks") or DEFAULTS["min_chunks"]),
-            resamples=int(params.get("resamples") or DEFAULTS["resamples"]),
-            seed=int(params.get("seed") or 0),
-            confidence=float(params.get("confidence") or DEFAULTS["confidence"]),
-            flip_margin=float(
-                params["flip_margin"] if params.get("flip_margin") is not None else DEFAULTS["flip_margin"]
-            ),
-            looks=int(params.get("looks") or DEFAULTS["looks"]),
+            min_chunks=params.min_chunks,
+            resamples=params.resamples,
+            seed=params.seed,
+            confidence=float(params.confidence),
+            flip_margin=float(params.flip_margin),
+            looks=params.looks,
         )
 
 

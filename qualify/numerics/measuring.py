@@ -11,6 +11,7 @@ from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.numerics.formats import open_stream
 from qualify.numerics.judge import FLOOR_ROLE
+from qualify.numerics.params import NumericsParams
 from qualify.numerics.store import (
     artifact_bytes,
     cache_key,
@@ -29,13 +30,15 @@ from qualify.numerics.tokenstats import StreamMismatch, TokenStats, token_stats
 class Measuring:
     """One check's measurement in progress: artifacts on disk, settings, per-token vectors."""
 
-    def __init__(self, ctx: CheckContext) -> None:
+    def __init__(self, ctx: CheckContext, params: NumericsParams, cache_dir: str | None) -> None:
         self.ctx = ctx
-        self.params = ctx.spec.params
+        self.params = params
+        #: The reference cache's folder, resolved (None: caching turned off).
+        self.cache_dir = cache_dir
         self.artifacts: dict[str, Path] = {}
         self.streams: dict[str, LogprobStream] = {}
         self.settings: dict[str, dict[str, Any]] = {}
-        self.size: int | None = self.params.get("artifact_bytes")
+        self.size: int | None = self.params.artifact_bytes
         self.record: dict[str, Any] = {"passes": []}
 
     def values_for(self, role: str) -> dict[str, Any]:
@@ -51,8 +54,8 @@ class Measuring:
         m: dict[str, Any] = {"role": role, "arm": ctx.arms[arm_role].arm.name}
         extra = self.values_for(role)
         try:
-            argv = ctx.argv(self.params["run"], arm_role, **extra)
-            artifact = one_path(ctx, self.params["artifact"], arm_role, extra)
+            argv = ctx.argv(self.params.run, arm_role, **extra)
+            artifact = one_path(ctx, self.params.artifact, arm_role, extra)
             if role == "reference" and self._from_cache(m, argv):
                 return
             check_free_space(folder, self.size, f"the {role} role's artifact")
@@ -80,9 +83,9 @@ class Measuring:
         )
         if done.ok:
             self._open(role, artifact, m, lines, argv)
-            if role == "reference" and "settings" in m and self.params["cache_dir"]:
+            if role == "reference" and "settings" in m and self.cache_dir:
                 key = m["cache_key"] = self._key(argv)
-                cache = Path(self.params["cache_dir"])
+                cache = Path(self.cache_dir)
                 self.artifacts[role] = store_reference(cache, key, artifact, m)
                 self.streams[role] = open_stream(self.artifacts[role])
                 m["artifact"] = str(self.artifacts[role])
@@ -90,30 +93,30 @@ class Measuring:
 
     def cached_size(self) -> int | None:
         """The cached reference's bytes, when the cache holds this reference."""
-        if not self.params["cache_dir"]:
+        if not self.cache_dir:
             return None
         try:
-            argv = self.ctx.argv(self.params["run"], "reference")
+            argv = self.ctx.argv(self.params.run, "reference")
         except QualifyError:
             return None
-        found = cached_reference(Path(self.params["cache_dir"]), self._key(argv))
+        found = cached_reference(Path(self.cache_dir), self._key(argv))
         return artifact_bytes(found[0]) if found else None
 
     def artifact_path(self, arm_role: str, extra: dict[str, Any]) -> Path:
-        return one_path(self.ctx, self.params["artifact"], arm_role, extra)
+        return one_path(self.ctx, self.params.artifact, arm_role, extra)
 
     def _key(self, argv: list[str]) -> str:
         blank = {"dir": "<dir>", "out_file": "<dir>/output"}
-        normalised = self.ctx.argv(self.params["run"], "reference", **blank)
-        artifact = self.ctx.argv([self.params["artifact"]], "reference", **blank)
+        normalised = self.ctx.argv(self.params.run, "reference", **blank)
+        artifact = self.ctx.argv([self.params.artifact], "reference", **blank)
         env = {**self.ctx.arms["reference"].arm.env, **self.ctx.spec.env}
         return cache_key(self.ctx.arms["reference"].out, normalised, " ".join(artifact), env)
 
     def _from_cache(self, m: dict[str, Any], argv: list[str]) -> bool:
-        if not self.params["cache_dir"]:
+        if not self.cache_dir:
             return False
         key = self._key(argv)
-        found = cached_reference(Path(self.params["cache_dir"]), key)
+        found = cached_reference(Path(self.cache_dir), key)
         if found is None:
             return False
         artifact, saved = found
@@ -178,7 +181,7 @@ class Measuring:
         return stats
 
     def discard(self, role: str) -> None:
-        if role != "reference" and role in self.artifacts and not self.params.get("keep"):
+        if role != "reference" and role in self.artifacts and not self.params.keep:
             self.streams.pop(role, None)  # drop the memory map before the file goes
             remove_artifact(self.artifacts.pop(role))
 

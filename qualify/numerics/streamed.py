@@ -105,7 +105,7 @@ def _prepare(state: Measuring, roles: list[str]) -> list[Scoring] | None:
         m: dict[str, Any] = {"role": role, "arm": ctx.arms[arm_role].arm.name, "streamed": True}
         try:
             extra = state.values_for(role)
-            argv = ctx.argv(state.params["run"], arm_role, **extra)
+            argv = ctx.argv(state.params.run, arm_role, **extra)
             pipe = state.artifact_path(arm_role, extra)
             make_fifo(pipe)
         except (QualifyError, OSError) as exc:

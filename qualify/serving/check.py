@@ -24,6 +24,7 @@ from qualify.serving.evidence import (
 from qualify.serving.judgement import CASES, TIMING, SavedServing, assess
 from qualify.serving.kind import DEFAULT_PROMPTS, KIND
 from qualify.serving.lifecycle import RoleServer, ServerStartFailed, role_server
+from qualify.serving.params import ServingParams
 from qualify.serving.suites import SUITES, run_suites
 from qualify.serving.tables import serving_tables
 from qualify.serving.timing import REQUEST_TYPES, design_timing, run_timing
@@ -39,15 +40,15 @@ def _selected(names: list[str], allowed: tuple[str, ...], param: str) -> list[st
 
 
 def measure(ctx: CheckContext) -> None:
-    p = ctx.spec.params
-    suites = _selected(list(p["suites"]), tuple(SUITES), "suites")
-    types = _selected(list(p["timing"]), REQUEST_TYPES, "timing")
+    p = ServingParams.of(ctx.spec)
+    suites = _selected(list(p.suites), tuple(SUITES), "suites")
+    types = _selected(list(p.timing), REQUEST_TYPES, "timing")
     settings = Settings(
-        prompts=tuple(p["prompts"]) or tuple(DEFAULT_PROMPTS),
-        n_predict=int(p["n_predict"]),
-        n_probs=int(p["n_probs"]),
-        concurrency=int(p["concurrency"]),
-        slot_save=bool(p["slot_save"]),
+        prompts=p.prompts or tuple(DEFAULT_PROMPTS),
+        n_predict=p.n_predict,
+        n_probs=p.n_probs,
+        concurrency=p.concurrency,
+        slot_save=p.slot_save,
     )
     servers: dict[str, RoleServer] = {}
     with ExitStack() as stack:
@@ -59,9 +60,9 @@ def measure(ctx: CheckContext) -> None:
                     role_server(
                         ctx,
                         role,
-                        p["server"],
-                        ready_timeout_s=float(p["ready_timeout"]),
-                        request_timeout_s=float(p["request_timeout"]),
+                        p.server,
+                        ready_timeout_s=float(p.ready_timeout),
+                        request_timeout_s=float(p.request_timeout),
                     )
                 )
             except ServerStartFailed as exc:
@@ -108,11 +109,11 @@ def measure(ctx: CheckContext) -> None:
         if types and "pinned" in alive and len(alive) >= 2:
             design = design_timing(
                 types,
-                int(p["timing_tokens"]),
-                int(p["timing_prompt_tokens"]),
-                int(p["warmup"]),
-                p.get("repeats"),
-                float(p["alpha"]),
+                p.timing_tokens,
+                p.timing_prompt_tokens,
+                p.warmup,
+                p.repeats,
+                float(p.alpha),
             )
             ctx.echo(f"timing: {design.pairs} pairs per request type (computed from alpha {design.alpha})")
             records = run_timing({r: servers[r].client for r in alive}, design, ctx.progress, ctx.advance)

@@ -25,7 +25,7 @@ from qualify.serving.evidence import (
     ServingTiming,
     TimingFacts,
 )
-from qualify.serving.kind import KIND
+from qualify.serving.params import ServingParams
 from qualify.serving.timing import judge_timing
 
 CASES = "cases.json"
@@ -58,14 +58,14 @@ class SavedServing:
             cases[role] = ServingCases.read(path).cases if path.is_file() else []
         path = saved.folder / TIMING
         timing = ServingTiming.read(path) if path.is_file() else None
-        params = saved.spec.params
+        params = ServingParams.of_saved(saved)
         return cls(
             roles=saved.roles,
             measured=measured,
             cases=cases,
             timing=timing,
-            alpha=float(params.get("alpha", KIND.param("alpha").default)),
-            timing_asked=bool(params.get("timing")),
+            alpha=float(params.alpha),
+            timing_asked=bool(params.timing),
         )
 
 

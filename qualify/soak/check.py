@@ -29,6 +29,7 @@ from qualify.soak.evidence import (
 )
 from qualify.soak.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, attribute, match_lines
 from qualify.soak.kind import KIND
+from qualify.soak.params import SoakParams
 from qualify.soak.role import SoakSettings
 from qualify.soak.run import soak_roles
 from qualify.soak.trend import (
@@ -48,46 +49,46 @@ from qualify.soak.workload import WorkloadSpec, describe, generate
 from qualify.stats import abtests
 
 
-def workload_spec(params: dict[str, Any]) -> WorkloadSpec:
+def workload_spec(params: SoakParams) -> WorkloadSpec:
     return WorkloadSpec(
-        seed=int(params["seed"]),
-        duration_s=float(params["duration_s"]),
-        rate=float(params["rate"]),
-        max_requests=int(params["max_requests"]),
-        turns=int(params["turns"]),
-        prefix_words=int(params["prefix_words"]),
-        turn_words=int(params["turn_words"]),
-        reply_words=int(params["reply_words"]),
-        max_tokens=int(params["max_tokens"]),
+        seed=params.seed,
+        duration_s=float(params.duration_s),
+        rate=float(params.rate),
+        max_requests=params.max_requests,
+        turns=params.turns,
+        prefix_words=params.prefix_words,
+        turn_words=params.turn_words,
+        reply_words=params.reply_words,
+        max_tokens=params.max_tokens,
     )
 
 
 def measure(ctx: CheckContext) -> None:
-    p = ctx.spec.params
-    if float(p["block_s"]) < 0:
+    p = SoakParams.of(ctx.spec)
+    if p.block_s < 0:
         raise QualifyError(
-            f"soak check {ctx.spec.name!r}: block_s = {p['block_s']} is negative",
+            f"soak check {ctx.spec.name!r}: block_s = {p.block_s} is negative",
             "give the seconds of each role's soak per block, or 0 to run the roles one after the other",
         )
     spec = workload_spec(p)
     requests = generate(spec)
     write_json(ctx.folder / "workload.json", describe(spec, requests))
     settings = SoakSettings(
-        server=str(p["server"]),
-        duration_s=float(p["duration_s"]),
-        warmup_s=float(p["warmup_s"]),
-        sample_s=float(p["sample_s"]),
-        concurrency=int(p["concurrency"]),
-        stall_s=float(p["stall_s"]),
-        compact_every_s=float(p["compact_every_s"]),
-        ready_timeout_s=float(p["ready_timeout_s"]),
-        endpoint=str(p["endpoint"]),
-        health=str(p["health"]),
-        body=dict(p.get("body") or {}),
-        compact_path=str(p["compact_path"]),
-        grace_s=float(p["grace_s"]),
-        block_s=float(p["block_s"]),
-        concurrent=bool(p.get("concurrent")),
+        server=p.server,
+        duration_s=float(p.duration_s),
+        warmup_s=float(p.warmup_s),
+        sample_s=float(p.sample_s),
+        concurrency=p.concurrency,
+        stall_s=float(p.stall_s),
+        compact_every_s=float(p.compact_every_s),
+        ready_timeout_s=float(p.ready_timeout_s),
+        endpoint=p.endpoint,
+        health=p.health,
+        body=dict(p.body),
+        compact_path=p.compact_path,
+        grace_s=float(p.grace_s),
+        block_s=float(p.block_s),
+        concurrent=p.concurrent,
     )
     soak_roles(ctx, requests, settings)
 
@@ -190,7 +191,7 @@ def _matches(saved: SavedCheck, role: str) -> list[dict[str, Any]]:
 
 
 def judge(saved: SavedCheck) -> Judgement:
-    p = saved.spec.params
+    p = SoakParams.of_saved(saved)
     limits = {**KIND.limit_defaults(), **saved.spec.limits}
     roles: list[str] = [r for r in ("pinned", "candidate") if r in saved.roles]
     measurements = {role: saved.measured(role, SoakMeasurement) for role in roles}
@@ -206,10 +207,10 @@ def judge(saved: SavedCheck) -> Judgement:
         role_matches = [m for m in matches if m.role == role]
         findings += _role_findings(saved, role, measurements[role], requests[role], role_matches)
 
-    warmup = float(p["warmup_s"])
-    width = float(p["window_s"])
-    alpha = float(p["alpha"])
-    horizon = float(p.get("horizon_s") or max(float(p["duration_s"]) - warmup, 0.0))
+    warmup = float(p.warmup_s)
+    width = float(p.window_s)
+    alpha = float(p.alpha)
+    horizon = float(p.horizon_s or max(float(p.duration_s) - warmup, 0.0))
     windows = {
         role: pd.concat(
             [
@@ -244,7 +245,7 @@ def judge(saved: SavedCheck) -> Judgement:
                 "candidate",
             )
         )
-    if p.get("bound_budgets"):
+    if p.bound_budgets:
         findings += _unbounded(verdicts, horizon)
     for v in verdicts:
         if v.finding == LEAK:

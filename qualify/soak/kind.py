@@ -50,6 +50,7 @@ from __future__ import annotations
 from qualify.checks.base import CheckKind, Limit, Param
 from qualify.core.checkspec import CheckSpec
 from qualify.core.ranges import NON_NEGATIVE, OPEN_UNIT, POSITIVE, SECONDS, above
+from qualify.soak.params import SoakParams
 
 #: Each a series' most growth over the horizon (`qualify.soak.trend.RULES` names which series).
 BUDGETS = ("max_rss_growth_mib", "max_gpu_growth_mib", "max_ttft_drift_ms", "max_tpot_drift_ms")
@@ -72,7 +73,8 @@ LIMITS = (
 
 
 def _invalid(spec: CheckSpec) -> str | None:
-    if spec.params.get("concurrent") and float(spec.params.get("block_s") or 0) > 0:
+    params = SoakParams.of(spec)
+    if params.concurrent and params.block_s > 0:
         return "it sets both concurrent and block_s: run the roles at once or in blocks, not both"
     if any(name in spec.limits for name in BUDGETS):
         return None

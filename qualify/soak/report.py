@@ -11,6 +11,7 @@ import pandas as pd
 
 from qualify.checks.base import ChartData, TableData
 from qualify.soak.evidence import CompactionEvent, KernelLogMatch, RequestSummary, SoakMeasurement
+from qualify.soak.params import SoakParams
 from qualify.soak.trend import HOUR, MIB, SeriesVerdict, Trend
 
 #: Points per role kept in a saved chart; the renderer keeps peaks when it thins further.
@@ -203,13 +204,13 @@ def _owner(match: KernelLogMatch) -> str:
 
 
 def limits_of_evidence(
-    p: dict[str, Any],
+    p: SoakParams,
     measurements: dict[str, SoakMeasurement | None],
     telemetry: dict[str, pd.DataFrame],
     horizon: float,
 ) -> list[str]:
-    duration = float(p["duration_s"])
-    block = float(p.get("block_s") or 0)
+    duration = float(p.duration_s)
+    block = float(p.block_s)
     schedules = {m.schedule for m in measurements.values() if m}
     if "concurrent" in schedules:
         order = (
@@ -238,9 +239,9 @@ def limits_of_evidence(
     if horizon > duration:
         notes.append(
             f"growth budgets are judged over {horizon / 3600:.3g} h by extrapolating the slope measured "
-            f"over {max(duration - float(p['warmup_s']), 0) / 60:.3g} min"
+            f"over {max(duration - float(p.warmup_s), 0) / 60:.3g} min"
         )
-    if float(p["compact_every_s"]) <= 0:
+    if float(p.compact_every_s) <= 0:
         notes.append("no memory pressure was applied (compact_every_s = 0)")
     elif any(m and m.compaction and m.compaction.permitted is False for m in measurements.values()):
         notes.append("memory pressure was not applied: /proc/sys/vm/compact_memory was not writable")

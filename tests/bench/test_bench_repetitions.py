@@ -13,8 +13,9 @@ from benchsim import saved_check, spec, steady
 
 from qualify.bench import check as bench
 from qualify.bench.kind import KIND
+from qualify.bench.params import BenchParams
 from qualify.bench.repetitions import planned_repetitions
-from qualify.core.errors import ConfigError
+from qualify.core.errors import ConfigError, RunStoreError
 from qualify.core.verdicts import Verdict
 from qualify.pipeline.plan import load_plan
 from qualify.stats import abtests
@@ -36,8 +37,7 @@ RUN = "{bin}/llama-bench -m {model} -r {reps} -o jsonl"
 def test_the_planned_repetitions_are_read_from_the_run_line(
     run: str, variables: dict[str, object], expected: int | None
 ) -> None:
-    s = spec(run=run)
-    assert planned_repetitions(replace(s, vars=variables)) == expected
+    assert planned_repetitions(BenchParams.of(spec(run=run)), variables) == expected
 
 
 @pytest.mark.parametrize(("reps", "discard"), [(1, 0), (3, 2), (2, 5)])
@@ -81,3 +81,15 @@ def test_one_repetition_per_unit_under_a_cv_limit_is_invalid_not_a_pass(tmp_path
     # The same units without the limit are judged on their pairs as usual.
     plain = saved_check(tmp_path / "plain", {"pp64": steady(9, 100, 100, 0.001)}, looks=[9, 16])
     assert bench.judge(plain).verdict is not Verdict.ERROR
+
+
+def test_a_saved_discard_reps_of_the_wrong_type_is_refused_naming_the_result(tmp_path: Path) -> None:
+    """A rejudge reads the parameters a result saved: one of the wrong type names the file and
+    the key, never judges by a guess."""
+    pairs = [((100.0, 101.0), (100.0, 100.5))] * 9
+    saved = saved_check(tmp_path, {"pp64": pairs}, looks=[9, 16])
+    wrong = replace(saved, spec=replace(saved.spec, params={**saved.spec.params, "discard_reps": "1"}))
+    with pytest.raises(
+        RunStoreError, match=r"result\.json: spec\.params\.discard_reps: expected a whole number"
+    ):
+        bench.judge(wrong)
