@@ -18,10 +18,9 @@ from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severit
 from qualify.checks.roleruns import run_findings
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
-from qualify.compile.disassembly import Tool
 from qualify.compile.evidence import KernelMeasurement
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds, failure_rank
-from qualify.compile.mixsetup import mix_reading, mix_tools
+from qualify.compile.mixsetup import MixTools, mix_reading, mix_tools
 from qualify.compile.mixtables import family_table, mix_table
 from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
@@ -38,11 +37,10 @@ _SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
 
 
 def measure(ctx: CheckContext) -> None:
-    tools: dict[str, Tool] = {}
-    not_read: dict[str, str] = {}
+    tools = MixTools()
     tool_error: QualifyError | None = None
     try:
-        tools, not_read = mix_tools(ctx)
+        tools = mix_tools(ctx)
     except QualifyError as exc:
         tool_error = exc
     for role in ctx.roles:
@@ -65,7 +63,7 @@ def measure(ctx: CheckContext) -> None:
                 if not log.is_file():
                     raise QualifyError(f"ptxas_logs: {log} does not exist", "save `ptxas -v` output there")
             ctx.progress(f"{role}: reading kernels under {root}")
-            reading = mix_reading(ctx, tools, not_read, ctx.role_dir(role))
+            reading = mix_reading(ctx, tools, ctx.role_dir(role))
             found = scan(
                 root,
                 globs=ctx.spec.params["paths"],
