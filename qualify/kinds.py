@@ -70,8 +70,9 @@ def _compile() -> tuple[Measure, Judge]:
 
 def _compile_evidence() -> EvidenceTypes:
     from qualify.checks.kernelfacts import KernelFacts
+    from qualify.compile.evidence import KernelMeasurement
 
-    return EvidenceTypes(None, KernelFacts)
+    return EvidenceTypes(KernelMeasurement, KernelFacts)
 
 
 def _numerics() -> tuple[Measure, Judge]:
@@ -81,9 +82,9 @@ def _numerics() -> tuple[Measure, Judge]:
 
 
 def _numerics_evidence() -> EvidenceTypes:
-    from qualify.numerics.evidence import KldFacts
+    from qualify.numerics.evidence import KldFacts, KldMeasurement
 
-    return EvidenceTypes(None, KldFacts)
+    return EvidenceTypes(KldMeasurement, KldFacts)
 
 
 def _serving() -> tuple[Measure, Judge]:

@@ -35,7 +35,8 @@ def test_kinds_json_lists_every_kind_with_its_parameters() -> None:
 
 
 def test_every_kind_declares_the_types_of_its_facts() -> None:
-    """`qualify kinds --json` lists the facts fields of every kind (none is left a dict)."""
+    """`qualify kinds --json` lists the facts and measurement fields of every kind (none is
+    left a dict)."""
     done = subprocess.run(
         [sys.executable, "-m", "qualify", "kinds", "--json"], capture_output=True, text=True, check=True
     )
@@ -43,3 +44,4 @@ def test_every_kind_declares_the_types_of_its_facts() -> None:
     assert [k["name"] for k in listed] == [k.name for k in KINDS]
     for kind in listed:
         assert kind["facts"] is not None and kind["facts"]["fields"], kind["name"]
+        assert kind["measurement"] is not None and kind["measurement"]["fields"], kind["name"]

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import UnionType
-from typing import Any, ClassVar, Self, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Self, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Tag, ValidationError
 
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import read_json
@@ -30,6 +30,10 @@ from qualify.core.runstore import read_json
 #: (what qualify wrote before its evidence had types).
 VERSION_KEY = "version"
 HINT = "this run folder was not written by qualify as it is; use the run it came from"
+
+#: How a member of a tagged union (`member`) is marked in an error's place: pydantic names the
+#: member there, and the key named is the document's own path, without it.
+_MEMBER = "\x00"
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 M = TypeVar("M", bound=BaseModel)
@@ -91,6 +95,12 @@ class Evidence(BaseModel):
         return _fields(cls, "")
 
 
+def member(name: str) -> Tag:
+    """The tag of one member of a tagged union (`Annotated[A, member("a")] | ...` with a
+    `Discriminator` that picks it): its errors name the document's keys, not the tag."""
+    return Tag(_MEMBER + name)
+
+
 def validated(model: type[M], document: object, where: str | Path, key: str = "") -> M:
     """`document` as `model`, or a RunStoreError naming `where` and the key (under `key`) that
     is missing, of the wrong type, or not one the model knows."""
@@ -99,8 +109,9 @@ def validated(model: type[M], document: object, where: str | Path, key: str = ""
         return model.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        place = ".".join(str(part) for part in first["loc"])
-        raise RunStoreError(f"{where}: {prefix}{place}: {_said(first)}", HINT) from None
+        place = ".".join(str(part) for part in first["loc"] if not str(part).startswith(_MEMBER))
+        named = f"{prefix}{place}" if place else key  # a rule on the whole document names none
+        raise RunStoreError(f"{where}: {named + ': ' if named else ''}{_said(first)}", HINT) from None
 
 
 def _fields(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:
@@ -115,6 +126,8 @@ def _fields(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:
 
 def _parts(annotation: Any, marks: str) -> list[tuple[type[BaseModel], str]]:
     """The models inside a field's type, each with how it is reached ("[]", "{}")."""
+    if get_origin(annotation) is Annotated:
+        return _parts(get_args(annotation)[0], marks)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [(annotation, marks)]
     origin, args = get_origin(annotation), get_args(annotation)
@@ -131,6 +144,8 @@ def _type_name(annotation: Any) -> str:
         return "None"
     args = get_args(annotation)
     origin = get_origin(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
     if origin is not None and args:
         if origin in (Union, UnionType):
             return " | ".join(_type_name(a) for a in args)
@@ -144,6 +159,8 @@ def _said(error: Mapping[str, Any]) -> str:
         return "missing"
     if error["type"] == "extra_forbidden":
         return "not a field this qualify knows"
+    if error["type"] == "value_error":
+        return str(error["msg"]).removeprefix("Value error, ")  # a type's own rule says what it is
     # The value as ASCII and short: it comes from a file that may not be qualify's.
     shown = ascii(error.get("input"))
     return f"{error['msg'].lower()} (it is {shown if len(shown) <= 60 else shown[:57] + '...'})"

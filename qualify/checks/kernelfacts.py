@@ -7,13 +7,11 @@ not below it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Discriminator, Field
 
-from qualify.checks.evidence import HINT, Evidence, Part
-from qualify.core.errors import RunStoreError
+from qualify.checks.evidence import Evidence, Part, member
 
 
 class Severities(Part):
@@ -50,9 +48,21 @@ class MixNotRead(Part):
     not_read: str
 
 
+_READ, _NOT_READ = member("read"), member("not_read")
+
+
+def _which_mix(status: Any) -> str:
+    """Which of the two a saved mix is: one that says why it was not read is `MixNotRead`, so
+    that a wrong entry of either is refused for its own keys, never for the other's."""
+    said = isinstance(status, MixNotRead) or (isinstance(status, Mapping) and "not_read" in status)
+    return (_NOT_READ if said else _READ).tag
+
+
 #: A family's mix as a role's measurement saved it: read, or why not.
-FamilyMix = MixRead | MixNotRead
-_ROLE_MIX: TypeAdapter[dict[str, FamilyMix]] = TypeAdapter(dict[str, FamilyMix])
+FamilyMix = Annotated[
+    Annotated[MixRead, _READ] | Annotated[MixNotRead, _NOT_READ],
+    Discriminator(_which_mix),
+]
 
 
 class KernelFacts(Evidence):
@@ -63,15 +73,3 @@ class KernelFacts(Evidence):
         description="per scanned role and family: how its instruction mix was read, or why not "
         "(absent in runs made before the mix was read)",
     )
-
-
-def role_mix(status: Mapping[str, Any], where: Path) -> dict[str, FamilyMix]:
-    """A role's `mix` as its measurement.json (`where`) saved it, as the facts hold it; a mix
-    that does not hold is refused naming the file and the key."""
-    try:
-        return _ROLE_MIX.validate_python(status, strict=True)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        place = ".".join(str(part) for part in ("mix", *first["loc"]))
-        said = "missing" if first["type"] == "missing" else first["msg"].lower()
-        raise RunStoreError(f"{where}: {place}: {said}", HINT) from None

@@ -14,13 +14,13 @@ from typing import Any
 
 from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
 from qualify.checks.findings import headline, worst
-from qualify.checks.kernelfacts import FamilyMix, KernelFacts, MixNotRead, MixRead, Severities, role_mix
+from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
-from qualify.compile.disassembly import Tool
+from qualify.compile.evidence import KernelMeasurement
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds, failure_rank
-from qualify.compile.mixsetup import mix_reading, mix_tools
+from qualify.compile.mixsetup import MixTools, mix_reading, mix_tools
 from qualify.compile.mixtables import family_table, mix_table
 from qualify.compile.params import CompileParams
 from qualify.compile.ptxaslog import PtxasLogError
@@ -38,11 +38,10 @@ _SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
 
 
 def measure(ctx: CheckContext) -> None:
-    tools: dict[str, Tool] = {}
-    not_read: dict[str, str] = {}
+    tools = MixTools()
     tool_error: QualifyError | None = None
     try:
-        tools, not_read = mix_tools(ctx)
+        tools = mix_tools(ctx)
     except QualifyError as exc:
         tool_error = exc
     params = CompileParams.of(ctx.spec)
@@ -66,7 +65,7 @@ def measure(ctx: CheckContext) -> None:
                 if not log.is_file():
                     raise QualifyError(f"ptxas_logs: {log} does not exist", "save `ptxas -v` output there")
             ctx.progress(f"{role}: reading kernels under {root}")
-            reading = mix_reading(ctx, tools, not_read, ctx.role_dir(role))
+            reading = mix_reading(ctx, tools, ctx.role_dir(role))
             found = scan(
                 root,
                 globs=params.paths,
@@ -84,7 +83,7 @@ def measure(ctx: CheckContext) -> None:
             else:
                 hint = "check the check's `root` parameter"
             measurement["error"] = {"message": message, "hint": hint}
-            ctx.save(role, measurement)
+            _save(ctx, role, measurement)
             continue
         finally:
             ctx.progress(None)
@@ -104,12 +103,18 @@ def measure(ctx: CheckContext) -> None:
             + ", ".join(f"{n} {family}" for family, n in found.counts().items())
             + f" kernels in {len(found.files)} files"
         )
-        ctx.save(role, measurement)
+        _save(ctx, role, measurement)
     measured = [r for r in ("pinned", "candidate") if (ctx.role_dir(r) / "amdgpu.parquet").is_file()]
     if len(measured) == 2:
         limits = Limits.from_plan(ctx.spec.limits, params.cuda_block_size)
         results = diff(load_tables(ctx.role_dir("pinned")), load_tables(ctx.role_dir("candidate")), limits)
         write_parquet(ctx.folder / "diff.parquet", diff_frame(results))
+
+
+def _save(ctx: CheckContext, role: str, measurement: dict[str, Any]) -> None:
+    """The role's measurement, checked as its type before it is written."""
+    path = ctx.role_dir(role) / "measurement.json"
+    ctx.save(role, KernelMeasurement.load(measurement, path).to_json())
 
 
 def _one_path(ctx: CheckContext, template: str, role: str, param: str) -> Path:
@@ -126,17 +131,15 @@ def judge(saved: SavedCheck) -> Judgement:
     required = params.require
     # No command runs here: a role's only failure is not being scanned (ERROR).
     findings = run_findings(saved, failed_run_fails=False)
-    for role in saved.roles:
-        m = saved.measurement(role)
-        if m is None or "error" in m:
-            continue
-        counts[role] = m["counts"]
-        for item in m.get("unreadable", [])[:_LISTED]:
-            findings.append(Finding(Verdict.ERROR, f"{item['file']}: {item['message']}", role))
-        if not sum(m["counts"].values()):
+    scanned = _scanned(saved)
+    for role, m in scanned.items():
+        counts[role] = m.counts
+        for item in m.unreadable[:_LISTED]:
+            findings.append(Finding(Verdict.ERROR, f"{item.file}: {item.message}", role))
+        if not sum(m.counts.values()):
             findings.append(Finding(Verdict.FAIL, _nothing_found(saved, m), role))
         for family in required:
-            if not m["counts"].get(family):
+            if not m.counts.get(family):
                 findings.append(
                     Finding(Verdict.FAIL, f"no {family} kernels found, and the plan requires them", role)
                 )
@@ -164,7 +167,7 @@ def judge(saved: SavedCheck) -> Judgement:
     facts = KernelFacts(
         counts=counts,
         kernels_by_severity=Severities(**{s: sum(r.severity == s for r in results) for s in _SEVERITIES}),
-        mix=_mix_facts(saved),
+        mix={role: m.mix for role, m in scanned.items()},
     )
     mix = _mix_status(facts)
     if mix:
@@ -179,14 +182,14 @@ def judge(saved: SavedCheck) -> Judgement:
     )
 
 
-def _mix_facts(saved: SavedCheck) -> dict[str, dict[str, FamilyMix]]:
-    """Per role, how each family's instruction mix was read (tool, version) or why not."""
-    facts: dict[str, dict[str, FamilyMix]] = {}
+def _scanned(saved: SavedCheck) -> dict[str, KernelMeasurement]:
+    """The measurement of each role that was scanned, checked as its type."""
+    found: dict[str, KernelMeasurement] = {}
     for role in saved.roles:
-        m = saved.measurement(role)
-        if m is not None and "error" not in m:
-            facts[role] = role_mix(m.get("mix") or {}, saved.role_dir(role) / "measurement.json")
-    return facts
+        m = saved.measured(role, KernelMeasurement)
+        if m is not None and m.error is None:
+            found[role] = m
+    return found
 
 
 def _mix_status(facts: KernelFacts) -> str:
@@ -216,19 +219,19 @@ def _unread(status: MixRead) -> str:
     return f" (it could not read {failed} code object{'' if failed == 1 else 's'}, e.g. {first[:200]})"
 
 
-def _nothing_found(saved: SavedCheck, m: dict[str, Any]) -> str:
+def _nothing_found(saved: SavedCheck, m: KernelMeasurement) -> str:
     """Why a role's scan found no kernel, naming the parameter that names them, its value and
     where it is set: the stage file the run's plan read, as its stage.json saved it."""
     params = CompileParams.of_saved(saved)
     globs = ", ".join(params.paths or ("*",))
     patterns = list(params.host_patterns)
     where = _stage_file(saved)
-    head = f"no kernels found under {m['root']} (paths {globs}), so nothing was measured: "
-    if not m["files"]:
+    head = f"no kernels found under {m.root} (paths {globs}), so nothing was measured: "
+    if not m.files:
         return (
             head + f"no file there holds GPU code or ELF: set root and paths in {where} to the build's files"
         )
-    n = len(m["files"])
+    n = len(m.files)
     held = f"{n} ELF or device code file{'' if n == 1 else 's'} but no GPU code object"
     matched = (
         f"no host function matches host_patterns ({', '.join(patterns)})"
@@ -237,7 +240,7 @@ def _nothing_found(saved: SavedCheck, m: dict[str, Any]) -> str:
     )
     return head + (
         f"{held}, and {matched}: set host_patterns in {where} to globs naming the engine's kernel "
-        f"functions (`qualify kernels {m['root']} --host-pattern '*'` lists them)"
+        f"functions (`qualify kernels {m.root} --host-pattern '*'` lists them)"
     )
 
 

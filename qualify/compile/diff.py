@@ -35,9 +35,10 @@ from typing import Any
 import pandas as pd
 
 from qualify.compile.cudanames import match_key
+from qualify.compile.figures import AmdFigures, CudaFigures, GpuFigures, HostFigures, amd_waves, cuda_warps
+from qualify.compile.instmix import Mix
 from qualify.compile.kind import KIND
 from qualify.compile.mixdiff import mix_findings
-from qualify.compile.occupancy import amd_occupancy, cuda_occupancy
 
 SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
 # The processors each code object V6 generic target runs on (llvm.org AMDGPUUsage, "Generic
@@ -167,10 +168,10 @@ def aggregate(family: str, table: pd.DataFrame, limits: Limits) -> dict[tuple[st
             target = ""
         elif family == "amdgpu":
             target = row["processor"]
-            row["occupancy"], row["occupancy_limiter"] = _amd_waves(row)
+            row["occupancy"], row["occupancy_limiter"] = amd_waves(row)
         else:
             target = row["target"]
-            row["occupancy"], row["occupancy_limiter"] = _cuda_warps(row, limits.cuda_block_size)
+            row["occupancy"], row["occupancy_limiter"] = cuda_warps(row, limits.cuda_block_size)
             row["key"] = match_key(row["key"])
         groups.setdefault((target, row["key"]), []).append(row)
     return {key: _worst(family, rows) for key, rows in groups.items()}
@@ -200,10 +201,10 @@ def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             out[field] = any(values) if values else None
         elif field in _LOWEST:
             out[field] = min(values) if values else None
-            if values:
-                out["occupancy_limiter"] = next(
-                    r["occupancy_limiter"] for r in rows if r[field] == out[field]
-                )
+            # What limits the lowest copy's occupancy (None: not modelled for any copy).
+            out["occupancy_limiter"] = (
+                next(r["occupancy_limiter"] for r in rows if r[field] == out[field]) if values else None
+            )
         elif field == "occupancy_limiter":
             continue
         elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
@@ -213,43 +214,6 @@ def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     if family == "amdgpu":
         out["wavefront_sizes"] = sorted({r["wavefront_size"] for r in rows})
     return out
-
-
-def _amd_waves(row: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    try:
-        occupancy = amd_occupancy(
-            processor=row["processor"],
-            wavefront_size=row["wavefront_size"],
-            vgpr_count=max(row["vgpr_count"], row["allocated_vgprs"] or 0),
-            sgpr_count=row["sgpr_count"],
-            lds_bytes=row["group_segment_fixed_size"],
-            max_flat_workgroup_size=row["max_flat_workgroup_size"],
-            wgp_mode=row["workgroup_processor_mode"],
-        )
-    except ValueError:
-        return None, None
-    return occupancy.waves, occupancy.limiter
-
-
-def _cuda_warps(row: Mapping[str, Any], default_block: int) -> tuple[int | None, str | None]:
-    block = _declared_block(row) or default_block
-    try:
-        sm = int(str(row["target"]).removeprefix("sm_").rstrip("af"))
-        occupancy = cuda_occupancy(sm, row["registers"], row["shared"] or 0, block)
-    except ValueError:
-        return None, None
-    return occupancy.waves, occupancy.limiter
-
-
-def _declared_block(row: Mapping[str, Any]) -> int | None:
-    """Threads per block the kernel declares ("x,y,z": reqntid, else max threads), or None."""
-    for field in ("reqntid", "max_threads"):
-        if row.get(field):
-            total = 1
-            for part in str(row[field]).split(","):
-                total *= int(part)
-            return total
-    return None
 
 
 def _grew(before: Any, after: Any) -> bool:
@@ -269,15 +233,15 @@ def _missing_or_new(p: dict[str, Any] | None, c: dict[str, Any] | None, gpu: boo
 
 
 def _occupancy_rules(
-    p: dict[str, Any], c: dict[str, Any], limits: Limits, unit: str
+    p: GpuFigures, c: GpuFigures, limits: Limits, unit: str
 ) -> tuple[bool, list[tuple[str, str]]]:
     """(occupancy known on both sides, findings as (severity, reason))."""
     found: list[tuple[str, str]] = []
-    po, co = p.get("occupancy"), c.get("occupancy")
+    po, co = p.occupancy, c.occupancy
     if po is None or co is None:
-        return False, [("WARN", f"occupancy not modelled for {c.get('target') or p.get('target')}")]
+        return False, [("WARN", f"occupancy not modelled for {c.target or p.target}")]
     if co < po - limits.occupancy_drop:
-        found.append(("FAIL", f"occupancy {po} → {co} {unit} (limited by {c.get('occupancy_limiter')})"))
+        found.append(("FAIL", f"occupancy {po} → {co} {unit} (limited by {c.occupancy_limiter})"))
     elif co > po:
         found.append(("INFO", f"occupancy {po} → {co} {unit}"))
     return True, found
@@ -311,96 +275,113 @@ def _scratch_rule(name: str, before: Any, after: Any, limits: Limits) -> tuple[s
     return ("WARN", f"{name} {before} → {after} B")
 
 
-def _compare_amd(p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Limits) -> tuple[str, list[str]]:
-    if p is None or c is None:
-        return _missing_or_new(p, c, gpu=True)
+def _compare_amd(
+    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
+) -> tuple[str, list[str]]:
+    if pinned is None or candidate is None:
+        return _missing_or_new(pinned, candidate, gpu=True)
+    p, c = AmdFigures.of(pinned), AmdFigures.of(candidate)
     found: list[tuple[str, str]] = []
-    if p["wavefront_sizes"] != c["wavefront_sizes"]:
-        found.append(("FAIL", f"wave size {p['wavefront_size']} → {c['wavefront_size']}"))
-    if c["vgpr_spill_count"] > p["vgpr_spill_count"] + limits.spill_growth:
-        new = " (new)" if p["vgpr_spill_count"] == 0 else ""
-        found.append(("FAIL", _change("VGPR spills", p["vgpr_spill_count"], c["vgpr_spill_count"]) + new))
-    if c["sgpr_spill_count"] > p["sgpr_spill_count"]:
-        found.append(("WARN", _change("SGPR spills", p["sgpr_spill_count"], c["sgpr_spill_count"])))
-    rule = _scratch_rule("scratch", p["private_segment_fixed_size"], c["private_segment_fixed_size"], limits)
+    if p.wavefront_sizes != c.wavefront_sizes:
+        found.append(("FAIL", f"wave size {p.wavefront_size} → {c.wavefront_size}"))
+    if c.vgpr_spill_count > p.vgpr_spill_count + limits.spill_growth:
+        new = " (new)" if p.vgpr_spill_count == 0 else ""
+        found.append(("FAIL", _change("VGPR spills", p.vgpr_spill_count, c.vgpr_spill_count) + new))
+    if c.sgpr_spill_count > p.sgpr_spill_count:
+        found.append(("WARN", _change("SGPR spills", p.sgpr_spill_count, c.sgpr_spill_count)))
+    rule = _scratch_rule("scratch", p.private_segment_fixed_size, c.private_segment_fixed_size, limits)
     if rule:
         found.append(rule)
-    if c.get("uses_dynamic_stack") and not p.get("uses_dynamic_stack"):
+    if c.uses_dynamic_stack and not p.uses_dynamic_stack:
         found.append(("FAIL", "dynamic stack newly on"))
-    if c["group_segment_fixed_size"] > LDS_LIMIT:
-        found.append(("FAIL", f"LDS {c['group_segment_fixed_size']} B exceeds 64 KiB"))
-    if c.get("descriptor_problems"):
-        found.append(("ERROR", f"kernel descriptor disagrees with metadata: {c['descriptor_problems']}"))
+    if c.group_segment_fixed_size > LDS_LIMIT:
+        found.append(("FAIL", f"LDS {c.group_segment_fixed_size} B exceeds 64 KiB"))
+    if c.descriptor_problems:
+        found.append(("ERROR", f"kernel descriptor disagrees with metadata: {c.descriptor_problems}"))
     known, occupancy = _occupancy_rules(p, c, limits, "waves/SIMD")
     found += occupancy
     growth = _growth_note(known, occupancy)
-    for field, label in (("vgpr_count", "VGPRs"), ("agpr_count", "AGPRs")):
-        if _grew(p.get(field), c.get(field)):
-            found.append(("WARN", f"{_change(label, p[field], c[field])}{growth}"))
-    if _grew(p["group_segment_fixed_size"], c["group_segment_fixed_size"]):
-        found.append(
-            ("WARN", f"{_change('LDS', p['group_segment_fixed_size'], c['group_segment_fixed_size'])} B")
-        )
-    if p["sgpr_count"] != c["sgpr_count"]:
+    for label, before, after in (
+        ("VGPRs", p.vgpr_count, c.vgpr_count),
+        ("AGPRs", p.agpr_count, c.agpr_count),
+    ):
+        if _grew(before, after):
+            found.append(("WARN", f"{_change(label, before, after)}{growth}"))
+    if _grew(p.group_segment_fixed_size, c.group_segment_fixed_size):
+        found.append(("WARN", f"{_change('LDS', p.group_segment_fixed_size, c.group_segment_fixed_size)} B"))
+    if p.sgpr_count != c.sgpr_count:
         # From GFX10 on, SGPRs are not an occupancy limit; before, occupancy covers them.
-        found.append(("INFO", _change("SGPRs", p["sgpr_count"], c["sgpr_count"])))
-    for field, label in (("vgpr_count", "VGPRs"), ("vgpr_spill_count", "VGPR spills")):
-        if _grew(c.get(field), p.get(field)):
-            found.append(("INFO", _change(label, p[field], c[field])))
-    if p["target"] != c["target"]:
-        found.append(("INFO", f"target {p['target']} → {c['target']}"))
-    found += _mix(p, c, limits)
+        found.append(("INFO", _change("SGPRs", p.sgpr_count, c.sgpr_count)))
+    for label, before, after in (
+        ("VGPRs", p.vgpr_count, c.vgpr_count),
+        ("VGPR spills", p.vgpr_spill_count, c.vgpr_spill_count),
+    ):
+        if _grew(after, before):
+            found.append(("INFO", _change(label, before, after)))
+    if p.target != c.target:
+        found.append(("INFO", f"target {p.target} → {c.target}"))
+    found += _mix(pinned, candidate, limits)
     return _decide(found)
 
 
 def _mix(p: dict[str, Any], c: dict[str, Any], limits: Limits) -> list[tuple[str, str]]:
     return mix_findings(
-        p, c, limits.scratch_instruction_growth, limits.code_growth_pct, limits.class_shift_pct
+        Mix.of(p),
+        Mix.of(c),
+        limits.scratch_instruction_growth,
+        limits.code_growth_pct,
+        limits.class_shift_pct,
     )
 
 
 def _compare_cuda(
-    p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Limits
+    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
 ) -> tuple[str, list[str]]:
-    if p is None or c is None:
-        return _missing_or_new(p, c, gpu=True)
+    if pinned is None or candidate is None:
+        return _missing_or_new(pinned, candidate, gpu=True)
+    p, c = CudaFigures.of(pinned), CudaFigures.of(candidate)
     found: list[tuple[str, str]] = []
-    for field, label in (("spill_store_bytes", "spill stores"), ("spill_load_bytes", "spill loads")):
-        before, after = p.get(field), c.get(field)
+    for label, before, after in (
+        ("spill stores", p.spill_store_bytes, c.spill_store_bytes),
+        ("spill loads", p.spill_load_bytes, c.spill_load_bytes),
+    ):
         if before is not None and after is not None and after > before + limits.spill_growth:
             new = " (new)" if before == 0 else ""
             found.append(("FAIL", f"{_change(label, before, after)} B{new}"))
-    for field, label in (("stack", "stack frame"), ("local", "local memory")):
-        rule = _scratch_rule(label, p.get(field), c.get(field), limits)
+    for label, before, after in (("stack frame", p.stack, c.stack), ("local memory", p.local, c.local)):
+        rule = _scratch_rule(label, before, after, limits)
         if rule:
             found.append(rule)
     known, occupancy = _occupancy_rules(p, c, limits, "warps/SM")
     found += occupancy
     growth = _growth_note(known, occupancy)
-    for field, label in (("registers", "registers"), ("shared", "shared memory")):
-        if _grew(p.get(field), c.get(field)):
-            found.append(("WARN", f"{_change(label, p[field], c[field])}{growth}"))
-        elif _grew(c.get(field), p.get(field)):
-            found.append(("INFO", _change(label, p[field], c[field])))
-    found += _mix(p, c, limits)
+    for label, before, after in (
+        ("registers", p.registers, c.registers),
+        ("shared memory", p.shared, c.shared),
+    ):
+        if _grew(before, after):
+            found.append(("WARN", f"{_change(label, before, after)}{growth}"))
+        elif _grew(after, before):
+            found.append(("INFO", _change(label, before, after)))
+    found += _mix(pinned, candidate, limits)
     return _decide(found)
 
 
 def _compare_host(
-    p: dict[str, Any] | None, c: dict[str, Any] | None, limits: Limits
+    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
 ) -> tuple[str, list[str]]:
-    if p is None or c is None:
-        return _missing_or_new(p, c, gpu=False)
+    if pinned is None or candidate is None:
+        return _missing_or_new(pinned, candidate, gpu=False)
+    p, c = HostFigures.of(pinned), HostFigures.of(candidate)
     found: list[tuple[str, str]] = []
-    for field, label, pct in (
-        ("code_size", "code", limits.host_code_growth_pct),
-        ("stack_bytes", "stack frame", limits.host_stack_growth_pct),
+    for label, before, after, pct in (
+        ("code", p.code_size, c.code_size, limits.host_code_growth_pct),
+        ("stack frame", p.stack_bytes, c.stack_bytes, limits.host_stack_growth_pct),
     ):
-        before, after = p.get(field), c.get(field)
         if before is None or after is None or before == after:
             continue
         severity = "WARN" if after > before and (after - before) * 100 > pct * max(before, 1) else "INFO"
         found.append((severity, f"{_change(label, before, after)} B"))
-    if "dynamic" in (c.get("stack_qualifiers") or "") and "dynamic" not in (p.get("stack_qualifiers") or ""):
+    if "dynamic" in (c.stack_qualifiers or "") and "dynamic" not in (p.stack_qualifiers or ""):
         found.append(("WARN", "stack frame newly dynamic"))
     return _decide(found)

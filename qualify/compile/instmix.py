@@ -27,6 +27,8 @@ decodes both builds with one disassembler, so that a count changes only when the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from numbers import Integral
 
 CLASSES: tuple[str, ...] = (
     "valu", "salu", "matrix", "dot", "packed16", "global", "buffer", "flat", "smem",
@@ -78,9 +80,59 @@ def mix_from_counts(
     return mix
 
 
-def shares(mix: Mapping[str, int | None]) -> dict[str, float]:
+@dataclass(frozen=True)
+class Mix:
+    """One kernel's instruction mix as the comparison reads it: a count per class (`CLASSES`),
+    the 16-bit operand counts (`OPERAND_COUNTS`) and the code's size, each 0 where the mix was
+    not read (`read` says whether it was)."""
+
+    instructions: int = 0
+    code_bytes: int = 0
+    valu: int = 0
+    salu: int = 0
+    matrix: int = 0
+    dot: int = 0
+    packed16: int = 0
+    global_: int = 0  # the column `global`, a keyword here
+    buffer: int = 0
+    flat: int = 0
+    smem: int = 0
+    scratch_load: int = 0
+    scratch_store: int = 0
+    lds: int = 0
+    waits: int = 0
+    branches: int = 0
+    other: int = 0
+    true16_operands: int = 0
+    high16_operands: int = 0
+
+    @classmethod
+    def of(cls, figures: Mapping[str, object]) -> Mix:
+        """The mix columns (`MIX_COLUMNS`) of a GPU kernel's row of its family's table (every
+        such table holds them, `qualify.compile.scan`); one that holds no value (None) is 0."""
+        return cls(**{_FIELDS[column]: _count(figures[column]) for column in MIX_COLUMNS})
+
+    @property
+    def read(self) -> bool:
+        """Whether the kernel's mix was read: a read kernel has instructions."""
+        return self.instructions > 0
+
+    def count(self, column: str) -> int:
+        """One column's count, by its name in `MIX_COLUMNS`."""
+        value: int = getattr(self, _FIELDS[column])
+        return value
+
+
+#: Each mix column's field of `Mix`.
+_FIELDS: dict[str, str] = {column: column + "_" if column == "global" else column for column in MIX_COLUMNS}
+
+
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, Integral) else 0  # None: not read
+
+
+def shares(mix: Mix) -> dict[str, float]:
     """Each class's share of the kernel's instructions, in percent (empty when it has none)."""
-    total = mix.get("instructions") or 0
-    if not total:
+    if not mix.instructions:
         return {}
-    return {c: 100.0 * (mix.get(c) or 0) / total for c in CLASSES}
+    return {c: 100.0 * mix.count(c) / mix.instructions for c in CLASSES}

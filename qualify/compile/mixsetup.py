@@ -11,6 +11,7 @@ that `auto` does not find is a note in the measurement.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from qualify.compile.disassembly import DisassemblyError, Tool, first_on_path, probe
@@ -21,41 +22,62 @@ from qualify.core.errors import QualifyError
 #: cuobjdump's options for the mix: the SASS of every function.
 CUOBJDUMP_OPTIONS = ("-sass",)
 _OBJDUMPS = (*(f"llvm-objdump-{v}" for v in range(30, 13, -1)), "llvm-objdump")
-_FAMILIES = (
-    ("amdgpu", "objdump", _OBJDUMPS, OBJDUMP_OPTIONS),
-    ("cuda", "cuobjdump", ("cuobjdump",), CUOBJDUMP_OPTIONS),
-)
+#: Per family: the parameter that names its disassembler, the names `auto` looks for, the options.
+_AMDGPU = ("amdgpu", "objdump", _OBJDUMPS, OBJDUMP_OPTIONS)
+_CUDA = ("cuda", "cuobjdump", ("cuobjdump",), CUOBJDUMP_OPTIONS)
+_FAMILIES = (_AMDGPU, _CUDA)
 
 
-def mix_tools(ctx: CheckContext) -> tuple[dict[str, Tool], dict[str, str]]:
-    """(family -> its disassembler, family -> why its mix is not read). A tool the plan named
-    is `strict` (`named`): its failures are errors."""
-    tools: dict[str, Tool] = {}
+@dataclass(frozen=True)
+class MixTools:
+    """Each family's disassembler (None: its mix is not read), and why a family's is not."""
+
+    amdgpu: Tool | None = None
+    cuda: Tool | None = None
+    not_read: dict[str, str] = field(default_factory=dict)
+
+
+def mix_tools(ctx: CheckContext) -> MixTools:
+    """Each family's disassembler, or why its mix is not read. A tool the plan named is
+    `strict` (`named`): its failures are errors."""
     not_read: dict[str, str] = {}
     role = "candidate" if "candidate" in ctx.arms else ctx.roles[0]
-    for family, param, names, options in _FAMILIES:
-        value = ctx.spec.params.get(param, "auto")
-        if not value:
-            not_read[family] = f"`{param}` is empty"
-            continue
-        if value == "auto":
-            found = first_on_path(names)
-            if found is None:
-                shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
-                not_read[family] = f"no {shown} on PATH: set `{param}` to the toolchain's own"
-                continue
-            argv = found
-            if family == "cuda" and first_on_path(("nvdisasm",)) is None:
-                # cuobjdump prints no SASS itself: it runs nvdisasm, and fails on every cubin without it.
-                not_read[family] = "cuobjdump is on PATH but nvdisasm, which it runs for SASS, is not"
-                continue
-        else:
-            argv = ctx.argv(value, role)
-        try:
-            tools[family] = probe(argv, options, ctx.env(role))
-        except DisassemblyError as exc:
-            raise QualifyError(f"{param}: {exc.message}", exc.hint) from None
-    return tools, not_read
+    amdgpu = _tool(ctx, *_AMDGPU, role, not_read)
+    cuda = _tool(ctx, *_CUDA, role, not_read)
+    return MixTools(amdgpu, cuda, not_read)
+
+
+def _tool(
+    ctx: CheckContext,
+    family: str,
+    param: str,
+    names: tuple[str, ...],
+    options: tuple[str, ...],
+    role: str,
+    not_read: dict[str, str],
+) -> Tool | None:
+    """The family's disassembler, or None with the reason in `not_read`."""
+    value = ctx.spec.params.get(param, "auto")
+    if not value:
+        not_read[family] = f"`{param}` is empty"
+        return None
+    if value == "auto":
+        found = first_on_path(names)
+        if found is None:
+            shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+            not_read[family] = f"no {shown} on PATH: set `{param}` to the toolchain's own"
+            return None
+        argv = found
+        if family == "cuda" and first_on_path(("nvdisasm",)) is None:
+            # cuobjdump prints no SASS itself: it runs nvdisasm, and fails on every cubin without it.
+            not_read[family] = "cuobjdump is on PATH but nvdisasm, which it runs for SASS, is not"
+            return None
+    else:
+        argv = ctx.argv(value, role)
+    try:
+        return probe(argv, options, ctx.env(role))
+    except DisassemblyError as exc:
+        raise QualifyError(f"{param}: {exc.message}", exc.hint) from None
 
 
 def named(ctx: CheckContext) -> frozenset[str]:
@@ -65,8 +87,6 @@ def named(ctx: CheckContext) -> frozenset[str]:
     )
 
 
-def mix_reading(
-    ctx: CheckContext, tools: dict[str, Tool], not_read: dict[str, str], folder: Path
-) -> MixReading:
+def mix_reading(ctx: CheckContext, tools: MixTools, folder: Path) -> MixReading:
     """A reading for one role's scan, its temporary files under `folder`."""
-    return MixReading(tools.get("amdgpu"), tools.get("cuda"), not_read, folder, strict=named(ctx))
+    return MixReading(tools.amdgpu, tools.cuda, tools.not_read, folder, strict=named(ctx))

@@ -17,7 +17,7 @@ from typing import Any
 from qualify.checks.base import TableData
 from qualify.compile.diff import KernelDiff
 from qualify.compile.failurekinds import failure_rank
-from qualify.compile.instmix import TITLES, shares
+from qualify.compile.instmix import TITLES, Mix, shares
 from qualify.core.symbols import display_name
 
 _MIX_REASONS = ("matrix instructions", "scratch loads+stores", "code ", "mix ", "16-bit operands")
@@ -105,7 +105,7 @@ def mix_table(results: Sequence[KernelDiff]) -> TableData | None:
     for r in flagged[:_LISTED]:
         p, c = r.pinned or {}, r.candidate or {}
         counts = [_pair(p.get(f) or 0, c.get(f) or 0) for f in _MIX_SHOWN]
-        share_p, share_c = shares(p), shares(c)
+        share_p, share_c = shares(Mix.of(p)), shares(Mix.of(c))
         valu = _pair(round(share_p.get("valu", 0.0)), round(share_c.get("valu", 0.0)))
         why = "; ".join(x for x in r.reasons if x.startswith(_MIX_REASONS))
         rows.append((r.severity, _NAMES[r.family], r.target, display_name(r.key), *counts, valu, why))

@@ -18,10 +18,10 @@ from qualify.core.context import CheckContext
 from qualify.core.progress import Progress
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
-from qualify.numerics.evidence import KldFacts, NumericsRecord
+from qualify.numerics.evidence import KldFacts, KldMeasurement, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE, Settings, decided, judge_in_looks, judge_stats
 from qualify.numerics.looks import look_confidence, planned_looks
-from qualify.numerics.measuring import Measuring, one_path
+from qualify.numerics.measuring import Measuring, one_path, save_measurement
 from qualify.numerics.params import NumericsParams
 from qualify.numerics.sharedpass import SHARED, member_stats
 from qualify.numerics.store import (
@@ -42,7 +42,8 @@ def measure(ctx: CheckContext) -> None:
     roles = ctx.roles
     if "reference" not in roles:
         for role in roles:
-            ctx.save(
+            save_measurement(
+                ctx,
                 role,
                 {
                     "role": role,
@@ -165,10 +166,10 @@ def judge(saved: SavedCheck) -> Judgement:
     roles = (*saved.roles, FLOOR_ROLE) if floor else saved.roles
     findings = run_findings(replace(saved, roles=roles))
     for role in roles:
-        m = saved.measurement(role) or {}
-        if m.get("artifact_error"):
+        m = saved.measured(role, KldMeasurement)
+        if m is not None and m.artifact_error:
             verdict = Verdict.FAIL if role == "candidate" else Verdict.ERROR
-            findings.append(Finding(verdict, m["artifact_error"], role))
+            findings.append(Finding(verdict, m.artifact_error, role))
     path = saved.folder / RECORD
     record = NumericsRecord.read(path) if path.is_file() else NumericsRecord()
     if record.settings_mismatch:

@@ -1,6 +1,8 @@
-"""What a `kld` check's judge writes beside its verdict, as types (`qualify.checks.evidence`):
-each role's settings, every pair's summary, the candidate's and pinned's bounds, the
-non-inferiority test and the look the judgement stopped at.
+"""What a `kld` check saves and what its judge writes beside its verdict, as types
+(`qualify.checks.evidence`): each role's measurement (`KldMeasurement`: its scoring run and its
+artifact), the record of the passes (`NumericsRecord`), and the facts (`KldFacts`): each role's
+settings, every pair's summary, the candidate's and pinned's bounds, the non-inferiority test
+and the look the judgement stopped at.
 
 Recorded results hold two layouts of the non-inferiority test, both version 1: the first held
 one bound on θ (`bound`, `method`), the current one holds the tests with the margin inside them
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pydantic import Field, JsonValue
 
 from qualify.checks.evidence import Evidence, Part
+from qualify.checks.rolerun import RoleRun
 
 
 class PairSummary(Part):
@@ -159,3 +162,26 @@ class NumericsRecord(Evidence):
     artifact_error: ArtifactError | None = None
     disk: DiskPlan | None = None
     looks: PlannedLooks | None = None
+
+
+class KldMeasurement(RoleRun):
+    """One role's scoring run (`RoleRun`'s part) and the artifact it left. A role whose run
+    failed, or did not start, holds no artifact fields; one whose artifact could not be read
+    holds `artifact_error` instead of its settings."""
+
+    seconds: float | None = Field(default=None, description="the scoring run's duration")
+    artifact: str | None = Field(
+        default=None, description="the artifact's path (the reference's: its place in the cache)"
+    )
+    settings: dict[str, JsonValue] | None = Field(
+        default=None, description="what changes numerics, as this role ran (`qualify.numerics.store`)"
+    )
+    format: str | None = Field(default=None, description="the artifact's format, as its reader names it")
+    artifact_bytes: int | None = Field(default=None, description="its size (0: a pipe, scored as it came)")
+    artifact_error: str | None = Field(default=None, description="why the artifact could not be read")
+    cache_key: str | None = Field(default=None, description="the reference's key in the cache")
+    cached: bool | None = Field(default=None, description="the reference came from the cache, not a run")
+    streamed: bool | None = Field(default=None, description="scored from a pipe as the run wrote it")
+    stopped_after_chunks: int | None = Field(
+        default=None, description="a streamed run ended by qualify once a look decided"
+    )

@@ -37,11 +37,14 @@ import json
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from qualify.checks.evidence import validated
+from qualify.core.errors import RunStoreError
 from qualify.numerics.llamalogits import LlamaLogitsFile
 from qualify.numerics.stream import (
     F64,
@@ -58,6 +61,41 @@ TOPK_FORMAT = "qualify.topk/v1"
 MIN_TOPK = 64
 
 
+class LogprobDirMeta(BaseModel):
+    """A ``qualify.logprobs/v1`` directory's meta.json: its shape, what its rows hold, and the
+    settings its writer recorded. The format's version is in ``format``; a key it does not
+    know, or one of the wrong type, is refused naming the file and the key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    format: Literal["qualify.logprobs/v1"]
+    n_ctx: int
+    n_vocab: int
+    n_chunk: int
+    first: int = Field(description="the first scored position of each chunk")
+    values: Literal["logprobs", "logits"] = Field(
+        "logprobs", description="log-softmax rows, or raw logits (absent: logprobs)"
+    )
+    settings: dict[str, JsonValue] = Field(
+        default_factory=dict, description="free-form, recorded for comparison between roles"
+    )
+
+    @classmethod
+    def load(cls, document: object, where: Path) -> LogprobDirMeta:
+        try:
+            return validated(cls, document, where)
+        except RunStoreError as exc:
+            raise LogprobFileError(exc.message) from None
+
+    @classmethod
+    def read(cls, path: Path) -> LogprobDirMeta:
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise LogprobFileError(f"{path}: cannot read the format's meta.json: {e}") from e
+        return cls.load(document, path)
+
+
 class LogprobDir(LogprobStream):
     """A ``qualify.logprobs/v1`` directory; each chunk's ``.npy`` is memory-mapped when read."""
 
@@ -65,26 +103,19 @@ class LogprobDir(LogprobStream):
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        meta_path = self.path / "meta.json"
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (OSError, ValueError) as e:
-            raise LogprobFileError(f"{meta_path}: cannot read the format's meta.json: {e}") from e
-        if not isinstance(meta, dict) or meta.get("format") != LOGPROB_DIR_FORMAT:
-            raise LogprobFileError(f"{meta_path}: format is not {LOGPROB_DIR_FORMAT!r}")
-        try:
-            self.n_ctx, self.n_vocab = int(meta["n_ctx"]), int(meta["n_vocab"])
-            self.n_chunk, self.first = int(meta["n_chunk"]), int(meta["first"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise LogprobFileError(f"{meta_path}: needs integer n_ctx, n_vocab, n_chunk, first ({e})") from e
-        self.values = str(meta.get("values", "logprobs"))
-        if self.values not in ("logprobs", "logits"):
-            raise LogprobFileError(f"{meta_path}: values is {self.values!r}, expected 'logprobs' or 'logits'")
+        meta = LogprobDirMeta.read(self.path / "meta.json")
+        self.n_ctx, self.n_vocab, self.n_chunk, self.first = (
+            meta.n_ctx,
+            meta.n_vocab,
+            meta.n_chunk,
+            meta.first,
+        )
+        self.values = meta.values
         if not 0 <= self.first < self.n_ctx - 1:
             raise LogprobFileError(
-                f"{meta_path}: first={self.first} leaves no scored row in n_ctx={self.n_ctx}"
+                f"{self.path / 'meta.json'}: first={self.first} leaves no scored row in n_ctx={self.n_ctx}"
             )
-        self.settings = dict(meta.get("settings") or {})
+        self.settings = dict(meta.settings)
         self.tokens = _load_npy(self.path / "tokens.npy", (self.n_chunk, self.n_ctx), "iu").astype(np.int32)
         self._check_tokens()
 
@@ -134,9 +165,12 @@ def write_logprob_dir(
         n_vocab = arr.shape[1]
         np.save(path / f"logprobs_c{k:05d}.npy", arr)
     np.save(path / "tokens.npy", tok)
-    meta = {"format": LOGPROB_DIR_FORMAT, "n_ctx": n_ctx, "n_vocab": n_vocab, "n_chunk": n_chunk}
-    meta |= {"first": first, "values": values, "settings": dict(settings or {})}
-    (path / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    meta = LogprobDirMeta.load(
+        {"format": LOGPROB_DIR_FORMAT, "n_ctx": n_ctx, "n_vocab": n_vocab, "n_chunk": n_chunk}
+        | {"first": first, "values": values, "settings": dict(settings or {})},
+        path / "meta.json",
+    )
+    (path / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
     return path
 
 
@@ -230,7 +264,6 @@ class TopKFile(LogprobStream):
         self.tokens = np.asarray(data["tokens"], np.int32)
         self.n_chunk, self.n_ctx = (int(v) for v in self.tokens.shape)
         self.settings = json.loads(str(data["settings"])) if "settings" in data else {}
-        self._data = data
         ids = data["ids"]
         k = ids.shape[-1] if ids.ndim == 3 else 0
         rows3 = (self.n_chunk, self.n_rows)
@@ -248,6 +281,16 @@ class TopKFile(LogprobStream):
             raise LogprobFileError(f"{self.path}: ref_ids and logp_at_ref_ids come together, with one shape")
         self._check_tokens()
         self._check_rows(ids, data["logp"])
+        # Every chunk's arrays at once (the chunk first), as the checks above found them.
+        with_ref = "ref_ids" in data
+        self._rows = TopKRows(
+            ids,
+            data["logp"],
+            data["target_logp"],
+            data["lse"],
+            data["ref_ids"] if with_ref else None,
+            data["logp_at_ref_ids"] if with_ref else None,
+        )
 
     def _check_rows(self, ids: npt.NDArray[Any], logp: npt.NDArray[Any]) -> None:
         flat_ids = ids.reshape(-1, ids.shape[-1])
@@ -266,20 +309,19 @@ class TopKFile(LogprobStream):
     def chunk(self, k: int) -> TopKChunk:
         if not 0 <= k < self.n_chunk:
             raise IndexError(f"{self.path}: chunk {k} out of range 0..{self.n_chunk - 1}")
-        d = self._data
-        f64 = np.float64
-        ref = d.get("ref_ids")
+        rows, f64 = self._rows, np.float64
+        ref, at_ref = rows.ref_ids, rows.logp_at_ref_ids
         return TopKChunk(
             k,
             self.tokens[k],
             self.first,
             self.n_vocab,
-            np.asarray(d["ids"][k], np.int32),
-            np.asarray(d["logp"][k], f64),
-            np.asarray(d["target_logp"][k], f64),
-            np.asarray(d["lse"][k], f64),
+            np.asarray(rows.ids[k], np.int32),
+            np.asarray(rows.logp[k], f64),
+            np.asarray(rows.target_logp[k], f64),
+            np.asarray(rows.lse[k], f64),
             None if ref is None else np.asarray(ref[k], np.int32),
-            None if ref is None else np.asarray(d["logp_at_ref_ids"][k], f64),
+            None if at_ref is None else np.asarray(at_ref[k], f64),
         )
 
 

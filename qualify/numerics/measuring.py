@@ -7,12 +7,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qualify.checks.evidence import VERSION_KEY
 from qualify.core.context import CheckContext
-from qualify.core.errors import QualifyError
+from qualify.core.errors import QualifyError, RunStoreError
+from qualify.numerics.evidence import KldMeasurement
 from qualify.numerics.formats import open_stream
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.params import NumericsParams
 from qualify.numerics.store import (
+    CACHED_MEASUREMENT,
     artifact_bytes,
     cache_key,
     cached_reference,
@@ -71,7 +74,7 @@ class Measuring:
             )
         except QualifyError as exc:
             m["error"] = {"message": exc.message, "hint": exc.hint}
-            ctx.save(role, m)
+            self.save(role, m)
             return
         m.update(
             command=done.as_json(),
@@ -89,7 +92,11 @@ class Measuring:
                 self.artifacts[role] = store_reference(cache, key, artifact, m)
                 self.streams[role] = open_stream(self.artifacts[role])
                 m["artifact"] = str(self.artifacts[role])
-        ctx.save(role, m)
+        self.save(role, m)
+
+    def save(self, role: str, m: dict[str, Any]) -> None:
+        """The role's measurement, checked as its type before it is written."""
+        save_measurement(self.ctx, role, m)
 
     def cached_size(self) -> int | None:
         """The cached reference's bytes, when the cache holds this reference."""
@@ -119,18 +126,19 @@ class Measuring:
         found = cached_reference(Path(self.cache_dir), key)
         if found is None:
             return False
-        artifact, saved = found
+        artifact, document = found
         try:
+            saved = KldMeasurement.load(document, artifact.parent / CACHED_MEASUREMENT)
             stream = open_stream(artifact)
-        except LogprobFileError:
+        except (LogprobFileError, RunStoreError):
             return False  # a damaged entry is scored again
-        m.update({k: v for k, v in saved.items() if k not in ("role", "arm")})
+        m.update({k: v for k, v in saved.to_json().items() if k not in ("role", "arm", VERSION_KEY)})
         m.update(cached=True, cache_key=key, artifact=str(artifact))
         self.artifacts["reference"], self.streams["reference"] = artifact, stream
         self.settings["reference"] = m["settings"]
         self.size = self.size or artifact_bytes(artifact)
         self.ctx.echo(f"reference: reusing the cached artifact {artifact}")
-        self.ctx.save("reference", m)
+        self.save("reference", m)
         return True
 
     def _open(self, role: str, artifact: Path, m: dict[str, Any], lines: list[str], argv: list[str]) -> None:
@@ -184,6 +192,11 @@ class Measuring:
         if role != "reference" and role in self.artifacts and not self.params.keep:
             self.streams.pop(role, None)  # drop the memory map before the file goes
             remove_artifact(self.artifacts.pop(role))
+
+
+def save_measurement(ctx: CheckContext, role: str, m: dict[str, Any]) -> None:
+    """A role's measurement, checked as its type (`KldMeasurement`) before it is written."""
+    ctx.save(role, KldMeasurement.load(m, ctx.role_dir(role) / "measurement.json").to_json())
 
 
 def failed_role(exc: LogprobFileError) -> str | None:

@@ -19,8 +19,8 @@ from typing import Any
 from qualify.checks.base import Measure
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
-from qualify.core.runstore import read_json, write_json
-from qualify.numerics.evidence import ArtifactError, NumericsRecord
+from qualify.core.runstore import write_json
+from qualify.numerics.evidence import ArtifactError, KldMeasurement, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.store import load_stats, save_stats
 from qualify.numerics.tokenstats import TokenStats
@@ -75,12 +75,9 @@ def member_view(joint: Path, role: str) -> Measure:
         for source in (*SHARED, role):
             target = "candidate" if source == role else source
             if (joint / source / "measurement.json").is_file():
-                saved = read_json(joint / source / "measurement.json")
-                saved.pop("schema_version", None)
-                write_json(
-                    ctx.role_dir(target) / "measurement.json",
-                    {**saved, "role": target, "measured_as": source},
-                )
+                saved = KldMeasurement.read(joint / source / "measurement.json")
+                seen = saved.model_copy(update={"role": target, "measured_as": source})
+                write_json(ctx.role_dir(target) / "measurement.json", seen.to_json())
             for log in (joint / "logs").glob(f"{source}-*.log") if (joint / "logs").is_dir() else ():
                 (ctx.folder / "logs").mkdir(exist_ok=True)
                 shutil.copyfile(log, ctx.folder / "logs" / log.name.replace(f"{source}-", f"{target}-", 1))

@@ -111,7 +111,7 @@ def _prepare(state: Measuring, roles: list[str]) -> list[Scoring] | None:
         except (QualifyError, OSError) as exc:
             message = exc.message if isinstance(exc, QualifyError) else str(exc)
             m["error"] = {"message": message, "hint": getattr(exc, "hint", None)}
-            ctx.save(role, m)
+            state.save(role, m)
             continue
         scorings.append(Scoring(role, arm_role, argv, pipe, logs[role], m))
     if len(scorings) < len(roles):
@@ -205,7 +205,7 @@ def _save(state: Measuring, scoring: Scoring, done: Pass) -> None:
         )
         m["format"], m["artifact_bytes"] = stream.format, 0
     scoring.pipe.unlink(missing_ok=True)  # the pipe: nothing was ever stored in it
-    state.ctx.save(scoring.role, m)
+    state.save(scoring.role, m)
 
 
 def _recorded(state: Measuring, roles: list[str], done: Pass, seconds: float) -> TokenStats | None:

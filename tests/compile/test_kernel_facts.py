@@ -126,9 +126,12 @@ def edited(path: Path, change: Any) -> dict[str, Any]:
         (lambda f: f["counts"]["candidate"].update(cuda=1.5), "counts.candidate.cuda: input should be"),
         (
             lambda f: f["mix"]["candidate"]["amdgpu"].update(kernels="7"),
-            "mix.candidate.amdgpu.MixRead.kernels",
+            "mix.candidate.amdgpu.kernels: input should be a valid integer",
         ),
-        (lambda f: f["mix"]["pinned"]["cuda"].update(not_read=None), "mix.pinned.cuda."),
+        (
+            lambda f: f["mix"]["pinned"]["cuda"].update(not_read=None),
+            "mix.pinned.cuda.not_read: input should be a valid string (it is None)",
+        ),
     ],
     ids=["wrong-type", "missing", "misspelt", "not-an-integer", "mix-read", "mix-not-read"],
 )
@@ -150,4 +153,5 @@ def test_kinds_json_shows_the_kernel_facts() -> None:
     assert fields["mix"] == "dict[str, dict[str, MixRead | MixNotRead]]"
     assert fields["mix{}{}.version"] == "str" and fields["mix{}{}.not_read"] == "str"
     assert kind["facts"]["version"] == KernelFacts.VERSION
-    assert kind["measurement"] is None  # a role's scan is not typed yet
+    measured = field_types(kind, "measurement")
+    assert measured["mix"] == "dict[str, MixRead | MixNotRead]" and measured["files[].bytes"] == "int"
