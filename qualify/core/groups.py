@@ -16,7 +16,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qualify.checks.evidence import Part, validated
 from qualify.core import cgroups, proctree
+from qualify.core.errors import RunStoreError
 from qualify.core.runfolder import open_append_nofollow
 
 if TYPE_CHECKING:
@@ -42,6 +44,25 @@ _WATCHER = (
 #: Where the run records the process groups it starts (one JSON line each), so that a resume
 #: can end what a dead run left behind; None outside a run.
 _group_log: Path | None = None
+
+
+class GroupRecord(Part):
+    """One line of the run's record of the process groups it started (`recording_groups`).
+
+    The fields a qualify before the cgroups and marks did not write default to what such a
+    line meant: no boot named, nothing but the group to end."""
+
+    pgid: int
+    #: The leader's start time, in clock ticks after boot; None where it was gone already.
+    start: int | None = None
+    #: The boot the group ran in (`boot_id`).
+    boot: str | None = None
+    #: The mark in the environment of the command's processes (`qualify.core.containment`).
+    mark: str | None = None
+    #: The command's cgroup, relative to the cgroup2 mount.
+    cgroup: str | None = None
+    #: The command's first words, to name what a resume ended.
+    argv: list[str] | None = None
 
 
 @contextmanager
@@ -81,16 +102,16 @@ class GroupWatch:
         if self._proc is not None:
             proctree.adopt(self._proc.pid)
         if _group_log is not None:
-            record: dict[str, object] = {
-                "pgid": pgid,
-                "start": leader.start if (leader := proctree.entry(pgid)) else None,
-                "boot": boot_id(),
-                "mark": held.mark if held is not None else None,
-                "cgroup": _relative_cgroup(cell),
-                "argv": list(argv)[:8],
-            }
+            record = GroupRecord(
+                pgid=pgid,
+                start=leader.start if (leader := proctree.entry(pgid)) else None,
+                boot=boot_id(),
+                mark=held.mark if held is not None else None,
+                cgroup=_relative_cgroup(cell),
+                argv=[str(a) for a in list(argv)[:8]],
+            )
             with suppress(OSError), open_append_nofollow(_group_log) as handle:
-                handle.write(json.dumps(record) + "\n")
+                handle.write(record.model_dump_json() + "\n")
 
     def release(self) -> None:
         """The group has ended: let the watcher go without touching it."""
@@ -131,18 +152,15 @@ def end_recorded_groups(path: Path) -> list[str]:
     ended: list[str] = []
     boot = boot_id()
     mount = cgroups.cgroup2_mount()
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
-            record = json.loads(line)
-            pgid, start = int(record["pgid"]), record.get("start")
-        except (ValueError, KeyError, TypeError):
-            continue
-        if not isinstance(record, dict) or record.get("boot") != boot:
+            record = validated(GroupRecord, json.loads(line), f"{path}:{number}")
+        except (ValueError, RunStoreError):
+            continue  # a line qualify did not write as it is names nothing to end
+        if record.boot != boot:
             continue  # another boot (or a record without one): none of its processes is alive
-        argv = record.get("argv")
-        shown = shlex.join(str(a) for a in argv) if isinstance(argv, list) else "?"
-        recorded = record.get("cgroup")
-        cell = cgroups.valid_recorded(recorded, mount) if isinstance(recorded, str) else None
+        pgid, shown = record.pgid, shlex.join(record.argv) if record.argv is not None else "?"
+        cell = cgroups.valid_recorded(record.cgroup, mount) if record.cgroup is not None else None
         if cell is not None:
             count = len(cell.pids())
             cell.kill()
@@ -151,10 +169,9 @@ def end_recorded_groups(path: Path) -> list[str]:
             if count:
                 ended.append(f"group {pgid} ({shown}: {count} processes, by its cgroup)")
                 continue
-        mark = record.get("mark")
-        pids = set(group_members(pgid, session=True)) if _leader_is(pgid, start) else set()
-        if isinstance(mark, str) and mark:
-            pids |= proctree.marked(mark, proctree.table())
+        pids = set(group_members(pgid, session=True)) if _leader_is(pgid, record.start) else set()
+        if record.mark:
+            pids |= proctree.marked(record.mark, proctree.table())
         if pids:
             proctree.end(pids, grace_s=0.0)
             ended.append(f"group {pgid} ({shown}: {len(pids)} processes)")
@@ -162,11 +179,11 @@ def end_recorded_groups(path: Path) -> list[str]:
     return ended
 
 
-def _leader_is(pgid: int, start: object) -> bool:
+def _leader_is(pgid: int, start: int | None) -> bool:
     """Whether the group's leader is alive and is the process recorded (same start time)."""
     leader = proctree.entry(pgid)
     return (
-        isinstance(start, int)
+        start is not None
         and leader is not None
         and not leader.zombie
         and leader.pgid == pgid
