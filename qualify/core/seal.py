@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qualify.core.errors import QualifyError
+from qualify.checks.evidence import Evidence
+from qualify.core.errors import QualifyError, RunStoreError
 
 SEAL = "seal.json"
 #: How far above a record its run's seal may be: a check's folder in a stage, in a member, in a set.
@@ -40,6 +41,13 @@ def digest(path: Path) -> str | None:
         return None
 
 
+class SealDocument(Evidence):
+    """seal.json: the digest of each record qualify wrote, by its path under the seal's folder
+    (saved, as ever, with the store's `schema_version` and no version of its own: version 1)."""
+
+    records: dict[str, str]
+
+
 @dataclass
 class _Seal:
     root: Path
@@ -52,12 +60,10 @@ class _Seal:
     def read(root: Path) -> _Seal:
         seal = _Seal(root)
         try:
-            saved = json.loads((root / SEAL).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return seal
-        records = saved.get("records") if isinstance(saved, dict) else None
-        if isinstance(records, dict):
-            seal.digests = {str(k): str(v) for k, v in records.items() if isinstance(v, str)}
+            saved = SealDocument.load(json.loads((root / SEAL).read_text(encoding="utf-8")), root / SEAL)
+        except (OSError, ValueError, RunStoreError):
+            return seal  # a seal that does not read holds no digest to compare with
+        seal.digests = dict(saved.records)
         return seal
 
     def key(self, path: Path) -> str | None:
@@ -77,7 +83,7 @@ class _Seal:
     def save(self) -> None:
         from qualify.core.runstore import write_json  # the store writes records and notes them
 
-        write_json(self.root / SEAL, {"records": dict(sorted(self.digests.items()))})
+        write_json(self.root / SEAL, SealDocument(records=dict(sorted(self.digests.items()))).model_dump())
 
     def differences(self) -> list[str]:
         changed = []
