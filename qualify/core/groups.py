@@ -11,12 +11,12 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from qualify.checks.evidence import Part, validated
 from qualify.core import cgroups, proctree
 from qualify.core.errors import RunStoreError
 from qualify.core.runfolder import open_append_nofollow
@@ -46,11 +46,31 @@ _WATCHER = (
 _group_log: Path | None = None
 
 
-class GroupRecord(Part):
-    """One line of the run's record of the process groups it started (`recording_groups`).
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
-    The fields a qualify before the cgroups and marks did not write default to what such a
-    line meant: no boot named, nothing but the group to end."""
+
+#: Each field of a line, what its value must be, and those words for a refusal. Only `pgid` is
+#: required: the others, absent from a line of a qualify before the cgroups and marks, mean
+#: what such a line meant (no boot named, nothing but the group to end).
+_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "pgid": (_whole, "a process group id"),
+    "start": (lambda v: v is None or _whole(v), "a start time in clock ticks"),
+    "boot": (lambda v: v is None or isinstance(v, str), "a boot id"),
+    "mark": (lambda v: v is None or isinstance(v, str), "a mark"),
+    "cgroup": (lambda v: v is None or isinstance(v, str), "a cgroup's path"),
+    "argv": (
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(a, str) for a in v)),
+        "a list of words",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """One line of the run's record of the process groups it started (`recording_groups`). A
+    dataclass checked by hand: every command qualify starts writes one, and `qualify.core` stays
+    below the evidence types."""
 
     pgid: int
     #: The leader's start time, in clock ticks after boot; None where it was gone already.
@@ -62,7 +82,27 @@ class GroupRecord(Part):
     #: The command's cgroup, relative to the cgroup2 mount.
     cgroup: str | None = None
     #: The command's first words, to name what a resume ended.
-    argv: list[str] | None = None
+    argv: tuple[str, ...] | None = None
+
+    @staticmethod
+    def read(document: object, where: str) -> GroupRecord:
+        """The line `document` (`where` names it), refused naming the key that is missing, of
+        the wrong type or not one qualify writes."""
+        hint = "this line was not written by qualify as it is: nothing it names is ended"
+        if not isinstance(document, dict):
+            raise RunStoreError(f"{where}: the line is not an object", hint)
+        for key, value in document.items():
+            if key not in _FIELDS:
+                raise RunStoreError(f"{where}: {key}: not a field this qualify knows", hint)
+            if not _FIELDS[key][0](value):
+                raise RunStoreError(f"{where}: {key} is {type(value).__name__}, not {_FIELDS[key][1]}", hint)
+        if "pgid" not in document:
+            raise RunStoreError(f"{where}: pgid: missing", hint)
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in document.items()}
+        return GroupRecord(**values)
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "argv": None if self.argv is None else list(self.argv)}
 
 
 @contextmanager
@@ -108,10 +148,10 @@ class GroupWatch:
                 boot=boot_id(),
                 mark=held.mark if held is not None else None,
                 cgroup=_relative_cgroup(cell),
-                argv=[str(a) for a in list(argv)[:8]],
+                argv=tuple(str(a) for a in list(argv)[:8]),
             )
             with suppress(OSError), open_append_nofollow(_group_log) as handle:
-                handle.write(record.model_dump_json() + "\n")
+                handle.write(json.dumps(record.to_json()) + "\n")
 
     def release(self) -> None:
         """The group has ended: let the watcher go without touching it."""
@@ -154,7 +194,7 @@ def end_recorded_groups(path: Path) -> list[str]:
     mount = cgroups.cgroup2_mount()
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
-            record = validated(GroupRecord, json.loads(line), f"{path}:{number}")
+            record = GroupRecord.read(json.loads(line), f"{path}:{number}")
         except (ValueError, RunStoreError):
             continue  # a line qualify did not write as it is names nothing to end
         if record.boot != boot:

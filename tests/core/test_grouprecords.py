@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from qualify.checks.evidence import validated
 from qualify.core import proctree
 from qualify.core.errors import RunStoreError
 from qualify.core.groups import GroupRecord, GroupWatch, boot_id, end_recorded_groups, recording_groups
@@ -38,19 +37,25 @@ def test_a_watched_group_is_recorded_as_a_group_record(
         watch = GroupWatch(leader.pid, ["sleep", "60", "a", "b", "c", "d", "e", "f", "g"])
     watch.release()
     (line,) = log.read_text().splitlines()
-    record = validated(GroupRecord, json.loads(line), log)
+    record = GroupRecord.read(json.loads(line), f"{log}:1")
     entry = proctree.entry(leader.pid)
     assert entry is not None
     assert (record.pgid, record.start, record.boot) == (leader.pid, entry.start, boot_id())
-    assert record.argv == ["sleep", "60", "a", "b", "c", "d", "e", "f"]  # the first eight words
+    assert record.argv == ("sleep", "60", "a", "b", "c", "d", "e", "f")  # the first eight words
     assert record.mark is None and record.cgroup is None
 
 
 def test_a_wrong_field_is_refused_naming_the_line_and_the_key() -> None:
-    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:3: pgid: input should be a valid integer"):
-        validated(GroupRecord, {"pgid": "12", "argv": []}, "p/processes.jsonl:3")
+    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:3: pgid is str, not a process group id"):
+        GroupRecord.read({"pgid": "12", "argv": []}, "p/processes.jsonl:3")
     with pytest.raises(RunStoreError, match=r"p/processes.jsonl:1: signal: not a field this qualify knows"):
-        validated(GroupRecord, {"pgid": 12, "signal": 9}, "p/processes.jsonl:1")
+        GroupRecord.read({"pgid": 12, "signal": 9}, "p/processes.jsonl:1")
+    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:2: argv is list, not a list of words"):
+        GroupRecord.read({"pgid": 12, "argv": ["make", 3]}, "p/processes.jsonl:2")
+    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:4: pgid: missing"):
+        GroupRecord.read({"start": 12}, "p/processes.jsonl:4")
+    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:5: start is bool, not a start time"):
+        GroupRecord.read({"pgid": 12, "start": True}, "p/processes.jsonl:5")
 
 
 def test_only_a_record_as_qualify_writes_it_ends_its_group(
@@ -78,6 +83,6 @@ def test_only_a_record_as_qualify_writes_it_ends_its_group(
 
 def test_a_record_of_an_older_qualify_reads_with_what_it_meant() -> None:
     """Before the cgroups and marks a line held the group, its leader's start and its words."""
-    record = validated(GroupRecord, {"pgid": 7, "start": 99, "argv": ["make"]}, "p.jsonl:1")
-    assert (record.boot, record.mark, record.cgroup) == (None, None, None)
-    assert validated(GroupRecord, {"pgid": 7}, "p.jsonl:1").argv is None
+    record = GroupRecord.read({"pgid": 7, "start": 99, "argv": ["make"]}, "p.jsonl:1")
+    assert record == GroupRecord(7, start=99, argv=("make",))
+    assert GroupRecord.read({"pgid": 7}, "p.jsonl:1").argv is None
