@@ -25,7 +25,6 @@ from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.process import capture
 from qualify.core.redaction import redact_ref
-from qualify.core.runstore import read_json
 from qualify.pipeline.plan import Plan, load_plan
 
 #: What enables the nix commands a run uses, in every nix a run may meet (Nix 2.8 on, Lix).
@@ -341,6 +340,7 @@ def _existing_parent(path: Path) -> Path:
 
 def _last_artifact_bytes(runs_dir: Path, folder: str, check: str) -> int | None:
     """One artifact's bytes as the newest run of this check recorded it."""
+    from qualify.numerics.evidence import NumericsRecord
 
     if not runs_dir.is_dir():
         return None
@@ -349,12 +349,11 @@ def _last_artifact_bytes(runs_dir: Path, folder: str, check: str) -> int | None:
         if not record.is_file():
             continue
         try:
-            disk = read_json(record).get("disk") or {}
+            disk = NumericsRecord.read(record).disk
         except QualifyError:
             continue  # an unreadable record says nothing of the size
-        stored, total = disk.get("stored") or [], disk.get("bytes")
-        if stored and isinstance(total, int):
-            return total // len(stored)
+        if disk is not None and disk.stored and disk.bytes is not None:
+            return disk.bytes // len(disk.stored)
     return None
 
 

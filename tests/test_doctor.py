@@ -154,3 +154,22 @@ def test_nvcc_is_reported_with_its_version() -> None:
         return
     _, found, _ = doctor()
     assert "release" in str(found["nvcc"]["detail"])
+
+
+def test_an_artifact_s_size_is_read_from_the_newest_typed_numerics_record(tmp_path: Path) -> None:
+    from qualify.core.runstore import write_json
+    from qualify.doctor import _last_artifact_bytes
+    from qualify.numerics.evidence import NumericsRecord
+
+    def record(run: str, document: dict[str, object]) -> None:
+        folder = tmp_path / run / "30-numerics" / "kld"
+        folder.mkdir(parents=True)
+        write_json(folder / "numerics.json", document)
+
+    assert _last_artifact_bytes(tmp_path, "30-numerics", "kld") is None
+    disk = {"stored": ["pinned", "candidate"], "bytes": 3000, "free": 10**9}
+    record("20260101-a", NumericsRecord.load({"disk": disk}, "numerics.json").to_json())
+    assert _last_artifact_bytes(tmp_path, "30-numerics", "kld") == 1500
+    # A newer record whose size is not a number says nothing: the one before it is read.
+    record("20260102-b", {"version": 1, "disk": {**disk, "bytes": "3000"}})
+    assert _last_artifact_bytes(tmp_path, "30-numerics", "kld") == 1500

@@ -23,11 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qualify.bench.evidence import CpuCounters, HostLoad, MachineState
+
 _GPU_DEVICES = ("/dev/kfd", "/dev/nvidia", "/dev/dri/renderD")
 
 
-def snapshot(proc: Path = Path("/proc"), sys: Path = Path("/sys")) -> dict[str, Any]:
-    """The state now: `load` (1-minute average), `governor`, `gpu_processes`, `gpu` sensors."""
+def snapshot(proc: Path = Path("/proc"), sys: Path = Path("/sys")) -> MachineState:
+    """The state now: `load` (1-minute average), `governor`, `gpu_processes`, `gpu` sensors;
+    what could not be read is left unset, and stays out of the unit's record."""
     state: dict[str, Any] = {"time": round(time.time(), 3)}
     with contextlib.suppress(OSError, ValueError, IndexError):
         state["load"] = float((proc / "loadavg").read_text().split()[0])
@@ -36,33 +39,33 @@ def snapshot(proc: Path = Path("/proc"), sys: Path = Path("/sys")) -> dict[str, 
         state["governor"] = governor.read_text().strip()
     state["gpu_processes"] = gpu_processes(proc)
     cpu = cpu_counters(proc)
-    if cpu:
+    if cpu is not None:
         state["cpu"] = cpu
     sensors = _gpu_sensors(sys)
     if sensors:
         state["gpu"] = sensors
-    return state
+    return MachineState.model_validate(state)
 
 
-def cpu_counters(proc: Path = Path("/proc")) -> dict[str, float]:
+def cpu_counters(proc: Path = Path("/proc")) -> CpuCounters | None:
     """Cumulative CPU seconds now: the machine's busy and steal time (all CPUs), this process's
     and its waited-for children's, and a monotonic clock to take intervals on."""
     try:
         fields = (proc / "stat").read_text().splitlines()[0].split()
     except (OSError, IndexError):
-        return {}
+        return None
     if fields[0] != "cpu" or len(fields) < 9:
-        return {}
+        return None
     tick = os.sysconf("SC_CLK_TCK")
     user, nice, system = (int(v) for v in fields[1:4])
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {
-        "clock_s": round(time.monotonic(), 3),
-        "busy_s": (user + nice + system) / tick,
-        "steal_s": int(fields[8]) / tick,
-        "own_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
-        "cpus": os.cpu_count() or 1,
-    }
+    return CpuCounters(
+        clock_s=round(time.monotonic(), 3),
+        busy_s=(user + nice + system) / tick,
+        steal_s=int(fields[8]) / tick,
+        own_s=round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
+        cpus=os.cpu_count() or 1,
+    )
 
 
 def process_times(proc: Path = Path("/proc")) -> dict[str, float]:
@@ -85,25 +88,25 @@ def process_times(proc: Path = Path("/proc")) -> dict[str, float]:
 
 
 def foreign_load(
-    before: dict[str, Any],
-    after: dict[str, Any],
+    before: MachineState,
+    after: MachineState,
     procs_before: dict[str, float] | None = None,
     procs_after: dict[str, float] | None = None,
-) -> dict[str, Any]:
+) -> HostLoad:
     """The host's load over one unit (`before` → `after`, two snapshots): the 1-minute load at
     its end, the CPU other processes took in cores on average, steal time, and the three
     processes seen at both ends that took most. Empty when /proc/stat could not be read."""
-    start, end = before.get("cpu"), after.get("cpu")
-    if not start or not end or end["clock_s"] <= start["clock_s"]:
-        return {}
-    wall = end["clock_s"] - start["clock_s"]
-    foreign = (end["busy_s"] - start["busy_s"]) - (end["own_s"] - start["own_s"])
+    start, end = before.cpu, after.cpu
+    if start is None or end is None or end.clock_s <= start.clock_s:
+        return HostLoad()
+    wall = end.clock_s - start.clock_s
+    foreign = (end.busy_s - start.busy_s) - (end.own_s - start.own_s)
     load: dict[str, Any] = {
         "interval_s": round(wall, 3),
-        "load_1m": after.get("load"),
+        "load_1m": after.load,
         "foreign_cores": round(max(foreign, 0.0) / wall, 3),
-        "steal_cores": round(max(end["steal_s"] - start["steal_s"], 0.0) / wall, 3),
-        "cpus": end.get("cpus"),
+        "steal_cores": round(max(end.steal_s - start.steal_s, 0.0) / wall, 3),
+        "cpus": end.cpus,
     }
     if procs_before is not None and procs_after is not None:
         used = {
@@ -113,7 +116,7 @@ def foreign_load(
         }
         top = sorted(used.items(), key=lambda item: -item[1])[:3]
         load["top"] = [f"{name} {seconds / wall:.2f} cores" for name, seconds in top]
-    return load
+    return HostLoad.model_validate(load)
 
 
 def gpu_processes(proc: Path = Path("/proc")) -> list[str]:
@@ -160,18 +163,18 @@ GPU_GONE = "GPU process gone"
 GOVERNOR = "CPU governor changed"
 
 
-def changes(before: dict[str, Any], after: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+def changes(before: MachineState, after: MachineState, baseline: MachineState) -> list[str]:
     """What changed during a unit (`before` → `after`) or since the run began (`baseline`):
     GPU holders that came or went, a governor switch. Load and sensors are context only."""
     notes: list[str] = []
-    start = set(baseline.get("gpu_processes", []))
+    start = set(baseline.gpu_processes)
     for label, state in (("before", before), ("after", after)):
-        now = set(state.get("gpu_processes", []))
+        now = set(state.gpu_processes)
         if now - start:
             notes.append(f"{CO_TENANT} {label} the unit: {', '.join(sorted(now - start))}")
         if start - now:
             notes.append(f"{GPU_GONE} {label} the unit: {', '.join(sorted(start - now))}")
-    governors = {str(s["governor"]) for s in (baseline, before, after) if s.get("governor")}
+    governors = {s.governor for s in (baseline, before, after) if s.governor}
     if len(governors) > 1:
         notes.append(f"{GOVERNOR}: {' → '.join(sorted(governors))}")
     return sorted(set(notes))

@@ -33,6 +33,7 @@ from qualify.bench.evidence import (
     BenchMeasurement,
     BenchSchedule,
     BenchUnit,
+    HostLoad,
     MachineState,
     StoppingRule,
     Telemetry,
@@ -145,8 +146,8 @@ class Schedule:
         self,
         entry: dict[str, Any],
         tests: list[UnitTest],
-        around: tuple[dict[str, Any], dict[str, Any]],
-        host: dict[str, Any],
+        around: tuple[MachineState, MachineState],
+        host: HostLoad,
         gpu: dict[str, Any] | None,
         where: str,
     ) -> None:
@@ -261,7 +262,7 @@ class Schedule:
             pairs=self.pairs_done(),
             roles=list(self.roles),
             design="ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles",
-            baseline_env=MachineState.model_validate(self.baseline),
+            baseline_env=self.baseline,
             gpu_telemetry=self.telemetry,
             units=self.units,
         )

@@ -35,10 +35,10 @@ def runs(project: ProjectOpt = Path(), runs_dir: RunsDirOpt = None, as_json: Jso
     console = open_console()
     directory = runs_dir_for(load_config(project), runs_dir)
     bisects = [bisect_entry(folder) for folder in bisect_folders(directory)]
-    if as_json:
-        print_json([_run_entry(entry) for entry in list_runs(directory)] + bisects)
-        return
     entries = [_run_entry(entry) for entry in list_runs(directory)] + bisects
+    if as_json:
+        print_json(entries)
+        return
     table = Table(title=safe(f"runs in {directory}"), title_justify="left")
     # A run id is what the next command is given: never wrapped or cut, whatever the width;
     # the other columns fold onto more lines rather than end in "…".
@@ -78,6 +78,7 @@ def show(
     from rich.table import Table
 
     from qualify.console import badge
+    from qualify.pipeline.record import RunRecord
     from qualify.report.model import build_model
     from qualify.report.views import with_shared
 
@@ -87,8 +88,6 @@ def show(
     if show_bisect(console, project, runs_dir, run_id, as_json=as_json):
         return
     opened = _open(project, runs_dir, run_id)
-    from qualify.pipeline.record import RunRecord
-
     kind = RunRecord.load(opened).kind
     if kind in ("set", "fleet"):
         _show_matrix(console, opened, as_json=as_json)
@@ -181,9 +180,10 @@ def report(
 ) -> None:
     """Write report.html, summary.md, report.json and junit.xml from a saved run."""
     from qualify.console import badge
-    from qualify.core.runstore import read_json
+    from qualify.pipeline.record import RunRecord
     from qualify.pipeline.rejudge import project_root_for, rejudge_with_project_plan
     from qualify.report.render import render
+    from qualify.report.rendered import RenderedVerdict
 
     console = open_console(stderr=as_json)
     run = _open(project, runs_dir, run_id)
@@ -194,7 +194,7 @@ def report(
         console.print(f"{where}: {badge(change.before)} → {badge(change.after)}")
     if rejudge:
         # Say whose plan decided: a run's own project wins over -C while it still exists.
-        plan_root, profile = project_root_for(run, project), run.read().get("profile")
+        plan_root, profile = project_root_for(run, project), RunRecord.load(run).profile
         console.print(
             f"re-decided with the plan of {safe(str(plan_root))} (profile {safe(str(profile))}); "
             f"{len(changes)} check(s) changed"
@@ -202,12 +202,11 @@ def report(
     files = render(run)
     publish_for(run, files.markdown, to_stderr=as_json)
     if as_json:
-        rendered = read_json(files.json)
         print_json(
             {
                 "run_id": run.run_id,
                 "run_dir": str(run.path),
-                "verdict": rendered.get("verdict"),
+                "verdict": RenderedVerdict.read(files.json).verdict,
                 "report": {k: str(v) for k, v in vars(files).items()},
                 "rejudged": [
                     {"stage": c.stage, "check": c.check, "before": c.before, "after": c.after}
@@ -355,9 +354,9 @@ def init(
         console.print(f"  {number}. {safe(step)}", highlight=False)
 
 
-def _derived_verdict(entry: RunDir, saved: dict[str, Any]) -> str:
+def _derived_verdict(entry: RunDir, record: RunRecord) -> str:
     """The verdict of a run, a set or a fleet from its folders now, never the saved one."""
-    if saved.get("kind") == "fleet":
+    if record.kind == "fleet":
         from qualify.report.fleet import fleet_model
 
         return fleet_model(entry.path).verdict
@@ -376,7 +375,8 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
         saved = entry.read()
         record = RunRecord.parse(entry, saved)
         status = status_of(entry, saved)
-        verdict = _derived_verdict(entry, saved)
+        verdict = _derived_verdict(entry, record)
+        candidate = _candidates(record)
     except QualifyError as exc:
         return {
             "run_id": entry.run_id,
@@ -389,7 +389,7 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
         "run_id": entry.run_id,
         "path": str(entry.path),
         "sequence": entry.sequence,
-        "candidate": _candidates(record),
+        "candidate": candidate,
         "profile": record.profile,
         "status": status,
         "verdict": verdict,
@@ -400,8 +400,9 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
 def _candidates(record: RunRecord) -> str | None:
     """The run's candidate arm; a run set's candidates, and how many controls ran with them."""
     if record.kind == "fleet":
-        hosts = record.document.get("hosts")
-        return f"fleet of {len(hosts) if isinstance(hosts, list) else '?'} hosts"
+        from qualify.report.fleetrecord import fleet_part
+
+        return f"fleet of {len(fleet_part(record).hosts)} hosts"
     if not record.is_set:
         return record.candidate_arm
     names = ", ".join(m.arm for m in record.members if not m.is_control)

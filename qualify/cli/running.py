@@ -191,15 +191,19 @@ def plan(
 
 
 def outcome_fields(run: RunDir) -> dict[str, object]:
-    """What `--json` adds for a run: its stages; for a run set, each member's verdict too."""
+    """What `--json` adds for a run: its stages; for a run set, each member's verdict too, and
+    why the set's verdict is what it is, derived from its members' folders as the verdict was
+    (what its run.json saves of them is for readers of the file)."""
+    from qualify.pipeline.ondisk import set_on_disk
+    from qualify.pipeline.record import RunRecord
     from qualify.report.model import build_model
 
-    saved = run.read()
-    if saved.get("kind") != "set":
+    if RunRecord.load(run).kind != "set":
         return {"stages": {s.name: s.outcome for s in build_model(run).stages}}
+    derived = set_on_disk(run)
     return {
-        "verdict_reason": saved.get("verdict_reason"),
-        "controls_behaved": saved.get("controls_behaved"),
+        "verdict_reason": derived.reason,
+        "controls_behaved": derived.controls_behaved,
         "members": member_rows(run),
     }
 

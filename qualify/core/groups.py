@@ -11,12 +11,14 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from qualify.core import cgroups, proctree
+from qualify.core.errors import RunStoreError
 from qualify.core.runfolder import open_append_nofollow
 
 if TYPE_CHECKING:
@@ -42,6 +44,65 @@ _WATCHER = (
 #: Where the run records the process groups it starts (one JSON line each), so that a resume
 #: can end what a dead run left behind; None outside a run.
 _group_log: Path | None = None
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Each field of a line, what its value must be, and those words for a refusal. Only `pgid` is
+#: required: the others, absent from a line of a qualify before the cgroups and marks, mean
+#: what such a line meant (no boot named, nothing but the group to end).
+_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "pgid": (_whole, "a process group id"),
+    "start": (lambda v: v is None or _whole(v), "a start time in clock ticks"),
+    "boot": (lambda v: v is None or isinstance(v, str), "a boot id"),
+    "mark": (lambda v: v is None or isinstance(v, str), "a mark"),
+    "cgroup": (lambda v: v is None or isinstance(v, str), "a cgroup's path"),
+    "argv": (
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(a, str) for a in v)),
+        "a list of words",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """One line of the run's record of the process groups it started (`recording_groups`). A
+    dataclass checked by hand: every command qualify starts writes one, and `qualify.core` stays
+    below the evidence types."""
+
+    pgid: int
+    #: The leader's start time, in clock ticks after boot; None where it was gone already.
+    start: int | None = None
+    #: The boot the group ran in (`boot_id`).
+    boot: str | None = None
+    #: The mark in the environment of the command's processes (`qualify.core.containment`).
+    mark: str | None = None
+    #: The command's cgroup, relative to the cgroup2 mount.
+    cgroup: str | None = None
+    #: The command's first words, to name what a resume ended.
+    argv: tuple[str, ...] | None = None
+
+    @staticmethod
+    def read(document: object, where: str) -> GroupRecord:
+        """The line `document` (`where` names it), refused naming the key that is missing, of
+        the wrong type or not one qualify writes."""
+        hint = "this line was not written by qualify as it is: nothing it names is ended"
+        if not isinstance(document, dict):
+            raise RunStoreError(f"{where}: the line is not an object", hint)
+        for key, value in document.items():
+            if key not in _FIELDS:
+                raise RunStoreError(f"{where}: {key}: not a field this qualify knows", hint)
+            if not _FIELDS[key][0](value):
+                raise RunStoreError(f"{where}: {key} is {type(value).__name__}, not {_FIELDS[key][1]}", hint)
+        if "pgid" not in document:
+            raise RunStoreError(f"{where}: pgid: missing", hint)
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in document.items()}
+        return GroupRecord(**values)
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "argv": None if self.argv is None else list(self.argv)}
 
 
 @contextmanager
@@ -81,16 +142,16 @@ class GroupWatch:
         if self._proc is not None:
             proctree.adopt(self._proc.pid)
         if _group_log is not None:
-            record: dict[str, object] = {
-                "pgid": pgid,
-                "start": leader.start if (leader := proctree.entry(pgid)) else None,
-                "boot": boot_id(),
-                "mark": held.mark if held is not None else None,
-                "cgroup": _relative_cgroup(cell),
-                "argv": list(argv)[:8],
-            }
+            record = GroupRecord(
+                pgid=pgid,
+                start=leader.start if (leader := proctree.entry(pgid)) else None,
+                boot=boot_id(),
+                mark=held.mark if held is not None else None,
+                cgroup=_relative_cgroup(cell),
+                argv=tuple(str(a) for a in list(argv)[:8]),
+            )
             with suppress(OSError), open_append_nofollow(_group_log) as handle:
-                handle.write(json.dumps(record) + "\n")
+                handle.write(json.dumps(record.to_json()) + "\n")
 
     def release(self) -> None:
         """The group has ended: let the watcher go without touching it."""
@@ -131,18 +192,15 @@ def end_recorded_groups(path: Path) -> list[str]:
     ended: list[str] = []
     boot = boot_id()
     mount = cgroups.cgroup2_mount()
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
-            record = json.loads(line)
-            pgid, start = int(record["pgid"]), record.get("start")
-        except (ValueError, KeyError, TypeError):
-            continue
-        if not isinstance(record, dict) or record.get("boot") != boot:
+            record = GroupRecord.read(json.loads(line), f"{path}:{number}")
+        except (ValueError, RunStoreError):
+            continue  # a line qualify did not write as it is names nothing to end
+        if record.boot != boot:
             continue  # another boot (or a record without one): none of its processes is alive
-        argv = record.get("argv")
-        shown = shlex.join(str(a) for a in argv) if isinstance(argv, list) else "?"
-        recorded = record.get("cgroup")
-        cell = cgroups.valid_recorded(recorded, mount) if isinstance(recorded, str) else None
+        pgid, shown = record.pgid, shlex.join(record.argv) if record.argv is not None else "?"
+        cell = cgroups.valid_recorded(record.cgroup, mount) if record.cgroup is not None else None
         if cell is not None:
             count = len(cell.pids())
             cell.kill()
@@ -151,10 +209,9 @@ def end_recorded_groups(path: Path) -> list[str]:
             if count:
                 ended.append(f"group {pgid} ({shown}: {count} processes, by its cgroup)")
                 continue
-        mark = record.get("mark")
-        pids = set(group_members(pgid, session=True)) if _leader_is(pgid, start) else set()
-        if isinstance(mark, str) and mark:
-            pids |= proctree.marked(mark, proctree.table())
+        pids = set(group_members(pgid, session=True)) if _leader_is(pgid, record.start) else set()
+        if record.mark:
+            pids |= proctree.marked(record.mark, proctree.table())
         if pids:
             proctree.end(pids, grace_s=0.0)
             ended.append(f"group {pgid} ({shown}: {len(pids)} processes)")
@@ -162,11 +219,11 @@ def end_recorded_groups(path: Path) -> list[str]:
     return ended
 
 
-def _leader_is(pgid: int, start: object) -> bool:
+def _leader_is(pgid: int, start: int | None) -> bool:
     """Whether the group's leader is alive and is the process recorded (same start time)."""
     leader = proctree.entry(pgid)
     return (
-        isinstance(start, int)
+        start is not None
         and leader is not None
         and not leader.zombie
         and leader.pgid == pgid

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qualify.core.errors import RunStoreError
@@ -96,32 +97,68 @@ def duplicate(names: Iterable[str]) -> str | None:
     return None
 
 
-def check_saved_labels(document: Mapping[str, Any], where: str) -> None:
-    """Refuse a saved run.json (`where` names it) whose labels could lead outside its folder.
+@dataclass(frozen=True)
+class SavedLabels:
+    """The names a saved run.json gives folders inside the run, each checked when it is read
+    (`check_saved_labels`): a set's members' labels, a member's own label in its set, a fleet's
+    host keys. A plain dataclass checked by hand: every command that opens a run reads it, and
+    it must not cost them the import of a validation library."""
+
+    kind: str
+    #: A run set's members' labels, in their order.
+    members: tuple[str, ...] = ()
+    #: A member's label in its set (`set.label`); None for a run that is no set's member.
+    set_label: str | None = None
+    #: A fleet's host keys, in their order.
+    hosts: tuple[str, ...] = ()
+
+
+def check_saved_labels(document: Mapping[str, Any], where: str) -> SavedLabels:
+    """The labels of a saved run.json (`where` names it), refused when one could lead outside
+    its folder.
 
     A set's members, a member's own `set` entry and a fleet's hosts name folders; each must be
     a label (a fleet's host keys a safe name) and unique, whatever wrote the file.
     """
     hint = "this run folder was not written by qualify as it is; use the run it came from"
-    if document.get("kind") == "set":
-        members = document.get("members")
-        if not isinstance(members, list) or not all(isinstance(m, Mapping) for m in members):
-            raise RunStoreError(f"{where}: 'members' is not a list of members", hint)
-        labels = [_label_at(m, "label", where, "a member's label", label_problem) for m in members]
-        if (twice := duplicate(labels)) is not None:
+    kind = document.get("kind", "run")
+    if not isinstance(kind, str):
+        raise RunStoreError(f"{where}: kind is {type(kind).__name__}, not a string", hint)
+    labels = SavedLabels(kind)
+    if kind == "set":
+        members = [
+            _label_at(m, "label", where, "a member's label", label_problem)
+            for m in _entries(document, "members", where, "a list of members")
+        ]
+        if (twice := duplicate(members)) is not None:
             raise RunStoreError(f"{where}: two members are labelled {twice!r}", hint)
+        labels = replace(labels, members=tuple(members))
     if "set" in document:
         entry = document["set"]
         if not isinstance(entry, Mapping):
             raise RunStoreError(f"{where}: 'set' is not an object", hint)
-        _label_at(entry, "label", where, "its label in the set", label_problem)
-    if document.get("kind") == "fleet":
-        hosts = document.get("hosts")
-        if not isinstance(hosts, list) or not all(isinstance(h, Mapping) for h in hosts):
-            raise RunStoreError(f"{where}: 'hosts' is not a list of hosts", hint)
-        keys = [_label_at(h, "key", where, "a host's key", name_problem) for h in hosts]
-        if (twice := duplicate(keys)) is not None:
+        own = _label_at(entry, "label", where, "its label in the set", label_problem)
+        labels = replace(labels, set_label=own)
+    if kind == "fleet":
+        hosts = [
+            _label_at(h, "key", where, "a host's key", name_problem)
+            for h in _entries(document, "hosts", where, "a list of hosts")
+        ]
+        if (twice := duplicate(hosts)) is not None:
             raise RunStoreError(f"{where}: two hosts are named {twice!r}", hint)
+        labels = replace(labels, hosts=tuple(hosts))
+    return labels
+
+
+def _entries(document: Mapping[str, Any], key: str, where: str, what: str) -> list[Mapping[str, Any]]:
+    """The list of objects at `key`, refused (naming `key`) when it is not one."""
+    value = document.get(key)
+    if not isinstance(value, list) or not all(isinstance(e, Mapping) for e in value):
+        raise RunStoreError(
+            f"{where}: {key!r} is not {what}",
+            "this run folder was not written by qualify as it is; use the run it came from",
+        )
+    return value
 
 
 def _label_at(

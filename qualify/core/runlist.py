@@ -161,7 +161,6 @@ def _checked(run: RunDir) -> RunDir:
             if folder == run.path:
                 return run
             break
-        check_saved_labels(saved, str(folder / "run.json"))
-        if "set" not in saved:
-            break
+        if check_saved_labels(saved, str(folder / "run.json")).set_label is None:
+            break  # not a set's member: no set's run.json above it to check
     return run

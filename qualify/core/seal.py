@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qualify.core.errors import QualifyError
+from qualify.core.errors import QualifyError, RunStoreError
 
 SEAL = "seal.json"
 #: How far above a record its run's seal may be: a check's folder in a stage, in a member, in a set.
@@ -40,6 +40,37 @@ def digest(path: Path) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class SealDocument:
+    """seal.json: the digest of each record qualify wrote, by its path under the seal's folder.
+    A dataclass checked by hand: `qualify.core` stays below the evidence types."""
+
+    records: dict[str, str]
+
+    @staticmethod
+    def read(document: object, where: str | Path) -> SealDocument:
+        """`document` (as seal.json holds it, with the store's `schema_version`), refused naming
+        the key that is missing, of the wrong type or not one qualify writes."""
+        hint = "the seal was not written by qualify as it is"
+        if not isinstance(document, dict):
+            raise RunStoreError(f"{where}: the document is not an object", hint)
+        for key in document:
+            if key not in ("schema_version", "records"):
+                raise RunStoreError(f"{where}: {key}: not a field this qualify knows", hint)
+        if "records" not in document:
+            raise RunStoreError(f"{where}: records: missing", hint)
+        records = document["records"]
+        if not isinstance(records, dict):
+            raise RunStoreError(f"{where}: records is {type(records).__name__}, not an object", hint)
+        for key, value in records.items():
+            if not isinstance(value, str):
+                raise RunStoreError(f"{where}: records.{key} is {type(value).__name__}, not a digest", hint)
+        return SealDocument(dict(records))
+
+    def to_json(self) -> dict[str, object]:
+        return {"records": dict(sorted(self.records.items()))}
+
+
 @dataclass
 class _Seal:
     root: Path
@@ -52,12 +83,10 @@ class _Seal:
     def read(root: Path) -> _Seal:
         seal = _Seal(root)
         try:
-            saved = json.loads((root / SEAL).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return seal
-        records = saved.get("records") if isinstance(saved, dict) else None
-        if isinstance(records, dict):
-            seal.digests = {str(k): str(v) for k, v in records.items() if isinstance(v, str)}
+            saved = SealDocument.read(json.loads((root / SEAL).read_text(encoding="utf-8")), root / SEAL)
+        except (OSError, ValueError, RunStoreError):
+            return seal  # a seal that does not read holds no digest to compare with
+        seal.digests = dict(saved.records)
         return seal
 
     def key(self, path: Path) -> str | None:
@@ -77,7 +106,7 @@ class _Seal:
     def save(self) -> None:
         from qualify.core.runstore import write_json  # the store writes records and notes them
 
-        write_json(self.root / SEAL, {"records": dict(sorted(self.digests.items()))})
+        write_json(self.root / SEAL, SealDocument(self.digests).to_json())
 
     def differences(self) -> list[str]:
         changed = []

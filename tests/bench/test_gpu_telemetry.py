@@ -209,11 +209,11 @@ def test_the_cpu_of_a_process_that_is_not_the_unit_is_counted_and_named() -> Non
         spin.kill()
         spin.wait()
     load = machine.foreign_load(before, after, procs_before, procs_after)
-    assert load["interval_s"] == pytest.approx(1.5, abs=0.3)
-    assert load["foreign_cores"] > 0.1
+    assert load.interval_s == pytest.approx(1.5, abs=0.3)
+    assert load.foreign_cores is not None and load.foreign_cores > 0.1
     key = next(k for k in procs_after if k.startswith(f"{spin.pid}:"))
     assert procs_after[key] - procs_before[key] > 0.1
-    assert "cpu" in before and before["cpu"]["busy_s"] > 0
+    assert before.cpu is not None and before.cpu.busy_s > 0
 
 
 def test_a_flagged_unit_is_a_named_warn_and_the_tests_keep_their_findings(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from conftest import Project, command_stage, qualify_proc
 
 from qualify.core.errors import RunStoreError
-from qualify.core.labels import MAX_LENGTH, check_saved_labels, label_problem, name_problem
+from qualify.core.labels import MAX_LENGTH, SavedLabels, check_saved_labels, label_problem, name_problem
 
 
 def set_project(project: Callable[..., Project], *arms: str) -> Project:
@@ -229,3 +229,16 @@ def test_a_malformed_members_list_is_named() -> None:
     for members in ("cand", [1], [{"label": 3}], [{"arm": "x"}]):
         with pytest.raises(RunStoreError, match=r"^f/run\.json: "):
             check_saved_labels({"kind": "set", "members": members}, "f/run.json")
+
+
+def test_the_labels_a_run_json_names_folders_by_are_read_typed() -> None:
+    members = [{"label": "cand", "arm": "a"}, {"label": "pos", "arm": "b"}]
+    labels = check_saved_labels({"kind": "set", "members": members, "set": {"label": "x"}}, "f/run.json")
+    assert labels == SavedLabels("set", members=("cand", "pos"), set_label="x")
+    fleet = check_saved_labels({"kind": "fleet", "hosts": [{"key": "h1"}, {"key": "h2"}]}, "f/run.json")
+    assert fleet.hosts == ("h1", "h2") and fleet.members == ()
+    assert check_saved_labels({}, "f/run.json") == SavedLabels("run")  # a run of one, as qualify wrote it
+    with pytest.raises(RunStoreError, match=r"^f/run\.json: kind is int, not a string"):
+        check_saved_labels({"kind": 3}, "f/run.json")
+    with pytest.raises(RunStoreError, match=r"^f/run\.json: 'hosts' is not a list of hosts"):
+        check_saved_labels({"kind": "fleet", "hosts": {"key": "h1"}}, "f/run.json")

@@ -133,6 +133,8 @@ def test_two_candidates_gate_apart_with_their_own_folders(project: Callable[...,
         "cand": "QUALIFIED",
         "cand2": "NOT QUALIFIED",
     }
+    # Why, as the run.json saved it: both derived from the members' folders.
+    assert (document["verdict_reason"], document["controls_behaved"]) == ("not qualified: cand2", None)
     assert document["exit_code"] == 1
     suites = {s.get("name") for s in ET.parse(run / "junit.xml").getroot()}
     assert {"cand/compile", "cand2/compile", "cand/bench"} <= suites
