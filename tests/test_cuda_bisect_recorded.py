@@ -13,6 +13,7 @@ recorded, saved beside the archive. Nothing stands in: these are the host's comp
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -23,9 +24,13 @@ import pytest
 from recorded_runs import rejudge, unpack
 
 from qualify.bisect.answers import Answer, Finding
+from qualify.bisect.drive import drive
 from qualify.bisect.gate import Gate, judge_step
-from qualify.bisect.outcomes import Outcome
+from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.report import answer_document, markdown
+from qualify.bisect.resume import open_state
 from qualify.bisect.search import bisect_next, series_next
+from qualify.bisect.state import Mode, Step
 from qualify.core.symbols import display_name
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -97,7 +102,8 @@ def test_every_step_rejudged_reads_as_recorded_and_the_search_ends_the_same(reco
     for probe in saved["probes"]:
         measured = judge_step(run_of(recorded, probe), GATE)
         assert measured.outcome.value == probe["outcome"], probe["step"]
-        assert measured.evidence["figure"] == probe["evidence"]["figure"], probe["step"]
+        assert measured.evidence is not None
+        assert measured.evidence.saved()["figure"] == probe["evidence"]["figure"], probe["step"]
         known[series.index(probe["step"])].append(measured.outcome)
     if saved["mode"] == "series":
         answer = series_next(known, retries)
@@ -110,6 +116,35 @@ def test_every_step_rejudged_reads_as_recorded_and_the_search_ends_the_same(reco
     assert isinstance(answer, Answer), f"the recorded probes leave step {answer} to probe"
     assert answer.finding is Finding.FOUND and answer.good is not None and answer.bad is not None
     assert (series[answer.good], series[answer.bad]) == (LAST_GOOD, FIRST_BAD)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHIVES))
+def test_the_recorded_state_reads_resumes_and_renders_as_recorded(name: str, tmp_path: Path) -> None:
+    """bisect.json as the older qualify wrote it reads through its type, resumes to its answer
+    without probing a step again, and gives back the same answer, rows and bisect.md table."""
+    folder = unpack(ARCHIVES[name], tmp_path)
+    saved = state(folder)
+    resumed = open_state(
+        folder / "bisect.json",
+        saved["series"],
+        mode=Mode(name),
+        retries=saved["retries"],
+        context=saved["context"],
+    )
+
+    def probe(step: Step) -> Measured:
+        raise AssertionError(f"step {step.name} probed again")
+
+    answer = drive(resumed, probe)
+    document = answer_document(answer, resumed)
+    for key in ("mode", "series", "retries", "context", "probes", "answer", "steps"):
+        assert document[key] == saved[key], key
+    # The kernels changed are read from the steps' folders where they were recorded, and the
+    # qualify that recorded it printed reasons unescaped: the text is as it was.
+    recorded = (folder / "bisect.md").read_text().partition("\n## Kernels changed")[0]
+    shown = markdown(answer, resumed).partition("\n## Kernels changed")[0]
+    assert html.unescape(re.sub(r"\\(.)", r"\1", shown)).replace("\u200b", "") == recorded
+    assert json.loads((folder / "bisect.json").read_text()) == saved, "a resume leaves the file as it was"
 
 
 def test_the_flip_is_stated_in_the_examples_readme() -> None:
@@ -156,7 +191,9 @@ def test_every_release_measured_gives_the_series_chart(series: Path) -> None:
     assert [p["step"] for p in saved["probes"]] == saved["series"]
     counts = []
     for probe in saved["probes"]:
-        figure = judge_step(run_of(series, probe), GATE).evidence["figure"]
+        evidence = judge_step(run_of(series, probe), GATE).evidence
+        assert evidence is not None
+        figure = evidence.saved()["figure"]
         counts.append(
             tuple(figure[k] for k in ("kernels spilling", "kernels losing occupancy", "kernels failing"))
         )

@@ -12,6 +12,7 @@ from qualify.bisect.kernelchanges import KIND as KERNELS
 from qualify.bisect.kernelchanges import kernel_figure
 from qualify.bisect.metricgate import gate_metrics, judge_metric
 from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.stepevidence import StepEvidence
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import suggest
@@ -90,34 +91,37 @@ def judge_step(run: Path, gate: Gate) -> Measured:
     gate did not decide (ERROR, blocked by an earlier gate, not run) is UNDECIDED with the why.
     """
     derived = run_on_disk(RunDir(run))
-    evidence: dict[str, Any] = {"run": str(run), "gate": gate.label}
     outcome = derived.stages.get(gate.stage, StageState.NOT_RUN)
     reason = derived.reasons.get(gate.stage, "")
     decided: Outcome | None = None
+    checked: dict[str, Any] = {}  # what a check gate adds: what it judged, its folder, its figure
     if isinstance(outcome, Verdict) and gate.check is not None:
         result = _check_result(run / gate.folder / gate.check / RESULT)
         if isinstance(result, str):
             verdict, reason = StageState.UNREADABLE.value, result
         else:
             verdict, reason = result.verdict, result.reason
-            evidence["judged"] = list(result.judged)
-            evidence["check_dir"] = str(run / gate.folder / gate.check)
+            checked = {"judged": list(result.judged), "check_dir": str(run / gate.folder / gate.check)}
             if result.kind == KERNELS:
-                evidence["figure"] = kernel_figure(run / gate.folder / gate.check, result.evidence)
+                checked["figure"] = kernel_figure(run / gate.folder / gate.check, result.evidence)
             if gate.metric is not None:
                 said = judge_metric(gate.metric, result)
                 decided, verdict, reason = said.outcome, said.verdict, said.reason
-                evidence["figure"] = said.figure()
+                checked["figure"] = said.figure()
     else:
         verdict = outcome.value
-    evidence.update(verdict=verdict, reason=reason)
     build = derived.stages.get(BUILD_STAGE)
     if gate.stage != BUILD_STAGE and build is Verdict.FAIL:
-        evidence.update(verdict=f"{BUILD_STAGE} {Verdict.FAIL.value}", reason=derived.reasons[BUILD_STAGE])
+        said_build = f"{BUILD_STAGE} {Verdict.FAIL.value}"
+        evidence = StepEvidence(
+            run=str(run), gate=gate.label, verdict=said_build, reason=derived.reasons[BUILD_STAGE], **checked
+        )
         return Measured(Outcome.SKIP, evidence)
     if decided is None:
         decided = OUTCOMES.get(verdict, Outcome.UNDECIDED)
-    return Measured(decided, evidence)
+    return Measured(
+        decided, StepEvidence(run=str(run), gate=gate.label, verdict=verdict, reason=reason, **checked)
+    )
 
 
 def _check_result(path: Path) -> CheckResult | str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from qualify.bisect.stepevidence import KernelFigure
 from qualify.checks.evidence import Evidence
 from qualify.checks.kernelfacts import KernelFacts
 from qualify.core.symbols import display_name
@@ -39,22 +40,19 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce").astype("float64")
 
 
-def kernel_figure(check_dir: Path, facts: Evidence | None) -> dict[str, Any]:
+def kernel_figure(check_dir: Path, facts: Evidence | None) -> KernelFigure:
     """The counts that decide a kernel-resources step: kernels whose spills are new or grew,
-    kernels that lose occupancy, and the kernels the judge failed (its saved facts, None when
-    its judge wrote none)."""
+    kernels that lose occupancy (both absent without a saved comparison), and the kernels the
+    judge failed (its saved facts, None when its judge wrote none)."""
     failing = facts.kernels_by_severity.FAIL if isinstance(facts, KernelFacts) else None
-    figure: dict[str, Any] = {}
     frame = _read(check_dir)
-    if frame is not None:
-        spilling = pd.Series(False, index=frame.index)
-        for field in SPILLS:
-            spilling |= _numbers(frame, f"candidate_{field}") > _numbers(frame, f"pinned_{field}").fillna(0)
-        lost = _numbers(frame, "candidate_occupancy") < _numbers(frame, "pinned_occupancy")
-        figure["kernels spilling"] = int(spilling.sum())
-        figure["kernels losing occupancy"] = int(lost.sum())
-    figure["kernels failing"] = failing
-    return figure
+    if frame is None:
+        return KernelFigure(failing=failing)
+    spilling = pd.Series(False, index=frame.index)
+    for field in SPILLS:
+        spilling |= _numbers(frame, f"candidate_{field}") > _numbers(frame, f"pinned_{field}").fillna(0)
+    lost = _numbers(frame, "candidate_occupancy") < _numbers(frame, "pinned_occupancy")
+    return KernelFigure(spilling=int(spilling.sum()), losing_occupancy=int(lost.sum()), failing=failing)
 
 
 def changed_kernels(good_dir: Path, bad_dir: Path) -> list[str] | None:

@@ -4,18 +4,20 @@ against the plan's limits for it, or one limit of a `kld` check (`mean_kld`, …
 
 Nothing is judged again here: the `command` kind's judge (`qualify.checks.command_check`)
 already saved a finding per limit, each message led by the metric's name (`NAME: …`, or
-`NAME_margin: …` / `limit max_NAME: …` when the metric was missing), and its "Metrics
-(medians)" table holds each role's median. A step's outcome is those findings' worst verdict
-for that metric; the figure is the table's row for it.
+`NAME_margin: …` / `limit max_NAME: …` when the metric was missing), and its facts
+(`CommandFacts`) hold each role's median. A step's outcome is those findings' worst verdict
+for that metric; the figure is the roles' medians of it. A `kld` check's are read from its
+facts (`KldFacts`) the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from qualify.bisect.outcomes import Outcome
+from qualify.bisect.stepevidence import MetricFigure
+from qualify.checks.commandfacts import CommandFacts
 from qualify.core.checkspec import CheckSpec
 from qualify.core.verdicts import Verdict
 from qualify.numerics.evidence import KldFacts
@@ -27,8 +29,6 @@ from qualify.pipeline.resultparts import SavedFinding
 #: The kind whose limits are metrics too (`qualify.numerics.limitmetrics`).
 KLD = KLD_KIND.name
 
-#: The title of the `command` kind's table of medians (`command_check._table`).
-MEDIANS = "Metrics (medians)"
 #: Worst first: the first verdict of these any finding of the metric holds is the metric's.
 _ORDER = (Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.FAIL, Verdict.WARN, Verdict.PASS)
 _OUTCOMES = {
@@ -60,8 +60,8 @@ class MetricJudged:
     candidate: float | None
     pinned: float | None
 
-    def figure(self) -> dict[str, Any]:
-        return {"candidate": self.candidate, "pinned": self.pinned}
+    def figure(self) -> MetricFigure:
+        return MetricFigure(candidate=self.candidate, pinned=self.pinned)
 
 
 def gate_metrics(spec: CheckSpec) -> list[str]:
@@ -78,7 +78,8 @@ def judge_metric(metric: str, result: CheckResult) -> MetricJudged:
     """The metric's outcome from the check's saved result, by its kind."""
     if result.kind == KLD:
         return _kld_metric(metric, result)
-    return command_metric(metric, result.findings, result.tables, result.reason)
+    facts = result.evidence if isinstance(result.evidence, CommandFacts) else None
+    return command_metric(metric, result.findings, facts, result.reason)
 
 
 def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
@@ -98,17 +99,18 @@ def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
 def command_metric(
     metric: str,
     findings: Sequence[SavedFinding],
-    tables: Iterable[Mapping[str, Any]],
+    facts: CommandFacts | None,
     check_reason: str,
 ) -> MetricJudged:
-    """A `command` check's metric from its saved findings and its medians' table.
+    """A `command` check's metric from its saved findings and its facts (None when its judge
+    read no role's metrics: it saved none).
 
-    A metric either role did not report (the row missing, or its cell "—") is UNDECIDED, the
-    reason kept: a missing figure is neither within nor beyond a limit. So is a metric no
-    finding names (the check never reached its limits: the command failed, the metrics file
-    did not read), with the check's own reason.
+    A metric the candidate did not report is UNDECIDED, the reason kept: a missing figure is
+    neither within nor beyond a limit. So is a metric no finding names (the check never
+    reached its limits: the command failed, the metrics file did not read), with the check's
+    own reason.
     """
-    pinned, candidate = _medians(metric, tables)
+    pinned, candidate = (_median(facts, role, metric) for role in ("pinned", "candidate"))
     mine = [f for f in findings if _names(f.message, metric)]
     if candidate is None:
         said = next((f.message for f in mine), f"the candidate reported no metric {metric!r}")
@@ -131,21 +133,7 @@ def _names(message: str, metric: str) -> bool:
     )
 
 
-def _medians(metric: str, tables: Iterable[Mapping[str, Any]]) -> tuple[float | None, float | None]:
-    """(pinned, candidate) medians of the metric from the medians' table."""
-    for table in tables:
-        if table.get("title") != MEDIANS:
-            continue
-        columns = list(table.get("columns") or ())
-        for row in table.get("rows") or ():
-            if row and row[0] == metric:
-                cells = dict(zip(columns, row, strict=False))
-                return _number(cells.get("pinned")), _number(cells.get("candidate"))
-    return None, None
-
-
-def _number(cell: object) -> float | None:
-    try:
-        return float(str(cell))
-    except ValueError:
-        return None  # "—": the role did not report it
+def _median(facts: CommandFacts | None, role: str, metric: str) -> float | None:
+    """The median the role's metric was judged on, None where the role reported no such metric."""
+    said = None if facts is None else facts.metrics.get(role, {}).get(metric)
+    return None if said is None else said.median

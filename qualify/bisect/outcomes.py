@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from qualify.bisect.stepevidence import StepEvidence
 
 
 class Outcome(StrEnum):
@@ -26,11 +27,12 @@ DEFAULT_RETRIES = 2
 
 @dataclass(frozen=True)
 class Measured:
-    """What a probe hands back: its outcome and the caller's evidence for it (the run folder,
-    the figures), kept with the probe in the saved state."""
+    """What a probe hands back: its outcome and the evidence for it (the run folder, the
+    gate's verdict and figure), kept with the probe in the saved state; None for an outcome
+    recorded without any."""
 
     outcome: Outcome
-    evidence: Mapping[str, Any] = field(default_factory=dict)
+    evidence: StepEvidence | None = None
 
 
 def settle(outcomes: Sequence[Outcome], retries: int) -> Outcome | None:

@@ -12,7 +12,7 @@ from typing import Any
 from qualify.bisect.answers import Answer, Finding
 from qualify.bisect.bars import figure_text, figure_values
 from qualify.bisect.report import answer_line, step_rows
-from qualify.bisect.state import BisectState
+from qualify.bisect.state import BisectState, StepRow
 
 #: Draws a saved chart as one inline `<svg>` element: `render_svg(chart, index)`'s contract.
 Draw = Callable[[Mapping[str, Any], int], str]
@@ -24,29 +24,27 @@ _STYLE = (
 )
 
 
-def series_chart(
-    answer: Answer, state: BisectState, rows: Sequence[Mapping[str, Any]]
-) -> dict[str, Any] | None:
+def series_chart(answer: Answer, state: BisectState, rows: Sequence[StepRow]) -> dict[str, Any] | None:
     """The figure per probed step as a saved chart's data ("lines": x the step's index), the
     flip a vertical mark between the last good and the first bad step; None without figures."""
     data: dict[str, dict[str, list[float]]] = {}
     said = []
     for row in rows:
-        values = figure_values(row)
+        values = figure_values(row.figure)
         if not values:
             continue
         for name, value in values.items():
             if value is not None:
                 series = data.setdefault(name, {"x": [], "y": []})
-                series["x"].append(float(row["step"]))
+                series["x"].append(float(row.step))
                 series["y"].append(value)
-        said.append(f"step {row['step']} {row['arm']}: {figure_text(row) or 'no figure'} ({row['outcome']})")
+        said.append(f"step {row.step} {row.arm}: {figure_text(row.figure) or 'no figure'} ({row.outcome})")
     if not data:
         return None
     marks = []
     if answer.finding is Finding.FOUND and answer.bad is not None:
         marks.append({"x": answer.bad - 0.5, "label": f"flip: {state.series[answer.bad]}"})
-    gate = str(state.context.get("gate", "?"))
+    gate = state.search_context().gate
     return {
         "title": f"{gate} per step",
         "kind": "lines",
@@ -62,9 +60,8 @@ def series_chart(
 def html_page(answer: Answer, state: BisectState, draw: Draw) -> str:
     """The whole page: the answer line, the chart (when the gate has figures) and every step."""
     rows = step_rows(answer, state)
-    title = (
-        f"qualify bisect: series {state.context.get('series', '?')}, gate {state.context.get('gate', '?')}"
-    )
+    context = state.search_context()
+    title = f"qualify bisect: series {context.series}, gate {context.gate}"
     chart = series_chart(answer, state, rows)
     parts = [
         "<!doctype html>",
@@ -80,16 +77,11 @@ def html_page(answer: Answer, state: BisectState, draw: Draw) -> str:
         "<th>gate verdict</th><th>reason</th><th>figure</th></tr></thead><tbody>"
     )
     for row in rows:
-        cells = (
-            row["step"],
-            row["arm"],
-            row["outcome"],
-            row["probes"],
-            row["verdict"] or "",
-            row["reason"] or "",
-        )
+        cells = (row.step, row.arm, row.outcome, row.probes, row.verdict or "", row.reason or "")
         parts.append(
-            "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in (*cells, figure_text(row))) + "</tr>"
+            "<tr>"
+            + "".join(f"<td>{escape(str(c))}</td>" for c in (*cells, figure_text(row.figure)))
+            + "</tr>"
         )
     parts.append("</tbody></table></body></html>")
     return "\n".join(parts) + "\n"

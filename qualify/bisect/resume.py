@@ -1,6 +1,6 @@
-"""A bisect's saved state read back (`qualify.bisect.state`): every field checked, a wrong one
-refused naming the file and the key, and a resumed bisect held to the series, mode and context
-it was started with."""
+"""A bisect's saved state read back (`qualify.bisect.state`) through its type (`BisectFile`):
+every field checked, a wrong one refused naming the file and the key, and a resumed bisect
+held to the series, mode and context it was started with."""
 
 from __future__ import annotations
 
@@ -9,18 +9,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qualify.bisect.outcomes import Outcome
-from qualify.bisect.search import MIN_STEPS
-from qualify.bisect.state import BisectState, Mode, ProbeRecord, as_json
+from qualify.bisect.state import BisectFile, BisectState, Mode, ProbeRecord, SavedProbe, as_json
+from qualify.checks.evidence import HINT as EVIDENCE_HINT
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.plaintext import visible
 from qualify.core.runstore import read_json
 from qualify.core.tomlfile import suggest
-from qualify.pipeline.recordfields import type_name
 
 HINT = "the file was changed after qualify wrote it; remove it to start the bisect over"
-_OUTCOMES = tuple(o.value for o in Outcome)
-_MODES = tuple(m.value for m in Mode)
 
 
 def open_state(
@@ -57,74 +53,53 @@ def open_state(
 
 def load(path: Path) -> BisectState:
     """The state saved at `path`."""
+    return state_of(read_file(path), path)
+
+
+def read_file(path: Path) -> BisectFile:
+    """bisect.json as its type: every field checked, a wrong one named with the file and key."""
     document = read_json(path)
-    mode = document.get("mode")
-    if mode not in _MODES:
-        raise _wrong(path, "mode", mode, "one of " + ", ".join(_MODES))
-    series = _series(path, document.get("series"))
-    retries = document.get("retries")
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise _wrong(path, "retries", retries, "a whole number, 0 or more")
-    context = document.get("context", {})
-    if not isinstance(context, dict):
-        raise _wrong(path, "context", context, "an object")
-    probes = document.get("probes")
-    if not isinstance(probes, list):
-        raise _wrong(path, "probes", probes, "a list")
+    try:
+        return BisectFile.load(document, path)
+    except RunStoreError as exc:
+        # A file of a newer qualify keeps its own advice; anything else was changed by hand.
+        raise RunStoreError(exc.message, HINT if exc.hint == EVIDENCE_HINT else exc.hint) from None
+
+
+def state_of(saved: BisectFile, path: Path) -> BisectState:
+    """The state in memory: each probe's step by its place in the series, and what one field
+    alone cannot tell checked (a step named twice, a probe of no step, attempts out of order,
+    a finished probe without an outcome)."""
+    series = tuple(saved.series)
+    for number, name in enumerate(series):
+        if not name.strip():
+            raise _wrong(path, f"series.{number}", name, "a step's name")
+        if series.index(name) != number:
+            raise RunStoreError(f'{path}: series.{number}: "{visible(name)}" is named twice', HINT)
     records: list[ProbeRecord] = []
-    for number, probe in enumerate(probes):
-        records.append(_probe(path, f"probes[{number}]", probe, series, records))
-    return BisectState(path, series, Mode(mode), retries, context, records)
-
-
-def _series(path: Path, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or len(value) < MIN_STEPS:
-        raise _wrong(path, "series", value, f"a list of at least {MIN_STEPS} step names")
-    for number, name in enumerate(value):
-        if not isinstance(name, str) or not name.strip():
-            raise _wrong(path, f"series[{number}]", name, "a step's name")
-        if value.index(name) != number:
-            raise RunStoreError(f'{path}: series[{number}] "{visible(name)}" is named twice', HINT)
-    return tuple(value)
+    for number, probe in enumerate(saved.probes):
+        records.append(_probe(path, f"probes.{number}", probe, series, records))
+    return BisectState(path, series, saved.mode, saved.retries, saved.context, records)
 
 
 def _probe(
-    path: Path, key: str, probe: Any, series: tuple[str, ...], earlier: list[ProbeRecord]
+    path: Path, key: str, probe: SavedProbe, series: tuple[str, ...], earlier: list[ProbeRecord]
 ) -> ProbeRecord:
-    if not isinstance(probe, dict):
-        raise _wrong(path, key, probe, "an object")
-    name = probe.get("step")
-    if not isinstance(name, str):
-        raise _wrong(path, f"{key}.step", name, "a step's name")
-    if name not in series:
+    if probe.step not in series:
+        close = suggest(probe.step, series)
         raise RunStoreError(
-            f'{path}: {key}.step "{visible(name)}" is no step of the series{suggest(name, series)}', HINT
+            f'{path}: {key}.step: "{visible(probe.step)}" is no step of the series{close}', HINT
         )
-    step = series.index(name)
-    attempt = probe.get("attempt")
+    step = series.index(probe.step)
     expected = 1 + sum(1 for p in earlier if p.step == step)
-    if attempt != expected or isinstance(attempt, bool):
-        raise _wrong(path, f"{key}.attempt", attempt, f"{expected}, the step's next attempt")
-    outcome = probe.get("outcome")
-    if outcome is not None and outcome not in _OUTCOMES:
-        raise _wrong(path, f"{key}.outcome", outcome, "null or one of " + ", ".join(_OUTCOMES))
-    started, finished = probe.get("started"), probe.get("finished")
-    if not isinstance(started, str):
-        raise _wrong(path, f"{key}.started", started, "a time")
-    if (finished is None) != (outcome is None) or not isinstance(finished, str | None):
-        raise _wrong(path, f"{key}.finished", finished, "a time when the probe has an outcome, else null")
-    evidence = probe.get("evidence", {})
-    if not isinstance(evidence, dict):
-        raise _wrong(path, f"{key}.evidence", evidence, "an object")
-    return ProbeRecord(
-        step, attempt, started, None if outcome is None else Outcome(outcome), finished, evidence
-    )
+    if probe.attempt != expected:
+        raise _wrong(path, f"{key}.attempt", probe.attempt, f"{expected}, the step's next attempt")
+    if (probe.finished is None) != (probe.outcome is None):
+        raise _wrong(
+            path, f"{key}.finished", probe.finished, "a time when the probe has an outcome, else null"
+        )
+    return ProbeRecord(step, probe.attempt, probe.started, probe.outcome, probe.finished, probe.evidence)
 
 
-def _wrong(path: Path, key: str, value: Any, expected: str) -> RunStoreError:
-    shown = (
-        repr(value)
-        if isinstance(value, str | int | float) and not isinstance(value, bool)
-        else type_name(value)
-    )
-    return RunStoreError(f"{path}: {key} is {shown}, not {expected}", HINT)
+def _wrong(path: Path, key: str, value: str | int | None, expected: str) -> RunStoreError:
+    return RunStoreError(f"{path}: {key}: {'null' if value is None else repr(value)}, not {expected}", HINT)

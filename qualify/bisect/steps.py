@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from qualify.bisect.gate import Gate, judge_step
 from qualify.bisect.outcomes import Measured
 from qualify.bisect.state import Step
+from qualify.bisect.stepevidence import StepEvidence
 from qualify.checks.registry import kind_named
 from qualify.pipeline.events import Events
 from qualify.pipeline.notapplicable import BUILD_STAGE
@@ -38,7 +39,8 @@ class StepBuild:
     candidate: str
     pinned: str
     override_inputs: tuple[tuple[str, str], ...] = ()
-    recorded: Mapping[str, Any] = field(default_factory=dict)
+    #: Fields of the probe's evidence (`StepEvidence`) the walk knows: an input's revision.
+    recorded: Mapping[str, str] = field(default_factory=dict)
 
 
 class Walk(Protocol):
@@ -130,4 +132,7 @@ class StepProber:
             # resume probes the step again under its next attempt.
             raise KeyboardInterrupt
         measured = judge_step(outcome.run.path, self.gate)
-        return Measured(measured.outcome, {**build.recorded, **measured.evidence})
+        if not build.recorded or measured.evidence is None:
+            return measured
+        evidence = StepEvidence.model_validate({**measured.evidence.saved(), **build.recorded})
+        return Measured(measured.outcome, evidence)

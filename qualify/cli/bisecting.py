@@ -72,7 +72,7 @@ def bisect(
     from qualify.bisect.page import html_page
     from qualify.bisect.report import answer_document, answer_line, markdown
     from qualify.bisect.resume import open_state
-    from qualify.bisect.state import Mode, Step
+    from qualify.bisect.state import Mode, SearchContext, Step
     from qualify.bisect.steps import StepProber, stages_for
     from qualify.bisect.walks import series_walk
     from qualify.console import ConsoleEvents
@@ -100,9 +100,10 @@ def bisect(
         folder = root / run_id
         if "/" in run_id or not (folder / STATE).is_file():
             raise UsageError(f"no bisect {run_id!r} in {root}", "start one: leave --run out")
-    context = {"series": series, "gate": chosen.label, "no_gate": no_gate, **walk.context()}
-    if chosen_profile is not None:
-        context["profile"] = chosen_profile  # a resume under another profile asks another question
+    # A resume under another profile asks another question: the profile is part of it.
+    profiled = {} if chosen_profile is None else {"profile": chosen_profile}
+    searched = SearchContext(series=series, gate=chosen.label, no_gate=no_gate, **walk.context(), **profiled)
+    context = searched.model_dump(exclude_unset=True)
     mode = Mode.SERIES if series_mode else Mode.BISECT
     probe = StepProber(
         config.root,
@@ -120,11 +121,12 @@ def bisect(
         console.print(f"[bold]step {step.index} {safe(step.name)}[/] (attempt {step.attempt})")
         measured = probe(step)
         said = measured.evidence
-        if said.get("run"):
-            _render_step(console, Path(str(said["run"])))
+        if said is not None:
+            _render_step(console, Path(said.run))
+        verdict, reason = ("None", "") if said is None else (said.verdict, said.reason)
         console.print(
             f"step {step.index} {safe(step.name)}: {measured.outcome.value.upper()} — "
-            f"{safe(str(said.get('verdict')))} {safe(str(said.get('reason') or ''))}",
+            f"{safe(verdict)} {safe(reason)}",
             highlight=False,
         )
         return measured

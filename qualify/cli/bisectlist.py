@@ -2,8 +2,8 @@
 
 A bisect's folder (`qualify bisect`) sits in the runs directory and holds `bisect.json`, the
 search's saved state, with its answer once it has one, and `bisect.md`. It has no run.json,
-so the run listing would not see it; these read it as it is saved, and a folder whose state
-does not read is listed as broken, with why, like a run.
+so the run listing would not see it; these read it through its type (`BisectFile`), and a
+folder whose state does not read is listed as broken, with why, like a run.
 """
 
 from __future__ import annotations
@@ -32,24 +32,28 @@ def bisect_folders(runs_dir: Path) -> list[Path]:
 
 def bisect_entry(folder: Path) -> dict[str, Any]:
     """One bisect as `qualify runs` lists it: its series' ends, whether it answered, and what."""
+    from qualify.bisect.resume import read_file
+    from qualify.bisect.state import SearchContext
+    from qualify.checks.evidence import validated
+    from qualify.core.errors import RunStoreError
+
     base: dict[str, Any] = {"kind": "bisect", "run_id": folder.name, "path": str(folder)}
     try:
-        saved = json.loads((folder / STATE).read_text(encoding="utf-8"))
-        series = [str(s) for s in saved["series"]]
-        probes = list(saved.get("probes") or [])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return {**base, "status": "broken", "error": f"{folder / STATE} does not read: {exc}", "hint": ""}
-    answer = saved.get("answer") if isinstance(saved.get("answer"), dict) else None
-    started = [str(p.get("started")) for p in probes if isinstance(p, dict) and p.get("started")]
-    ends = f"{series[0]} … {series[-1]}" if len(series) > 1 else "".join(series)
+        saved = read_file(folder / STATE)
+        context = validated(SearchContext, saved.context, folder / STATE, "context")
+    except RunStoreError as exc:
+        return {**base, "status": "broken", "error": exc.message, "hint": exc.hint or ""}
+    series, answer = saved.series, saved.answer
+    started = [p.started for p in saved.probes if p.started]
+    ends = f"{series[0]} … {series[-1]}"
     return {
         **base,
-        "candidate": f"{saved.get('mode', 'bisect')}: {ends} ({len(series)} steps)",
-        "profile": (saved.get("context") or {}).get("profile"),
-        "status": "answered" if answer else "open",
-        "verdict": str(answer["finding"]).upper().replace("_", " ") if answer else None,
-        "line": answer.get("line") if answer else None,
-        "probes": len(probes),
+        "candidate": f"{saved.mode.value}: {ends} ({len(series)} steps)",
+        "profile": context.profile,
+        "status": "open" if answer is None else "answered",
+        "verdict": None if answer is None else answer.finding.value.upper(),
+        "line": None if answer is None else answer.line,
+        "probes": len(saved.probes),
         "created_at": min(started) if started else None,
     }
 

@@ -17,6 +17,7 @@ from qualify.bisect.drive import drive
 from qualify.bisect.outcomes import Measured, Outcome
 from qualify.bisect.search import bisect_next, series_next
 from qualify.bisect.state import BisectState, Mode, Step
+from qualify.bisect.stepevidence import StepEvidence
 
 LETTERS = {"G": Outcome.GOOD, "B": Outcome.BAD, "S": Outcome.SKIP, "U": Outcome.UNDECIDED}
 
@@ -48,7 +49,8 @@ class Scripted:
         finished = len(self.state.known()[step.index])
         word = self.truth[step.index]
         outcome = word[min(finished, len(word) - 1)]
-        return Measured(outcome, {"run": f"{step.name}-attempt-{step.attempt}", "figure": finished})
+        run = f"{step.name}-attempt-{step.attempt}"
+        return Measured(outcome, StepEvidence(run=run, gate="scripted", verdict=outcome.value, reason=""))
 
     def counts(self) -> Counter[int]:
         return Counter(self.calls)

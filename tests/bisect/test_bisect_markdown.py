@@ -10,6 +10,7 @@ from qualify.bisect.answers import Answer, Finding
 from qualify.bisect.outcomes import Outcome
 from qualify.bisect.report import markdown
 from qualify.bisect.state import BisectState, Mode, ProbeRecord
+from qualify.bisect.stepevidence import StepEvidence
 
 
 def test_names_and_reasons_render_inert(tmp_path: Path) -> None:
@@ -19,7 +20,8 @@ def test_names_and_reasons_render_inert(tmp_path: Path) -> None:
     )
     for step, outcome in ((0, Outcome.GOOD), (1, Outcome.BAD)):
         reason = "<script>alert(1)</script> | **bold**" if step else "fine"
-        evidence = {"verdict": "FAIL" if step else "PASS", "reason": reason, "run": f"/runs/{series[step]}"}
+        verdict = "FAIL" if step else "PASS"
+        evidence = StepEvidence(run=f"/runs/{series[step]}", gate="[x](y)", verdict=verdict, reason=reason)
         state.probes.append(ProbeRecord(step, 1, "t", outcome, "t", evidence))
     answer = Answer(Finding.FOUND, (Outcome.GOOD, Outcome.BAD), good=0, bad=1)
     text = markdown(answer, state)

@@ -75,4 +75,4 @@ def test_series_mode_measures_an_undecided_step_again_before_going_on(tmp_path: 
     assert probe.calls == [0, 1, 1, 1, 2, 2, 2, 3]
     saved = load(tmp_path / "bisect.json")
     assert [(p.step, p.attempt) for p in saved.probes][1:4] == [(1, 1), (1, 2), (1, 3)]
-    assert [p.evidence["run"] for p in saved.probes][:2] == ["tc-0-attempt-1", "tc-1-attempt-1"]
+    assert [p.evidence.run for p in saved.probes if p.evidence][:2] == ["tc-0-attempt-1", "tc-1-attempt-1"]

@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from scripted_series import names, new_state, run
 
+from qualify.bisect.answers import Finding
 from qualify.bisect.drive import next_move
 from qualify.bisect.outcomes import Measured, Outcome
-from qualify.bisect.resume import load, open_state
+from qualify.bisect.report import answer_document
+from qualify.bisect.resume import load, open_state, read_file
 from qualify.bisect.state import BisectState, Mode
+from qualify.cli.bisectlist import bisect_entry
 from qualify.core.errors import RunStoreError, UsageError
+from qualify.core.runstore import write_json
 
 PY = sys.executable
 HERE = Path(__file__).resolve().parent
@@ -80,12 +84,14 @@ from pathlib import Path
 from qualify.bisect.outcomes import Measured, Outcome
 from qualify.bisect.resume import open_state
 from qualify.bisect.state import Mode
+from qualify.bisect.stepevidence import StepEvidence
 
 state = open_state(Path(sys.argv[1]), ["a", "b", "c"], mode=Mode.SERIES, retries=10**9)
 print("ready", flush=True)
 while True:
     state.begin(1)
-    state.finish(Measured(Outcome.UNDECIDED, {"log": "x" * 3_000_000}))
+    said = StepEvidence(run="r", gate="g", verdict="INCONCLUSIVE", reason="x" * 3_000_000)
+    state.finish(Measured(Outcome.UNDECIDED, said))
 """
 
 
@@ -114,23 +120,32 @@ def valid_document(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
         (lambda d: d.pop("mode"), "mode"),
         (lambda d: d.update(series="tc-0"), "series"),
         (lambda d: d.update(series=["tc-0"]), "series"),
-        (lambda d: d["series"].__setitem__(2, 7), "series[2]"),
-        (lambda d: d["series"].__setitem__(2, "tc-1"), "series[2]"),
+        (lambda d: d["series"].__setitem__(2, 7), "series.2"),
+        (lambda d: d["series"].__setitem__(2, "tc-1"), "series.2"),
         (lambda d: d.update(retries=-1), "retries"),
         (lambda d: d.update(retries=True), "retries"),
         (lambda d: d.update(context=[]), "context"),
         (lambda d: d.update(probes={}), "probes"),
         (lambda d: d.pop("probes"), "probes"),
-        (lambda d: d["probes"].__setitem__(1, "tc-4"), "probes[1]"),
-        (lambda d: d["probes"][1].update(step="tc-44"), "probes[1].step"),
-        (lambda d: d["probes"][1].update(step=4), "probes[1].step"),
-        (lambda d: d["probes"][1].update(attempt=2), "probes[1].attempt"),
-        (lambda d: d["probes"][1].pop("attempt"), "probes[1].attempt"),
-        (lambda d: d["probes"][2].update(outcome="fine"), "probes[2].outcome"),
-        (lambda d: d["probes"][2].update(finished=None), "probes[2].finished"),
-        (lambda d: d["probes"][2].update(outcome=None), "probes[2].finished"),
-        (lambda d: d["probes"][0].pop("started"), "probes[0].started"),
-        (lambda d: d["probes"][0].update(evidence="run 3"), "probes[0].evidence"),
+        (lambda d: d["probes"].__setitem__(1, "tc-4"), "probes.1"),
+        (lambda d: d["probes"][1].update(step="tc-44"), "probes.1.step"),
+        (lambda d: d["probes"][1].update(step=4), "probes.1.step"),
+        (lambda d: d["probes"][1].update(attempt=2), "probes.1.attempt"),
+        (lambda d: d["probes"][1].pop("attempt"), "probes.1.attempt"),
+        (lambda d: d["probes"][2].update(outcome="fine"), "probes.2.outcome"),
+        (lambda d: d["probes"][2].update(finished=None), "probes.2.finished"),
+        (lambda d: d["probes"][2].update(outcome=None), "probes.2.finished"),
+        (lambda d: d["probes"][0].pop("started"), "probes.0.started"),
+        (lambda d: d["probes"][0].update(evidence="run 3"), "probes.0.evidence"),
+        (lambda d: d["probes"][0]["evidence"].pop("verdict"), "probes.0.evidence.verdict"),
+        (lambda d: d["probes"][0]["evidence"].update(log="x"), "probes.0.evidence.log"),
+        (
+            lambda d: d["probes"][0]["evidence"].update(figure={"candidate": "1"}),
+            "probes.0.evidence.figure.MetricFigure.candidate",
+        ),
+        (lambda d: d.update(answer={"finding": "found"}), "answer.line"),
+        (lambda d: d.update(steps=[{"step": 0}]), "steps.0.arm"),
+        (lambda d: d.update(changed_kernels="none"), "changed_kernels"),
     ],
 )
 def test_a_wrong_field_is_named_with_the_file(tmp_path: Path, change: Any, named: str) -> None:
@@ -141,8 +156,42 @@ def test_a_wrong_field_is_named_with_the_file(tmp_path: Path, change: Any, named
     with pytest.raises(RunStoreError) as caught:
         load(path)
     assert str(path) in caught.value.message
-    assert f"{path}: {named} " in caught.value.message, caught.value.message
+    assert f"{path}: {named}: " in caught.value.message, caught.value.message
     assert caught.value.hint and "remove it" in caught.value.hint
+
+
+def test_an_answered_state_reads_back_with_its_answer_and_rows(tmp_path: Path) -> None:
+    answer, _ = run(tmp_path, "G G G B B", retries=1)
+    path = tmp_path / "bisect.json"
+    state = load(path)
+    state.context = {"series": "tcs", "gate": "numerics"}
+    write_json(path, answer_document(answer, state))
+    saved = read_file(path)
+    assert saved.answer is not None and saved.answer.finding is Finding.FOUND
+    assert saved.steps is not None and [row.outcome for row in saved.steps] == [
+        "good",
+        "not probed",
+        "good",
+        "bad",
+        "bad",
+    ]
+    assert load(path).known() == state.known(), "a resume reads the answered file as its state"
+
+
+def test_a_newer_version_is_refused_and_an_older_layout_reads(tmp_path: Path) -> None:
+    path, document = valid_document(tmp_path)
+    path.write_text(json.dumps({**document, "version": 2}))
+    with pytest.raises(RunStoreError, match="version 2; this qualify reads BisectFile up to version 1"):
+        load(path)
+    # Written before its evidence had a type: a probe without evidence saved an empty object, or
+    # none; a state without context saved none either.
+    document["probes"][0]["evidence"] = {}
+    del document["probes"][1]["evidence"]
+    del document["context"], document["version"]
+    path.write_text(json.dumps(document))
+    state = load(path)
+    assert [p.evidence for p in state.probes[:2]] == [None, None] and state.context == {}
+    assert state.probes[2].evidence is not None and state.probes[2].evidence.run == "tc-2-attempt-1"
 
 
 def test_an_unknown_step_in_the_file_is_refused_with_the_close_name(tmp_path: Path) -> None:
@@ -150,7 +199,7 @@ def test_an_unknown_step_in_the_file_is_refused_with_the_close_name(tmp_path: Pa
     document["probes"][1]["step"] = "tc-33"
     path.write_text(json.dumps(document))
     with pytest.raises(
-        RunStoreError, match=r'probes\[1\]\.step "tc-33" is no step of the series \(did you mean'
+        RunStoreError, match=r'probes\.1\.step: "tc-33" is no step of the series \(did you mean'
     ):
         load(path)
 
@@ -180,7 +229,7 @@ def test_read_back_it_is_the_state_that_was_saved(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "bisect.json").read_text())
     again = load(tmp_path / "bisect.json")
     assert again.document() == {k: v for k, v in saved.items() if k != "schema_version"}
-    assert [p.evidence["run"] for p in again.probes][:2] == ["tc-0-attempt-1", "tc-5-attempt-1"]
+    assert [p.evidence.run for p in again.probes if p.evidence][:2] == ["tc-0-attempt-1", "tc-5-attempt-1"]
     assert answer.good is not None and answer.bad == answer.good + 1
 
 
@@ -247,3 +296,23 @@ def test_a_context_resumes_as_it_was_given(tmp_path: Path) -> None:
     open_state(tmp_path / "bisect.json", names(3), mode=Mode.BISECT, retries=2, context=context)
     resumed = open_state(tmp_path / "bisect.json", names(3), mode=Mode.BISECT, retries=2, context=context)
     assert resumed.context["arms"] == ["pinned", "rocm10"]
+
+
+def test_a_listed_bisect_whose_state_does_not_read_is_broken_naming_file_and_key(tmp_path: Path) -> None:
+    answer, _ = run(tmp_path, "G G G B B", retries=1)
+    path = tmp_path / "bisect.json"
+    state = load(path)
+    state.context = {"series": "tcs", "gate": "numerics", "profile": "fast"}
+    document = answer_document(answer, state)
+    write_json(path, document)
+    entry = bisect_entry(tmp_path)
+    assert (entry["status"], entry["verdict"], entry["profile"]) == ("answered", "FOUND", "fast")
+    assert entry["candidate"] == "bisect: tc-0 … tc-4 (5 steps)" and entry["probes"] == len(state.probes)
+    document["answer"]["finding"] = "founded"
+    write_json(path, document)
+    broken = bisect_entry(tmp_path)
+    assert broken["status"] == "broken" and broken["error"].startswith(f"{path}: answer.finding: "), broken
+    document["answer"]["finding"] = "found"
+    document["context"]["profil"] = "fast"
+    write_json(path, document)
+    assert bisect_entry(tmp_path)["error"].startswith(f"{path}: context.profil: not a field")

@@ -129,8 +129,8 @@ def test_outcomes_known_beforehand_that_flip_twice_are_reported(tmp_path: Path) 
     state = BisectState.create(
         tmp_path / "bisect.json", [f"tc-{i}" for i in range(10)], mode=Mode.BISECT, retries=2
     )
-    state.record("tc-2", Measured(B, {"from": "series"}))
-    state.record("tc-6", Measured(G, {"from": "series"}))
+    state.record("tc-2", Measured(B))
+    state.record("tc-6", Measured(G))
     probed: list[int] = []
 
     def probe(step: Step) -> Measured:

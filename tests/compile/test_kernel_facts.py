@@ -105,10 +105,10 @@ def test_the_judge_writes_its_facts_as_the_type(tmp_path: Path) -> None:
         recorded = KernelFacts.load(document(check / "result.json")["facts"], check, "facts")
         assert (facts.counts, facts.mix) == (recorded.counts, recorded.mix), check
         assert facts.kernels_by_severity == recorded.kernels_by_severity, check
-        assert kernel_figure(check, facts)["kernels failing"] == facts.kernels_by_severity.FAIL
+        assert kernel_figure(check, facts).failing == facts.kernels_by_severity.FAIL
         failing.append(facts.kernels_by_severity.FAIL)
     assert max(failing) > 0 and min(failing) == 0  # the series holds steps that pass and fail
-    assert kernel_figure(checks[0], None)["kernels failing"] is None  # no facts: no count
+    assert kernel_figure(checks[0], None).failing is None  # no facts: no count
 
 
 def edited(path: Path, change: Any) -> dict[str, Any]:
