@@ -200,7 +200,7 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
     try:
         result = CheckResult.load(path) if path.is_file() else None
     except RunStoreError as exc:
-        unreadable = [SavedFinding("ERROR", exc.message, None)]
+        unreadable = [SavedFinding(verdict="ERROR", message=exc.message, role=None)]
         return CheckView(entry.name, entry.kind, "ERROR", exc.message, "", False, None, unreadable, [])
     if result is None:
         return CheckView(entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, [], [])
