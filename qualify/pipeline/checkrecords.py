@@ -27,6 +27,7 @@ from qualify.pipeline.recordmodel import (
     Record,
     RecordPart,
     Seconds,
+    StageStatus,
     StageVerdictWord,
     VerdictWord,
 )
@@ -69,7 +70,7 @@ class StageRecord(Record):
 
     name: str = ""
     folder: FolderName = Field(default=None, validate_default=True)
-    status: str = ""
+    status: StageStatus
     #: None until the stage is complete.
     verdict: StageVerdictWord | None = None
     reason: str = ""

@@ -70,6 +70,9 @@ def _seconds(value: Any) -> Any:
 #: A check's verdict word; a stage's is one of them or BLOCKED.
 VerdictWord = Annotated[str, BeforeValidator(_one_of(VERDICTS))]
 StageVerdictWord = Annotated[str, BeforeValidator(_one_of(STAGE_VERDICTS))]
+#: Where a stage's attempt stands: its stage.json is written when it starts, after each check
+#: and when it ends.
+StageStatus = Annotated[str, BeforeValidator(_one_of(("running", "complete", "interrupted")))]
 #: A name that is a folder of the run (a check's, a stage's).
 PlainName = Annotated[str, BeforeValidator(_plain_name)]
 #: A duration or a time limit, in seconds.

@@ -276,6 +276,8 @@ def refused(load: Callable[[Path], object], path: Path) -> str:
         (lambda d: d["checks"][0].pop("kind"), "checks[0].kind is null, not a string"),
         (lambda d: d["checks"][0].update(weight=2), "checks[0].weight is not a field this qualify knows"),
         (lambda d: d.update(attempt="2"), "attempt is a string, not a whole number"),
+        (lambda d: d.update(status="done"), "status 'done' is not one of running, complete, interrupted"),
+        (lambda d: d.pop("status"), "status None is not one of running, complete, interrupted"),
         (lambda d: d.update(ungated="no"), "ungated is a string, not true or false"),
         (lambda d: d.update(duration_s="1 h"), "duration_s is a string, not a number of seconds"),
         (lambda d: d.update(stale={"since": "now"}), "stale.inputs_hash_now is null, not a string"),
