@@ -53,7 +53,7 @@ class CheckEntry(RecordPart):
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.model_dump()
 
 
 class StaleMark(RecordPart):
@@ -161,7 +161,7 @@ class CheckResult(Record):
 
     def _loaded(self) -> None:
         types = evidence_types(self.kind)
-        facts = self.facts.model_dump(mode="json", exclude_unset=True) if self.facts is not None else {}
+        facts = self.facts.model_dump(exclude_unset=True) if self.facts is not None else {}
         if types is not None and facts:  # none: no judge wrote facts (a crash, never measured)
             self._evidence = types.facts.load(facts, self.path, "facts")
 

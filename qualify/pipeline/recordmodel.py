@@ -11,6 +11,7 @@ rewritten by a read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import NoneType, UnionType
@@ -62,8 +63,16 @@ def _plain_name(value: Any) -> Any:
 
 
 def _seconds(value: Any) -> Any:
-    if value is not None and not number(value):
+    if value is None:
+        return value
+    if not number(value):
         raise refused(f"is {type_name(value)}, not a number of seconds")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits has no float
+        finite = False
+    if not finite:
+        raise refused(f"is {value!r}, not a finite number of seconds")
     return value
 
 
@@ -146,8 +155,9 @@ class Record(RecordPart):
 
     def to_json(self) -> dict[str, Any]:
         """The document to save (no `schema_version`: `save` stamps it): the keys it was read
-        with, each field as the record holds it."""
-        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+        with, each field as the record holds it. The values are the document's own (a record
+        holds JSON's types only), so a NaN a judge wrote among its facts stays one."""
+        return self.model_dump(exclude_unset=True, by_alias=True)
 
     def updated(self, *, drop: Sequence[str] = (), **changes: Any) -> Self:
         """This record with `changes` to its document's keys (and the keys `drop` removed),

@@ -26,7 +26,7 @@ class RejudgedChange(RecordPart):
 
     def as_json(self) -> dict[str, Any]:
         """As read (saved again as it was), or every field of one a rejudgement just made."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        return self.model_dump(exclude_unset=True)
 
 
 class Rejudgement(RecordPart):
@@ -37,7 +37,7 @@ class Rejudgement(RecordPart):
     changed: list[RejudgedChange] = Field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_unset=True)
+        return self.model_dump(exclude_unset=True)
 
 
 class _Rejudged(RecordPart):

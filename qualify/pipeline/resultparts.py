@@ -20,7 +20,7 @@ class SavedFinding(RecordPart):
     role: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.model_dump()
 
 
 class RolePlayed(RecordPart):

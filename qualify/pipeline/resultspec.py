@@ -28,4 +28,4 @@ class SavedSpec(RecordPart):
 
     def as_json(self) -> dict[str, Any]:
         """The spec as it was read (saved again with what a rejudgement changed)."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        return self.model_dump(exclude_unset=True)

@@ -84,7 +84,7 @@ def json_ready(value: Any) -> Any:
     """A view (`asdict` of it) as report.json saves it: the records' parts it holds (a
     finding, a rejudgement) as they are saved."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_unset=True)
+        return value.model_dump(exclude_unset=True)
     if isinstance(value, dict):
         return {k: json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -280,6 +281,8 @@ def refused(load: Callable[[Path], object], path: Path) -> str:
         (lambda d: d.pop("status"), "status None is not one of running, complete, interrupted"),
         (lambda d: d.update(ungated="no"), "ungated is a string, not true or false"),
         (lambda d: d.update(duration_s="1 h"), "duration_s is a string, not a number of seconds"),
+        (lambda d: d.update(duration_s=float("inf")), "duration_s is inf, not a finite number of seconds"),
+        (lambda d: d.update(duration_s=10**400), "not a finite number of seconds"),
         (lambda d: d.update(stale={"since": "now"}), "stale.inputs_hash_now is null, not a string"),
         (lambda d: d.update(spec=["build"]), "spec is a list, not an object"),
     ],
@@ -446,3 +449,15 @@ def test_a_run_reads_its_rejudgements_and_project_as_types(copy: Path) -> None:
     assert record.rejudged[0].changed[0].after == "FAIL" and record.rejudged[0].changed[0].limits_after == {}
     assert record.project_root == raw(path).get("project", {}).get("root")
     assert record.stages[0].file == raw(path)["plan"]["stages"][0].get("file")
+
+
+def test_a_nan_a_judge_wrote_among_the_facts_is_saved_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "arms" / "result.json"
+    path.parent.mkdir()
+    facts = {"spread": float("nan"), "limits_of_evidence": ["one pair"]}
+    CheckResult.parse(path, {"verdict": "WARN", "kind": "not-a-kind-here", "facts": facts}).save()
+    saved = raw(path)
+    assert math.isnan(saved["facts"]["spread"])
+    result = CheckResult.load(path)
+    assert result.check == "arms" and result.limits_of_evidence == ["one pair"] and result.evidence is None
+    assert "check" not in saved  # a name the record left out is its folder's, and stays left out
