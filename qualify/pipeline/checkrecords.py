@@ -1,229 +1,169 @@
 """A stage's and a check's records as types: stage.json and result.json, checked on load and
-written through them (see `qualify.pipeline.record` for what every record shares)."""
+written through them (`qualify.pipeline.recordmodel` for what both share; run.json is
+`qualify.pipeline.record`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo
 
 from qualify.checks.evidence import Evidence
 from qualify.checks.registry import evidence_types
-from qualify.core.errors import RunStoreError
-from qualify.core.labels import name_problem
-from qualify.core.runstore import RECORD_VERSION, read_json
-from qualify.pipeline.migrations import RESULT_STEPS, STAGE_STEPS, migrate
-from qualify.pipeline.record import Document
+from qualify.pipeline.migrations import RESULT_STEPS, STAGE_STEPS, Step
 from qualify.pipeline.recordfields import (
-    HINT,
-    STAGE_VERDICTS,
-    VERDICTS,
     a_list,
     is_object,
     is_str,
     mapping,
     objects,
-    seconds,
     string,
-    text,
-    word,
     wrong,
 )
-from qualify.pipeline.resultparts import SavedFinding, saved_findings
-from qualify.pipeline.resultspec import SavedSpec, saved_spec
+from qualify.pipeline.recordmodel import (
+    PlainName,
+    Record,
+    RecordPart,
+    Seconds,
+    StageStatus,
+    StageVerdictWord,
+    VerdictWord,
+)
+from qualify.pipeline.resultparts import ResultFacts, RolePlayed, SavedFinding
+from qualify.pipeline.resultspec import SavedSpec
 
 
-@dataclass(frozen=True)
-class CheckEntry:
+def _this_folder(value: Any, info: ValidationInfo) -> Any:
+    """A record that does not name its stage's folder (or its check) is of the folder it is in."""
+    return info.context["folder"] if value is None and info.context is not None else value
+
+
+#: A name a record may leave out: then its folder's.
+FolderName = Annotated[PlainName, BeforeValidator(_this_folder)]
+
+
+class CheckEntry(RecordPart):
     """A check as its stage.json lists it: name, kind, verdict and why."""
 
-    name: str
+    name: PlainName
     kind: str
-    verdict: str
+    verdict: VerdictWord
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
 
-@dataclass(frozen=True)
-class StageRecord(Document):
+class StaleMark(RecordPart):
+    """A kept stage whose inputs changed since it ran (`stagerun.mark_stale`)."""
+
+    since: str
+    inputs_hash_now: str
+
+
+class StageRecord(Record):
     """A stage's stage.json, checked: its status, verdict and checks as one attempt saved them."""
 
-    path: Path
-    name: str
-    folder: str
-    status: str
-    verdict: str | None
-    reason: str
-    attempt: int | None
-    inputs_hash: str | None
-    inconclusive: str | None
-    ungated: bool
-    stale: bool
-    spec: Mapping[str, Any] | None
-    checks: tuple[CheckEntry, ...]
-    duration_s: float | None
-    document: Mapping[str, Any] = field(default_factory=dict)
+    STEPS: ClassVar[Mapping[int, Step]] = STAGE_STEPS
+
+    name: str = ""
+    folder: FolderName = Field(default=None, validate_default=True)
+    status: StageStatus
+    #: None until the stage is complete.
+    verdict: StageVerdictWord | None = None
+    reason: str = ""
+    attempt: int | None = None
+    profile: str | None = None
+    inputs_hash: str | None = None
+    #: How the plan counts an INCONCLUSIVE check: "fail" or "warn".
+    inconclusive: str | None = None
+    ungated: bool = False
+    #: The stage whose gate this one ran past (`--no-gate`), with its verdict.
+    ungated_past: str | None = None
+    #: The stage whose verdict kept this one from running.
+    blocked_by: str | None = None
+    stale: StaleMark | None = None
+    #: The stage as the plan gave it (`StageSpec.as_json`), compared with the run's plan.
+    spec: dict[str, Any] | None = None
+    #: The project's configuration the attempt ran with.
+    config: dict[str, Any] | None = None
+    checks: list[CheckEntry] = Field(default_factory=list)
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: Seconds | None = None
+    rejudged_at: str | None = None
+    verdict_before_rejudge: StageVerdictWord | None = None
 
     @property
     def complete(self) -> bool:
         return self.status == "complete"
 
-    @staticmethod
-    def load(path: Path) -> StageRecord:
-        """stage.json at `path` (RunStoreError naming it when it does not read or hold)."""
-        return StageRecord.parse(path, read_json(path, newest=RECORD_VERSION))
-
-    @staticmethod
-    def parse(path: Path, document: Mapping[str, Any]) -> StageRecord:
-        """`document`, the stage.json at `path` (as read, or as a writer built it), checked."""
-        document = migrate(STAGE_STEPS, document, str(path))
-        entries = document.get("checks", [])
-        if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
-            raise RunStoreError(f"{path}: 'checks' is not a list of checks", HINT)
-        checks = []
-        for index, entry in enumerate(entries):
-            name = str(entry.get("name", ""))
-            if name_problem(name) is not None:
-                # A check's name is a folder beside stage.json: it must be a plain name.
-                raise RunStoreError(f"{path}: checks[{index}] name {name!r}: {name_problem(name)}", HINT)
-            verdict = word(entry.get("verdict"), VERDICTS, path, f"checks[{index}] verdict")
-            checks.append(CheckEntry(name, str(entry.get("kind", "")), verdict, str(entry.get("reason", ""))))
-        folder = str(document.get("folder", path.parent.name))
-        if (problem := name_problem(folder)) is not None:
-            raise RunStoreError(f"{path}: folder {folder!r}: {problem}", HINT)
-        saved = document.get("verdict")
-        spec = document.get("spec")
-        attempt = document.get("attempt")
-        duration = document.get("duration_s")
-        return StageRecord(
-            path=path,
-            name=str(document.get("name", "")),
-            folder=folder,
-            status=str(document.get("status", "")),
-            verdict=None if saved is None else word(saved, STAGE_VERDICTS, path, "verdict"),
-            reason=str(document.get("reason", "")),
-            attempt=attempt if isinstance(attempt, int) else None,
-            inputs_hash=text(document.get("inputs_hash")),
-            inconclusive=text(document.get("inconclusive")),
-            ungated=bool(document.get("ungated")),
-            stale=bool(document.get("stale")),
-            spec=spec if isinstance(spec, Mapping) else None,
-            checks=tuple(checks),
-            duration_s=seconds(duration),
-            document=document,
-        )
-
     def with_check(self, entry: CheckEntry) -> StageRecord:
         """This record with one more check listed."""
-        return self.updated(checks=[*self.to_json().get("checks", []), entry.to_json()])
-
-    def _parse(self, document: Mapping[str, Any]) -> StageRecord:
-        return StageRecord.parse(self.path, document)
-
-    def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
-        if name == "checks":
-            out["checks"] = [c.to_json() for c in value]
-        elif name == "stale" and not value:
-            out.pop("stale", None)
-        else:
-            super()._put(out, name, value)
+        return self.updated(checks=[*(c.to_json() for c in self.checks), entry.to_json()])
 
 
-@dataclass(frozen=True)
-class CheckResult(Document):
+def _no_spec_is_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+class CheckResult(Record):
     """A check's result.json, checked: its verdict and the evidence the report shows."""
 
-    path: Path
-    check: str
-    kind: str
-    verdict: str
-    reason: str
-    verdict_rules: str
-    ungated: bool
-    duration_s: float | None
-    inputs_hash: str | None
-    crashed: str | None
-    findings: tuple[SavedFinding, ...]
-    tables: tuple[Mapping[str, Any], ...]
-    charts: tuple[Mapping[str, Any], ...]
-    judged: tuple[str, ...]
-    facts: Mapping[str, Any]
-    rejudged_at: str | None
+    STEPS: ClassVar[Mapping[int, Step]] = RESULT_STEPS
+
     #: The stage the check is of, as the result names it ("" when it does not).
-    stage: str
+    stage: str = ""
+    check: FolderName = Field(default=None, validate_default=True)
+    kind: str = ""
+    verdict_rules: str = ""
     #: The roles the check measured, by name.
-    roles: tuple[str, ...]
+    roles: dict[str, RolePlayed] = Field(default_factory=dict)
     #: The check as it was measured: its kind, parameters and limits.
-    spec: SavedSpec
-    document: Mapping[str, Any] = field(default_factory=dict)
-    #: The facts as the kind's type (`qualify.checks.evidence`), checked when the result was
-    #: read; None for a kind whose facts are not typed.
-    evidence: Evidence | None = None
+    spec: Annotated[SavedSpec, BeforeValidator(_no_spec_is_empty)] = Field(default_factory=SavedSpec)
+    inputs_hash: str | None = None
+    ungated: bool = False
+    started_at: str | None = None
+    duration_s: Seconds | None = None
+    crashed: str | None = None
+    verdict: VerdictWord
+    reason: str = ""
+    judged: list[str] = Field(default_factory=list)
+    findings: list[SavedFinding] = Field(default_factory=list)
+    #: The report's tables and charts, their shapes checked by `_tables` and `_charts`.
+    tables: list[dict[str, Any]] = Field(default_factory=list)
+    charts: list[dict[str, Any]] = Field(default_factory=list)
+    facts: ResultFacts | None = None
+    rejudged_at: str | None = None
+    _evidence: Evidence | None = PrivateAttr(default=None)
+
+    @property
+    def evidence(self) -> Evidence | None:
+        """The facts as the kind's type (`qualify.checks.evidence`), checked when the result was
+        read; None for a kind whose facts are not typed, or a result with no facts."""
+        return self._evidence
 
     @property
     def limits_of_evidence(self) -> list[str]:
-        return [str(n) for n in self.facts.get("limits_of_evidence", [])]
+        return list(self.facts.limits_of_evidence or []) if self.facts is not None else []
 
     @property
     def judged_as(self) -> str:
         """The kind of the check as it was judged: its saved spec's, else the result's."""
-        spec = self.document.get("spec") or {}
-        if not isinstance(spec, Mapping):
-            raise wrong(self.path, "spec", spec, "an object")
-        kind = spec.get("kind", self.kind)
-        if not isinstance(kind, str):
-            raise wrong(self.path, "spec.kind", kind, "a string")
-        return kind
+        return self.spec.kind if self.spec.kind is not None else self.kind
 
-    @staticmethod
-    def load(path: Path) -> CheckResult:
-        """result.json at `path` (RunStoreError naming it when it does not read or hold)."""
-        return CheckResult.parse(path, read_json(path, newest=RECORD_VERSION))
+    @classmethod
+    def _check_shapes(cls, document: Mapping[str, Any], path: Path) -> None:
+        _tables(document, path)
+        _charts(document, path)
 
-    @staticmethod
-    def parse(path: Path, document: Mapping[str, Any]) -> CheckResult:
-        """`document`, the result.json at `path` (as read, or as a writer built it), checked."""
-        document = migrate(RESULT_STEPS, document, str(path))
-        return CheckResult(
-            path=path,
-            check=string(document, "check", path) or path.parent.name,
-            kind=string(document, "kind", path) or "",
-            verdict=word(document.get("verdict"), VERDICTS, path, "verdict"),
-            reason=string(document, "reason", path) or "",
-            verdict_rules=string(document, "verdict_rules", path) or "",
-            ungated=bool(document.get("ungated")),
-            duration_s=seconds(document.get("duration_s")),
-            inputs_hash=string(document, "inputs_hash", path),
-            crashed=string(document, "crashed", path),
-            findings=saved_findings(document, path),
-            tables=_tables(document, path),
-            charts=_charts(document, path),
-            judged=tuple(a_list(document.get("judged") or [], path, "judged", is_str, "a string")),
-            facts=_facts(document, path),
-            rejudged_at=string(document, "rejudged_at", path),
-            stage=string(document, "stage", path) or "",
-            roles=tuple(mapping(document.get("roles", {}), str(path), "roles")),
-            spec=saved_spec(document, path),
-            document=document,
-            evidence=_evidence(string(document, "kind", path) or "", document, path),
-        )
-
-    def _parse(self, document: Mapping[str, Any]) -> CheckResult:
-        return CheckResult.parse(self.path, document)
-
-    def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
-        if name == "spec":
-            out["spec"] = value.as_json()
-        elif name == "findings":
-            out["findings"] = [f.as_json() for f in value]
-        elif name == "roles":
-            saved = out["roles"] if isinstance(out.get("roles"), Mapping) else {}
-            out["roles"] = {r: saved.get(r, {}) for r in value}
-        else:
-            super()._put(out, name, value)
+    def _loaded(self) -> None:
+        types = evidence_types(self.kind)
+        facts = self.facts.model_dump(exclude_unset=True) if self.facts is not None else {}
+        if types is not None and facts:  # none: no judge wrote facts (a crash, never measured)
+            self._evidence = types.facts.load(facts, self.path, "facts")
 
 
 def _tables(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:
@@ -257,20 +197,3 @@ def _charts(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any],
             mapping(series, str(path), f"{at}.data.{name}")
         a_list(chart.get("marks") or [], path, f"{at}.marks", is_object, "an object")
     return charts
-
-
-def _evidence(kind: str, document: Mapping[str, Any], path: Path) -> Evidence | None:
-    types = evidence_types(kind)
-    if types is None or not document.get("facts"):
-        return None  # no judge wrote facts: the check crashed or was never measured
-    return types.facts.load(document["facts"], path, "facts")
-
-
-def _facts(document: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
-    facts = document.get("facts") or {}
-    if not isinstance(facts, Mapping):
-        raise wrong(path, "facts", facts, "an object")
-    notes = facts.get("limits_of_evidence")
-    if notes is not None:
-        a_list(notes, path, "facts.limits_of_evidence", is_str, "a string")
-    return facts

@@ -17,7 +17,6 @@ shows them as they ran).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,7 @@ def rejudge_set(run: RunDir, plan: Plan) -> list[RejudgedChange]:
         member = RunDir(run.path / m.label)
         if member.run_json.is_file():
             found = rejudge(member, member_plan(plan, m, members))
-            changes += [replace(c, stage=f"{m.label}/{c.stage}") for c in found]
+            changes += [c.model_copy(update={"stage": f"{m.label}/{c.stage}"}) for c in found]
     summarize_set(run)
     return changes
 
@@ -151,10 +150,10 @@ def _rejudge_stage(
         change = _rejudge_check(folder / entry.name, current.get((name, entry.name)))
         if change is not None:
             changes.append(change)
-            entry = replace(entry, verdict=change.after)
+            entry = entry.model_copy(update={"verdict": change.after})
         if (folder / entry.name / RESULT).is_file():
             # The same verdict can come with other figures: the reason always follows.
-            entry = replace(entry, reason=CheckResult.load(folder / entry.name / RESULT).reason)
+            entry = entry.model_copy(update={"reason": CheckResult.load(folder / entry.name / RESULT).reason})
         checks.append(entry)
     verdicts = [Verdict(c.verdict) for c in checks]
     verdict = stage_verdict(verdicts, inconclusive_as_warn=stage.inconclusive == "warn")
@@ -198,7 +197,7 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> RejudgedChange | N
         kind=kind_name,
         params=params,
         limits=limits_after,
-        roles=saved.roles,
+        roles=tuple(saved.roles),
         timeout_s=saved_spec.timeout_s,
         env=dict(saved_spec.env),
         description=saved_spec.description if saved_spec.description is not None else "",

@@ -1,38 +1,41 @@
-"""What a result.json says a reviewer should read, as types: its findings, checked when the
-result is read (`qualify.pipeline.checkrecords`)."""
+"""What a result.json holds besides its verdict, as types: its findings, the roles it measured
+and the facts every kind's share, checked when the result is read
+(`qualify.pipeline.checkrecords`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from qualify.core.errors import RunStoreError
-from qualify.pipeline.recordfields import HINT, VERDICTS, objects, string, word, wrong
+from pydantic import ConfigDict
+
+from qualify.pipeline.recordmodel import RecordPart, VerdictWord
 
 
-@dataclass(frozen=True)
-class SavedFinding:
+class SavedFinding(RecordPart):
     """One finding of a check (`qualify.checks.base.Finding` as saved): its verdict word, its
-    message and the role it is about (None: the whole check)."""
+    message and the role it is about (None: the whole check; the key is always written)."""
 
-    verdict: str
+    verdict: VerdictWord
     message: str
-    role: str | None = None
+    role: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
 
-def saved_findings(document: Any, path: Path) -> tuple[SavedFinding, ...]:
-    """Each finding a verdict word, a message and a role (a role's name, or null)."""
-    out = []
-    for index, finding in enumerate(objects(document, "findings", path)):
-        at = f"findings[{index}]"
-        verdict = word(finding.get("verdict"), VERDICTS, path, f"{at}.verdict")
-        if not isinstance(finding.get("message"), str):
-            raise wrong(path, f"{at}.message", finding.get("message"), "a string")
-        if "role" not in finding:
-            raise RunStoreError(f"{path}: {at} has no role (null for the whole check)", HINT)
-        out.append(SavedFinding(verdict, finding["message"], string(finding, "role", path, at=f"{at}.")))
-    return tuple(out)
+class RolePlayed(RecordPart):
+    """A role as the check measured it: the arm that played it and the build it ran."""
+
+    arm: str
+    out: str | None = None
+
+
+class ResultFacts(RecordPart):
+    """What a judge wrote beside its verdict. Each kind's facts are its own type
+    (`CheckResult.evidence`); what every reader shares is declared here, the rest kept as it
+    was written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
+    limits_of_evidence: list[str] | None = None

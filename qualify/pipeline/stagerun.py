@@ -88,7 +88,7 @@ def mark_stale(run: RunDir, folder: str, inputs_hash: str) -> bool:
     stale = saved.inputs_hash != inputs_hash
     if stale and not saved.stale:
         saved.updated(stale={"since": now_iso(), "inputs_hash_now": inputs_hash}).save()
-    elif not stale and "stale" in saved.document:
+    elif not stale and saved.stale is not None:
         saved.updated(drop=("stale",)).save()
     return stale
 
@@ -148,7 +148,11 @@ class StageRunner:
                     **Judgement(Verdict.SKIPPED, why).as_json(),
                 },
             ).save()
-            entries.append(CheckEntry(spec.name, spec.kind, Verdict.SKIPPED.value, why).to_json())
+            entries.append(
+                CheckEntry(
+                    name=spec.name, kind=spec.kind, verdict=Verdict.SKIPPED.value, reason=why
+                ).to_json()
+            )
         StageRecord.parse(
             folder / STAGE,
             {
@@ -206,7 +210,9 @@ class StageRunner:
                 judgement = self._check(
                     stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
                 )
-                entry = CheckEntry(spec.name, spec.kind, judgement.verdict.value, judgement.reason)
+                entry = CheckEntry(
+                    name=spec.name, kind=spec.kind, verdict=judgement.verdict.value, reason=judgement.reason
+                )
                 record = record.with_check(entry)
                 record.save()
         except BaseException:

@@ -30,7 +30,7 @@ from qualify.report.fleetjudge import not_rejudged_model
 from qualify.report.fleetrecord import fleet_part
 from qualify.report.headline import members_note
 from qualify.report.matrix import Cell, Column
-from qualify.report.model import ReportModel, build_model
+from qualify.report.model import ReportModel, build_model, json_ready
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,7 +99,8 @@ class FleetModel:
         return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict_line": self.verdict_line}
+        document: dict[str, Any] = json_ready(asdict(self))
+        return {**document, "verdict_line": self.verdict_line}
 
 
 def _members(host: HostRun) -> list[tuple[str, RunDir]]:

@@ -19,7 +19,7 @@ from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report.headline import members_note
-from qualify.report.model import ReportModel, build_model
+from qualify.report.model import ReportModel, build_model, json_ready
 from qualify.report.views import with_shared
 
 #: A stage a member does not run (a negative control runs only what it must fail).
@@ -81,7 +81,8 @@ class MatrixModel:
         return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict_line": self.verdict_line}
+        document: dict[str, Any] = json_ready(asdict(self))
+        return {**document, "verdict_line": self.verdict_line}
 
     @property
     def candidates(self) -> list[Column]:

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from qualify import __version__
 from qualify.core.errors import RunStoreError
 from qualify.core.redaction import redact_text
@@ -17,6 +19,7 @@ from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord, StageEntry
+from qualify.pipeline.rejudgements import Rejudgement
 from qualify.pipeline.resultparts import SavedFinding
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report import headline
@@ -49,7 +52,7 @@ class ReportModel:
     stages: list[StageView]
     not_proven: list[str]
     #: Each `qualify report --rejudge`: when, with which plan, which checks changed.
-    rejudged: list[dict[str, Any]] = field(default_factory=list)
+    rejudged: list[Rejudgement] = field(default_factory=list)
     #: What kept the verdict from a plain one ("bench undecided"), empty when nothing did.
     verdict_note: str = ""
     #: The reasons that decide the verdict, then what else a reviewer should read.
@@ -70,10 +73,23 @@ class ReportModel:
         return [s for s in self.stages if s.ungated]
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict_line": self.verdict_line}
+        document: dict[str, Any] = json_ready(asdict(self))
+        return {**document, "verdict_line": self.verdict_line}
 
     def role(self, name: str) -> RoleView | None:
         return next((r for r in self.roles if r.role == name), None)
+
+
+def json_ready(value: Any) -> Any:
+    """A view (`asdict` of it) as report.json saves it: the records' parts it holds (a
+    finding, a rejudgement) as they are saved."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
 
 
 def build_model(run: RunDir) -> ReportModel:
@@ -118,7 +134,7 @@ def build_model(run: RunDir) -> ReportModel:
         gpu_processes=list(record.provenance.get("gpu_processes", [])),
         stages=stages,
         not_proven=[],
-        rejudged=[r.as_json() for r in record.rejudged],
+        rejudged=list(record.rejudged),
     )
     last = record.rejudged[-1].changed if record.rejudged else ()
     return _presented(run, _with_limits_of_evidence(model), {(c.stage, c.check): c.before for c in last})
@@ -200,7 +216,7 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
     try:
         result = CheckResult.load(path) if path.is_file() else None
     except RunStoreError as exc:
-        unreadable = [SavedFinding("ERROR", exc.message, None)]
+        unreadable = [SavedFinding(verdict="ERROR", message=exc.message, role=None)]
         return CheckView(entry.name, entry.kind, "ERROR", exc.message, "", False, None, unreadable, [])
     if result is None:
         return CheckView(entry.name, entry.kind, entry.verdict, entry.reason, "", False, None, [], [])
@@ -293,7 +309,7 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
     if model.rejudged:
         last = model.rejudged[-1]
         notes.append(
-            f"Verdicts were re-decided on {last.get('at')} with the limits of {last.get('plan')}, "
+            f"Verdicts were re-decided on {last.at} with the limits of {last.plan}, "
             "from the data measured before; nothing was measured again."
         )
     return replace(model, not_proven=notes)

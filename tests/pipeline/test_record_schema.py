@@ -8,9 +8,9 @@ given and the controls asked for. It is read here as it is, and copied before an
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -138,7 +138,7 @@ def test_a_field_changed_on_the_record_is_saved_over_its_key(copy: Path, recorde
     path = stage_files(copy)[0]
     stage = StageRecord.load(path)
     assert stage.verdict == "WARN"
-    dataclasses.replace(stage, reason="said again").save()
+    stage.model_copy(update={"reason": "said again"}).save()
     saved = raw(path)
     assert saved["reason"] == "said again" and saved["verdict"] == "WARN"
     assert saved["config"] == raw(recorded / path.relative_to(copy))["config"]
@@ -177,8 +177,8 @@ def test_a_version_1_result_without_what_was_judged_reads_with_none(copy: Path) 
         document.pop(key)
     write(path, {**document, "schema_version": 1})
     result = CheckResult.load(path)
-    assert result.judged == () and result.charts == ()
-    assert result.document["judged"] == [] and result.document["charts"] == []
+    assert result.judged == [] and result.charts == []
+    assert result.to_json()["judged"] == [] and result.to_json()["charts"] == []
     assert "judged" not in raw(path)
 
 
@@ -270,10 +270,21 @@ def refused(load: Callable[[Path], object], path: Path) -> str:
     ("change", "said"),
     [
         (lambda d: d.update(verdict="MAYBE"), "verdict 'MAYBE' is not one of PASS, WARN"),
-        (lambda d: d["checks"][0].update(verdict="GOOD"), "checks[0] verdict 'GOOD' is not one of"),
-        (lambda d: d.update(checks={"arms": "PASS"}), "'checks' is not a list of checks"),
+        (lambda d: d["checks"][0].update(verdict="GOOD"), "checks[0].verdict 'GOOD' is not one of"),
+        (lambda d: d.update(checks={"arms": "PASS"}), "checks is an object, not a list"),
         (lambda d: d.update(folder="../x"), "folder '../x': it starts with '.'"),
-        (lambda d: d["checks"][0].update(name="../arms"), "checks[0] name '../arms'"),
+        (lambda d: d["checks"][0].update(name="../arms"), "checks[0].name '../arms'"),
+        (lambda d: d["checks"][0].pop("kind"), "checks[0].kind is null, not a string"),
+        (lambda d: d["checks"][0].update(weight=2), "checks[0].weight is not a field this qualify knows"),
+        (lambda d: d.update(attempt="2"), "attempt is a string, not a whole number"),
+        (lambda d: d.update(status="done"), "status 'done' is not one of running, complete, interrupted"),
+        (lambda d: d.pop("status"), "status None is not one of running, complete, interrupted"),
+        (lambda d: d.update(ungated="no"), "ungated is a string, not true or false"),
+        (lambda d: d.update(duration_s="1 h"), "duration_s is a string, not a number of seconds"),
+        (lambda d: d.update(duration_s=float("inf")), "duration_s is inf, not a finite number of seconds"),
+        (lambda d: d.update(duration_s=10**400), "not a finite number of seconds"),
+        (lambda d: d.update(stale={"since": "now"}), "stale.inputs_hash_now is null, not a string"),
+        (lambda d: d.update(spec=["build"]), "spec is a list, not an object"),
     ],
 )
 def test_a_malformed_stage_json_is_refused(
@@ -315,10 +326,10 @@ def test_a_writer_cannot_save_what_a_reader_would_refuse(tmp_path: Path) -> None
     with pytest.raises(RunStoreError, match="verdict 'DONE'"):
         StageRecord.parse(path, {"name": "build", "status": "complete", "verdict": "DONE", "checks": []})
     stage = StageRecord.parse(path, {"name": "build", "status": "running", "checks": []})
-    with pytest.raises(RunStoreError, match="checks\\[0\\] verdict 'NEW'"):
+    with pytest.raises(RunStoreError, match="checks\\[0\\]\\.verdict 'NEW'"):
         stage.updated(checks=[{"name": "arms", "kind": "nix-build", "verdict": "NEW", "reason": ""}])
     with pytest.raises(RunStoreError, match="verdict 'DONE'"):
-        dataclasses.replace(stage, status="complete", verdict="DONE").save()
+        stage.model_copy(update={"status": "complete", "verdict": "DONE"}).save()
     assert not path.exists()
 
 
@@ -335,6 +346,22 @@ def test_a_writer_cannot_save_what_a_reader_would_refuse(tmp_path: Path) -> None
             lambda d: d.update(findings=[{"verdict": "FAIL", "mesage": "x", "role": None}]),
             "findings[0].message is null, not a string",
         ),
+        (lambda d: d.update(findings=[{"verdict": "FAIL", "message": "x"}]), "findings[0].role is missing"),
+        (
+            lambda d: d.update(findings=[{"verdict": "FAIL", "message": "x", "role": None, "level": 1}]),
+            "findings[0].level is not a field this qualify knows",
+        ),
+        (
+            lambda d: d.update(roles={"candidate": {"out": "/nix/store/x"}}),
+            "roles.candidate.arm is null, not a string",
+        ),
+        (lambda d: d["spec"].update(retries=2), "spec.retries is not a field this qualify knows"),
+        (lambda d: d.update(judged=[1]), "judged[0] is a number, not a string"),
+        (
+            lambda d: d.update(facts={"limits_of_evidence": [2]}),
+            "facts.limits_of_evidence[0] is a number, not a string",
+        ),
+        (lambda d: d.update(crashed=False), "crashed is a boolean, not a string"),
     ],
 )
 def test_a_result_json_whose_spec_stage_roles_or_findings_are_malformed_is_refused(
@@ -353,7 +380,7 @@ def test_a_result_reads_its_spec_and_findings_as_types(copy: Path) -> None:
     document = raw(path)
     result = CheckResult.load(path)
     assert result.spec.kind == document["spec"]["kind"] and result.spec.limits == document["spec"]["limits"]
-    assert result.stage == document["stage"] and result.roles == tuple(document["roles"])
+    assert result.stage == document["stage"] and tuple(result.roles) == tuple(document["roles"])
     assert [f.as_json() for f in result.findings] == document["findings"]
     assert result.to_json() == {k: v for k, v in document.items() if k != "schema_version"}
 
@@ -422,3 +449,15 @@ def test_a_run_reads_its_rejudgements_and_project_as_types(copy: Path) -> None:
     assert record.rejudged[0].changed[0].after == "FAIL" and record.rejudged[0].changed[0].limits_after == {}
     assert record.project_root == raw(path).get("project", {}).get("root")
     assert record.stages[0].file == raw(path)["plan"]["stages"][0].get("file")
+
+
+def test_a_nan_a_judge_wrote_among_the_facts_is_saved_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "arms" / "result.json"
+    path.parent.mkdir()
+    facts = {"spread": float("nan"), "limits_of_evidence": ["one pair"]}
+    CheckResult.parse(path, {"verdict": "WARN", "kind": "not-a-kind-here", "facts": facts}).save()
+    saved = raw(path)
+    assert math.isnan(saved["facts"]["spread"])
+    result = CheckResult.load(path)
+    assert result.check == "arms" and result.limits_of_evidence == ["one pair"] and result.evidence is None
+    assert "check" not in saved  # a name the record left out is its folder's, and stays left out

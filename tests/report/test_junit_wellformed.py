@@ -68,7 +68,7 @@ def test_lone_surrogates_in_any_field_are_escaped(noisy_run: Path) -> None:
     index, stage = next((i, s) for i, s in enumerate(model.stages) if s.checks)
     hostile = "half \ud800 pair \udfff nul \x00 esc \x1b[1m end \ufffe"
     check = dataclasses.replace(
-        stage.checks[0], reason=hostile, findings=[SavedFinding("FAIL", hostile, "x")]
+        stage.checks[0], reason=hostile, findings=[SavedFinding(verdict="FAIL", message=hostile, role="x")]
     )
     stage = dataclasses.replace(stage, name=f"compile{hostile}", checks=[check, *stage.checks[1:]])
     model = dataclasses.replace(model, stages=[*model.stages[:index], stage, *model.stages[index + 1 :]])

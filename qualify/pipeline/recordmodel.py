@@ -1,0 +1,210 @@
+"""What a stage's and a check's records (stage.json, result.json) share as types: the base they
+are declared on, the words and names their fields hold, and how a field that does not hold is
+refused, naming the file and the key.
+
+A record is a frozen, strict pydantic model (`qualify.checks.evidence` for its habits): every
+key qualify writes is a declared field, checked when the document is read; a key no field
+covers (a newer qualify's, a hand's) is kept as it was read and saved again. The document is
+brought to the current layout first (`qualify.pipeline.migrations`); its file is never
+rewritten by a read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import NoneType, UnionType
+from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin
+
+from pydantic import BeforeValidator, ConfigDict, PrivateAttr, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from qualify.checks.evidence import Part
+from qualify.core import seal
+from qualify.core.errors import RunStoreError
+from qualify.core.labels import name_problem
+from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
+from qualify.pipeline.migrations import Step, migrate
+from qualify.pipeline.recordfields import HINT, STAGE_VERDICTS, VERDICTS, number, type_name
+
+#: What each of pydantic's type errors says a field should have held, in the records' words.
+_EXPECTED = {
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "list_type": "a list",
+    "tuple_type": "a list",
+}
+
+
+def refused(why: str) -> PydanticCustomError:
+    """A field's own refusal (`why` follows the key: "'MAYBE' is not one of ...")."""
+    return PydanticCustomError("refused", "{why}", {"why": why})
+
+
+def _one_of(words: tuple[str, ...]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value not in words:
+            raise refused(f"{value!r} is not one of {', '.join(words)}")
+        return value
+
+    return check
+
+
+def _plain_name(value: Any) -> Any:
+    # A check's or a stage's name is a folder beside its record: it must be a plain name.
+    if isinstance(value, str) and (problem := name_problem(value)) is not None:
+        raise refused(f"{value!r}: {problem}")
+    return value
+
+
+def _seconds(value: Any) -> Any:
+    if value is None:
+        return value
+    if not number(value):
+        raise refused(f"is {type_name(value)}, not a number of seconds")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits has no float
+        finite = False
+    if not finite:
+        raise refused(f"is {value!r}, not a finite number of seconds")
+    return value
+
+
+#: A check's verdict word; a stage's is one of them or BLOCKED.
+VerdictWord = Annotated[str, BeforeValidator(_one_of(VERDICTS))]
+StageVerdictWord = Annotated[str, BeforeValidator(_one_of(STAGE_VERDICTS))]
+#: Where a stage's attempt stands: its stage.json is written when it starts, after each check
+#: and when it ends.
+StageStatus = Annotated[str, BeforeValidator(_one_of(("running", "complete", "interrupted")))]
+#: A name that is a folder of the run (a check's, a stage's).
+PlainName = Annotated[str, BeforeValidator(_plain_name)]
+#: A duration or a time limit, in seconds.
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+
+
+def _nullable(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _nullable(get_args(annotation)[0])
+    return annotation is None or (origin in (Union, UnionType) and NoneType in get_args(annotation))
+
+
+class RecordPart(Part):
+    """A part of a record (a check as a stage lists it, a finding, the spec): a required field
+    left out reads as null, so that its refusal says what the field should hold."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _absent_is_null(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        absent = {
+            name: None
+            for name, f in cls.model_fields.items()
+            if f.is_required() and name not in data and not _nullable(f.annotation)
+        }
+        return {**data, **absent} if absent else data
+
+
+class Record(RecordPart):
+    """A stage's or a check's record: its fields checked, every other key it was read with kept,
+    and saved through the type (`save`: checked first, atomic, at the current version)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    #: The steps that bring an older document to the current layout.
+    STEPS: ClassVar[Mapping[int, Step]] = {}
+    _path: Path = PrivateAttr()
+
+    @property
+    def path(self) -> Path:
+        """The file the record is of (stage.json, result.json)."""
+        return self._path
+
+    @classmethod
+    def load(cls, path: Path) -> Self:
+        """The record at `path` (RunStoreError naming it when it does not read or hold)."""
+        return cls.parse(path, read_json(path, newest=RECORD_VERSION))
+
+    @classmethod
+    def parse(cls, path: Path, document: Mapping[str, Any]) -> Self:
+        """`document`, the record at `path` (as read, of any version qualify knows, or as a
+        writer built it), checked."""
+        current = _plain(migrate(cls.STEPS, document, str(path)))
+        cls._check_shapes(current, path)
+        try:
+            record = cls.model_validate(current, context={"folder": path.parent.name})
+        except ValidationError as exc:
+            raise refusal(exc, path) from None
+        record._path = path
+        record._loaded()
+        return record
+
+    @classmethod
+    def _check_shapes(cls, document: Mapping[str, Any], path: Path) -> None:
+        """What a kind checks of the document by hand, before its fields (none here)."""
+
+    def _loaded(self) -> None:
+        """What a kind derives once it has read its fields (nothing here)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The document to save (no `schema_version`: `save` stamps it): the keys it was read
+        with, each field as the record holds it. The values are the document's own (a record
+        holds JSON's types only), so a NaN a judge wrote among its facts stays one."""
+        return self.model_dump(exclude_unset=True, by_alias=True)
+
+    def updated(self, *, drop: Sequence[str] = (), **changes: Any) -> Self:
+        """This record with `changes` to its document's keys (and the keys `drop` removed),
+        checked again."""
+        document = {k: v for k, v in self.to_json().items() if k not in drop}
+        return self.parse(self.path, {**document, **changes})
+
+    def save(self, path: Path | None = None) -> None:
+        """Write the record to `path` (its own file by default) atomically, at the current
+        version; it is checked first, so a record no reader would accept is never written (a
+        field changed with `model_copy` is checked here). A writer whose lock was removed or
+        replaced stops here instead (LockLostError)."""
+        document = self.to_json()
+        self.parse(self.path, document)
+        target = path or self.path
+        check_writer(target)
+        write_json(target, document, version=RECORD_VERSION)
+        seal.note(target)
+
+
+def refusal(exc: ValidationError, where: str | Path, key: str = "") -> RunStoreError:
+    """The first thing pydantic found wrong, naming `where` and the key (under `key`), in the
+    words of the run folder's other refusals: "checks[0].verdict 'GOOD' is not one of ...",
+    "spec.limits is a string, not an object"."""
+    first = exc.errors()[0]
+    place = key
+    for part in first["loc"]:
+        place += f"[{part}]" if isinstance(part, int) else f"{'.' if place else ''}{part}"
+    kind = first["type"]
+    if kind == "refused":
+        said = f"{place} {first['ctx']['why']}"
+    elif kind == "missing":
+        said = f"{place} is missing"
+    elif kind == "extra_forbidden":
+        said = f"{place} is not a field this qualify knows"
+    elif kind in _EXPECTED:
+        said = f"{place} is {type_name(first['input'])}, not {_EXPECTED[kind]}"
+    else:
+        said = f"{place}: {first['msg'].lower()}"
+    return RunStoreError(f"{where}: {said}", HINT)
+
+
+def _plain(value: Any) -> Any:
+    """A document as JSON reads it: objects as dicts, lists as lists (a writer may hand over
+    other mappings and tuples)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
