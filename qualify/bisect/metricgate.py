@@ -11,11 +11,12 @@ for that metric; the figure is the table's row for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from qualify.bisect.outcomes import Outcome
+from qualify.checks.figures import Table
 from qualify.core.checkspec import CheckSpec
 from qualify.core.verdicts import Verdict
 from qualify.numerics.evidence import KldFacts
@@ -98,7 +99,7 @@ def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
 def command_metric(
     metric: str,
     findings: Sequence[SavedFinding],
-    tables: Iterable[Mapping[str, Any]],
+    tables: Iterable[Table],
     check_reason: str,
 ) -> MetricJudged:
     """A `command` check's metric from its saved findings and its medians' table.
@@ -131,15 +132,14 @@ def _names(message: str, metric: str) -> bool:
     )
 
 
-def _medians(metric: str, tables: Iterable[Mapping[str, Any]]) -> tuple[float | None, float | None]:
+def _medians(metric: str, tables: Iterable[Table]) -> tuple[float | None, float | None]:
     """(pinned, candidate) medians of the metric from the medians' table."""
     for table in tables:
-        if table.get("title") != MEDIANS:
+        if table.title != MEDIANS:
             continue
-        columns = list(table.get("columns") or ())
-        for row in table.get("rows") or ():
+        for row in table.rows:
             if row and row[0] == metric:
-                cells = dict(zip(columns, row, strict=False))
+                cells = dict(zip(table.columns, row, strict=False))
                 return _number(cells.get("pinned")), _number(cells.get("candidate"))
     return None, None
 

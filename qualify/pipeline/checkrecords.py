@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.checks.evidence import Evidence
+from qualify.checks.figures import Chart, Table, load_charts, load_tables
 from qualify.checks.registry import evidence_types
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
@@ -20,10 +21,8 @@ from qualify.pipeline.recordfields import (
     STAGE_VERDICTS,
     VERDICTS,
     a_list,
-    is_object,
     is_str,
     mapping,
-    objects,
     seconds,
     string,
     text,
@@ -147,8 +146,8 @@ class CheckResult(Document):
     inputs_hash: str | None
     crashed: str | None
     findings: tuple[SavedFinding, ...]
-    tables: tuple[Mapping[str, Any], ...]
-    charts: tuple[Mapping[str, Any], ...]
+    tables: tuple[Table, ...]
+    charts: tuple[Chart, ...]
     judged: tuple[str, ...]
     facts: Mapping[str, Any]
     rejudged_at: str | None
@@ -199,8 +198,8 @@ class CheckResult(Document):
             inputs_hash=string(document, "inputs_hash", path),
             crashed=string(document, "crashed", path),
             findings=saved_findings(document, path),
-            tables=_tables(document, path),
-            charts=_charts(document, path),
+            tables=load_tables(document.get("tables", []), path),
+            charts=load_charts(document.get("charts", []), path),
             judged=tuple(a_list(document.get("judged") or [], path, "judged", is_str, "a string")),
             facts=_facts(document, path),
             rejudged_at=string(document, "rejudged_at", path),
@@ -219,44 +218,13 @@ class CheckResult(Document):
             out["spec"] = value.as_json()
         elif name == "findings":
             out["findings"] = [f.as_json() for f in value]
+        elif name in ("tables", "charts"):
+            out[name] = [figure.to_json() for figure in value]
         elif name == "roles":
             saved = out["roles"] if isinstance(out.get("roles"), Mapping) else {}
             out["roles"] = {r: saved.get(r, {}) for r in value}
         else:
             super()._put(out, name, value)
-
-
-def _tables(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:
-    """Each table a title, its columns' names and rows of cells (a cell is any JSON value: it is
-    shown as text)."""
-    tables = objects(document, "tables", path)
-    for index, table in enumerate(tables):
-        at = f"tables[{index}]"
-        if not isinstance(table.get("title"), str):
-            raise wrong(path, f"{at}.title", table.get("title"), "a string")
-        a_list(table.get("columns"), path, f"{at}.columns", is_str, "a string")
-        a_list(table.get("rows"), path, f"{at}.rows", lambda row: isinstance(row, list), "a list of cells")
-        if not isinstance(table.get("collapsed", False), bool):
-            raise wrong(path, f"{at}.collapsed", table.get("collapsed"), "true or false")
-    return tables
-
-
-def _charts(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:
-    """Each chart a title, a kind, its text alternative and its data by series (what is inside
-    a series, the chart's drawing checks: a chart it cannot draw is shown as not drawn)."""
-    charts = objects(document, "charts", path)
-    for index, chart in enumerate(charts):
-        at = f"charts[{index}]"
-        for key in ("title", "kind", "alt"):
-            if not isinstance(chart.get(key), str):
-                raise wrong(path, f"{at}.{key}", chart.get(key), "a string")
-        for key in ("x_label", "y_label"):
-            string(chart, key, path, at=f"{at}.")
-        data = mapping(chart.get("data"), str(path), f"{at}.data")
-        for name, series in data.items():
-            mapping(series, str(path), f"{at}.data.{name}")
-        a_list(chart.get("marks") or [], path, f"{at}.marks", is_object, "an object")
-    return charts
 
 
 def _evidence(kind: str, document: Mapping[str, Any], path: Path) -> Evidence | None:

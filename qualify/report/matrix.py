@@ -20,7 +20,7 @@ from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report.headline import members_note
 from qualify.report.model import ReportModel, build_model
-from qualify.report.views import with_shared
+from qualify.report.views import with_figures, with_shared
 
 #: A stage a member does not run (a negative control runs only what it must fail).
 NOT_IN_PLAN = "—"
@@ -81,7 +81,7 @@ class MatrixModel:
         return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict_line": self.verdict_line}
+        return {**asdict(self, dict_factory=with_figures), "verdict_line": self.verdict_line}
 
     @property
     def candidates(self) -> list[Column]:

@@ -20,7 +20,7 @@ from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.resultparts import SavedFinding
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report import headline
-from qualify.report.views import CheckView, StageView, shared_measurement
+from qualify.report.views import CheckView, StageView, shared_measurement, with_figures
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class ReportModel:
         return [s for s in self.stages if s.ungated]
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict_line": self.verdict_line}
+        return {**asdict(self, dict_factory=with_figures), "verdict_line": self.verdict_line}
 
     def role(self, name: str) -> RoleView | None:
         return next((r for r in self.roles if r.role == name), None)
@@ -213,8 +213,8 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         ungated=result.ungated,
         duration_s=result.duration_s,
         findings=list(result.findings),
-        tables=[dict(t) for t in result.tables],
-        charts=[dict(c) for c in result.charts],
+        tables=list(result.tables),
+        charts=list(result.charts),
         limits_of_evidence=result.limits_of_evidence,
         rejudged_at=result.rejudged_at,
         judged=list(result.judged),

@@ -16,6 +16,7 @@ from typing import Any
 
 from qualify.checks.benchfacts import BenchFacts
 from qualify.checks.evidence import Evidence
+from qualify.checks.figures import Chart, Figure, Table
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.resultparts import SavedFinding
@@ -58,6 +59,16 @@ def _seconds(value: float | None, unknown: str = "—") -> str:
     return unknown if value is None else f"{value:.1f} s"
 
 
+def with_figures(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`asdict`'s dict of a view, with a check's tables and charts as result.json holds them (a
+    view's JSON is report.json's)."""
+    return {key: [_figure(v) for v in value] if isinstance(value, list) else value for key, value in pairs}
+
+
+def _figure(value: Any) -> Any:
+    return value.to_json() if isinstance(value, Figure) else value
+
+
 @dataclass(frozen=True)
 class CheckView:
     name: str
@@ -68,8 +79,8 @@ class CheckView:
     ungated: bool
     duration_s: float | None
     findings: list[SavedFinding]
-    tables: list[dict[str, Any]]
-    charts: list[dict[str, Any]] = field(default_factory=list)
+    tables: list[Table]
+    charts: list[Chart] = field(default_factory=list)
     #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
     limits_of_evidence: list[str] = field(default_factory=list)
     rejudged_at: str | None = None
