@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from qualify.bench.evidence import BenchUnit, GpuSeen, Telemetry
 from qualify.bench.gputelemetry import SLOWDOWN
-from qualify.checks.base import Finding, TableData
+from qualify.checks.base import Finding
+from qualify.checks.figures import Cell, Table
 from qualify.core.verdicts import Verdict
 
 #: Other processes' CPU, in cores on average over a unit, from which the unit is flagged.
@@ -94,11 +95,11 @@ def _span(record: GpuSeen | None, key: str, index: int | None = None) -> str:
     return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
 
-def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> TableData:
+def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> Table:
     """Per unit, next to its pair: the GPU's clocks, power, temperature and throttle reasons
     during it (the first GPU the telemetry saw; all are in schedule.json), the host's load and
     other processes' CPU, and its flags."""
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for unit in units:
         gpus = unit.gpu.gpus if unit.gpu else {}
         first = gpus[min(gpus)] if gpus else None
@@ -106,7 +107,7 @@ def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> TableDat
         samples = first.samples if first else "?"
         foreign = unit.host.foreign_cores if unit.host else None
         before = unit.env_before
-        load: object = before.load if before is not None and "load" in before.model_fields_set else "—"
+        load: Cell = before.load if before is not None and "load" in before.model_fields_set else "—"
         if unit.host is not None and "load_1m" in unit.host.model_fields_set:
             load = unit.host.load_1m
         rows.append(
@@ -129,9 +130,9 @@ def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> TableDat
     else:
         reason = (telemetry.reason if telemetry else None) or "not recorded"
         title = f"Machine state during each unit (GPU telemetry {reason})"
-    return TableData(
-        title,
-        (
+    return Table(
+        title=title,
+        columns=(
             "#",
             "pair",
             "role",
@@ -144,6 +145,6 @@ def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> TableDat
             "other CPU, cores",
             "flag",
         ),
-        tuple(rows),
+        rows=tuple(rows),
         collapsed=not flagged(units),
     )

@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 from qualify.bench.evidence import BenchSchedule, BenchUnit
 from qualify.bench.judge import INCONCLUSIVE, INVALID, SLOWER, Outcome, Series, pair_ratios
-from qualify.checks.base import ChartData, TableData
 from qualify.checks.benchfacts import SharedFact
+from qualify.checks.figures import DotsChart, Mark, Table
 from qualify.stats import abtests
 
 
@@ -78,7 +78,7 @@ def results_table(
     invalid: dict[str, str],
     ratios: list[float],
     margin: float,
-) -> TableData:
+) -> Table:
     rows: list[tuple[Any, ...]] = []
     for outcome in outcomes:
         series, shift = by_label[outcome.label], outcome.shift
@@ -106,12 +106,12 @@ def results_table(
             ("geometric mean (context, not gated)", "", "", f"{geo - 1:+.2%}", "", "", "", "", "", "")
         )
     unit = next(iter(by_label.values())).unit if by_label else ""
-    return TableData(
-        f"Throughput, candidate vs pinned (δ = {margin:.1%}). R: the Hodges–Lehmann ratio "
+    return Table(
+        title=f"Throughput, candidate vs pinned (δ = {margin:.1%}). R: the Hodges–Lehmann ratio "
         "candidate/pinned over the pairs, its confidence interval at 1 − level; pair noise: the "
         "spread of one pair, not of R (with normal pairs the interval reaches about "
         "z·SD·√(π/3n) either side of R, n the pairs)",
-        (
+        columns=(
             "test",
             f"pinned {unit}",
             f"candidate {unit}",
@@ -123,20 +123,23 @@ def results_table(
             "pairs",
             NOISE_COLUMN,
         ),
-        tuple(rows),
+        rows=tuple(rows),
     )
 
 
-def ratios_table(outcomes: list[Outcome], by_label: dict[str, Series]) -> TableData:
+def ratios_table(outcomes: list[Outcome], by_label: dict[str, Series]) -> Table:
     rows = tuple(
         (o.label, " ".join(f"{r - 1:+.1%}" for r in pair_ratios(by_label[o.label]))) for o in outcomes
     )
-    return TableData(
-        "Paired ratios, candidate/pinned − 1, in pair order", ("test", "pairs"), rows, collapsed=True
+    return Table(
+        title="Paired ratios, candidate/pinned − 1, in pair order",
+        columns=("test", "pairs"),
+        rows=rows,
+        collapsed=True,
     )
 
 
-def ratios_chart(outcomes: list[Outcome], by_label: dict[str, Series], margin: float) -> ChartData:
+def ratios_chart(outcomes: list[Outcome], by_label: dict[str, Series], margin: float) -> DotsChart:
     data = {o.label: {"candidate": [100 * (r - 1) for r in pair_ratios(by_label[o.label])]} for o in outcomes}
     described = "; ".join(
         f"{label}: {len(v['candidate'])} pairs from {min(v['candidate'], default=0):+.1f} % "
@@ -146,19 +149,18 @@ def ratios_chart(outcomes: list[Outcome], by_label: dict[str, Series], margin: f
     # The line over each test is the table's Δ (the test's estimate of R − 1), not a median of
     # the dots, so chart and table say the same; ±δ are the margins the test decides against.
     estimates = tuple(
-        {"y": 100 * (o.shift.ratio - 1), "category": o.label, "label": f"Δ {o.shift.ratio - 1:+.2%}"}
+        Mark(y=100 * (o.shift.ratio - 1), category=o.label, label=f"Δ {o.shift.ratio - 1:+.2%}")
         for o in outcomes
         if o.shift is not None
     )
     bounds = (
-        {"y": 100 * margin, "label": f"+δ {margin:.1%}"},
-        {"y": -100 * margin, "label": f"−δ {margin:.1%}"},
+        Mark(y=100 * margin, label=f"+δ {margin:.1%}"),
+        Mark(y=-100 * margin, label=f"−δ {margin:.1%}"),
     )
-    return ChartData(
-        f"Paired ratios: candidate/pinned − 1 per pair, % (δ = ±{margin:.0%})",
-        "dots",
-        f"Candidate against pinned throughput, one dot per pair: {described}.",
-        data,
+    return DotsChart(
+        title=f"Paired ratios: candidate/pinned − 1 per pair, % (δ = ±{margin:.0%})",
+        alt=f"Candidate against pinned throughput, one dot per pair: {described}.",
+        data={label: {role: tuple(v) for role, v in per_role.items()} for label, per_role in data.items()},
         y_label="candidate vs pinned, %",
         marks=(*bounds, *estimates),
     )
@@ -212,7 +214,7 @@ def _as_saved(part: BaseModel | None, key: str, absent: Any) -> Any:
     return getattr(part, key) if part is not None and key in part.model_fields_set else absent
 
 
-def schedule_table(units: list[BenchUnit], shared: SharedFact | None = None) -> TableData:
+def schedule_table(units: list[BenchUnit], shared: SharedFact | None = None) -> Table:
     """Every unit in run order; a run set's member's title says where its time went (the
     schedule measured once with the other members)."""
     title = "Schedule (warm-up thrown away; pairs in ABBA order)"
@@ -239,9 +241,9 @@ def schedule_table(units: list[BenchUnit], shared: SharedFact | None = None) -> 
                 "; ".join(unit.env_notes),
             )
         )
-    return TableData(
-        title,
-        ("#", "phase", "pair", "role", "started", "s", "load", "outcome", "environment"),
-        tuple(rows),
+    return Table(
+        title=title,
+        columns=("#", "phase", "pair", "role", "started", "s", "load", "outcome", "environment"),
+        rows=tuple(rows),
         collapsed=True,
     )

@@ -8,8 +8,9 @@ import pandas as pd
 
 from qualify.build.closure import Package, diff_closures, package_of, store_name
 from qualify.build.evidence import BuildMeasurement, BuildPlan, InputsUsed, InputUsed
-from qualify.checks.base import SavedCheck, TableData
+from qualify.checks.base import SavedCheck
 from qualify.checks.buildfacts import ClosureDiff
+from qualify.checks.figures import Cell, Table
 
 
 def column(saved: SavedCheck, role: str, name: str, field: str) -> list[str]:
@@ -38,7 +39,7 @@ def write_diff(saved: SavedCheck, kind: str) -> pd.DataFrame:
     return diff
 
 
-def diff_table(diff: pd.DataFrame, summary: ClosureDiff, label: str) -> TableData:
+def diff_table(diff: pd.DataFrame, summary: ClosureDiff, label: str) -> Table:
     counts = ", ".join(f"{n} {change}" for change, n in summary.changes().items() if n)
     rows = []
     for r in diff[diff["change"] != "identical"].to_dict("records"):
@@ -54,16 +55,16 @@ def diff_table(diff: pd.DataFrame, summary: ClosureDiff, label: str) -> TableDat
                 "PEP 440 orders these the other way" if r["pep440_disagrees"] else "",
             )
         )
-    return TableData(
-        f"{label}: pinned → candidate ({counts or 'empty'})",
-        ("package", "output", "change", "pinned", "candidate", "Δ bytes", "note"),
-        tuple(rows),
+    return Table(
+        title=f"{label}: pinned → candidate ({counts or 'empty'})",
+        columns=("package", "output", "change", "pinned", "candidate", "Δ bytes", "note"),
+        rows=tuple(rows),
         collapsed=True,  # long lists; the summary line and the toolchain table say what moved
     )
 
 
-def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) -> TableData:
-    rows = []
+def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) -> Table:
+    rows: list[tuple[Cell, ...]] = []
     for role, m in builds.items():
         if m is None:
             continue
@@ -73,7 +74,7 @@ def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) ->
             frame = pd.read_csv(closure)
             size = f"{len(frame)} paths, {int(frame['size'].sum()) / 1e6:.1f} MB"
         failed = [b for b in m.built if b.failed]
-        built: object = len(m.built) - len(failed)
+        built: Cell = len(m.built) - len(failed)
         if failed:
             built = f"{built}, {len(failed)} failed"
         elif m.shared_build_with:
@@ -102,10 +103,10 @@ def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) ->
         "derivations built",
         "runtime closure",
     )
-    return TableData("Arms", columns, tuple(rows))
+    return Table(title="Arms", columns=columns, rows=tuple(rows))
 
 
-def built_where_table(builds: dict[str, BuildMeasurement | None]) -> TableData | None:
+def built_where_table(builds: dict[str, BuildMeasurement | None]) -> Table | None:
     """Every derivation a role built: the machine that built it (a remote builder's store URI,
     or this machine) and how long it took. None when nothing was built."""
     rows = []
@@ -123,22 +124,22 @@ def built_where_table(builds: dict[str, BuildMeasurement | None]) -> TableData |
     if not rows:
         return None
     machines = sorted({str(r[2]) for r in rows})
-    return TableData(
-        f"Derivations built, and where ({', '.join(machines)})",
-        ("role", "derivation", "built on", "time", "result"),
-        tuple(rows),
+    return Table(
+        title=f"Derivations built, and where ({', '.join(machines)})",
+        columns=("role", "derivation", "built on", "time", "result"),
+        rows=tuple(rows),
         collapsed=len(rows) > 20,
     )
 
 
-def toolchain_table(found: dict[str, dict[str, list[str]]]) -> TableData:
+def toolchain_table(found: dict[str, dict[str, list[str]]]) -> Table:
     components = sorted({c for per_role in found.values() for c in per_role})
     roles = list(found)
     rows = tuple((c, *(", ".join(found[r].get(c, [])) or "—" for r in roles)) for c in components)
-    return TableData("Toolchain (build-time closure)", ("component", *roles), rows)
+    return Table(title="Toolchain (build-time closure)", columns=("component", *roles), rows=rows)
 
 
-def inputs_table(saved: SavedCheck) -> TableData:
+def inputs_table(saved: SavedCheck) -> Table:
     """Each role's flake inputs side by side, with the fields that differ marked."""
     unknown = InputsUsed(method="unknown", inputs={}, flake_inputs=[])
     used: dict[str, InputsUsed] = {}
@@ -147,10 +148,10 @@ def inputs_table(saved: SavedCheck) -> TableData:
         used[role] = InputsUsed.read(path) if path.is_file() else unknown
     left_inputs, right_inputs = used["pinned"].inputs, used["candidate"].inputs
     if not left_inputs and not right_inputs and not used["pinned"].flake_inputs:
-        return TableData(
-            "Flake inputs",
-            ("field", "pinned", "candidate", ""),
-            (("inputs", "the flake has no inputs", "the flake has no inputs", ""),),
+        return Table(
+            title="Flake inputs",
+            columns=("field", "pinned", "candidate", ""),
+            rows=(("inputs", "the flake has no inputs", "the flake has no inputs", ""),),
         )
     rows: list[tuple[Any, ...]] = [("attributed by", used["pinned"].method, used["candidate"].method, "")]
     left_names, right_names = sorted(left_inputs) or [""], sorted(right_inputs) or [""]
@@ -166,10 +167,10 @@ def inputs_table(saved: SavedCheck) -> TableData:
             ("lastModified", left.lastModified, right.lastModified),
         ):
             rows.append((name, "—" if a is None else a, "—" if b is None else b, "differs" if a != b else ""))
-    return TableData("Flake inputs", ("field", "pinned", "candidate", ""), tuple(rows))
+    return Table(title="Flake inputs", columns=("field", "pinned", "candidate", ""), rows=tuple(rows))
 
 
-def plan_table(plan: BuildPlan) -> TableData:
+def plan_table(plan: BuildPlan) -> Table:
     """The dry run's cost estimate: what each role builds alone, shares, and fetches."""
     rows: list[tuple[Any, ...]] = []
     for role, entry in plan.roles.items():
@@ -185,8 +186,8 @@ def plan_table(plan: BuildPlan) -> TableData:
                 f"{len(entry.will_fetch)}" + (f" ({entry.fetch_summary})" if entry.fetch_summary else ""),
             )
         )
-    return TableData(
-        "Build plan (dry run before building)",
-        ("role", "derivations to build", "its own", "shared with another role", "paths to fetch"),
-        tuple(rows),
+    return Table(
+        title="Build plan (dry run before building)",
+        columns=("role", "derivations to build", "its own", "shared with another role", "paths to fetch"),
+        rows=tuple(rows),
     )

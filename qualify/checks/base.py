@@ -24,6 +24,7 @@ from qualify.core.verdicts import Verdict
 
 if TYPE_CHECKING:
     from qualify.checks.evidence import Evidence
+    from qualify.checks.figures import Chart, Table
     from qualify.core.checkspec import CheckSpec
     from qualify.core.context import CheckContext
 
@@ -97,72 +98,17 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class TableData:
-    """A table for the report; cells are plain values, escaped when rendered."""
-
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
-    #: Shown closed in the report (the rest behind a click): unchanged rows, long listings.
-    collapsed: bool = False
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "columns": list(self.columns),
-            "rows": [list(r) for r in self.rows],
-            "collapsed": self.collapsed,
-        }
-
-
-ChartKind = Literal["dots", "histogram", "lines"]
-
-
-@dataclass(frozen=True)
-class ChartData:
-    """A chart for the report, as data; `qualify.report.charts` draws it as inline SVG.
-
-    `data` by kind:
-    - "dots": {category: {role: [values]}} — every sample shown (bench units, repeats);
-    - "histogram": {role: {"edges": [...], "counts": [...]}} — a distribution already binned;
-    - "lines": {role: {"x": [...], "y": [...]}} — a time series, downsampled when drawn.
-    `marks` are vertical lines ({"x", "label"}): limits, compaction events. `alt` is the text
-    alternative a screen reader gets, written by the check from the same numbers.
-    """
-
-    title: str
-    kind: ChartKind
-    alt: str
-    data: dict[str, Any]
-    x_label: str = ""
-    y_label: str = ""
-    log_x: bool = False
-    marks: tuple[dict[str, Any], ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "kind": self.kind,
-            "alt": self.alt,
-            "data": self.data,
-            "x_label": self.x_label,
-            "y_label": self.y_label,
-            "log_x": self.log_x,
-            "marks": list(self.marks),
-        }
-
-
-@dataclass(frozen=True)
 class Judgement:
     """A check's verdict, why, and the evidence behind it."""
 
     verdict: Verdict
     reason: str
     findings: tuple[Finding, ...] = ()
-    tables: tuple[TableData, ...] = ()
+    #: The report's tables and charts (`qualify.checks.figures`).
+    tables: tuple[Table, ...] = ()
     #: The kind's facts type (`CheckKind.evidence`), or, for a kind that has none yet, a dict.
     facts: Evidence | dict[str, Any] = field(default_factory=dict)
-    charts: tuple[ChartData, ...] = ()
+    charts: tuple[Chart, ...] = ()
     #: What was judged, one short line each: a limit evaluated, a comparison made, a series
     #: tested. A judgement with none is never PASS or WARN (`qualify.pipeline.judging`).
     judged: tuple[str, ...] = ()
@@ -173,9 +119,9 @@ class Judgement:
             "reason": self.reason,
             "judged": list(self.judged),
             "findings": [f.as_json() for f in self.findings],
-            "tables": [t.as_json() for t in self.tables],
+            "tables": [t.to_json() for t in self.tables],
             "facts": self.facts if isinstance(self.facts, dict) else self.facts.to_json(),
-            "charts": [c.as_json() for c in self.charts],
+            "charts": [c.to_json() for c in self.charts],
         }
 
 

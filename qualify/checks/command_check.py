@@ -3,9 +3,10 @@ documents what it measures and how it decides."""
 
 from __future__ import annotations
 
-from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
+from qualify.checks.base import Finding, Judgement, SavedCheck
 from qualify.checks.commandfacts import CommandFacts, MetricFact
 from qualify.checks.commandparams import CommandParams
+from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.metrics import Metric, MetricsInvalid, read_metrics
 from qualify.checks.rolerun import RoleRun
@@ -129,7 +130,7 @@ def _margin(name: str, margin: float, pinned: dict[str, Metric], candidate: dict
     )
 
 
-def _table(metrics: dict[str, dict[str, Metric]]) -> TableData:
+def _table(metrics: dict[str, dict[str, Metric]]) -> Table:
     names = sorted({name for per_role in metrics.values() for name in per_role})
     rows = []
     for name in names:
@@ -149,8 +150,8 @@ def _table(metrics: dict[str, dict[str, Metric]]) -> TableData:
                 len(cand.samples) if cand else 0,
             )
         )
-    return TableData(
-        "Metrics (medians)",
-        ("metric", "unit", "pinned", "candidate", "Δ", "candidate range", "samples"),
-        tuple(rows),
+    return Table(
+        title="Metrics (medians)",
+        columns=("metric", "unit", "pinned", "candidate", "Δ", "candidate range", "samples"),
+        rows=tuple(rows),
     )

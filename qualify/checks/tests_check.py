@@ -9,7 +9,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
+from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.junit import (
     ERROR,
@@ -112,7 +113,7 @@ def judge(saved: SavedCheck) -> Judgement:
                     role,
                 )
             )
-    table: tuple[TableData, ...] = ()
+    table: tuple[Table, ...] = ()
     judged: list[str] = []
     if executed(results.get("candidate", {})):
         judged.append(f"{executed(results['candidate'])} candidate tests")
@@ -193,7 +194,7 @@ def _times(path: Path) -> dict[str, float | None]:
 
 def _table(
     pinned: dict[str, str], candidate: dict[str, str], times: dict[str, dict[str, float | None]]
-) -> TableData:
+) -> Table:
     def change(test: str) -> str:
         before, after = pinned.get(test, MISSING), candidate.get(test, MISSING)
         if before == PASSED and after != PASSED:
@@ -221,10 +222,10 @@ def _table(
         for t in tests
     )
     # Durations are single runs, shown for orientation; the bench stage decides speed.
-    return TableData(
-        "Tests (changes first)",
-        ("test", "pinned", "candidate", "change", "pinned s", "candidate s"),
-        rows,
+    return Table(
+        title="Tests (changes first)",
+        columns=("test", "pinned", "candidate", "change", "pinned s", "candidate s"),
+        rows=rows,
     )
 
 

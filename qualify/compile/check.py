@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qualify.checks.base import Finding, Judgement, SavedCheck, TableData
+from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
@@ -145,7 +146,7 @@ def judge(saved: SavedCheck) -> Judgement:
                 )
         tables[role] = load_tables(saved.role_dir(role))
     results: list[KernelDiff] = []
-    out_tables: list[TableData] = []
+    out_tables: list[Table] = []
     if "pinned" in tables and "candidate" in tables:
         limits = Limits.from_plan(saved.spec.limits, params.cuda_block_size)
         results = diff(tables["pinned"], tables["candidate"], limits)

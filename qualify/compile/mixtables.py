@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from qualify.checks.base import TableData
+from qualify.checks.figures import Cell, Table
 from qualify.compile.diff import KernelDiff
 from qualify.compile.failurekinds import failure_rank
 from qualify.compile.instmix import TITLES, Mix, shares
@@ -53,7 +53,7 @@ def _sum(results: Sequence[KernelDiff], side: str, field: str) -> float:
     return total
 
 
-def family_table(results: Sequence[KernelDiff]) -> TableData | None:
+def family_table(results: Sequence[KernelDiff]) -> Table | None:
     """Per target and kernel family, its failures and summed figures (see the module)."""
     groups: dict[tuple[str, str, str], list[KernelDiff]] = {}
     for r in results:
@@ -62,7 +62,7 @@ def family_table(results: Sequence[KernelDiff]) -> TableData | None:
     if not groups:
         return None
     spills = {"amdgpu": "vgpr_spill_count", "cuda": "spill_store_bytes"}
-    rows = []
+    rows: list[tuple[tuple[int, int, str, str, str], tuple[Cell, ...]]] = []
     for (family, target, name), members in groups.items():
         both = [r for r in members if r.pinned is not None and r.candidate is not None]
         dropped = sum(
@@ -85,10 +85,10 @@ def family_table(results: Sequence[KernelDiff]) -> TableData | None:
         "family", "target", "kernel family", "kernels", "FAIL", "WARN", "occupancy drops",
         "spills", "matrix", "scratch loads", "scratch stores", "code B",
     )  # fmt: skip
-    return TableData(f"Kernel families ({len(rows)})", columns, tuple(r[1] for r in rows))
+    return Table(title=f"Kernel families ({len(rows)})", columns=columns, rows=tuple(r[1] for r in rows))
 
 
-def mix_table(results: Sequence[KernelDiff]) -> TableData | None:
+def mix_table(results: Sequence[KernelDiff]) -> Table | None:
     """The kernels the instruction-mix rules flagged, worst first (at most 200 rows)."""
     flagged = [
         r
@@ -111,4 +111,6 @@ def mix_table(results: Sequence[KernelDiff]) -> TableData | None:
         rows.append((r.severity, _NAMES[r.family], r.target, display_name(r.key), *counts, valu, why))
     more = f", the first {_LISTED} shown" if len(flagged) > _LISTED else ""
     columns = ("severity", "family", "target", "kernel", *(TITLES[f] for f in _MIX_SHOWN), "VALU %", "why")
-    return TableData(f"Instruction mix: kernels flagged ({len(flagged)}{more})", columns, tuple(rows))
+    return Table(
+        title=f"Instruction mix: kernels flagged ({len(flagged)}{more})", columns=columns, rows=tuple(rows)
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.checks.base import TableData
+from qualify.checks.figures import Cell, Table
 from qualify.compile.diff import KernelDiff
 from qualify.compile.instmix import MIX_COLUMNS
 from qualify.compile.scan import FAMILIES
@@ -61,7 +61,7 @@ def _copies(diff: KernelDiff) -> str:
     return str(before) if before == after else f"{before} → {after}"
 
 
-def kernel_tables(results: Sequence[KernelDiff]) -> list[TableData]:
+def kernel_tables(results: Sequence[KernelDiff]) -> list[Table]:
     """Per family present: changed kernels (severity first), then the unchanged ones, closed."""
     tables = []
     for family in FAMILIES:
@@ -81,17 +81,24 @@ def kernel_tables(results: Sequence[KernelDiff]) -> list[TableData]:
 
         changed = [row(r) for r in rows if r.severity != "same"]
         same = [row(r) for r in rows if r.severity == "same"]
-        tables.append(TableData(f"{_TITLES[family]}: changed ({len(changed)})", columns, tuple(changed)))
+        tables.append(
+            Table(title=f"{_TITLES[family]}: changed ({len(changed)})", columns=columns, rows=tuple(changed))
+        )
         if same:
             tables.append(
-                TableData(f"{_TITLES[family]}: unchanged ({len(same)})", columns, tuple(same), collapsed=True)
+                Table(
+                    title=f"{_TITLES[family]}: unchanged ({len(same)})",
+                    columns=columns,
+                    rows=tuple(same),
+                    collapsed=True,
+                )
             )
     return tables
 
 
-def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff]) -> TableData:
+def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff]) -> Table:
     """Kernel copies found per role and family, and how the matched kernels were judged."""
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for family in FAMILIES:
         mine = [r for r in results if r.family == family]
         found = [counts.get(role, {}).get(family, 0) for role in ("pinned", "candidate")]
@@ -99,9 +106,9 @@ def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff
             continue
         by = {s: sum(r.severity == s for r in mine) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
         rows.append((family, *found, len(mine), *by.values()))
-    return TableData(
-        "Kernels found and judged",
-        (
+    return Table(
+        title="Kernels found and judged",
+        columns=(
             "family",
             "pinned copies",
             "candidate copies",
@@ -112,7 +119,7 @@ def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff
             "INFO",
             "unchanged",
         ),
-        tuple(rows),
+        rows=tuple(rows),
     )
 
 

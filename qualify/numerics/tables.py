@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from qualify.checks.base import ChartData, TableData
+from qualify.checks.figures import Cell, Chart, Table
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.charts import distribution_chart
 from qualify.numerics.judge import Noninferiority, Outcome, Settings, g, limit_verdict
@@ -27,7 +27,7 @@ CONFIDENCE_BUCKETS = (0.0, 0.25, 0.5, 0.75, 0.95, 1.0 + 1e-12)
 
 def stats_tables(
     stats: TokenStats, outcome: Outcome, limits: Mapping[str, float], s: Settings
-) -> tuple[TableData, ...]:
+) -> tuple[Table, ...]:
     """The tables of a judgement of `stats`; none when nothing was compared."""
     if not outcome.roles:
         return ()
@@ -40,11 +40,11 @@ def stats_tables(
     return tuple(tables)
 
 
-def stats_charts(stats: TokenStats, outcome: Outcome, limits: Mapping[str, float]) -> tuple[ChartData, ...]:
+def stats_charts(stats: TokenStats, outcome: Outcome, limits: Mapping[str, float]) -> tuple[Chart, ...]:
     return (distribution_chart(stats, outcome.roles, limits),) if outcome.roles else ()
 
 
-def noninferiority_table(ni: Noninferiority, s: Settings) -> TableData:
+def noninferiority_table(ni: Noninferiority, s: Settings) -> Table:
     rho, kl_p, floor = ni.margin, ni.mean_kl_pinned, ni.floor
     ratio = ni.mean_kl_candidate / kl_p if kl_p > 0 else math.nan
     rows: list[tuple[str, str]] = [("θ̂ = mean KL_C − KL_P per token", g(ni.theta))]
@@ -62,7 +62,7 @@ def noninferiority_table(ni: Noninferiority, s: Settings) -> TableData:
         ("mean KL_C / mean KL_P", g(ratio)),
         ("verdict", ni.verdict),
     ]
-    return TableData("Non-inferiority against pinned", ("quantity", "value"), tuple(rows))
+    return Table(title="Non-inferiority against pinned", columns=("quantity", "value"), rows=tuple(rows))
 
 
 def metric_table(
@@ -71,7 +71,7 @@ def metric_table(
     bounds: Mapping[str, Mapping[str, BootstrapBound]],
     summaries: Mapping[tuple[str, str], KldSummary],
     s: Settings,
-) -> TableData:
+) -> Table:
     ref = stats.reference
     roles = [r for r in ("pinned", "candidate") if (ref, r) in summaries]
     rows: list[tuple[Any, ...]] = []
@@ -113,10 +113,10 @@ def metric_table(
         "the means take Cantelli's bound when wider, counts an exact one; the p99 "
         "and |ΔPPL| bounds are BCa alone, approximate"
     )
-    return TableData(title, (*columns, "candidate verdict"), tuple(rows))
+    return Table(title=title, columns=(*columns, "candidate verdict"), rows=tuple(rows))
 
 
-def llama_table(summaries: Mapping[tuple[str, str], KldSummary]) -> TableData:
+def llama_table(summaries: Mapping[tuple[str, str], KldSummary]) -> Table:
     pairs = list(summaries)
     printed = {p: v.printed() for p, v in summaries.items()}
     lines = list(printed[pairs[0]]) if pairs else []
@@ -127,41 +127,44 @@ def llama_table(summaries: Mapping[tuple[str, str], KldSummary]) -> TableData:
 
     rows = tuple((line, *(cell(printed[p][line]) for p in pairs)) for line in lines)
     columns = ("llama-perplexity line", *(f"{a} → {b}" for a, b in pairs))
-    return TableData(
-        "llama-perplexity's --kl-divergence figures per pair (base → Q; ± assumes independent tokens)",
-        columns,
-        rows,
+    return Table(
+        title="llama-perplexity's --kl-divergence figures per pair (base → Q; ± assumes independent tokens)",
+        columns=columns,
+        rows=rows,
         collapsed=True,
     )
 
 
-def distribution_table(stats: TokenStats, roles: list[str]) -> TableData:
+def distribution_table(stats: TokenStats, roles: list[str]) -> Table:
     edges = np.array(KLD_BINS)
     counts = {r: np.histogram(stats.kld(stats.reference, r), edges)[0] for r in roles}
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for i in range(len(edges) - 1):
         lo, hi = edges[i], edges[i + 1]
         label = "< 0" if math.isinf(lo) else f"≥ {g(lo)}" if math.isinf(hi) else f"[{g(lo)}, {g(hi)})"
         rows.append((label, *(int(counts[r][i]) for r in roles)))
-    return TableData(
-        "KLD distribution against the reference (tokens per bin)", ("KLD", *roles), tuple(rows), True
+    return Table(
+        title="KLD distribution against the reference (tokens per bin)",
+        columns=("KLD", *roles),
+        rows=tuple(rows),
+        collapsed=True,
     )
 
 
-def confidence_table(stats: TokenStats, roles: list[str]) -> TableData:
+def confidence_table(stats: TokenStats, roles: list[str]) -> Table:
     ref = stats.reference
     # The reference's top-1 probability: exp(-nll) of its own top token is not stored, but the
     # top-1/top-2 margin is; bucket by the reference's target probability instead.
     p_ref = np.exp(-stats.role[ref].nll)
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for lo, hi in itertools.pairwise(CONFIDENCE_BUCKETS):
         mask = (p_ref >= lo) & (p_ref < hi)
         n = int(mask.sum())
         means = [g(float(stats.kld(ref, r)[mask].mean())) if n else "" for r in roles]
         rows.append((f"[{lo:g}, {min(hi, 1.0):g}{']' if hi > 1 else ')'}", n, *means))
-    return TableData(
-        "Mean KLD by the reference's probability of the target token",
-        ("p(target) under the reference", "tokens", *(f"{r} mean KLD" for r in roles)),
-        tuple(rows),
-        True,
+    return Table(
+        title="Mean KLD by the reference's probability of the target token",
+        columns=("p(target) under the reference", "tokens", *(f"{r} mean KLD" for r in roles)),
+        rows=tuple(rows),
+        collapsed=True,
     )

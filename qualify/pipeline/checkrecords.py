@@ -8,20 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo, field_serializer
 
 from qualify.checks.evidence import Evidence
+from qualify.checks.figures import Chart, Figure, Table, load_charts, load_tables
 from qualify.checks.registry import evidence_types
 from qualify.pipeline.migrations import RESULT_STEPS, STAGE_STEPS, Step
-from qualify.pipeline.recordfields import (
-    a_list,
-    is_object,
-    is_str,
-    mapping,
-    objects,
-    string,
-    wrong,
-)
 from qualify.pipeline.recordmodel import (
     PlainName,
     Record,
@@ -109,6 +101,26 @@ def _no_spec_is_empty(value: Any) -> Any:
     return {} if value is None else value
 
 
+def _figures(value: Any) -> Any:
+    # A writer may hand over figures already typed (`model_copy`); the file holds their JSON.
+    if not isinstance(value, list):
+        return value
+    return [v.to_json() if isinstance(v, Figure) else v for v in value]
+
+
+def _tables_in(value: Any, info: ValidationInfo) -> Any:
+    """A result's tables, checked by their type: a wrong one names the file and the key."""
+    return list(load_tables(_figures(value), _where(info)))
+
+
+def _charts_in(value: Any, info: ValidationInfo) -> Any:
+    return list(load_charts(_figures(value), _where(info)))
+
+
+def _where(info: ValidationInfo) -> Path | str:
+    return info.context["path"] if info.context is not None else "result.json"
+
+
 class CheckResult(Record):
     """A check's result.json, checked: its verdict and the evidence the report shows."""
 
@@ -132,9 +144,10 @@ class CheckResult(Record):
     reason: str = ""
     judged: list[str] = Field(default_factory=list)
     findings: list[SavedFinding] = Field(default_factory=list)
-    #: The report's tables and charts, their shapes checked by `_tables` and `_charts`.
-    tables: list[dict[str, Any]] = Field(default_factory=list)
-    charts: list[dict[str, Any]] = Field(default_factory=list)
+    #: The report's tables and charts, typed (`qualify.checks.figures`) and saved in their
+    #: own layout.
+    tables: Annotated[list[Table], BeforeValidator(_tables_in)] = Field(default_factory=list)
+    charts: Annotated[list[Chart], BeforeValidator(_charts_in)] = Field(default_factory=list)
     facts: ResultFacts | None = None
     rejudged_at: str | None = None
     _evidence: Evidence | None = PrivateAttr(default=None)
@@ -154,46 +167,12 @@ class CheckResult(Record):
         """The kind of the check as it was judged: its saved spec's, else the result's."""
         return self.spec.kind if self.spec.kind is not None else self.kind
 
-    @classmethod
-    def _check_shapes(cls, document: Mapping[str, Any], path: Path) -> None:
-        _tables(document, path)
-        _charts(document, path)
+    @field_serializer("tables", "charts")
+    def _figures_json(self, figures: list[Figure]) -> list[dict[str, Any]]:
+        return [figure.to_json() for figure in figures]
 
     def _loaded(self) -> None:
         types = evidence_types(self.kind)
         facts = self.facts.model_dump(exclude_unset=True) if self.facts is not None else {}
         if types is not None and facts:  # none: no judge wrote facts (a crash, never measured)
             self._evidence = types.facts.load(facts, self.path, "facts")
-
-
-def _tables(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:
-    """Each table a title, its columns' names and rows of cells (a cell is any JSON value: it is
-    shown as text)."""
-    tables = objects(document, "tables", path)
-    for index, table in enumerate(tables):
-        at = f"tables[{index}]"
-        if not isinstance(table.get("title"), str):
-            raise wrong(path, f"{at}.title", table.get("title"), "a string")
-        a_list(table.get("columns"), path, f"{at}.columns", is_str, "a string")
-        a_list(table.get("rows"), path, f"{at}.rows", lambda row: isinstance(row, list), "a list of cells")
-        if not isinstance(table.get("collapsed", False), bool):
-            raise wrong(path, f"{at}.collapsed", table.get("collapsed"), "true or false")
-    return tables
-
-
-def _charts(document: Mapping[str, Any], path: Path) -> tuple[Mapping[str, Any], ...]:
-    """Each chart a title, a kind, its text alternative and its data by series (what is inside
-    a series, the chart's drawing checks: a chart it cannot draw is shown as not drawn)."""
-    charts = objects(document, "charts", path)
-    for index, chart in enumerate(charts):
-        at = f"charts[{index}]"
-        for key in ("title", "kind", "alt"):
-            if not isinstance(chart.get(key), str):
-                raise wrong(path, f"{at}.{key}", chart.get(key), "a string")
-        for key in ("x_label", "y_label"):
-            string(chart, key, path, at=f"{at}.")
-        data = mapping(chart.get("data"), str(path), f"{at}.data")
-        for name, series in data.items():
-            mapping(series, str(path), f"{at}.data.{name}")
-        a_list(chart.get("marks") or [], path, f"{at}.marks", is_object, "an object")
-    return charts

@@ -139,7 +139,7 @@ class Record(RecordPart):
         current = _plain(migrate(cls.STEPS, document, str(path)))
         cls._check_shapes(current, path)
         try:
-            record = cls.model_validate(current, context={"folder": path.parent.name})
+            record = cls.model_validate(current, context={"folder": path.parent.name, "path": path})
         except ValidationError as exc:
             raise refusal(exc, path) from None
         record._path = path

@@ -1,6 +1,6 @@
-"""Charts for the report: a check's `ChartData` drawn by matplotlib as inline SVG.
+"""Charts for the report: a check's chart (`qualify.checks.figures`) drawn by matplotlib as inline SVG.
 
-Contract of `render_svg(chart, index)`: `chart` is a saved chart (`ChartData.as_json()`);
+Contract of `render_svg(chart, index)`: `chart` is a check's chart (`qualify.checks.figures`);
 the result is one `<svg>` element (no XML prolog) that:
 - draws text and axes in `currentColor`, so it follows the page's light or dark scheme;
 - has a transparent background, `role="img"` and the chart's text alternative as its label;
@@ -31,6 +31,15 @@ import matplotlib
 matplotlib.use("Agg")  # no display: draw to files only
 import matplotlib.pyplot as plt  # the backend must be chosen first
 
+from qualify.checks.figures import (
+    Chart,
+    DotsChart,
+    HistogramChart,
+    LinesChart,
+    load_chart,
+)
+from qualify.core.errors import RunStoreError
+
 # A colour no chart uses on purpose, replaced by currentColor in the SVG text.
 _INK = "#010203"
 # Role colours distinguishable in light and dark schemes and by most colour-blind readers.
@@ -43,12 +52,10 @@ def _colour(role: str, index: int) -> str:
     return ROLE_COLOURS.get(role, _OTHER_COLOURS[index % len(_OTHER_COLOURS)])
 
 
-def render_svg(chart: Mapping[str, Any], index: int) -> str:
-    """The chart as one inline `<svg>` element (see the module docstring)."""
-    kind = chart.get("kind")
-    draw = {"dots": _dots, "histogram": _histogram, "lines": _lines}.get(str(kind))
-    if draw is None:
-        raise ValueError(f"chart {chart.get('title')!r}: unknown kind {kind!r}")
+def render_svg(chart: Chart | Mapping[str, Any], index: int) -> str:
+    """The chart as one inline `<svg>` element (see the module docstring); a chart still in its
+    saved layout (a bisect's page builds one) is checked first, as result.json's are."""
+    typed = _typed(chart)
     style: dict[str, Any] = {
         "svg.fonttype": "none",
         "svg.hashsalt": "qualify",  # stable output: the same data draws the same bytes
@@ -64,30 +71,30 @@ def render_svg(chart: Mapping[str, Any], index: int) -> str:
     with plt.rc_context(style):  # type: ignore[arg-type]  # the stub wants literal keys
         fig, ax = plt.subplots(figsize=(7.2, 3.0))
         try:
-            draw(ax, chart)
-            for mark in chart.get("marks") or ():
-                if "x" not in mark:
+            _draw(ax, typed)
+            for mark in typed.marks:
+                if mark.x is None:
                     continue  # horizontal marks: drawn by the kind (`_dots`)
-                ax.axvline(float(mark["x"]), color=_INK, linestyle="--", linewidth=0.8, alpha=0.6)
-                if mark.get("label"):
+                ax.axvline(float(mark.x), color=_INK, linestyle="--", linewidth=0.8, alpha=0.6)
+                if mark.label:
                     ax.annotate(
-                        str(mark["label"]),
-                        (float(mark["x"]), 1.0),
+                        mark.label,
+                        (float(mark.x), 1.0),
                         xycoords=("data", "axes fraction"),
                         fontsize=7,
                         rotation=90,
                         va="top",
                         ha="right",
                     )
-            ax.set_title(str(chart.get("title", "")), loc="left", fontsize=10)
-            ax.set_xlabel(str(chart.get("x_label", "")))
-            ax.set_ylabel(str(chart.get("y_label", "")))
-            if chart.get("log_x"):
-                values = _all_values(chart)
+            ax.set_title(typed.title, loc="left", fontsize=10)
+            ax.set_xlabel(typed.x_label)
+            ax.set_ylabel(typed.y_label)
+            if typed.log_x:
+                values = _all_values(typed)
                 if values and min(values) > 0:
                     ax.set_xscale("log")
                 else:  # zero or negative values: linear near zero, logarithmic beyond
-                    ax.set_xscale("symlog", linthresh=_linthresh(chart))
+                    ax.set_xscale("symlog", linthresh=_linthresh(typed))
             ax.spines[["top", "right"]].set_visible(False)
             ax.grid(axis="y", alpha=0.25, color=_INK)
             fig.tight_layout()
@@ -95,7 +102,25 @@ def render_svg(chart: Mapping[str, Any], index: int) -> str:
             fig.savefig(buffer, format="svg", transparent=True)
         finally:
             plt.close(fig)
-    return _inline(buffer.getvalue(), str(chart.get("alt", "")), f"c{index}-")
+    return _inline(buffer.getvalue(), typed.alt, f"c{index}-")
+
+
+def _draw(ax: Any, chart: Chart) -> None:
+    if isinstance(chart, DotsChart):
+        _dots(ax, chart)
+    elif isinstance(chart, HistogramChart):
+        _histogram(ax, chart)
+    else:
+        _lines(ax, chart)
+
+
+def _typed(chart: Chart | Mapping[str, Any]) -> Chart:
+    if isinstance(chart, (DotsChart, HistogramChart, LinesChart)):
+        return chart
+    try:
+        return load_chart(chart, "the chart")
+    except RunStoreError as exc:
+        raise ValueError(exc.message) from None
 
 
 def _inline(svg: str, alt: str, prefix: str) -> str:
@@ -113,28 +138,30 @@ def _inline(svg: str, alt: str, prefix: str) -> str:
     return body.replace("<svg", f'<svg role="img" aria-label="{label}" class="chart"', 1)
 
 
-def _linthresh(chart: Mapping[str, Any]) -> float:
+def _linthresh(chart: Chart) -> float:
     values = [abs(v) for v in _all_values(chart) if v]
     return min(values) if values else 1.0
 
 
-def _all_values(chart: Mapping[str, Any]) -> list[float]:
-    data = chart.get("data", {})
-    if chart.get("kind") == "histogram":
-        return [float(e) for series in data.values() for e in series.get("edges", [])]
-    if chart.get("kind") == "lines":
-        return [float(x) for series in data.values() for x in series.get("x", [])]
+def _all_values(chart: Chart) -> list[float]:
+    if isinstance(chart, HistogramChart):
+        return [float(e) for series in chart.data.values() for e in series.edges]
+    if isinstance(chart, LinesChart):
+        return [float(x) for series in chart.data.values() for x in series.x]
     return []
 
 
-def identical_series(chart: Mapping[str, Any]) -> list[tuple[str, str]]:
+def identical_series(chart: Chart | Mapping[str, Any]) -> list[tuple[str, str]]:
     """(role, the role it repeats) for each series equal to one before it, as drawn."""
-    data = chart.get("data") or {}
-    if chart.get("kind") not in ("histogram", "lines") or not isinstance(data, Mapping):
+    try:
+        typed = _typed(chart)
+    except ValueError:
+        return []  # not drawn either: the caption says nothing of its series
+    if isinstance(typed, DotsChart):
         return []
-    seen: list[tuple[str, Any]] = []
+    seen: list[tuple[str, object]] = []
     out: list[tuple[str, str]] = []
-    for role, series in sorted(data.items(), key=lambda item: _role_order(item[0])):
+    for role, series in sorted(typed.data.items(), key=lambda item: _role_order(item[0])):
         twin = next((other for other, values in seen if values == series), None)
         if twin is not None:
             out.append((role, twin))
@@ -143,34 +170,34 @@ def identical_series(chart: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _twin_style(chart: Mapping[str, Any], role: str, label: str) -> tuple[str, dict[str, Any]]:
+def _twin_style(chart: Chart, role: str, label: str) -> tuple[str, dict[str, Any]]:
     twin = dict(identical_series(chart)).get(role)
     if twin is None:
         return label, {}
     return f"{label} (= {twin})", {"linestyle": (0, (4, 3)), "linewidth": 1.8}
 
 
-def _dots(ax: Any, chart: Mapping[str, Any]) -> None:
+def _dots(ax: Any, chart: DotsChart) -> None:
     """Every sample per category and role, side by side, with the role's median as a bar, or
     the check's own estimate where a mark gives one; horizontal marks drawn and labelled."""
-    data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
+    data = chart.data
     categories = list(data)
     roles = sorted({role for per_role in data.values() for role in per_role}, key=_role_order)
     width = 0.8 / max(len(roles), 1)
-    marks = [m for m in chart.get("marks") or () if "y" in m]
-    estimated = {str(m["category"]) for m in marks if "category" in m}
+    marks = [m for m in chart.marks if m.y is not None]
+    estimated = {m.category for m in marks if m.category is not None}
     medians_drawn = False
     for mark in marks:
-        y = float(mark["y"])
-        if "category" in mark and str(mark["category"]) in categories:
-            c = categories.index(str(mark["category"]))
+        y = float(mark.y or 0.0)
+        if mark.category is not None and mark.category in categories:
+            c = categories.index(mark.category)
             ax.hlines(y, c - 0.45, c + 0.45, colors=_INK, linewidth=1.6)
-            ax.annotate(str(mark.get("label", "")), (c + 0.45, y), fontsize=7, va="center", ha="left")
-        elif "category" not in mark:
+            ax.annotate(mark.label, (c + 0.45, y), fontsize=7, va="center", ha="left")
+        elif mark.category is None:
             ax.axhline(y, color=_INK, linestyle="--", linewidth=0.8, alpha=0.6)
-            if mark.get("label"):
+            if mark.label:
                 ax.annotate(
-                    str(mark["label"]),
+                    mark.label,
                     (1.0, y),
                     xycoords=("axes fraction", "data"),
                     fontsize=7,
@@ -181,7 +208,7 @@ def _dots(ax: Any, chart: Mapping[str, Any]) -> None:
         xs: list[float] = []
         ys: list[float] = []
         for c, category in enumerate(categories):
-            values = [float(v) for v in data[category].get(role, [])]
+            values = [float(v) for v in data[category].get(role, ())]
             centre = c - 0.4 + width * (r + 0.5)
             # A deterministic spread keeps equal values visible without random jitter.
             xs += [centre + width * 0.6 * ((i % 7) / 6 - 0.5) for i in range(len(values))]
@@ -203,23 +230,19 @@ def _dots(ax: Any, chart: Mapping[str, Any]) -> None:
     ax.legend(frameon=False, fontsize=8)
 
 
-def _histogram(ax: Any, chart: Mapping[str, Any]) -> None:
-    data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
-    for r, (role, series) in enumerate(sorted(data.items(), key=lambda item: _role_order(item[0]))):
-        edges, counts = [float(e) for e in series["edges"]], [float(c) for c in series["counts"]]
+def _histogram(ax: Any, chart: HistogramChart) -> None:
+    for r, (role, series) in enumerate(sorted(chart.data.items(), key=lambda item: _role_order(item[0]))):
+        edges, counts = [float(e) for e in series.edges], [float(c) for c in series.counts]
         if len(edges) != len(counts) + 1:
-            raise ValueError(
-                f"chart {chart.get('title')!r}: {role} has {len(edges)} edges for {len(counts)} counts"
-            )
+            raise ValueError(f"chart {chart.title!r}: {role} has {len(edges)} edges for {len(counts)} counts")
         label, style = _twin_style(chart, role, role)
         ax.stairs(counts, edges, label=label, color=_colour(role, r), **{"linewidth": 1.4, **style})
     ax.legend(frameon=False, fontsize=8)
 
 
-def _lines(ax: Any, chart: Mapping[str, Any]) -> None:
-    data: Mapping[str, Mapping[str, Sequence[float]]] = chart["data"]
-    for r, (role, series) in enumerate(sorted(data.items(), key=lambda item: _role_order(item[0]))):
-        xs, ys = downsample([float(x) for x in series["x"]], [float(y) for y in series["y"]], MAX_POINTS)
+def _lines(ax: Any, chart: LinesChart) -> None:
+    for r, (role, series) in enumerate(sorted(chart.data.items(), key=lambda item: _role_order(item[0]))):
+        xs, ys = downsample([float(x) for x in series.x], [float(y) for y in series.y], MAX_POINTS)
         label, style = _twin_style(chart, role, role)
         ax.plot(xs, ys, label=label, color=_colour(role, r), **{"linewidth": 1.0, **style})
     ax.legend(frameon=False, fontsize=8)

@@ -157,14 +157,14 @@ def toolchain_delta(stages: Iterable[StageView]) -> list[str]:
     for stage in stages:
         for check in stage.checks:
             for table in check.tables:
-                if not str(table.get("title", "")).startswith("Toolchain"):
+                if not table.title.startswith("Toolchain"):
                     continue
-                columns = list(table.get("columns", []))
+                columns = list(table.columns)
                 if "pinned" not in columns or "candidate" not in columns:
                     continue
                 p, c = columns.index("pinned"), columns.index("candidate")
                 changed, same = [], []
-                for row in table.get("rows", []):
+                for row in table.rows:
                     name = _COMPONENT_NAMES.get(str(row[0]), str(row[0]))
                     if row[p] == row[c]:
                         same.append(f"{name} {row[p]}")

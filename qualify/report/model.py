@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from qualify import __version__
+from qualify.checks.figures import Figure
 from qualify.core.errors import RunStoreError
 from qualify.core.redaction import redact_text
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
@@ -82,7 +83,9 @@ class ReportModel:
 
 def json_ready(value: Any) -> Any:
     """A view (`asdict` of it) as report.json saves it: the records' parts it holds (a
-    finding, a rejudgement) as they are saved."""
+    finding, a rejudgement, a table, a chart) as they are saved."""
+    if isinstance(value, Figure):
+        return value.to_json()
     if isinstance(value, BaseModel):
         return value.model_dump(exclude_unset=True)
     if isinstance(value, dict):
@@ -229,8 +232,8 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         ungated=result.ungated,
         duration_s=result.duration_s,
         findings=list(result.findings),
-        tables=[dict(t) for t in result.tables],
-        charts=[dict(c) for c in result.charts],
+        tables=list(result.tables),
+        charts=list(result.charts),
         limits_of_evidence=result.limits_of_evidence,
         rejudged_at=result.rejudged_at,
         judged=list(result.judged),

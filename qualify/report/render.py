@@ -23,6 +23,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from qualify.checks.figures import Chart
 from qualify.core import markdown
 from qualify.core.plaintext import clean, clean_tree
 from qualify.core.provenance import describe_gpu
@@ -176,9 +177,9 @@ def _environment() -> Environment:
     env.filters["identical"] = identical_series
     drawn = itertools.count()  # one number per chart in the page keeps SVG ids unique
 
-    def chart(data: dict[str, Any]) -> Markup:
+    def chart(figure: Chart) -> Markup:
         try:
-            return Markup(render_svg(data, next(drawn)))  # matplotlib escapes its text
+            return Markup(render_svg(figure, next(drawn)))  # matplotlib escapes its text
         except (ValueError, KeyError, TypeError) as exc:
             return Markup("<p class='muted'>chart not drawn: {}</p>").format(exc)
 

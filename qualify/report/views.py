@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from qualify.checks.benchfacts import BenchFacts
 from qualify.checks.evidence import Evidence
+from qualify.checks.figures import Chart, Table
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.resultparts import SavedFinding
@@ -68,8 +68,8 @@ class CheckView:
     ungated: bool
     duration_s: float | None
     findings: list[SavedFinding]
-    tables: list[dict[str, Any]]
-    charts: list[dict[str, Any]] = field(default_factory=list)
+    tables: list[Table]
+    charts: list[Chart] = field(default_factory=list)
     #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
     limits_of_evidence: list[str] = field(default_factory=list)
     rejudged_at: str | None = None

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qualify.checks.base import TableData
+from qualify.checks.figures import Table
 from qualify.serving.compare import CaseRow
 from qualify.serving.evidence import GateRow, GreedyFact, ServingMeasurement, ServingTiming
 from qualify.serving.judgement import ServingJudgement
 
 
-def serving_tables(judgement: ServingJudgement) -> tuple[TableData, ...]:
+def serving_tables(judgement: ServingJudgement) -> tuple[Table, ...]:
     tables = [cases_table(judgement.rows)]
     if judgement.greedy:
         tables.append(greedy_table(judgement.greedy))
@@ -21,22 +21,22 @@ def serving_tables(judgement: ServingJudgement) -> tuple[TableData, ...]:
     return tuple(tables)
 
 
-def cases_table(rows: tuple[CaseRow, ...]) -> TableData:
-    return TableData(
-        "Serving cases (per suite; failures first)",
-        ("suite", "case", "pinned", "candidate", "across roles", "first difference"),
-        tuple(
+def cases_table(rows: tuple[CaseRow, ...]) -> Table:
+    return Table(
+        title="Serving cases (per suite; failures first)",
+        columns=("suite", "case", "pinned", "candidate", "across roles", "first difference"),
+        rows=tuple(
             (r.suite, r.case, r.pinned, r.candidate, r.across, r.first_difference)
             for r in sorted(rows, key=lambda r: (r.candidate == "pass" and r.across != "differs",))
         ),
     )
 
 
-def greedy_table(greedy: tuple[GreedyFact, ...]) -> TableData:
-    return TableData(
-        "Greedy faithfulness (first divergence per prompt)",
-        ("case", "tokens compared", "first divergence", "pinned top-2 margin", "near-tie"),
-        tuple(
+def greedy_table(greedy: tuple[GreedyFact, ...]) -> Table:
+    return Table(
+        title="Greedy faithfulness (first divergence per prompt)",
+        columns=("case", "tokens compared", "first divergence", "pinned top-2 margin", "near-tie"),
+        rows=tuple(
             (
                 g.case,
                 g.compared,
@@ -50,12 +50,12 @@ def greedy_table(greedy: tuple[GreedyFact, ...]) -> TableData:
     )
 
 
-def timing_table(timing: ServingTiming, gate: tuple[GateRow, ...], limits: Mapping[str, float]) -> TableData:
-    return TableData(
-        f"Timing gate: candidate − pinned ≤ max({limits['max_slowdown_pct']:g} % × pinned, "
+def timing_table(timing: ServingTiming, gate: tuple[GateRow, ...], limits: Mapping[str, float]) -> Table:
+    return Table(
+        title=f"Timing gate: candidate − pinned ≤ max({limits['max_slowdown_pct']:g} % × pinned, "
         f"{limits['max_slowdown_ms']:g} ms); {timing.pairs} ABBA pairs per type after "
         f"{timing.warmup} warm-up (computed so the one-sided test can reach its Holm level)",
-        (
+        columns=(
             "request",
             "metric",
             "pairs",
@@ -67,7 +67,7 @@ def timing_table(timing: ServingTiming, gate: tuple[GateRow, ...], limits: Mappi
             "Holm level",
             "result",
         ),
-        tuple(
+        rows=tuple(
             (
                 r.type,
                 r.metric,
@@ -93,7 +93,7 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
-def servers_table(measured: dict[str, ServingMeasurement]) -> TableData:
+def servers_table(measured: dict[str, ServingMeasurement]) -> Table:
     rows = []
     for role, m in measured.items():
         s = m.server
@@ -114,9 +114,19 @@ def servers_table(measured: dict[str, ServingMeasurement]) -> TableData:
                 f"logs/{role}-server.log",
             )
         )
-    return TableData(
-        "Servers",
-        ("role", "arm", "build", "slots", "slot n_ctx", "ready after s", "status", "suites not run", "log"),
-        tuple(rows),
+    return Table(
+        title="Servers",
+        columns=(
+            "role",
+            "arm",
+            "build",
+            "slots",
+            "slot n_ctx",
+            "ready after s",
+            "status",
+            "suites not run",
+            "log",
+        ),
+        rows=tuple(rows),
         collapsed=True,
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.checks.base import ChartData, TableData
+from qualify.checks.figures import Chart, Line, LinesChart, Mark, Table
 from qualify.soak.evidence import CompactionEvent, KernelLogMatch, RequestSummary, SoakMeasurement
 from qualify.soak.params import SoakParams
 from qualify.soak.trend import HOUR, MIB, SeriesVerdict, Trend
@@ -35,9 +35,9 @@ def downsample(
     return xs, ys
 
 
-def _marks(compaction: Sequence[CompactionEvent]) -> tuple[dict[str, Any], ...]:
+def _marks(compaction: Sequence[CompactionEvent]) -> tuple[Mark, ...]:
     return tuple(
-        {"x": round(e.t_s / 60, 3), "label": "compact" if i == 0 else ""} for i, e in enumerate(compaction)
+        Mark(x=round(e.t_s / 60, 3), label="compact" if i == 0 else "") for i, e in enumerate(compaction)
     )
 
 
@@ -46,28 +46,22 @@ def charts(
     windows: Mapping[str, pd.DataFrame],
     compaction: Sequence[CompactionEvent],
     warmup_s: float,
-) -> tuple[ChartData, ...]:
+) -> tuple[Chart, ...]:
     """Memory (every sample), TTFT, TPOT and throughput (per window), both roles on each."""
-    marks = (*_marks(compaction), {"x": round(warmup_s / 60, 3), "label": "warm-up ends"})
-    out: list[ChartData] = []
-    memory: dict[str, Any] = {}
+    marks = (*_marks(compaction), Mark(x=round(warmup_s / 60, 3), label="warm-up ends"))
+    out: list[Chart] = []
+    memory: dict[str, Line] = {}
     for role, frame in telemetry.items():
         if not frame.empty and "rss_bytes" in frame:
-            memory[role] = dict(
-                zip(
-                    ("x", "y"),
-                    downsample(list(frame["t_s"] / 60), list(frame["rss_bytes"] / MIB)),
-                    strict=True,
-                )
-            )
+            xs, ys = downsample(list(frame["t_s"] / 60), list(frame["rss_bytes"] / MIB))
+            memory[role] = Line(x=tuple(xs), y=tuple(ys))
     if memory:
-        peaks = ", ".join(f"{role} peak {max(d['y']):.0f} MiB" for role, d in memory.items())
+        peaks = ", ".join(f"{role} peak {max(line.y):.0f} MiB" for role, line in memory.items())
         out.append(
-            ChartData(
-                "Server RSS during the soak",
-                "lines",
-                f"RSS over time: {peaks}",
-                memory,
+            LinesChart(
+                title="Server RSS during the soak",
+                alt=f"RSS over time: {peaks}",
+                data=memory,
                 x_label="minutes",
                 y_label="MiB",
                 marks=marks,
@@ -78,20 +72,24 @@ def charts(
         ("tpot_p50_ms", "TPOT p50 per window", "ms"),
         ("tokens_per_s", "Throughput per window", "tokens/s"),
     ):
-        data: dict[str, Any] = {}
+        data: dict[str, Line] = {}
         for role, table in windows.items():
             if column in table:
                 series = table[column].dropna()
-                data[role] = dict(
-                    zip(("x", "y"), downsample(list(series.index / 60), list(series)), strict=True)
-                )
+                xs, ys = downsample(list(series.index / 60), list(series))
+                data[role] = Line(x=tuple(xs), y=tuple(ys))
         if data:
             medians = ", ".join(
-                f"{role} median {pd.Series(d['y']).median():.1f} {unit}" for role, d in data.items()
+                f"{role} median {pd.Series(line.y).median():.1f} {unit}" for role, line in data.items()
             )
             out.append(
-                ChartData(
-                    title, "lines", f"{title}: {medians}", data, x_label="minutes", y_label=unit, marks=marks
+                LinesChart(
+                    title=title,
+                    alt=f"{title}: {medians}",
+                    data=data,
+                    x_label="minutes",
+                    y_label=unit,
+                    marks=marks,
                 )
             )
     return tuple(out)
@@ -103,7 +101,7 @@ def _num(value: float | None, digits: int = 3) -> str:
     return f"{value:+.{digits}g}"
 
 
-def trend_table(verdicts: Sequence[SeriesVerdict], horizon_s: float) -> TableData:
+def trend_table(verdicts: Sequence[SeriesVerdict], horizon_s: float) -> Table:
     rows: list[tuple[Any, ...]] = []
     for verdict in verdicts:
         for trend in (verdict.pinned, verdict.candidate):
@@ -111,11 +109,11 @@ def trend_table(verdicts: Sequence[SeriesVerdict], horizon_s: float) -> TableDat
                 continue
             rows.append(_trend_row(verdict, trend, horizon_s))
     hours = horizon_s / HOUR
-    return TableData(
-        f"Trends after the warm-up (growth over {hours:.3g} h)",
-        ("series", "role", "windows", "τ", "p levels (AR(1) corrected)", "n/n*", "p increments",
+    return Table(
+        title=f"Trends after the warm-up (growth over {hours:.3g} h)",
+        columns=("series", "role", "windows", "τ", "p levels (AR(1) corrected)", "n/n*", "p increments",
          "slope per h", "95 % interval", "growth (lower bound)", "budget", "finding"),
-        tuple(rows),
+        rows=tuple(rows),
     )  # fmt: skip
 
 
@@ -140,7 +138,7 @@ def _trend_row(verdict: SeriesVerdict, trend: Trend, horizon_s: float) -> tuple[
     )
 
 
-def requests_table(summaries: Mapping[str, RequestSummary]) -> TableData:
+def requests_table(summaries: Mapping[str, RequestSummary]) -> Table:
     rows = tuple(
         (
             role,
@@ -157,15 +155,15 @@ def requests_table(summaries: Mapping[str, RequestSummary]) -> TableData:
         )
         for role, s in summaries.items()
     )
-    return TableData(
-        "Requests",
-        ("role", "sent", "ok", "error", "stalled", "cut at the end", "tokens", "TTFT p50", "TPOT p50",
+    return Table(
+        title="Requests",
+        columns=("role", "sent", "ok", "error", "stalled", "cut at the end", "tokens", "TTFT p50", "TPOT p50",
          "end to end p99", "load stopped"),
-        rows,
+        rows=rows,
     )  # fmt: skip
 
 
-def blocks_table(measurements: Mapping[str, SoakMeasurement | None]) -> TableData | None:
+def blocks_table(measurements: Mapping[str, SoakMeasurement | None]) -> Table | None:
     """The order the roles' blocks ran in, when the soak was interleaved (None otherwise)."""
     rows = sorted(
         ((b.wall_start_s, b.wall_end_s, role, b) for role, m in measurements.items()
@@ -174,10 +172,10 @@ def blocks_table(measurements: Mapping[str, SoakMeasurement | None]) -> TableDat
     )  # fmt: skip
     if not rows:
         return None
-    return TableData(
-        "Order of the soak (ABBA blocks)",
-        ("#", "role", "block", "role's time", "since the soak began", "requests", "load stopped"),
-        tuple(
+    return Table(
+        title="Order of the soak (ABBA blocks)",
+        columns=("#", "role", "block", "role's time", "since the soak began", "requests", "load stopped"),
+        rows=tuple(
             (i + 1, role, b.block + 1, f"{b.start_s:g}–{b.end_s:g} s",
              f"{start:.1f}–{end:.1f} s", b.requests, b.stop_reason)
             for i, (start, end, role, b) in enumerate(rows)
@@ -189,11 +187,11 @@ def _ms(seconds: float | None) -> str:
     return "—" if seconds is None or math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
 
 
-def kernel_table(matches: Sequence[KernelLogMatch]) -> TableData:
-    return TableData(
-        "Kernel-log and server-log matches",
-        ("role", "pattern", "line", "source"),
-        tuple((_owner(m), m.pattern, m.line, m.source) for m in matches),
+def kernel_table(matches: Sequence[KernelLogMatch]) -> Table:
+    return Table(
+        title="Kernel-log and server-log matches",
+        columns=("role", "pattern", "line", "source"),
+        rows=tuple((_owner(m), m.pattern, m.line, m.source) for m in matches),
     )
 
 

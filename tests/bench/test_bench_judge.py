@@ -226,7 +226,7 @@ def test_the_report_gets_a_dot_plot_of_paired_ratios_and_the_limits_of_evidence(
     judgement = bench.judge(saved)
     [chart] = judgement.charts
     assert chart.kind == "dots" and len(chart.data["pp64"]["candidate"]) == 5
-    assert "<svg" in render_svg(chart.as_json(), 0)
+    assert "<svg" in render_svg(chart, 0)
     notes = judgement.facts.limits_of_evidence
     assert any("fewer pairs ran than the" in n for n in notes)  # 5 pairs, 9 planned at least
     assert any(n.startswith("A/A run: the pair noise is the noise floor") for n in notes)

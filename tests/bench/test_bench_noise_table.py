@@ -19,7 +19,8 @@ import numpy as np
 from benchsim import saved_check
 
 from qualify.bench import check as bench
-from qualify.checks.base import Judgement, TableData
+from qualify.checks.base import Judgement
+from qualify.checks.figures import Table
 
 
 def judged(folder: Path, ratios: Sequence[float]) -> Judgement:
@@ -27,7 +28,7 @@ def judged(folder: Path, ratios: Sequence[float]) -> Judgement:
     return bench.judge(saved_check(folder, {"tps": pairs}, looks=[len(ratios)]))
 
 
-def figures(table: TableData) -> dict[str, float]:
+def figures(table: Table) -> dict[str, float]:
     """The row of test tps as a reader takes it: the noise, the pairs, the level, the interval."""
     columns = list(table.columns)
     row = dict(zip(columns, table.rows[0], strict=True))

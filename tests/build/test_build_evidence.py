@@ -107,7 +107,7 @@ def test_the_judge_reads_each_recorded_build_and_writes_its_facts(archive: Path,
         assert isinstance(judgement.facts, BuildFacts), path
         assert judgement.facts == BuildFacts.load(recorded["facts"], path, "facts"), path
         assert (judgement.verdict.value, judgement.reason) == (recorded["verdict"], recorded["reason"])
-        judged = {t.title: t.as_json() for t in judgement.tables}
+        judged = {t.title: t.to_json() for t in judgement.tables}
         for table in recorded["tables"]:
             assert judged.get(table["title"]) == table, (path, table["title"])
         written = judgement.as_json()["facts"]

@@ -194,7 +194,7 @@ RESULT_DAMAGE: list[tuple[str, Any, str]] = [
     ("findings", [{"verdict": "FAIL", "message": ["x"], "role": None}], "findings[0].message is a list"),
     ("tables", [{"title": "t", "columns": ["a"], "rows": [5]}], "tables[0].rows[0] is a number"),
     ("tables", [{"title": "t", "columns": 5, "rows": []}], "tables[0].columns is a number"),
-    ("charts", [{}], "charts[0].title is null, not a string"),
+    ("charts", [{}], "charts[0].kind is missing"),
     (
         "charts",
         [{"title": "t", "kind": "lines", "alt": "a", "data": "x"}],

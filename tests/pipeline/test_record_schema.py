@@ -305,7 +305,7 @@ def test_a_malformed_result_json_is_refused(copy: Path) -> None:
     assert str(path) in message and "verdict 'OK' is not one of" in message, message
     write(path, {**raw(path), "verdict": "WARN", "tables": {"title": "x"}})
     message = refused(CheckResult.load, path)
-    assert str(path) in message and "'tables' is not a list of objects" in message, message
+    assert str(path) in message and "tables is an object, not a list" in message, message
 
 
 def test_a_malformed_run_json_is_refused(copy: Path) -> None:
