@@ -375,7 +375,7 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
     try:
         saved = entry.read()
         record = RunRecord.parse(entry, saved)
-        status = status_of(entry, saved)
+        status = status_of(entry, record)
         verdict = _derived_verdict(entry, saved)
     except QualifyError as exc:
         return {
