@@ -153,7 +153,7 @@ def checked(model: type[M], document: Any, where: str | Path) -> M:
         first = exc.errors()[0]
     loc = tuple(first["loc"])
     place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-    kind, value = first["type"], first.get("input")
+    kind, value = first["type"], first["input"]
     if kind == "missing":
         raise wrong(where, place, None, _named(_annotation_at(model, loc)))
     if kind in _EXPECTED:
@@ -161,8 +161,10 @@ def checked(model: type[M], document: Any, where: str | Path) -> M:
     if kind == "literal_error":
         words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
         raise RunStoreError(f"{where}: {place} {value!r} is not one of {words}", HINT)
+    if kind == "greater_than_equal":
+        raise RunStoreError(f"{where}: {place} is {value!r}, less than {first['ctx']['ge']}", HINT)
     if kind == "extra_forbidden":
-        raise RunStoreError(f"{where}: {place} is not a key qualify writes there", HINT)
+        raise RunStoreError(f"{where}: {place}: not a field this qualify knows", HINT)
     raise RunStoreError(f"{where}: {place} {ascii(value)[:60]}: {first['msg'].lower()}", HINT)
 
 
@@ -186,7 +188,6 @@ _EXPECTED = {
     "dict_type": "an object",
     "model_type": "an object",
     "model_attributes_type": "an object",
-    "greater_than_equal": "a whole number from 1",
 }
 _NAMES: dict[Any, str] = {str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
