@@ -5,7 +5,8 @@ A run folder may come from another host (`qualify merge`), from an older qualify
 hand that edited it; what it says is read once, here, and checked before anything is read or
 written through it: its version (an older layout is read as the current one, the file left as
 it is: `qualify.pipeline.migrations`), its kind, status and verdict words, its roles, its plan's
-stages (their names and folders) and every label that names a folder. A reader asks the record
+stages (their names and folders) and every label that names a folder; run.json's keys are
+checked as the types of `qualify.pipeline.rundocument` declare them. A reader asks the record
 (`candidate_arm`, `stages`, `members`), never the dict. A writer has the document it builds
 checked (`parse`) and saves the record (`save`: atomic, at the current version), or changes a
 saved one (`updated`, `update_run`). A record keeps its whole document: keys no field covers
@@ -31,7 +32,7 @@ from qualify.pipeline.migrations import RUN_STEPS, migrate
 from qualify.pipeline.recordfields import HINT
 from qualify.pipeline.recordparts import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.pipeline.rejudgements import Rejudgement, rejudgements
-from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, RunOptions, Status
+from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, RunOptions, Status, plain
 
 #: The statuses a writer may save (`ondisk` reads a dead writer's as "dead").
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -52,7 +53,7 @@ class Document:
         return self.path
 
     def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
-        out[name] = _plain(value)
+        out[name] = plain(value)
 
     def to_json(self) -> dict[str, Any]:
         """The document to save (no `schema_version`: `save` stamps it), every key it was read
@@ -81,14 +82,6 @@ class Document:
         check_writer(target)
         write_json(target, document, version=RECORD_VERSION)
         seal.note(target)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -219,7 +212,7 @@ class RunRecord(Document):
                 r: {**saved.get(r, {}), **role.model_dump(mode="json")} for r, role in value.items()
             }
         elif name == "stages":
-            plan["stages"] = [{**_plain(s.spec), "name": s.name, "folder": s.folder} for s in value]
+            plan["stages"] = [{**plain(s.spec), "name": s.name, "folder": s.folder} for s in value]
         elif name == "not_applicable":
             plan["not_applicable"] = dict(value)
         elif name == "builtin_plan":
