@@ -179,10 +179,10 @@ def stages_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> list[
     return [stage_on_disk(run.path, entry.spec) for entry in record.stages]
 
 
-def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDisk:
-    """The run's verdict and exit code from its stages as they are now."""
-    document = run.read() if saved is None else saved
-    record = RunRecord.parse(run, document)
+def run_on_disk(run: RunDir, saved: RunRecord | None = None) -> RunOnDisk:
+    """The run's verdict and exit code from its stages as they are now (`saved`: its record,
+    when the caller has read it)."""
+    record = RunRecord.parse(run, run.read()) if saved is None else saved
     stages = [stage_on_disk(run.path, entry.spec) for entry in record.stages]
     outcomes: dict[str, Outcome] = {s.name: s.outcome for s in stages}
     reasons = {s.name: s.reason for s in stages}
@@ -231,10 +231,10 @@ def status_of(run: RunDir, record: RunRecord) -> str:
     return record.status
 
 
-def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDisk:
-    """A set's verdict from its members' folders as they are now."""
-    document = run.read() if saved is None else saved
-    saved_set = RunRecord.parse(run, document)
+def set_on_disk(run: RunDir, saved: RunRecord | None = None) -> SetOnDisk:
+    """A set's verdict from its members' folders as they are now (`saved`: its record, when the
+    caller has read it)."""
+    saved_set = RunRecord.parse(run, run.read()) if saved is None else saved
     members = list(saved_set.members)
     found: list[MemberOnDisk] = []
     verdicts: dict[str, RunVerdict | None] = {}
@@ -248,8 +248,7 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
             found.append(MemberOnDisk(m, None, missing))
             verdicts[m.label], behaviours[m.label] = None, missing
             continue
-        derived = run_on_disk(member, mine)
-        # The member's record is read and checked once, by run_on_disk.
+        derived = run_on_disk(member, RunRecord.parse(member, mine))
         outcomes = {name: derived.stages[name] for name in derived.planned}
         behaved = behaviour(m, outcomes, derived.undecided)
         # A member that did not finish has not decided anything yet, whatever its stages say.
@@ -296,8 +295,8 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
 
 def verdict_on_disk(run: RunDir) -> tuple[RunVerdict, ExitCode, str]:
     """The verdict, exit code and status of a run or a set, derived (run.json must read)."""
-    saved = run.read()
-    if RunRecord.parse(run, saved).is_set:
+    saved = RunRecord.parse(run, run.read())
+    if saved.is_set:
         derived_set = set_on_disk(run, saved)
         return derived_set.verdict, derived_set.exit_code, derived_set.status
     derived = run_on_disk(run, saved)

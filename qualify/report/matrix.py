@@ -91,7 +91,7 @@ class MatrixModel:
 def build_set_model(run: RunDir) -> MatrixModel:
     saved = RunRecord.load(run)
     # Every verdict and behaviour derived from the members' folders now, never member_results.
-    derived = set_on_disk(run, saved.document)
+    derived = set_on_disk(run, saved)
     members = [f.member for f in derived.members if f.run is not None]
     results = {f.member.label: f.behaviour for f in derived.members}
     # A member's check that read the set's one measurement shows that measurement's time.

@@ -80,7 +80,7 @@ def build_model(run: RunDir) -> ReportModel:
     record = RunRecord.load(run)
     # Derived from the stages as they are now, never the verdict run.json saved; each stage's
     # view shows the outcome that derivation gave it (its files are read for it once).
-    derived = run_on_disk(run, record.document)
+    derived = run_on_disk(run, record)
     stages = [_stage(run, entry, derived) for entry in record.stages]
     present = {s.name for s in stages}
     stages += [
