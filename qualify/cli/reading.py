@@ -374,7 +374,7 @@ def _run_entry(entry: RunDir) -> dict[str, Any]:
     try:
         saved = entry.read()
         record = RunRecord.parse(entry, saved)
-        status = status_of(entry, saved)
+        status = status_of(entry, record)
         verdict = _derived_verdict(entry, record)
         candidate = _candidates(record)
     except QualifyError as exc:

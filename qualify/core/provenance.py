@@ -7,8 +7,11 @@ import os
 import platform
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from qualify.core.gitstatus import tree_changes
 from qualify.core.process import capture
@@ -130,25 +133,56 @@ def nvidia_gpus(nvidia_smi: str = "nvidia-smi") -> list[dict[str, Any]]:
     return found
 
 
-def describe_gpu(gpu: dict[str, Any]) -> str:
-    """One line for a GPU record, as reports and `doctor` print it."""
-    if gpu.get("name"):
-        parts = [f"{gpu['name']} ({gpu.get('target') or '?'})", f"driver {gpu.get('driver') or '?'}"]
-        if gpu.get("cuda_driver"):
-            parts.append(f"CUDA {gpu['cuda_driver']} (driver)")
-        if gpu.get("memory_mib"):
-            parts.append(f"{gpu['memory_mib']} MiB")
-        if gpu.get("vbios"):
-            parts.append(f"VBIOS {gpu['vbios']}")
+class RecordedGpu(BaseModel):
+    """A GPU as a run recorded it (`nvidia_gpus`, `sysfs_gpus`): frozen, every field declared,
+    no coercion; a field the probe did not find is None."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    vendor: str | None = None
+    #: nvidia-smi's: the model, its index, PCI address, UUID, the CUDA version the driver supports.
+    name: str | None = None
+    index: str | None = None
+    pci: str | None = None
+    uuid: str | None = None
+    cuda_driver: str | None = None
+    memory_mib: int | None = None
+    source: str | None = None
+    #: sysfs's: the DRM card, the PCI device id, the firmware versions amdgpu lists.
+    card: str | None = None
+    device: str | None = None
+    firmware: dict[str, str | None] | None = None
+    driver: str | None = None
+    vbios: str | None = None
+    #: sm_90, gfx1151.
+    target: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The GPU as it was recorded: the fields it was read with."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def describe_gpu(gpu: RecordedGpu | Mapping[str, Any]) -> str:
+    """One line for a GPU record, as reports and `doctor` print it (a probe's own dict is read
+    as the record it becomes)."""
+    if not isinstance(gpu, RecordedGpu):
+        gpu = RecordedGpu.model_validate(dict(gpu))
+    if gpu.name:
+        parts = [f"{gpu.name} ({gpu.target or '?'})", f"driver {gpu.driver or '?'}"]
+        if gpu.cuda_driver:
+            parts.append(f"CUDA {gpu.cuda_driver} (driver)")
+        if gpu.memory_mib:
+            parts.append(f"{gpu.memory_mib} MiB")
+        if gpu.vbios:
+            parts.append(f"VBIOS {gpu.vbios}")
         return ", ".join(parts)
-    card, vendor, device = gpu.get("card", "?"), gpu.get("vendor", "?"), gpu.get("device", "?")
-    line = f"{card}: {vendor} {device}" + (f" ({gpu['target']})" if gpu.get("target") else "")
-    line += f", driver {gpu.get('driver') or '?'}"
-    if gpu.get("vbios"):
-        line += f", VBIOS {gpu['vbios']}"
-    firmware = gpu.get("firmware") or {}
-    if firmware:
-        line += ", firmware " + " ".join(f"{k} {v}" for k, v in sorted(firmware.items()))
+    line = f"{gpu.card or '?'}: {gpu.vendor or '?'} {gpu.device or '?'}"
+    line += f" ({gpu.target})" if gpu.target else ""
+    line += f", driver {gpu.driver or '?'}"
+    if gpu.vbios:
+        line += f", VBIOS {gpu.vbios}"
+    if gpu.firmware:
+        line += ", firmware " + " ".join(f"{k} {v}" for k, v in sorted(gpu.firmware.items()))
     return line
 
 

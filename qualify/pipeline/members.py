@@ -64,10 +64,6 @@ class Member:
     def as_json(self) -> dict[str, Any]:
         return {"label": self.label, "arm": self.arm, "role": self.role, "must_fail": list(self.must_fail)}
 
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> Member:
-        return Member(str(data["label"]), str(data["arm"]), data["role"], tuple(data.get("must_fail", ())))
-
     def runs_stage(self, stage: StageSpec) -> bool:
         """A negative control runs only the stages that build arms and the stages it must fail."""
         if self.role != "negative":

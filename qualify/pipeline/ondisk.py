@@ -40,6 +40,7 @@ from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
 from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord
+from qualify.pipeline.rundocument import PlanStage, checked
 
 RESULT = "result.json"
 STAGE = "stage.json"
@@ -108,8 +109,9 @@ class SetOnDisk:
 
 
 def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
-    """The outcome of the stage `spec` (a stage of the run's saved plan) from its files."""
-    name, folder = str(spec.get("name", "?")), str(spec.get("folder", "?"))
+    """The outcome of the stage `spec` (a stage of the run's saved plan, as saved) from its files."""
+    planned = checked(PlanStage, spec, run_path / "run.json")
+    name, folder = planned.name, planned.folder
     path = run_path / folder / STAGE
     if not path.is_file():
         return StageOnDisk(name, folder, StageState.NOT_RUN, "not run yet")
@@ -129,7 +131,7 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
     if changed:
         why = "tampered: " + ", ".join(str(p) for p in changed) + " changed after qualify wrote it"
         return StageOnDisk(name, folder, StageState.UNREADABLE, why, saved)
-    trouble = _disagreement(record, spec, saved)
+    trouble = _disagreement(record, planned, saved)
     if trouble is not None:
         return StageOnDisk(name, folder, StageState.UNREADABLE, trouble, saved)
     if record.stale or _canonical(record.spec) != _canonical(dict(spec)):
@@ -141,10 +143,10 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
     return StageOnDisk(name, folder, saved, record.reason, saved, undecided)
 
 
-def _disagreement(record: StageRecord, spec: Mapping[str, Any], saved: Verdict) -> str | None:
+def _disagreement(record: StageRecord, stage: PlanStage, saved: Verdict) -> str | None:
     """Why stage.json and its checks' result.json do not make one consistent stage, or None."""
     listed = [e.name for e in record.checks]
-    planned = [str(c.get("name")) for c in spec.get("checks", []) if isinstance(c, dict)]
+    planned = [c.name for c in stage.checks]
     if listed != planned:
         return f"{record.path}: it lists checks {listed}, the plan's stage has {planned}"
     verdicts = []
@@ -177,10 +179,10 @@ def stages_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> list[
     return [stage_on_disk(run.path, entry.spec) for entry in record.stages]
 
 
-def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDisk:
-    """The run's verdict and exit code from its stages as they are now."""
-    document = run.read() if saved is None else saved
-    record = RunRecord.parse(run, document)
+def run_on_disk(run: RunDir, saved: RunRecord | None = None) -> RunOnDisk:
+    """The run's verdict and exit code from its stages as they are now (`saved`: its record,
+    when the caller has read it)."""
+    record = RunRecord.parse(run, run.read()) if saved is None else saved
     stages = [stage_on_disk(run.path, entry.spec) for entry in record.stages]
     outcomes: dict[str, Outcome] = {s.name: s.outcome for s in stages}
     reasons = {s.name: s.reason for s in stages}
@@ -192,7 +194,7 @@ def run_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> RunOnDis
             outcomes[name] = StageState.NOT_CONFIGURED
             reasons[name] = "the plan has no such stage"
     verdict = run_verdict(outcomes, DEFAULT_ORDER, builds=BUILD_STAGE)
-    status = status_of(run, document)
+    status = status_of(run, record)
     unfinished = None
     if status != "complete" and verdict is RunVerdict.QUALIFIED:
         # Every stage on disk passed, but the last attempt did not end: what it was doing (a
@@ -222,18 +224,18 @@ def _open_members(found: list[MemberOnDisk]) -> str:
     return "not decided: " + "; ".join(parts) if parts else ""
 
 
-def status_of(run: RunDir, saved: Mapping[str, Any]) -> str:
+def status_of(run: RunDir, record: RunRecord) -> str:
     """The saved status, with one saved as running but held by no process called dead."""
-    status = str(saved.get("status", "unknown"))
-    if status == "running" and not run.writer_alive():
+    if record.status == "running" and not run.writer_alive():
         return "dead"
-    return status
+    return record.status
 
 
-def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDisk:
-    """A set's verdict from its members' folders as they are now."""
-    document = run.read() if saved is None else saved
-    members = list(RunRecord.parse(run, document).members)
+def set_on_disk(run: RunDir, saved: RunRecord | None = None) -> SetOnDisk:
+    """A set's verdict from its members' folders as they are now (`saved`: its record, when the
+    caller has read it)."""
+    saved_set = RunRecord.parse(run, run.read()) if saved is None else saved
+    members = list(saved_set.members)
     found: list[MemberOnDisk] = []
     verdicts: dict[str, RunVerdict | None] = {}
     behaviours: dict[str, Behaviour] = {}
@@ -246,8 +248,7 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
             found.append(MemberOnDisk(m, None, missing))
             verdicts[m.label], behaviours[m.label] = None, missing
             continue
-        derived = run_on_disk(member, mine)
-        # The member's record is read and checked once, by run_on_disk.
+        derived = run_on_disk(member, RunRecord.parse(member, mine))
         outcomes = {name: derived.stages[name] for name in derived.planned}
         behaved = behaviour(m, outcomes, derived.undecided)
         # A member that did not finish has not decided anything yet, whatever its stages say.
@@ -270,14 +271,14 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
                 entry = next(e for e in RunRecord.load(RunDir(folder)).stages if e.name == name)
                 stage = StageRecord.load(folder / entry.folder / STAGE)
                 checks = ", ".join(c.name for c in stage.checks if c.verdict == Verdict.INCONCLUSIVE.value)
-                setting = str(entry.spec.get("inconclusive", "fail"))
+                setting = entry.inconclusive
                 how = "as the plan says" if setting == "warn" else "by its stage.json where the plan says"
                 counted = f'counted as WARN {how}: inconclusive = "{setting}"'
                 said.append(f"{f.member.label} {name} ({checks} INCONCLUSIVE, {counted})")
             why = f"{why}, but a check decided nothing at these stages: {'; '.join(said)}"
     else:
         verdict, why = RunVerdict.INCOMPLETE, "the set has no members on record"
-    statuses = [status_of(run, document)] + [f.run.status if f.run else "not created" for f in found]
+    statuses = [status_of(run, saved_set)] + [f.run.status if f.run else "not created" for f in found]
     status = next(
         (s for s in ("running", "failed", "interrupted", "dead", "not created") if s in statuses),
         "complete" if all(s == "complete" for s in statuses) else statuses[0],
@@ -294,8 +295,8 @@ def set_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> SetOnDis
 
 def verdict_on_disk(run: RunDir) -> tuple[RunVerdict, ExitCode, str]:
     """The verdict, exit code and status of a run or a set, derived (run.json must read)."""
-    saved = run.read()
-    if saved.get("kind") == "set":
+    saved = RunRecord.parse(run, run.read())
+    if saved.is_set:
         derived_set = set_on_disk(run, saved)
         return derived_set.verdict, derived_set.exit_code, derived_set.status
     derived = run_on_disk(run, saved)

@@ -5,7 +5,8 @@ A run folder may come from another host (`qualify merge`), from an older qualify
 hand that edited it; what it says is read once, here, and checked before anything is read or
 written through it: its version (an older layout is read as the current one, the file left as
 it is: `qualify.pipeline.migrations`), its kind, status and verdict words, its roles, its plan's
-stages (their names and folders) and every label that names a folder. A reader asks the record
+stages (their names and folders) and every label that names a folder; run.json's keys are
+checked as the types of `qualify.pipeline.rundocument` declare them. A reader asks the record
 (`candidate_arm`, `stages`, `members`), never the dict. A writer has the document it builds
 checked (`parse`) and saves the record (`save`: atomic, at the current version), or changes a
 saved one (`updated`, `update_run`). A record keeps its whole document: keys no field covers
@@ -16,34 +17,25 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, get_args
 
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels, name_problem
 from qualify.core.plaintext import clean
+from qualify.core.provenance import RecordedGpu
 from qualify.core.runstore import RECORD_VERSION, RunDir, check_writer, read_json, write_json
 from qualify.pipeline.members import Member
 from qualify.pipeline.migrations import RUN_STEPS, migrate
-from qualify.pipeline.recordfields import (
-    HINT,
-    a_list,
-    is_object,
-    is_str,
-    mapping,
-    number,
-    string,
-    text,
-    word,
-    wrong,
-)
-from qualify.pipeline.recordparts import Origin, origin
+from qualify.pipeline.recordfields import HINT
+from qualify.pipeline.recordparts import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.pipeline.rejudgements import Rejudgement, rejudgements
+from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, RunOptions, Status, plain
 
-KINDS = ("run", "set", "fleet")
-STATUSES = ("running", "complete", "interrupted", "failed")
+#: The statuses a writer may save (`ondisk` reads a dead writer's as "dead").
+STATUSES: tuple[str, ...] = get_args(Status)
 #: Fields that are not the document's keys.
 _NOT_KEYS = ("run", "path", "document")
 
@@ -61,7 +53,7 @@ class Document:
         return self.path
 
     def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
-        out[name] = _plain(value)
+        out[name] = plain(value)
 
     def to_json(self) -> dict[str, Any]:
         """The document to save (no `schema_version`: `save` stamps it), every key it was read
@@ -92,40 +84,20 @@ class Document:
         seal.note(target)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-@dataclass(frozen=True)
-class RoleRecord:
-    """An arm as it played a role in the run, with what its build learned."""
-
-    role: str
-    arm: str
-    installable: str
-    devshell: str | None = None
-    drv: str | None = None
-    out: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "role"}
-
-
 @dataclass(frozen=True)
 class StageEntry:
     """A stage of the plan the run records: its name, its folder and the spec it ran with."""
 
     name: str
     folder: str
+    #: The stage as saved (compared whole with its stage.json's, and saved again as it was).
     spec: Mapping[str, Any]
     #: The stage's file in the project, as the plan named it (None: not recorded).
     file: str | None = None
     #: Each check's parameters, as the plan resolved them (the plan's own: read by name).
     check_params: tuple[Mapping[str, Any], ...] = ()
+    #: How an INCONCLUSIVE check counts in the stage's verdict ("fail" or "warn").
+    inconclusive: str = "fail"
 
 
 @dataclass(frozen=True)
@@ -139,18 +111,25 @@ class RunRecord(Document):
     created_at: str
     finished_at: str | None
     profile: str | None
-    roles: dict[str, RoleRecord]
+    roles: dict[str, RoleInfo]
     stages: tuple[StageEntry, ...]
     members: tuple[Member, ...]
     #: A set member's label in its set, None for a run that is not a member.
     set_label: str | None
-    provenance: Mapping[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
     #: The stages the plan declares not applicable, each with its reason (plan.not_applicable).
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     #: Each `qualify report --rejudge` of the run, oldest first.
     rejudged: tuple[Rejudgement, ...] = ()
     #: The project the run was made from (its folder, as the run recorded it).
     project_root: str | None = None
+    #: Whether the run's plan was qualify's own (plan.builtin).
+    builtin_plan: bool = False
+    options: RunOptions = field(default_factory=RunOptions)
+    #: Each stage's wall time in seconds, by name.
+    timings: Mapping[str, float] = field(default_factory=dict)
+    #: Each `qualify run` of the run, as it was asked for.
+    invocations: tuple[Mapping[str, Any], ...] = ()
     #: The whole document in the current layout, for fields no accessor covers yet.
     document: Mapping[str, Any] = field(default_factory=dict)
 
@@ -165,26 +144,21 @@ class RunRecord(Document):
 
     @property
     def origin(self) -> Origin:
-        """Where the run was made (host, source, GPUs), each field's type checked."""
-        return origin(self.provenance, str(self.run.run_json))
+        """Where the run was made (host, source, GPUs)."""
+        return origin(self.provenance)
+
+    # The provenance's parts the reports print.
+    @property
+    def git(self) -> RecordedGit:
+        return self.provenance.git
 
     @property
-    def builtin_plan(self) -> bool:
-        """Whether the run's plan was qualify's own (plan.builtin)."""
-        return bool(mapping(self.document.get("plan", {}), str(self.run.run_json), "plan").get("builtin"))
-
-    # The provenance's parts the reports print (their shapes checked on load: `_provenance`).
-    @property
-    def git(self) -> Mapping[str, Any]:
-        return mapping(self.provenance.get("git", {}), str(self.run.run_json), "provenance.git")
+    def host(self) -> RecordedHost:
+        return self.provenance.host
 
     @property
-    def host(self) -> Mapping[str, Any]:
-        return mapping(self.provenance.get("host", {}), str(self.run.run_json), "provenance.host")
-
-    @property
-    def gpus(self) -> list[Mapping[str, Any]]:
-        return list(self.provenance.get("gpus", []))
+    def gpus(self) -> list[RecordedGpu]:
+        return list(self.provenance.gpus)
 
     @staticmethod
     def load(run: RunDir) -> RunRecord:
@@ -197,26 +171,30 @@ class RunRecord(Document):
         where = str(run.run_json)
         document = migrate(RUN_STEPS, document, where)
         check_saved_labels(document, where)
-        kind = word(document.get("kind", "run"), KINDS, where, "kind")
-        status = word(document.get("status", "running"), STATUSES, where, "status")
-        _check_sequence(document.get("sequence"), where)
-        entry = document.get("set")
+        typed = RunDocument.read(document, where)
+        for role in typed.roles:
+            if name_problem(role) is not None:
+                raise RunStoreError(f"{where}: roles.{role} is not a role of a run", HINT)
         return RunRecord(
             run=run,
-            kind=kind,
-            status=status,
-            run_id=str(document.get("run_id", run.run_id)),
-            created_at=_created_at(document.get("created_at", ""), where),
-            finished_at=string(document, "finished_at", where),
-            profile=string(document, "profile", where),
-            roles=_roles(document.get("roles", {}), where),
-            stages=_stages(document.get("plan", {}), where),
-            members=_members(document, where) if kind == "set" else (),
-            set_label=str(entry["label"]) if isinstance(entry, Mapping) else None,
-            provenance=_provenance(document.get("provenance", {}), where),
-            not_applicable=_not_applicable(document.get("plan", {}), where),
+            kind=typed.kind,
+            status=typed.status,
+            run_id=run.run_id if typed.run_id is None else typed.run_id,
+            created_at=typed.created_at,
+            finished_at=typed.finished_at,
+            profile=typed.profile,
+            roles=dict(typed.roles),
+            stages=_stages(typed.plan, document, where),
+            members=tuple(m.member() for m in typed.members) if typed.kind == "set" else (),
+            set_label=typed.set_entry.label if typed.set_entry else None,
+            provenance=typed.provenance,
+            not_applicable=_not_applicable(typed.plan, where),
             rejudged=rejudgements(document, where),
-            project_root=_project_root(document, where),
+            project_root=typed.project.root,
+            builtin_plan=typed.plan.builtin,
+            options=typed.options,
+            timings=dict(typed.timings),
+            invocations=tuple(typed.invocations),
             document=document,
         )
 
@@ -227,14 +205,20 @@ class RunRecord(Document):
         return self.run.run_json
 
     def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
+        plan = out.setdefault("plan", {}) if name in ("stages", "not_applicable", "builtin_plan") else {}
         if name == "roles":
             saved = out.get("roles", {})
-            out["roles"] = {r: {**saved.get(r, {}), **role.to_json()} for r, role in value.items()}
+            out["roles"] = {
+                r: {**saved.get(r, {}), **role.model_dump(mode="json")} for r, role in value.items()
+            }
         elif name == "stages":
-            plan = out.setdefault("plan", {})
-            plan["stages"] = [{**_plain(s.spec), "name": s.name, "folder": s.folder} for s in value]
+            plan["stages"] = [{**plain(s.spec), "name": s.name, "folder": s.folder} for s in value]
         elif name == "not_applicable":
-            out.setdefault("plan", {})["not_applicable"] = dict(value)
+            plan["not_applicable"] = dict(value)
+        elif name == "builtin_plan":
+            plan["builtin"] = value
+        elif name in ("provenance", "options"):
+            out[name] = value.as_json()
         elif name == "rejudged":
             out["rejudged"] = [r.as_json() for r in value]
         elif name == "project_root":
@@ -258,123 +242,24 @@ def update_run(run: RunDir, *, drop: Sequence[str] = (), **changes: Any) -> RunR
     return record
 
 
-def _project_root(document: Mapping[str, Any], where: str) -> str | None:
-    """The folder of the project the run was made from (`project.root`), None when not recorded."""
-    return string(mapping(document.get("project", {}), where, "project"), "root", where, at="project.")
-
-
-def _created_at(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise RunStoreError(
-            f"{where}: created_at {value!r} is not a time (qualify writes one as text, "
-            "such as 2025-01-31T12:00:00+00:00)",
-            "write the time the run was made there as such a text, or move this run folder out "
-            "of the runs directory",
-        )
-    return value
-
-
-def _check_sequence(value: Any, where: str) -> None:
-    """The run's number in its runs directory (`runlist.new_run`), when it has one."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise RunStoreError(
-            f"{where}: sequence {value!r} is not a run's number (a whole number from 1)",
-            "remove the key (the run is then ordered by its name, before the numbered runs), "
-            "or move this run folder out of the runs directory",
-        )
-
-
-def _provenance(value: Any, where: str) -> Mapping[str, Any]:
-    """The host, source and GPUs a run recorded, in the shapes the reports print them from."""
-    prov = mapping(value, where, "provenance")
-    for key in ("host", "git", "tools", "flake_lock"):
-        if key in prov:
-            mapping(prov[key], where, f"provenance.{key}")
-    host = prov.get("host", {})
-    loadavg = host.get("loadavg")
-    if loadavg is not None:
-        a_list(loadavg, where, "provenance.host.loadavg", number, "a number")
-    for index, gpu in enumerate(
-        a_list(prov.get("gpus", []), where, "provenance.gpus", is_object, "an object")
-    ):
-        if gpu.get("firmware") is not None:
-            mapping(gpu["firmware"], where, f"provenance.gpus[{index}].firmware")
-    holders = a_list(prov.get("gpu_processes", []), where, "provenance.gpu_processes", is_object, "an object")
-    for index, holder in enumerate(holders):
-        at = f"provenance.gpu_processes[{index}]"
-        if not number(holder.get("pid")):
-            raise wrong(where, f"{at}.pid", holder.get("pid"), "a process id")
-        if not isinstance(holder.get("command"), str):
-            raise wrong(where, f"{at}.command", holder.get("command"), "a string")
-        a_list(holder.get("devices"), where, f"{at}.devices", is_str, "a string")
-    return prov
-
-
-def _members(document: Mapping[str, Any], where: str) -> tuple[Member, ...]:
-    """A set's members (their labels are checked by `check_saved_labels`)."""
-    members = []
-    for index, entry in enumerate(
-        a_list(document.get("members", []), where, "members", is_object, "an object")
-    ):
-        at = f"members[{index}]"
-        if not isinstance(entry.get("arm"), str):
-            raise wrong(where, f"{at}.arm", entry.get("arm"), "an arm's name")
-        if entry.get("role") not in ("candidate", "positive", "negative"):
-            raise RunStoreError(
-                f"{where}: {at}.role {entry.get('role')!r} is not candidate, positive or negative", HINT
-            )
-        a_list(entry.get("must_fail", []), where, f"{at}.must_fail", is_str, "a string")
-        members.append(Member.from_json(entry))
-    return tuple(members)
-
-
-def _roles(value: Any, where: str) -> dict[str, RoleRecord]:
-    roles = mapping(value, where, "roles")
-    out = {}
-    for role, info in roles.items():
-        if name_problem(str(role)) is not None or not isinstance(info, Mapping):
-            raise RunStoreError(f"{where}: roles.{role} is not a role of a run", HINT)
-        out[str(role)] = RoleRecord(
-            role=str(role),
-            arm=str(info.get("arm", "")),
-            installable=str(info.get("installable", "")),
-            devshell=text(info.get("devshell")),
-            drv=text(info.get("drv")),
-            out=text(info.get("out")),
-        )
-    return out
-
-
-def _not_applicable(value: Any, where: str) -> dict[str, str]:
-    """plan.not_applicable: stage name -> reason, both text (a record before it had none)."""
-    declared = mapping(value, where, "plan").get("not_applicable", {})
-    if not isinstance(declared, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) and k and v for k, v in declared.items()
-    ):
+def _not_applicable(plan: RecordedPlan, where: str) -> dict[str, str]:
+    """plan.not_applicable: stage name -> reason, neither empty (a record before it had none)."""
+    if not all(k and v for k, v in plan.not_applicable.items()):
         raise RunStoreError(f"{where}: plan.not_applicable is not a table of stage names and reasons", HINT)
-    return {k: clean(v) for k, v in declared.items()}
+    return {k: clean(v) for k, v in plan.not_applicable.items()}
 
 
-def _stages(value: Any, where: str) -> tuple[StageEntry, ...]:
-    plan = mapping(value, where, "plan")
-    specs = plan.get("stages", [])
-    if not isinstance(specs, list):
-        raise RunStoreError(f"{where}: plan.stages is not a list", HINT)
+def _stages(plan: RecordedPlan, document: Mapping[str, Any], where: str) -> tuple[StageEntry, ...]:
+    """The plan's stages, each with the spec it was saved as (`document`'s plan.stages)."""
+    specs = document["plan"]["stages"] if plan.stages else []
     out = []
-    for index, spec in enumerate(specs):
-        if not isinstance(spec, Mapping):
-            raise RunStoreError(f"{where}: plan.stages[{index}] is not a stage", HINT)
-        name, folder = str(spec.get("name", "")), str(spec.get("folder", ""))
+    for index, (stage, spec) in enumerate(zip(plan.stages, specs, strict=True)):
         # A stage's folder is read and written inside the run: it must be a plain name.
-        problem = name_problem(folder)
-        if problem is not None or not name:
+        problem = name_problem(stage.folder)
+        if problem is not None or not stage.name:
             raise RunStoreError(
-                f"{where}: plan.stages[{index}] folder {folder!r}: {problem or 'no name'}", HINT
+                f"{where}: plan.stages[{index}] folder {stage.folder!r}: {problem or 'no name'}", HINT
             )
-        at = f"plan.stages[{index}]"
-        checks = a_list(spec.get("checks", []), where, f"{at}.checks", is_object, "an object")
-        params = tuple(
-            mapping(c.get("params") or {}, where, f"{at}.checks[{i}].params") for i, c in enumerate(checks)
-        )
-        out.append(StageEntry(name, folder, spec, string(spec, "file", where, at=f"{at}."), params))
+        params = tuple(c.params for c in stage.checks)
+        out.append(StageEntry(stage.name, stage.folder, spec, stage.file, params, stage.inconclusive))
     return tuple(out)

@@ -1,14 +1,79 @@
-"""Where a run was made, as a type (`Origin`: its host, source and GPUs), for readers of a run
-folder that may come from another host (`qualify merge`): each field's type is checked when it
-is read, a wrong one refused naming the file and the key (`RunRecord.origin`)."""
+"""Where a run was made, as types: the provenance run.json records (`Provenance`: its host,
+source, flake.lock, tools, GPUs and the other processes that held one; `qualify.core.provenance`
+writes it), checked with the run's record, and what a fleet reads of it (`Origin`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.pipeline.recordfields import mapping, string, wrong
+from pydantic import Field
+
+from qualify.checks.evidence import Part
+from qualify.core.provenance import RecordedGpu
+
+
+class Recorded(Part):
+    """A part of the provenance, saved again (and shown in a report) as it was recorded."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields the part was read with (one a run did not record stays out)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class RecordedHost(Recorded):
+    """The host as `provenance.host()` saw it, with its `--host-label`."""
+
+    hostname: str | None = None
+    kernel: str | None = None
+    kernel_version: str | None = None
+    machine: str | None = None
+    os: str | None = None
+    cpu: str | None = None
+    cpus: int | None = None
+    memory_gib: float | None = None
+    #: The load averages over 1, 5 and 15 minutes when the run started.
+    loadavg: list[float] | None = None
+    python: str | None = None
+    label: str | None = None
+
+
+class RecordedGit(Recorded):
+    """The source's revision and whether its tracked files had changes (None: not a checkout)."""
+
+    rev: str | None = None
+    dirty: bool | None = None
+    note: str | None = None
+    changed: list[str] = Field(default_factory=list)
+    untracked: list[str] = Field(default_factory=list)
+    untracked_count: int | None = None
+
+
+class RecordedLock(Recorded):
+    """The flake.lock the run was made with (None: the project has none)."""
+
+    path: str | None = None
+    sha256: str | None = None
+
+
+class GpuHolder(Recorded):
+    """Another process that held a GPU device open when the run started."""
+
+    pid: int
+    command: str
+    devices: list[str]
+
+
+class Provenance(Recorded):
+    """Where and from what a run was made (run.json's `provenance`); a part a run made before
+    it was recorded reads as not known."""
+
+    host: RecordedHost = Field(default_factory=RecordedHost)
+    git: RecordedGit = RecordedGit()
+    flake_lock: RecordedLock | None = None
+    tools: dict[str, str | None] = Field(default_factory=dict)
+    gpus: list[RecordedGpu] = Field(default_factory=list)
+    gpu_processes: list[GpuHolder] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -24,27 +89,18 @@ class Origin:
     dirty: bool | None
     #: The sha256 of the flake.lock the run was made with.
     flake_lock: str | None
-    #: Each GPU as the run saw it (the provenance's own shape: `describe_gpu` reads it).
-    gpus: tuple[Mapping[str, Any], ...]
+    #: Each GPU as the run saw it (`describe_gpu` reads it).
+    gpus: tuple[RecordedGpu, ...]
 
 
-def origin(provenance: Mapping[str, Any], where: str) -> Origin:
-    """The run's origin from its (already shape-checked) provenance, each field's type checked."""
-    host = mapping(provenance.get("host", {}), where, "provenance.host")
-    git = mapping(provenance.get("git") or {}, where, "provenance.git")
-    lock = mapping(provenance.get("flake_lock") or {}, where, "provenance.flake_lock")
-    dirty = git.get("dirty")
-    if dirty is not None and not isinstance(dirty, bool):
-        raise wrong(where, "provenance.git.dirty", dirty, "true, false or null")
-    gpus = provenance.get("gpus", [])
-    if not isinstance(gpus, list) or not all(isinstance(g, Mapping) for g in gpus):
-        raise wrong(where, "provenance.gpus", gpus, "a list of objects")
+def origin(provenance: Provenance) -> Origin:
+    """The run's origin from its provenance."""
     return Origin(
-        label=string(host, "label", where, at="provenance.host."),
-        hostname=string(host, "hostname", where, at="provenance.host."),
-        kernel=string(host, "kernel", where, at="provenance.host."),
-        revision=string(git, "rev", where, at="provenance.git."),
-        dirty=dirty,
-        flake_lock=string(lock, "sha256", where, at="provenance.flake_lock."),
-        gpus=tuple(gpus),
+        label=provenance.host.label,
+        hostname=provenance.host.hostname,
+        kernel=provenance.host.kernel,
+        revision=provenance.git.rev,
+        dirty=provenance.git.dirty,
+        flake_lock=provenance.flake_lock.sha256 if provenance.flake_lock else None,
+        gpus=tuple(provenance.gpus),
     )

@@ -106,7 +106,7 @@ def rejudge(run: RunDir, plan: Plan) -> list[RejudgedChange]:
             "rejudging writes the new verdicts beside the data: make it writable, or copy the "
             "run folder somewhere writable and rejudge the copy",
         )
-    if status_of(run, record.document) == "running":
+    if status_of(run, record) == "running":
         raise QualifyError(
             f"run {run.run_id} is running now (a qualify process holds its lock)",
             "rejudge it once it has stopped",

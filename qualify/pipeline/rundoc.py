@@ -32,12 +32,11 @@ def refresh_saved_run(
     brought up to date (the caller holds its lock)."""
     if not existing:
         return arms
-    saved = run.read()
-    record = RunRecord.parse(run, saved)
+    record = RunRecord.load(run)
     arms = with_build_facts(arms, record)
     _check_same_roles(record, arms)
     # Build options given again on a rerun replace the saved ones; otherwise they stay.
-    options = dict(saved.get("options", {}))
+    options = record.options.as_json()
     if request.allow_dirty:
         options["allow_dirty"] = True
     if request.override_inputs:
@@ -50,7 +49,7 @@ def refresh_saved_run(
         profile=plan.profile,
         plan=plan.as_json(),
         options=options,
-        invocations=[*saved.get("invocations", []), _invocation(request)],
+        invocations=[*record.invocations, _invocation(request)],
         config=config.snapshot(),
     )
     return arms

@@ -49,7 +49,6 @@ from qualify.pipeline.runset import (
     MemberEvents,
     chosen_members,
     create_member,
-    is_set,
     step_members,
     summarize_set,
     wants_set,
@@ -89,22 +88,21 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     remember_urls(ref for _, ref in request.override_inputs)
     runs_dir = runs_dir_for(config, request.runs_dir)
     existing: RunDir | None = None
-    saved: dict[str, Any] | None = None
+    saved: RunRecord | None = None
     if request.run_id is not None or request.only or request.from_stage:
         existing = open_run(runs_dir, request.run_id)
-        saved = existing.read()
-        if saved.get("set") and not is_set(saved):
+        saved = RunRecord.load(existing)
+        if saved.set_label is not None and not saved.is_set:
             # A member of a run set is rerun as the set's member: its plan is its share of the
             # set's (a negative control's stages, alpha split over the members).
-            label = str(saved["set"]["label"])
             existing = RunDir(existing.path.parent)
-            request = replace(request, candidates=(label,), run_id=str(existing.path))
-            saved = existing.read()
+            request = replace(request, candidates=(saved.set_label,), run_id=str(existing.path))
+            saved = RunRecord.load(existing)
     # qualify.toml's candidate and profile serve a new run that names none; a saved run keeps its own.
     from_config = existing is None and request.profile is None and config.profile is not None
     if existing is None:
         request = with_project_defaults(request, config)
-    profile = request.profile if request.profile is not None else (saved or {}).get("profile")
+    profile = request.profile if request.profile is not None or saved is None else saved.profile
     plan = narrowed(load_run_plan(config, profile, from_config=from_config), request.stages)
     shape = _shape(config, plan, request, existing, saved)
     plans = {m.label: member_plan(plan, m, shape.members) for m in shape.members}
@@ -114,7 +112,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         check_templates(plans[m.label], config, arms[m.label])
     require_nix(plan)
     require_flake(plan, config)
-    allowed = request.allow_dirty or bool((saved or {}).get("options", {}).get("allow_dirty"))
+    allowed = request.allow_dirty or (saved is not None and saved.options.allow_dirty)
     builds = (
         will_build(
             shape.folder(existing, m) if existing else None,
@@ -153,13 +151,13 @@ def _shape(
     plan: Plan,
     request: RunRequest,
     existing: RunDir | None,
-    saved: dict[str, Any] | None,
+    saved: RunRecord | None,
 ) -> Shape:
-    if saved is not None and is_set(saved):
-        members = [Member.from_json(m) for m in saved["members"]]
+    if saved is not None and saved.is_set:
+        members = list(saved.members)
         return Shape(True, members, chosen_members(members, request.candidates, existing))
     if saved is not None and existing is not None:
-        arm = RunRecord.parse(existing, saved).candidate_arm
+        arm = saved.candidate_arm
         if arm is None:
             raise UsageError(f"{existing.run_json}: the run records no candidate", "start a new run")
         if len(request.candidates) > 1 or (request.candidates and request.candidates[0] != arm):
@@ -259,7 +257,7 @@ def _stages(
     loops: dict[str, StageLoop],
     events: Events,
 ) -> None:
-    timings: dict[str, float] = dict(run.read().get("timings", {})) if shape.is_set else {}
+    timings: dict[str, float] = dict(RunRecord.load(run).timings) if shape.is_set else {}
     for stage in plan.stages:
         t0 = time.monotonic()
         step_members(run, config, plans, loops, shape.chosen, stage, events)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from qualify.checks.base import Judgement, Measure
 from qualify.checks.registry import kind_named
@@ -43,10 +42,6 @@ from qualify.pipeline.rundoc import new_run_document
 from qualify.pipeline.stageloop import StageLoop
 
 SET = "set"
-
-
-def is_set(saved: dict[str, Any]) -> bool:
-    return saved.get("kind") == SET
 
 
 def member_runs(run: RunDir) -> list[tuple[Member, RunDir]]:

@@ -45,12 +45,13 @@ class StageLoop:
         request: RunRequest,
         events: Events,
     ) -> None:
-        saved = run.read()
-        options = saved.get("options", {})
-        provenance_ = saved.get("provenance", {})
+        saved = RunRecord.load(run)
+        options = saved.options.as_json()
+        provenance_ = saved.provenance
+        # The source's part of a build stage's inputs, as recorded (its hash is of these values).
         self.source = {
-            "git": provenance_.get("git"),
-            "flake_lock": (provenance_.get("flake_lock") or {}).get("sha256"),
+            "git": provenance_.git.as_json() if "git" in provenance_.model_fields_set else None,
+            "flake_lock": provenance_.flake_lock.sha256 if provenance_.flake_lock else None,
             "options": options,
         }
         self.run, self.config, self.selected, self.request, self.events = (
@@ -65,10 +66,8 @@ class StageLoop:
         given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
         if request.override_inputs:
             given["override_inputs"] = [list(o) for o in request.override_inputs]
-        self.runner = StageRunner(
-            run, config, arms, events, saved.get("profile"), {**options, **given}, self.source
-        )
-        self.timings: dict[str, float] = dict(saved.get("timings", {}))
+        self.runner = StageRunner(run, config, arms, events, saved.profile, {**options, **given}, self.source)
+        self.timings: dict[str, float] = dict(saved.timings)
         self.blocked_by: tuple[str, str] | None = None
         self._hosts: dict[str, str | None] = {}  # each stage's `requires` answer on this host
 

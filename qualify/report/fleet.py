@@ -192,7 +192,7 @@ def _host_view(host: HostRun) -> HostView:
         label=origin.label,
         hostname="?" if origin.hostname is None else origin.hostname,
         kernel="?" if origin.kernel is None else origin.kernel,
-        gpus=[describe_gpu(dict(g)) for g in origin.gpus],
+        gpus=[describe_gpu(g) for g in origin.gpus],
         run_id=record.run_id,
         kind="set" if record.is_set else "run",
         verdict=derived.verdict,

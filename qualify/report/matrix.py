@@ -92,7 +92,7 @@ class MatrixModel:
 def build_set_model(run: RunDir) -> MatrixModel:
     saved = RunRecord.load(run)
     # Every verdict and behaviour derived from the members' folders now, never member_results.
-    derived = set_on_disk(run, saved.document)
+    derived = set_on_disk(run, saved)
     members = [f.member for f in derived.members if f.run is not None]
     results = {f.member.label: f.behaviour for f in derived.members}
     # A member's check that read the set's one measurement shows that measurement's time.
@@ -151,9 +151,9 @@ def build_set_model(run: RunDir) -> MatrixModel:
         finished_at=saved.finished_at,
         profile=saved.profile,
         pinned={"arm": pinned.arm, "installable": pinned.installable} if pinned else {},
-        source=dict(saved.git),
-        host=dict(saved.host),
-        gpus=[dict(g) for g in saved.gpus],
+        source=saved.git.as_json(),
+        host=saved.host.as_json(),
+        gpus=[g.as_json() for g in saved.gpus],
         stages=stages,
         columns=columns,
         cells=cells,

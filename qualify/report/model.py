@@ -99,7 +99,7 @@ def build_model(run: RunDir) -> ReportModel:
     record = RunRecord.load(run)
     # Derived from the stages as they are now, never the verdict run.json saved; each stage's
     # view shows the outcome that derivation gave it (its files are read for it once).
-    derived = run_on_disk(run, record.document)
+    derived = run_on_disk(run, record)
     stages = [_stage(run, entry, derived) for entry in record.stages]
     present = {s.name for s in stages}
     stages += [
@@ -131,10 +131,10 @@ def build_model(run: RunDir) -> ReportModel:
         finished_at=record.finished_at,
         profile=record.profile,
         roles=roles,
-        source=dict(record.git),
-        host=dict(record.host),
-        gpus=[dict(g) for g in record.gpus],
-        gpu_processes=list(record.provenance.get("gpu_processes", [])),
+        source=record.git.as_json(),
+        host=record.host.as_json(),
+        gpus=[g.as_json() for g in record.gpus],
+        gpu_processes=[p.as_json() for p in record.provenance.gpu_processes],
         stages=stages,
         not_proven=[],
         rejudged=list(record.rejudged),

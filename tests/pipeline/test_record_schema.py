@@ -461,3 +461,94 @@ def test_a_nan_a_judge_wrote_among_the_facts_is_saved_as_it_was(tmp_path: Path) 
     result = CheckResult.load(path)
     assert result.check == "arms" and result.limits_of_evidence == ["one pair"] and result.evidence is None
     assert "check" not in saved  # a name the record left out is its folder's, and stays left out
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda d: d["roles"]["candidate"].pop("arm"), "roles.candidate.arm is null, not a string"),
+        (lambda d: d["roles"]["candidate"].update(out=5), "roles.candidate.out is a number, not a string"),
+        (
+            lambda d: d["provenance"]["gpus"].append({"name": "H200", "memory_mib": "lots"}),
+            "].memory_mib is a string, not a whole number",
+        ),
+        (
+            lambda d: d["provenance"]["host"].update(uptime=3),
+            "provenance.host.uptime: not a field this qualify knows",
+        ),
+        (
+            lambda d: d["provenance"]["git"].update(dirty="yes"),
+            "provenance.git.dirty is a string, not a boolean",
+        ),
+        (lambda d: d["options"].update(allow_dirty="no"), "options.allow_dirty is a string, not a boolean"),
+        (lambda d: d["options"].update(nix_options=[["a", 1]]), "options.nix_options[0][1] is a number"),
+        (lambda d: d.update(timings={"build": "1s"}), "timings.build is a string, not a number"),
+        (lambda d: d.update(sequence=0), "sequence is 0, less than 1"),
+        (lambda d: d.update(kind="batch"), "kind 'batch' is not one of run, set, fleet"),
+        (lambda d: d.update(invocations={"at": "now"}), "invocations is an object, not a list"),
+        (
+            lambda d: d.update(set={"label": "x", "arm": "a", "role": "pinned"}),
+            "set.role 'pinned' is not one of candidate, positive, negative",
+        ),
+        (lambda d: d["plan"].update(builtin="no"), "plan.builtin is a string, not a boolean"),
+        (lambda d: d["plan"].update(not_applicable={"soak": 1}), "plan.not_applicable.soak is a number"),
+        (lambda d: d["plan"]["stages"][0].pop("folder"), "plan.stages[0].folder is null, not a string"),
+        (
+            lambda d: d["plan"]["stages"][0]["checks"][0].update(limits={"x": "tight"}),
+            "plan.stages[0].checks[0].limits.x is a string, not a number",
+        ),
+    ],
+)
+def test_a_run_json_whose_roles_provenance_options_or_plan_are_malformed_is_refused(
+    copy: Path, change: Callable[[dict[str, Any]], None], said: str
+) -> None:
+    path = copy / "run.json"
+    document = raw(path)
+    change(document)
+    write(path, document)
+    message = refused(lambda p: RunRecord.load(RunDir(p.parent)), path)
+    assert str(path) in message and said in message, message
+
+
+def test_a_run_reads_its_provenance_options_and_plan_as_types(recorded: Path) -> None:
+    from qualify.core.provenance import RecordedGpu
+
+    document = raw(recorded / "run.json")
+    record = RunRecord.load(RunDir(recorded))
+    assert record.host.hostname == document["provenance"]["host"]["hostname"]
+    assert record.git.rev is None and record.git.note == document["provenance"]["git"]["note"]
+    assert record.git.as_json() == document["provenance"]["git"]
+    assert record.provenance.as_json()["host"] == document["provenance"]["host"]
+    assert all(isinstance(g, RecordedGpu) for g in record.gpus)
+    assert record.options.allow_dirty is False and record.options.nix_options == []  # migrated
+    assert record.timings == document["timings"] and record.builtin_plan is document["plan"]["builtin"]
+    assert record.roles["candidate"].arm == "cuda135" and record.stages[0].inconclusive == "fail"
+    assert record.stages[2].check_params[0] == document["plan"]["stages"][2]["checks"][0]["params"]
+
+
+def test_a_recorded_gpu_is_described_from_its_fields() -> None:
+    from qualify.core.provenance import RecordedGpu, describe_gpu
+
+    gpu = RecordedGpu(name="NVIDIA H100", target="sm_90", driver="580", memory_mib=81559)
+    assert describe_gpu(gpu) == "NVIDIA H100 (sm_90), driver 580, 81559 MiB"
+    assert describe_gpu(gpu.as_json()) == describe_gpu(gpu)
+    assert gpu.as_json() == {"name": "NVIDIA H100", "target": "sm_90", "driver": "580", "memory_mib": 81559}
+
+
+def test_every_recorded_run_json_loads_and_reads_back_as_it_was(tmp_path: Path) -> None:
+    """Every run, set member and bisect step recorded by an earlier qualify, in every example."""
+    archives = sorted((EXAMPLE.parent).glob("*/recorded/**/*.tar.xz"))
+    loaded = 0
+    for archive in archives:
+        folder = unpack(archive, tmp_path / archive.name)
+        for path in sorted(folder.rglob("run.json")):
+            record = RunRecord.load(RunDir(path.parent))
+            document = {k: v for k, v in raw(path).items() if k != "schema_version"}
+            kept = record.to_json()
+            # What migrations.run_1_to_2 adds to a version 1 run; every other key as recorded.
+            assert {k: v for k, v in kept.items() if k not in ("options", "invocations")} == {
+                k: v for k, v in document.items() if k not in ("options", "invocations")
+            }, path
+            assert RunRecord.parse(record.run, kept) == record, path
+            loaded += 1
+    assert len(archives) >= 10 and loaded >= 30

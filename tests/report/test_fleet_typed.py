@@ -88,7 +88,7 @@ def test_a_misspelt_key_in_a_hosts_plan_is_refused_naming_it(
     reseal(odd)
     code, output = merge(str(good), str(odd), "--out", str(tmp_path / "fleet"), "--allow-mixed")
     assert code != 0 and not (tmp_path / "fleet").exists(), output
-    assert "plan.stages[0].checks.0.limts: not a field this qualify knows" in output, output
+    assert "plan.stages[0].checks[0].limts: not a field this qualify knows" in output, output
 
 
 def test_the_fleets_own_record_is_read_through_its_types(

@@ -1,0 +1,223 @@
+"""run.json as types: what a run's, a set's or a fleet's record says (`RunDocument`), each
+part a frozen model, checked when the record is read (`qualify.pipeline.record`).
+
+The model declares the keys qualify reads; a document may hold others (a fleet's hosts, a
+set's member results, the config snapshot), which the record keeps and saves as they were read.
+A key of the wrong type, a required one missing, or a part holding a key qualify never writes is
+refused naming run.json and the key, in the words of the run folder's other checks: "plan.stages
+[0].file is a list, not a string".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, Field, ValidationError
+
+from qualify.checks.evidence import Part
+from qualify.core.errors import RunStoreError
+from qualify.pipeline.members import Member, MemberRole
+from qualify.pipeline.recordfields import HINT, wrong
+from qualify.pipeline.recordparts import Provenance
+
+Kind = Literal["run", "set", "fleet"]
+Status = Literal["running", "complete", "interrupted", "failed"]
+M = TypeVar("M", bound=BaseModel)
+
+
+class RoleInfo(Part):
+    """An arm as it played a role in the run, with what its build learned (None: not built yet)."""
+
+    arm: str
+    installable: str
+    devshell: str | None = None
+    drv: str | None = None
+    out: str | None = None
+
+
+class PlanCheck(Part):
+    """A check of a stage of the plan the run recorded (`CheckSpec.as_json`)."""
+
+    name: str
+    kind: str
+    #: The plan's values, read by name by the check's kind.
+    params: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, float] = Field(default_factory=dict)
+    roles: list[str] = Field(default_factory=list)
+    timeout_s: float | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    description: str = ""
+    vars: dict[str, Any] = Field(default_factory=dict)
+
+
+class PlanStage(Part):
+    """A stage of the plan the run recorded (`StageSpec.as_json`)."""
+
+    name: str
+    folder: str
+    #: The stage's file in the project, as the plan named it (None: not recorded).
+    file: str | None = None
+    inconclusive: str = "fail"
+    description: str = ""
+    checks: list[PlanCheck] = Field(default_factory=list)
+    requires: str | None = None
+
+
+class RecordedPlan(Part):
+    """The plan the run was made with (`Plan.as_json`)."""
+
+    source: str | None = None
+    builtin: bool = False
+    profile: str | None = None
+    profiles: list[str] = Field(default_factory=list)
+    stages: list[PlanStage] = Field(default_factory=list)
+    not_configured: list[str] = Field(default_factory=list)
+    #: The stages the plan declares not applicable, each with its reason.
+    not_applicable: dict[str, str] = Field(default_factory=dict)
+
+
+class MemberEntry(Part):
+    """A member of a set (`Member.as_json`); a member's own run.json holds its entry as `set`,
+    with the set's run id."""
+
+    label: str
+    arm: str
+    role: MemberRole
+    must_fail: list[str] = Field(default_factory=list)
+    run_id: str | None = None
+
+    def member(self) -> Member:
+        return Member(self.label, self.arm, self.role, tuple(self.must_fail))
+
+
+class RecordedProject(Part):
+    """The project the run was made from: its folder, its qualify.toml and its flake."""
+
+    root: str | None = None
+    config: str | None = None
+    flake: str | None = None
+
+
+class RunOptions(Part):
+    """How the run builds: a dirty tree allowed, the flake inputs overridden and the nix options
+    given (`[name, value]` pairs, secrets redacted)."""
+
+    allow_dirty: bool = False
+    override_inputs: list[list[str]] = Field(default_factory=list)
+    nix_options: list[list[str]] = Field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The options as they were recorded: the fields they were read with."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class RunDocument(Part):
+    """The keys of run.json qualify reads, each of its type (absent: what a run made before qualify
+    wrote the key meant)."""
+
+    #: A run of one has no kind in any version.
+    kind: Kind = "run"
+    status: Status = "running"
+    run_id: str | None = None
+    created_at: str = ""
+    finished_at: str | None = None
+    profile: str | None = None
+    #: The run's number in its runs directory (`runlist.new_run`); None: ordered by its name.
+    sequence: int | None = Field(default=None, ge=1)
+    roles: dict[str, RoleInfo] = Field(default_factory=dict)
+    plan: RecordedPlan = Field(default_factory=RecordedPlan)
+    members: list[MemberEntry] = Field(default_factory=list)
+    set_entry: MemberEntry | None = Field(default=None, alias="set")
+    provenance: Provenance = Field(default_factory=Provenance)
+    project: RecordedProject = RecordedProject()
+    options: RunOptions = Field(default_factory=RunOptions)
+    #: Each stage's wall time in seconds, by name.
+    timings: dict[str, float] = Field(default_factory=dict)
+    #: Each `qualify run` of the run, as it was asked for.
+    invocations: list[dict[str, Any]] = Field(default_factory=list)
+
+    @staticmethod
+    def read(document: Mapping[str, Any], where: str | Path) -> RunDocument:
+        """The keys of `document` (in the current layout) the model declares, checked."""
+        declared = {f.alias or name for name, f in RunDocument.model_fields.items()}
+        return checked(RunDocument, {k: v for k, v in document.items() if k in declared}, where)
+
+
+def checked(model: type[M], document: Any, where: str | Path) -> M:
+    """`document` as `model`, or a RunStoreError naming `where` and the key that is wrong."""
+    try:
+        return model.model_validate(plain(document))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+    loc = tuple(first["loc"])
+    place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    kind, value = first["type"], first["input"]
+    if kind == "missing":
+        raise wrong(where, place, None, _named(_annotation_at(model, loc)))
+    if kind in _EXPECTED:
+        raise wrong(where, place, value, _EXPECTED[kind])
+    if kind == "literal_error":
+        words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
+        raise RunStoreError(f"{where}: {place} {value!r} is not one of {words}", HINT)
+    if kind == "greater_than_equal":
+        raise RunStoreError(f"{where}: {place} is {value!r}, less than {first['ctx']['ge']}", HINT)
+    if kind == "extra_forbidden":
+        raise RunStoreError(f"{where}: {place}: not a field this qualify knows", HINT)
+    raise RunStoreError(f"{where}: {place} {ascii(value)[:60]}: {first['msg'].lower()}", HINT)
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON holds it: a writer's tuples as lists, every key a string."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+#: Pydantic's type errors, as what the key should have held.
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "bool_type": "a boolean",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+_NAMES: dict[Any, str] = {str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The declared type of the value at `loc` inside `model`."""
+    annotation: Any = model
+    for step in loc:
+        annotation = _not_none(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            name = next((n for n, f in fields.items() if step in (n, f.alias)), None)
+            annotation = fields[name].annotation if name else Any
+        else:
+            args = get_args(annotation)
+            annotation = args[-1] if args else Any
+    return _not_none(annotation)
+
+
+def _not_none(annotation: Any) -> Any:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[0] if type(None) in get_args(annotation) and len(args) == 1 else annotation
+
+
+def _named(annotation: Any) -> str:
+    origin = get_origin(annotation) or annotation
+    if origin is list:
+        return "a list"
+    if origin is dict or (isinstance(origin, type) and issubclass(origin, BaseModel)):
+        return "an object"
+    if origin is Literal:
+        return "one of " + ", ".join(str(w) for w in get_args(annotation))
+    return _NAMES.get(origin, "a value")
