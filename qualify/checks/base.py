@@ -32,7 +32,10 @@ E = TypeVar("E", bound="Evidence")
 
 ParamType = Literal["string", "number", "integer", "boolean", "strings", "table"]
 
-ROLES = ("pinned", "candidate", "reference")
+#: The roles by name: what is keyed by role is read with these, so a misspelt role is an error
+#: where it is written, never a silent miss.
+PINNED, CANDIDATE, REFERENCE = "pinned", "candidate", "reference"
+ROLES = (PINNED, CANDIDATE, REFERENCE)
 
 
 @dataclass(frozen=True)

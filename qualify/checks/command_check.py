@@ -3,7 +3,7 @@ documents what it measures and how it decides."""
 
 from __future__ import annotations
 
-from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.base import CANDIDATE, PINNED, Finding, Judgement, SavedCheck
 from qualify.checks.commandfacts import CommandFacts, MetricFact
 from qualify.checks.commandparams import CommandParams
 from qualify.checks.figures import Table
@@ -55,7 +55,7 @@ def judge(saved: SavedCheck) -> Judgement:
     if "candidate" in metrics:
         # max_/min_ limits need the candidate alone; a margin needs pinned (the plan ensures it
         # is measured) and is ERROR when pinned's metrics could not be read.
-        findings.extend(_judge_limits(saved.spec.limits, metrics.get("pinned", {}), metrics["candidate"]))
+        findings.extend(_judge_limits(saved.spec.limits, metrics.get(PINNED, {}), metrics["candidate"]))
         judged += [f"limit {key}" for key in sorted(saved.spec.limits)]
     verdict = worst(findings)
     tables = (_table(metrics),) if metrics else ()
@@ -134,8 +134,8 @@ def _table(metrics: dict[str, dict[str, Metric]]) -> Table:
     names = sorted({name for per_role in metrics.values() for name in per_role})
     rows = []
     for name in names:
-        base = metrics.get("pinned", {}).get(name)
-        cand = metrics.get("candidate", {}).get(name)
+        base = metrics.get(PINNED, {}).get(name)
+        cand = metrics.get(CANDIDATE, {}).get(name)
         delta = f"{(cand.median / base.median - 1):+.2%}" if base and cand and base.median else "—"
         shown = cand or base
         unit = shown.unit if shown else ""

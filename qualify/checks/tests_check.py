@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
 from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.junit import (
@@ -115,7 +115,7 @@ def judge(saved: SavedCheck) -> Judgement:
             )
     table: tuple[Table, ...] = ()
     judged: list[str] = []
-    if executed(results.get("candidate", {})):
+    if executed(results.get(CANDIDATE, {})):
         judged.append(f"{executed(results['candidate'])} candidate tests")
         if "pinned" not in saved.roles:
             # Nothing to compare with: each test the candidate fails is a failure of its own.

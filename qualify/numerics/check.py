@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from qualify.checks.base import Finding, Judgement, SavedCheck
+from qualify.checks.base import REFERENCE, Finding, Judgement, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.checks.roleruns import run_findings
 from qualify.core.context import CheckContext
@@ -127,7 +127,7 @@ def _one_after_another(
 def _plan_looks(state: Measuring) -> tuple[int, ...]:
     """The chunk counts at which the judgement looks (`qualify.numerics.looks`), from the
     reference's corpus; recorded for the judge, which replays them."""
-    reference = state.streams.get("reference")
+    reference = state.streams.get(REFERENCE)
     if reference is None:
         return ()
     settings = Settings.of(state.params)

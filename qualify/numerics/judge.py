@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from qualify.checks.base import Finding
+from qualify.checks.base import CANDIDATE, Finding
 from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds
@@ -148,7 +148,7 @@ def judge_stats(stats: TokenStats, limits: Mapping[str, float], s: Settings) -> 
     for gate in GATES:
         if gate.limit in limits:
             out.findings.extend(_gate_findings(gate, limits[gate.limit], bounds, summaries, stats, s))
-            if gate.bound in bounds.get("candidate", {}):
+            if gate.bound in bounds.get(CANDIDATE, {}):
                 out.judged.append(f"limit {gate.limit} on the candidate")
     if stats.n_chunks < 2:
         out.findings.append(

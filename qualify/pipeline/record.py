@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Self, get_args
 
+from qualify.checks.base import CANDIDATE
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels, name_problem
@@ -135,7 +136,7 @@ class RunRecord(Document):
 
     @property
     def candidate_arm(self) -> str | None:
-        role = self.roles.get("candidate")
+        role = self.roles.get(CANDIDATE)
         return role.arm if role else None
 
     @property

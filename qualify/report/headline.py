@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from qualify.checks.buildfacts import BuildSource, read_source
@@ -23,6 +23,7 @@ from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
 
 if TYPE_CHECKING:
+    from qualify.pipeline.recordparts import RecordedGit
     from qualify.report.views import CheckView, StageView
 
 #: Outcomes that decided against the run, as the verdict line words them.
@@ -176,11 +177,11 @@ def toolchain_delta(stages: Iterable[StageView]) -> list[str]:
     return []
 
 
-def source_line(run: RunDir, git: dict[str, Any], stages: Iterable[StageView]) -> str:
+def source_line(run: RunDir, git: RecordedGit, stages: Iterable[StageView]) -> str:
     """Where the source came from: the git revision, else the flake's revision or content
     hash (narHash) as the build stage locked it, else 'unknown'."""
-    if git.get("rev"):
-        return f"git {str(git['rev'])[:12]}" + (" (dirty tree)" if git.get("dirty") else "")
+    if git.rev:
+        return f"git {git.rev[:12]}" + (" (dirty tree)" if git.dirty else "")
     locked = _locked_source(run, stages)
     if locked is not None and locked.revision:
         return f"flake revision {locked.revision[:12]}"

@@ -20,6 +20,7 @@ from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord, StageEntry
+from qualify.pipeline.recordparts import RecordedGit
 from qualify.pipeline.rejudgements import Rejudgement
 from qualify.pipeline.resultparts import SavedFinding
 from qualify.pipeline.stageorder import with_default_order
@@ -46,7 +47,7 @@ class ReportModel:
     finished_at: str | None
     profile: str | None
     roles: list[RoleView]
-    source: dict[str, Any]
+    source: RecordedGit
     host: dict[str, Any]
     gpus: list[dict[str, Any]]
     gpu_processes: list[dict[str, Any]]
@@ -131,7 +132,7 @@ def build_model(run: RunDir) -> ReportModel:
         finished_at=record.finished_at,
         profile=record.profile,
         roles=roles,
-        source=record.git.as_json(),
+        source=record.git,
         host=record.host.as_json(),
         gpus=[g.as_json() for g in record.gpus],
         gpu_processes=[p.as_json() for p in record.provenance.gpu_processes],
@@ -276,22 +277,22 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
             f"{'Stages' if len(ungated) > 1 else 'Stage'} {', '.join(ungated)} ran past a failed gate "
             "(--no-gate): their results are ungated and do not count toward qualification.",
         )
-    if model.source.get("dirty"):
-        changed = ", ".join(str(c) for c in model.source.get("changed") or [])
+    if model.source.dirty:
+        changed = ", ".join(model.source.changed)
         notes.append(
             "The source tree had uncommitted changes to tracked files"
             + (f" ({changed})" if changed else "")
             + ": the revision does not fully describe what was measured."
         )
-    untracked = [str(u) for u in model.source.get("untracked") or []]
+    untracked = model.source.untracked
     if untracked:
-        count = model.source.get("untracked_count")
-        more = count - len(untracked) if isinstance(count, int) and count > len(untracked) else 0
+        count = model.source.untracked_count
+        more = count - len(untracked) if count is not None and count > len(untracked) else 0
         notes.append(
             f"The tree held untracked files ({', '.join(untracked)}{f' and {more} more' if more else ''}): "
             "nix builds a flake from its tracked files only, so none of them is in the arms."
         )
-    if model.source.get("rev") is None:
+    if model.source.rev is None:
         notes.append(
             "The project is not a git checkout: no git revision was recorded (the header names "
             "what the build locked instead, where it knows it)."

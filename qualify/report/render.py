@@ -25,6 +25,7 @@ from markupsafe import Markup
 
 from qualify.checks.figures import Chart
 from qualify.core import markdown
+from qualify.core.errors import RunStoreError
 from qualify.core.plaintext import clean, clean_tree
 from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
@@ -37,6 +38,7 @@ from qualify.report.headline import plural
 from qualify.report.junit import fleet_junit_xml, junit_xml, set_junit_xml
 from qualify.report.matrix import MatrixModel, build_set_model
 from qualify.report.model import ReportModel, build_model
+from qualify.report.rendered import RenderedVerdict
 
 VERDICT_CLASS = {
     "QUALIFIED": "pass",
@@ -76,10 +78,10 @@ class ReportFiles:
         """The verdict as every output's first line says it ("QUALIFIED — serving, soak not
         applicable: no server"), from the report.json just written."""
         try:
-            document = json.loads(self.json.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            said = RenderedVerdict.read(self.json)
+        except RunStoreError:
             return ""
-        return str(document.get("verdict_line") or document.get("verdict") or "")
+        return said.verdict_line or said.verdict
 
 
 def md_cell(value: object) -> str:

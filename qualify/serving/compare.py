@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.checks.base import Finding
+from qualify.checks.base import CANDIDATE, PINNED, Finding
 from qualify.core.verdicts import Verdict
 from qualify.serving.evidence import GreedyFact, GreedyRun, ServingCase
 
@@ -74,8 +74,8 @@ def compare_cases(
     by_role: dict[str, list[ServingCase]], tie_margin: float
 ) -> tuple[list[Finding], list[CaseRow], list[GreedyFact]]:
     """Findings, table rows and greedy facts for the cases both roles saved."""
-    pinned = {c.case: c for c in by_role.get("pinned", [])}
-    candidate = {c.case: c for c in by_role.get("candidate", [])}
+    pinned = {c.case: c for c in by_role.get(PINNED, [])}
+    candidate = {c.case: c for c in by_role.get(CANDIDATE, [])}
     findings: list[Finding] = []
     rows: list[CaseRow] = []
     greedy_facts: list[GreedyFact] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from qualify.checks.base import Finding, SavedCheck
+from qualify.checks.base import CANDIDATE, PINNED, Finding, SavedCheck
 from qualify.checks.findings import headline, worst
 from qualify.core.verdicts import Verdict
 from qualify.serving.compare import CaseRow, compare_cases
@@ -107,9 +107,9 @@ def assess(data: SavedServing, limits: Mapping[str, float]) -> ServingJudgement:
     counted = {r: len(c) for r, c in by_role.items()}
     timing_facts: TimingFacts | None = None
     judged = []
-    if by_role.get("candidate"):
+    if by_role.get(CANDIDATE):
         judged.append(f"{len(by_role['candidate'])} candidate cases checked")
-    if by_role.get("candidate") and by_role.get("pinned"):
+    if by_role.get(CANDIDATE) and by_role.get(PINNED):
         judged.append(f"{len(rows)} cases compared with pinned")
     gate: list[GateRow] = []
     if data.timing is not None:

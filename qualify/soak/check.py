@@ -99,8 +99,10 @@ def _frame(saved: SavedCheck, role: str, name: str) -> pd.DataFrame:
 
 
 def _summary(m: SoakMeasurement, requests: pd.DataFrame) -> RequestSummary:
-    counts = requests["status"].value_counts().to_dict() if not requests.empty else {}
     ok = requests[requests["status"] == "ok"] if not requests.empty else requests
+
+    def count(status: str) -> int:
+        return int((requests["status"] == status).sum()) if not requests.empty else 0
 
     def q(column: str, level: float) -> float | None:
         if ok.empty or ok[column].dropna().empty:
@@ -109,10 +111,10 @@ def _summary(m: SoakMeasurement, requests: pd.DataFrame) -> RequestSummary:
 
     return RequestSummary(
         sent=len(requests),
-        ok=int(counts.get("ok", 0)),
-        error=int(counts.get("error", 0)),
-        stalled=int(counts.get("stalled", 0)),
-        cut=int(counts.get("cut", 0)),
+        ok=count("ok"),
+        error=count("error"),
+        stalled=count("stalled"),
+        cut=count("cut"),
         tokens=int(ok["tokens"].sum()) if not ok.empty else 0,
         ttft_p50_s=q("ttft_s", 0.5),
         tpot_p50_s=q("tpot_s", 0.5),
