@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BeforeValidator, PlainValidator, ValidationError, model_validator
 
 from qualify.checks.evidence import HINT, Part
+from qualify.checks.refusals import place, refused_at, type_name
 from qualify.core.errors import RunStoreError
 
 T = TypeVar("T")
@@ -180,13 +181,13 @@ def load_charts(value: object, where: str | Path) -> tuple[Chart, ...]:
 def load_chart(document: object, where: str | Path, at: str = "") -> Chart:
     """One chart in its saved layout, checked as its kind says (`at`: where it sits in `where`)."""
     if not isinstance(document, Mapping):
-        raise RunStoreError(f"{where}: {at or 'the chart'} is {_json_type(document)}, not an object", HINT)
+        raise RunStoreError(f"{where}: {at or 'the chart'} is {type_name(document)}, not an object", HINT)
     kind = document.get("kind")
     model = CHART_KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
         said = "missing" if "kind" not in document else f"an unknown kind {kind!a}"
         raise RunStoreError(
-            f"{where}: {_key(at, 'kind')} is {said}, not one of {', '.join(CHART_KINDS)}", HINT
+            f"{where}: {place(('kind',), at)} is {said}, not one of {', '.join(CHART_KINDS)}", HINT
         )
     return _checked(model, document, where, at)
 
@@ -196,7 +197,7 @@ F = TypeVar("F", bound=Part)
 
 def _items(value: object, where: str | Path, key: str) -> list[Any]:
     if not isinstance(value, list):
-        raise RunStoreError(f"{where}: {key} is {_json_type(value)}, not a list", HINT)
+        raise RunStoreError(f"{where}: {key} is {type_name(value)}, not a list", HINT)
     return value
 
 
@@ -207,52 +208,4 @@ def _checked(model: type[F], document: object, where: str | Path, at: str) -> F:
         return model.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-        raise RunStoreError(f"{where}: {_key(at, place)} {_said(first)}", HINT) from None
-
-
-def _key(at: str, place: str) -> str:
-    """`place` (".data.pinned", "kind") under `at` ("charts[0]", or "" for a chart on its own)."""
-    place = place.removeprefix(".")
-    if not at or not place:
-        return at or place or "the document"
-    return f"{at}{place}" if place.startswith("[") else f"{at}.{place}"
-
-
-#: What each of pydantic's type errors expected, as the run folder's other checks say it.
-_EXPECTED = {
-    "string_type": "a string",
-    "bool_type": "true or false",
-    "tuple_type": "a list",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-}
-_JSON_TYPES: dict[type, str] = {
-    str: "a string",
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-    list: "a list",
-    tuple: "a list",
-    dict: "an object",
-    type(None): "null",
-}
-
-
-def _json_type(value: object) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def _said(error: Mapping[str, Any]) -> str:
-    kind = error["type"]
-    if kind == "missing":
-        return "is missing"
-    if kind == "extra_forbidden":
-        return "is not a field this qualify knows"
-    if kind in _EXPECTED:
-        return f"is {_json_type(error['input'])}, not {_EXPECTED[kind]}"
-    if kind == "value_error":
-        return f"is {_json_type(error['input'])}, not {error['ctx']['error']}"
-    shown = ascii(error["input"])
-    return f"is {shown if len(shown) <= 60 else shown[:57] + '...'}: {str(error['msg']).lower()}"
+        raise RunStoreError(f"{where}: {refused_at(place(first['loc'], at), first)}", HINT) from None

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from qualify.checks.refusals import type_name
 from qualify.core.errors import RunStoreError
 from qualify.core.verdicts import StageState, Verdict
 
@@ -25,22 +26,6 @@ def text(value: Any) -> str | None:
 # What the reports read of a record, checked in shape here, once: a field of the wrong type (a
 # hand-edited file, an archive from elsewhere) is refused naming the file and the key, never met
 # as a TypeError deep inside a template.
-
-
-#: A JSON value's type, as a message names it.
-_JSON_TYPES: dict[type, str] = {
-    str: "a string",
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-    list: "a list",
-    dict: "an object",
-    type(None): "null",
-}
-
-
-def type_name(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def wrong(where: str | Path, key: str, value: Any, expected: str) -> RunStoreError:

@@ -21,24 +21,13 @@ from pydantic import BeforeValidator, ConfigDict, PrivateAttr, ValidationError, 
 from pydantic_core import PydanticCustomError
 
 from qualify.checks.evidence import Part
+from qualify.checks.refusals import place, refused_at, type_name
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
 from qualify.pipeline.migrations import Step, migrate
-from qualify.pipeline.recordfields import HINT, STAGE_VERDICTS, VERDICTS, number, type_name
-
-#: What each of pydantic's type errors says a field should have held, in the records' words.
-_EXPECTED = {
-    "string_type": "a string",
-    "bool_type": "true or false",
-    "int_type": "a whole number",
-    "float_type": "a number",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "list_type": "a list",
-    "tuple_type": "a list",
-}
+from qualify.pipeline.recordfields import HINT, STAGE_VERDICTS, VERDICTS, number
 
 
 def refused(why: str) -> PydanticCustomError:
@@ -180,24 +169,10 @@ class Record(RecordPart):
 
 def refusal(exc: ValidationError, where: str | Path, key: str = "") -> RunStoreError:
     """The first thing pydantic found wrong, naming `where` and the key (under `key`), in the
-    words of the run folder's other refusals: "checks[0].verdict 'GOOD' is not one of ...",
-    "spec.limits is a string, not an object"."""
+    words of the run folder's other refusals (`qualify.checks.refusals`): "checks[0].verdict
+    'GOOD' is not one of ...", "spec.limits is a string, not an object"."""
     first = exc.errors()[0]
-    place = key
-    for part in first["loc"]:
-        place += f"[{part}]" if isinstance(part, int) else f"{'.' if place else ''}{part}"
-    kind = first["type"]
-    if kind == "refused":
-        said = f"{place} {first['ctx']['why']}"
-    elif kind == "missing":
-        said = f"{place} is missing"
-    elif kind == "extra_forbidden":
-        said = f"{place} is not a field this qualify knows"
-    elif kind in _EXPECTED:
-        said = f"{place} is {type_name(first['input'])}, not {_EXPECTED[kind]}"
-    else:
-        said = f"{place}: {first['msg'].lower()}"
-    return RunStoreError(f"{where}: {said}", HINT)
+    return RunStoreError(f"{where}: {refused_at(place(first['loc'], key), first)}", HINT)
 
 
 def _plain(value: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from pydantic import BaseModel, Field, ValidationError
 
 from qualify.checks.evidence import Part
+from qualify.checks.refusals import place, refused_at
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.members import Member, MemberRole
 from qualify.pipeline.recordfields import HINT, wrong
@@ -152,20 +153,14 @@ def checked(model: type[M], document: Any, where: str | Path) -> M:
     except ValidationError as exc:
         first = exc.errors()[0]
     loc = tuple(first["loc"])
-    place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    key = place(loc)
     kind, value = first["type"], first["input"]
-    if kind == "missing":
-        raise wrong(where, place, None, _named(_annotation_at(model, loc)))
-    if kind in _EXPECTED:
-        raise wrong(where, place, value, _EXPECTED[kind])
+    if kind == "missing":  # said as the records say a required field left out: null
+        raise wrong(where, key, None, _named(_annotation_at(model, loc)))
     if kind == "literal_error":
         words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
-        raise RunStoreError(f"{where}: {place} {value!r} is not one of {words}", HINT)
-    if kind == "greater_than_equal":
-        raise RunStoreError(f"{where}: {place} is {value!r}, less than {first['ctx']['ge']}", HINT)
-    if kind == "extra_forbidden":
-        raise RunStoreError(f"{where}: {place}: not a field this qualify knows", HINT)
-    raise RunStoreError(f"{where}: {place} {ascii(value)[:60]}: {first['msg'].lower()}", HINT)
+        raise RunStoreError(f"{where}: {key} {value!r} is not one of {words}", HINT)
+    raise RunStoreError(f"{where}: {refused_at(key, first)}", HINT)
 
 
 def plain(value: Any) -> Any:
@@ -177,18 +172,6 @@ def plain(value: Any) -> Any:
     return value
 
 
-#: Pydantic's type errors, as what the key should have held.
-_EXPECTED = {
-    "string_type": "a string",
-    "int_type": "a whole number",
-    "int_from_float": "a whole number",
-    "float_type": "a number",
-    "bool_type": "a boolean",
-    "list_type": "a list",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-}
 _NAMES: dict[Any, str] = {str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 

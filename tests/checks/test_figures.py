@@ -106,7 +106,7 @@ def test_a_judge_built_chart_is_written_in_the_saved_layout() -> None:
             [],
             "tables[0].collapsed is a string",
         ),
-        ([{"title": "t", "columns": ["a"], "rows": [], "colour": 1}], [], "tables[0].colour is not a field"),
+        ([{"title": "t", "columns": ["a"], "rows": [], "colour": 1}], [], "tables[0].colour: not a field"),
         (
             [],
             [{"title": "t", "kind": "pie", "alt": "", "data": {}}],

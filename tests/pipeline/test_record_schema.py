@@ -275,7 +275,7 @@ def refused(load: Callable[[Path], object], path: Path) -> str:
         (lambda d: d.update(folder="../x"), "folder '../x': it starts with '.'"),
         (lambda d: d["checks"][0].update(name="../arms"), "checks[0].name '../arms'"),
         (lambda d: d["checks"][0].pop("kind"), "checks[0].kind is null, not a string"),
-        (lambda d: d["checks"][0].update(weight=2), "checks[0].weight is not a field this qualify knows"),
+        (lambda d: d["checks"][0].update(weight=2), "checks[0].weight: not a field this qualify knows"),
         (lambda d: d.update(attempt="2"), "attempt is a string, not a whole number"),
         (lambda d: d.update(status="done"), "status 'done' is not one of running, complete, interrupted"),
         (lambda d: d.pop("status"), "status None is not one of running, complete, interrupted"),
@@ -349,13 +349,13 @@ def test_a_writer_cannot_save_what_a_reader_would_refuse(tmp_path: Path) -> None
         (lambda d: d.update(findings=[{"verdict": "FAIL", "message": "x"}]), "findings[0].role is missing"),
         (
             lambda d: d.update(findings=[{"verdict": "FAIL", "message": "x", "role": None, "level": 1}]),
-            "findings[0].level is not a field this qualify knows",
+            "findings[0].level: not a field this qualify knows",
         ),
         (
             lambda d: d.update(roles={"candidate": {"out": "/nix/store/x"}}),
             "roles.candidate.arm is null, not a string",
         ),
-        (lambda d: d["spec"].update(retries=2), "spec.retries is not a field this qualify knows"),
+        (lambda d: d["spec"].update(retries=2), "spec.retries: not a field this qualify knows"),
         (lambda d: d.update(judged=[1]), "judged[0] is a number, not a string"),
         (
             lambda d: d.update(facts={"limits_of_evidence": [2]}),
@@ -478,9 +478,12 @@ def test_a_nan_a_judge_wrote_among_the_facts_is_saved_as_it_was(tmp_path: Path) 
         ),
         (
             lambda d: d["provenance"]["git"].update(dirty="yes"),
-            "provenance.git.dirty is a string, not a boolean",
+            "provenance.git.dirty is a string, not true or false",
         ),
-        (lambda d: d["options"].update(allow_dirty="no"), "options.allow_dirty is a string, not a boolean"),
+        (
+            lambda d: d["options"].update(allow_dirty="no"),
+            "options.allow_dirty is a string, not true or false",
+        ),
         (lambda d: d["options"].update(nix_options=[["a", 1]]), "options.nix_options[0][1] is a number"),
         (lambda d: d.update(timings={"build": "1s"}), "timings.build is a string, not a number"),
         (lambda d: d.update(sequence=0), "sequence is 0, less than 1"),
@@ -490,7 +493,7 @@ def test_a_nan_a_judge_wrote_among_the_facts_is_saved_as_it_was(tmp_path: Path) 
             lambda d: d.update(set={"label": "x", "arm": "a", "role": "pinned"}),
             "set.role 'pinned' is not one of candidate, positive, negative",
         ),
-        (lambda d: d["plan"].update(builtin="no"), "plan.builtin is a string, not a boolean"),
+        (lambda d: d["plan"].update(builtin="no"), "plan.builtin is a string, not true or false"),
         (lambda d: d["plan"].update(not_applicable={"soak": 1}), "plan.not_applicable.soak is a number"),
         (lambda d: d["plan"]["stages"][0].pop("folder"), "plan.stages[0].folder is null, not a string"),
         (

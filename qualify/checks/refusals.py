@@ -1,0 +1,82 @@
+"""A run folder's record refused in one set of words: what pydantic found wrong in run.json,
+stage.json, result.json or a result's tables and charts, said naming the key the way a reader
+writes it (`checks[0].verdict`, `charts[0].data.pinned.edges[3]`) and the JSON type it held
+("is a string, not a number").
+
+The records (`qualify.pipeline.recordmodel`, `qualify.pipeline.rundocument`) and the figures
+(`qualify.checks.figures`) all say it through here, so a hand-edited file reads the same whatever
+record it is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: A JSON value's type, as a refusal names it.
+_JSON_TYPES: dict[type, str] = {
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    list: "a list",
+    tuple: "a list",
+    dict: "an object",
+    type(None): "null",
+}
+
+#: What each of pydantic's type errors says the field should have held.
+EXPECTED = {
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+def type_name(value: object) -> str:
+    """The JSON type of `value` ("a string", "null"); another type by its own name."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def place(loc: Sequence[int | str], under: str = "") -> str:
+    """The key at pydantic's `loc`, under `under` ("checks[0]"): `checks[0].verdict`."""
+    said = under
+    for part in loc:
+        said += f"[{part}]" if isinstance(part, int) else f"{'.' if said else ''}{part}"
+    return said or "the document"
+
+
+def said(error: Mapping[str, Any]) -> str:
+    """What is wrong with the value at the error's key, as the words after the key."""
+    kind = error["type"]
+    value = error["input"]
+    if kind == "refused":  # a field's own rule (`recordmodel.refused`) words it itself
+        return str(error["ctx"]["why"])
+    if kind == "missing":
+        return "is missing"
+    if kind == "extra_forbidden":
+        return ": not a field this qualify knows"
+    if kind in EXPECTED:
+        return f"is {type_name(value)}, not {EXPECTED[kind]}"
+    if kind == "literal_error":
+        return f"{value!r} is not one of {error['ctx']['expected']}"
+    if kind == "greater_than_equal":
+        return f"is {value!r}, less than {error['ctx']['ge']}"
+    if kind == "value_error":
+        return f"is {type_name(value)}, not {error['ctx']['error']}"
+    shown = ascii(value)
+    return f"is {shown if len(shown) <= 60 else shown[:57] + '...'}: {str(error['msg']).lower()}"
+
+
+def refused_at(key: str, error: Mapping[str, Any]) -> str:
+    """The key and what is wrong with it, as one phrase ("ungated is a string, not true or
+    false", "checks[0].weight: not a field this qualify knows")."""
+    words = said(error)
+    return f"{key}{words}" if words.startswith(":") else f"{key} {words}"
