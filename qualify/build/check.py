@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -26,7 +27,6 @@ from qualify.build.evidence import (
 )
 from qualify.build.internaljson import BuildLog
 from qualify.build.params import BuildParams
-from qualify.build.runoptions import BuildOptions, Pairs
 from qualify.build.tables import (
     arms_table,
     built_where_table,
@@ -47,6 +47,7 @@ from qualify.checks.buildfacts import (
     read_source,
 )
 from qualify.checks.findings import headline, worst
+from qualify.checks.runoptions import RunOptions
 from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
@@ -102,7 +103,7 @@ def _resolve(ctx: CheckContext, params: BuildParams, env: dict[str, str]) -> Bui
     if version is None:
         raise QualifyError("nix is not installed", "install nix (Debian: apt-get install nix-bin)")
     meta = nix.flake_metadata(ref, env, cwd=ctx.config.root)
-    options = BuildOptions.of(ctx.options)
+    options = RunOptions.of(ctx.options)
     allow_dirty = options.allow_dirty
     nix_settings = builders.settings(params, options.nix_options)
     _refuse_redacted(nix_settings)
@@ -144,7 +145,7 @@ def _refuse_redacted(nix_settings: dict[str, str]) -> None:
         )
 
 
-def _refuse_redacted_overrides(overrides: Pairs) -> None:
+def _refuse_redacted_overrides(overrides: Sequence[Sequence[str]]) -> None:
     """A resumed run reads its `--override-input`s from run.json, where a URL's token was saved
     redacted: nix must not be given `<redacted>` for it."""
     hidden = [str(name) for name, ref in overrides if holds_redacted(ref)]

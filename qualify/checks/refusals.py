@@ -11,7 +11,16 @@ record it is in.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
+
+from qualify.checks.evidence import HINT
+from qualify.core.errors import RunStoreError
+
+M = TypeVar("M", bound=BaseModel)
 
 #: A JSON value's type, as a refusal names it.
 _JSON_TYPES: dict[type, str] = {
@@ -38,6 +47,11 @@ EXPECTED = {
     "model_type": "an object",
     "model_attributes_type": "an object",
 }
+
+
+def refused(why: str) -> PydanticCustomError:
+    """A field's own refusal (`why` follows the key: "'MAYBE' is not one of ...")."""
+    return PydanticCustomError("refused", "{why}", {"why": why})
 
 
 def type_name(value: object) -> str:
@@ -80,3 +94,64 @@ def refused_at(key: str, error: Mapping[str, Any]) -> str:
     false", "checks[0].weight: not a field this qualify knows")."""
     words = said(error)
     return f"{key}{words}" if words.startswith(":") else f"{key} {words}"
+
+
+def checked(model: type[M], document: Any, where: str | Path, under: str = "") -> M:
+    """`document` as `model`, or a RunStoreError naming `where` and the key that is wrong (under
+    `under`: "options")."""
+    try:
+        return model.model_validate(plain(document))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+    loc = tuple(first["loc"])
+    key = place(loc, under)
+    kind, value = first["type"], first["input"]
+    if kind == "missing":  # said as the records say a required field left out: null
+        raise RunStoreError(f"{where}: {key} is null, not {_named(_annotation_at(model, loc))}", HINT)
+    if kind == "literal_error":
+        words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
+        raise RunStoreError(f"{where}: {key} {value!r} is not one of {words}", HINT)
+    raise RunStoreError(f"{where}: {refused_at(key, first)}", HINT)
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON holds it: a writer's tuples as lists, every key a string."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+_NAMES: dict[Any, str] = {str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The declared type of the value at `loc` inside `model`."""
+    annotation: Any = model
+    for step in loc:
+        annotation = _not_none(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            name = next((n for n, f in fields.items() if step in (n, f.alias)), None)
+            annotation = fields[name].annotation if name else Any
+        else:
+            args = get_args(annotation)
+            annotation = args[-1] if args else Any
+    return _not_none(annotation)
+
+
+def _not_none(annotation: Any) -> Any:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[0] if type(None) in get_args(annotation) and len(args) == 1 else annotation
+
+
+def _named(annotation: Any) -> str:
+    origin = get_origin(annotation) or annotation
+    if origin is list:
+        return "a list"
+    if origin is dict or (isinstance(origin, type) and issubclass(origin, BaseModel)):
+        return "an object"
+    if origin is Literal:
+        return "one of " + ", ".join(str(w) for w in get_args(annotation))
+    return _NAMES.get(origin, "a value")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qualify.checks.refusals import checked
 from qualify.core import seal
 from qualify.core.errors import ExitCode, RunStoreError
 from qualify.core.runstore import RunDir
@@ -40,7 +41,7 @@ from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
 from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord
-from qualify.pipeline.rundocument import PlanStage, checked
+from qualify.pipeline.rundocument import PlanStage
 
 RESULT = "result.json"
 STAGE = "stage.json"

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Self, get_args
 
 from qualify.checks.base import CANDIDATE
+from qualify.checks.refusals import plain
+from qualify.checks.runoptions import RunOptions
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import check_saved_labels, name_problem
@@ -33,7 +35,7 @@ from qualify.pipeline.migrations import RUN_STEPS, migrate
 from qualify.pipeline.recordfields import HINT
 from qualify.pipeline.recordparts import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.pipeline.rejudgements import Rejudgement, rejudgements
-from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, RunOptions, Status, plain
+from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, Status
 
 #: The statuses a writer may save (`ondisk` reads a dead writer's as "dead").
 STATUSES: tuple[str, ...] = get_args(Status)

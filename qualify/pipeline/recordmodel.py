@@ -18,21 +18,15 @@ from types import NoneType, UnionType
 from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, ConfigDict, PrivateAttr, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
 
 from qualify.checks.evidence import Part
-from qualify.checks.refusals import place, refused_at, type_name
+from qualify.checks.refusals import place, refused, refused_at, type_name
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
 from qualify.pipeline.migrations import Step, migrate
 from qualify.pipeline.recordfields import HINT, STAGE_VERDICTS, VERDICTS, number
-
-
-def refused(why: str) -> PydanticCustomError:
-    """A field's own refusal (`why` follows the key: "'MAYBE' is not one of ...")."""
-    return PydanticCustomError("refused", "{why}", {"why": why})
 
 
 def _one_of(words: tuple[str, ...]) -> Callable[[Any], Any]:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from qualify.checks.evidence import Part
-from qualify.checks.refusals import place, refused_at
-from qualify.core.errors import RunStoreError
+from qualify.checks.refusals import checked
+from qualify.checks.runoptions import RunOptions
 from qualify.pipeline.members import Member, MemberRole
-from qualify.pipeline.recordfields import HINT, wrong
 from qualify.pipeline.recordparts import Provenance
 
 Kind = Literal["run", "set", "fleet"]
@@ -101,19 +100,6 @@ class RecordedProject(Part):
     flake: str | None = None
 
 
-class RunOptions(Part):
-    """How the run builds: a dirty tree allowed, the flake inputs overridden and the nix options
-    given (`[name, value]` pairs, secrets redacted)."""
-
-    allow_dirty: bool = False
-    override_inputs: list[list[str]] = Field(default_factory=list)
-    nix_options: list[list[str]] = Field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        """The options as they were recorded: the fields they were read with."""
-        return self.model_dump(mode="json", exclude_unset=True)
-
-
 class RunDocument(Part):
     """The keys of run.json qualify reads, each of its type (absent: what a run made before qualify
     wrote the key meant)."""
@@ -144,63 +130,3 @@ class RunDocument(Part):
         """The keys of `document` (in the current layout) the model declares, checked."""
         declared = {f.alias or name for name, f in RunDocument.model_fields.items()}
         return checked(RunDocument, {k: v for k, v in document.items() if k in declared}, where)
-
-
-def checked(model: type[M], document: Any, where: str | Path) -> M:
-    """`document` as `model`, or a RunStoreError naming `where` and the key that is wrong."""
-    try:
-        return model.model_validate(plain(document))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-    loc = tuple(first["loc"])
-    key = place(loc)
-    kind, value = first["type"], first["input"]
-    if kind == "missing":  # said as the records say a required field left out: null
-        raise wrong(where, key, None, _named(_annotation_at(model, loc)))
-    if kind == "literal_error":
-        words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
-        raise RunStoreError(f"{where}: {key} {value!r} is not one of {words}", HINT)
-    raise RunStoreError(f"{where}: {refused_at(key, first)}", HINT)
-
-
-def plain(value: Any) -> Any:
-    """`value` as JSON holds it: a writer's tuples as lists, every key a string."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
-_NAMES: dict[Any, str] = {str: "a string", int: "a number", float: "a number", bool: "a boolean"}
-
-
-def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
-    """The declared type of the value at `loc` inside `model`."""
-    annotation: Any = model
-    for step in loc:
-        annotation = _not_none(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            fields = annotation.model_fields
-            name = next((n for n, f in fields.items() if step in (n, f.alias)), None)
-            annotation = fields[name].annotation if name else Any
-        else:
-            args = get_args(annotation)
-            annotation = args[-1] if args else Any
-    return _not_none(annotation)
-
-
-def _not_none(annotation: Any) -> Any:
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    return args[0] if type(None) in get_args(annotation) and len(args) == 1 else annotation
-
-
-def _named(annotation: Any) -> str:
-    origin = get_origin(annotation) or annotation
-    if origin is list:
-        return "a list"
-    if origin is dict or (isinstance(origin, type) and issubclass(origin, BaseModel)):
-        return "an object"
-    if origin is Literal:
-        return "one of " + ", ".join(str(w) for w in get_args(annotation))
-    return _NAMES.get(origin, "a value")
