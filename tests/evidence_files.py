@@ -1,11 +1,13 @@
-"""What the evidence-type tests share: a kind's fields as `qualify kinds --json` lists them, and
-the refusal of a result.json whose facts were edited."""
+"""What the evidence-type tests share: a kind's fields as `qualify kinds --json` lists them, the
+files of a recorded archive unpacked, and the refusal of a result.json whose facts were edited."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,17 @@ def refusal(path: Path, document: dict[str, Any]) -> str:
     with pytest.raises(RunStoreError) as refused:
         CheckResult.load(path)
     return refused.value.message
+
+
+def unpacked(archive: Path, where: Path, wanted: Callable[[str], bool]) -> list[Path]:
+    """The recorded archive's files whose names `wanted` picks, unpacked under `where`."""
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.isfile() and wanted(m.name)]
+        tar.extractall(where, members=members, filter="data")
+    return [where / m.name for m in members]
+
+
+def document(path: Path) -> dict[str, Any]:
+    """A JSON file as it was saved."""
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded

@@ -8,14 +8,13 @@ refused naming the file and the key. Nothing stands in: the documents are the re
 from __future__ import annotations
 
 import json
-import tarfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_files import field_types, kind_listing, refusal
+from evidence_files import document, field_types, kind_listing, refusal, unpacked
 
 from qualify.build.check import judge
 from qualify.build.closure import CHANGE_ORDER
@@ -45,17 +44,7 @@ READERS: dict[str, Callable[[Path], Evidence]] = {
 
 def build_files(archive: Path, where: Path, suffixes: tuple[str, ...] = (".json",)) -> list[Path]:
     """The files of every build stage in a recorded run (or run set, or bisection)."""
-    with tarfile.open(archive) as tar:
-        members = [
-            m for m in tar.getmembers() if m.isfile() and "/10-build/" in m.name and m.name.endswith(suffixes)
-        ]
-        tar.extractall(where, members=members, filter="data")
-    return [where / m.name for m in members]
-
-
-def document(path: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(path.read_text())
-    return loaded
+    return unpacked(archive, where, lambda name: "/10-build/" in name and name.endswith(suffixes))
 
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=lambda a: a.name.removesuffix(".tar.xz"))

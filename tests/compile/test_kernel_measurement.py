@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_files import document, unpacked
 from test_kernel_facts import ARCHIVES, SERIES
 
 from qualify.checks.base import SavedCheck
@@ -25,19 +25,11 @@ from qualify.core.verdicts import Verdict
 
 def measurements(archive: Path, where: Path) -> list[Path]:
     """Every role's measurement.json of a kernel-resources check in the archive."""
-    with tarfile.open(archive) as tar:
-        members = [
-            m
-            for m in tar.getmembers()
-            if m.name.endswith("/measurement.json") and "/20-compile/kernel-resources/" in m.name
-        ]
-        tar.extractall(where, members=members, filter="data")
-    return [where / m.name for m in members]
-
-
-def document(path: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(path.read_text())
-    return loaded
+    return unpacked(
+        archive,
+        where,
+        lambda name: name.endswith("/measurement.json") and "/20-compile/kernel-resources/" in name,
+    )
 
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=lambda a: a.name.removesuffix(".tar.xz"))
