@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticCustomError
 
 from qualify.checks.evidence import HINT
 from qualify.core.errors import RunStoreError
@@ -49,9 +48,13 @@ EXPECTED = {
 }
 
 
-def refused(why: str) -> PydanticCustomError:
-    """A field's own refusal (`why` follows the key: "'MAYBE' is not one of ...")."""
-    return PydanticCustomError("refused", "{why}", {"why": why})
+class Refused(ValueError):
+    """A field's own refusal, raised by its validator: its words follow the key ("'MAYBE' is
+    not one of ...")."""
+
+
+def refused(why: str) -> Refused:
+    return Refused(why)
 
 
 def type_name(value: object) -> str:
@@ -71,8 +74,8 @@ def said(error: Mapping[str, Any]) -> str:
     """What is wrong with the value at the error's key, as the words after the key."""
     kind = error["type"]
     value = error["input"]
-    if kind == "refused":  # a field's own rule (`recordmodel.refused`) words it itself
-        return str(error["ctx"]["why"])
+    if kind == "value_error" and isinstance(error["ctx"]["error"], Refused):
+        return str(error["ctx"]["error"])  # a field's own rule words it itself
     if kind == "missing":
         return "is missing"
     if kind == "extra_forbidden":
