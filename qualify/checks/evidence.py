@@ -23,13 +23,13 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar, Union, get_args, get
 
 from pydantic import BaseModel, ConfigDict, Tag, ValidationError
 
-from qualify.core.errors import RunStoreError
+from qualify.core.errors import RUN_FOLDER_HINT, RunStoreError
 from qualify.core.runstore import read_json
 
 #: The key that holds a document's version of its type; absent, the document is version 1
 #: (what qualify wrote before its evidence had types).
 VERSION_KEY = "version"
-HINT = "this run folder was not written by qualify as it is; use the run it came from"
+HINT = RUN_FOLDER_HINT
 
 #: How a member of a tagged union (`member`) is marked in an error's place: pydantic names the
 #: member there, and the key named is the document's own path, without it.

@@ -20,14 +20,14 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import TYPE_CHECKING, Any, Self, Union, get_args, get_origin, get_type_hints
 
-from qualify.core.errors import RunStoreError
+from qualify.core.errors import RUN_FOLDER_HINT, RunStoreError
 
 if TYPE_CHECKING:
     from qualify.checks.base import SavedCheck
     from qualify.core.checkspec import CheckSpec
 
 #: Said with a saved parameter of the wrong type (a plan's are checked when it loads).
-HINT = "this run folder was not written by qualify as it is; use the run it came from"
+HINT = RUN_FOLDER_HINT
 
 #: What a value of each type is, in the words of a refusal.
 _WORDS: dict[object, str] = {

@@ -47,6 +47,10 @@ class UsageError(QualifyError):
     exit_code = ExitCode.USAGE_ERROR
 
 
+#: What a refusal of a run folder's file tells the user to do: the file is not as qualify wrote it.
+RUN_FOLDER_HINT = "this run folder was not written by qualify as it is; use the run it came from"
+
+
 class RunStoreError(QualifyError):
     """A run directory is unreadable, locked by another writer, or from a newer qualify."""
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from qualify.core.errors import RunStoreError
+from qualify.core.errors import RUN_FOLDER_HINT, RunStoreError
 
 MAX_LENGTH = 64
 
@@ -120,7 +120,7 @@ def check_saved_labels(document: Mapping[str, Any], where: str) -> SavedLabels:
     A set's members, a member's own `set` entry and a fleet's hosts name folders; each must be
     a label (a fleet's host keys a safe name) and unique, whatever wrote the file.
     """
-    hint = "this run folder was not written by qualify as it is; use the run it came from"
+    hint = RUN_FOLDER_HINT
     kind = document.get("kind", "run")
     if not isinstance(kind, str):
         raise RunStoreError(f"{where}: kind is {type(kind).__name__}, not a string", hint)
@@ -156,7 +156,7 @@ def _entries(document: Mapping[str, Any], key: str, where: str, what: str) -> li
     if not isinstance(value, list) or not all(isinstance(e, Mapping) for e in value):
         raise RunStoreError(
             f"{where}: {key!r} is not {what}",
-            "this run folder was not written by qualify as it is; use the run it came from",
+            RUN_FOLDER_HINT,
         )
     return value
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Self, get_args
 
 from qualify.checks.base import CANDIDATE
+from qualify.checks.evidence import HINT
 from qualify.checks.refusals import plain
 from qualify.checks.runoptions import RunOptions
 from qualify.core import seal
@@ -32,7 +33,6 @@ from qualify.core.provenance import RecordedGpu
 from qualify.core.runstore import RECORD_VERSION, RunDir, check_writer, read_json, write_json
 from qualify.pipeline.members import Member
 from qualify.pipeline.migrations import RUN_STEPS, migrate
-from qualify.pipeline.recordfields import HINT
 from qualify.pipeline.recordparts import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.pipeline.rejudgements import Rejudgement, rejudgements
 from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, Status

@@ -19,14 +19,14 @@ from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, ConfigDict, PrivateAttr, ValidationError, model_validator
 
-from qualify.checks.evidence import Part
+from qualify.checks.evidence import HINT, Part
 from qualify.checks.refusals import place, refused, refused_at, type_name
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
 from qualify.pipeline.migrations import Step, migrate
-from qualify.pipeline.recordfields import HINT, STAGE_VERDICTS, VERDICTS, number
+from qualify.pipeline.recordfields import STAGE_VERDICTS, VERDICTS, number
 
 
 def _one_of(words: tuple[str, ...]) -> Callable[[Any], Any]:
