@@ -71,7 +71,17 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qualify.bench.design import candidate_view
-from qualify.bench.judge import FASTER, NO_CHANGE, SLOWER, Series, evaluate, series_from
+from qualify.bench.judge import (
+    FASTER,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    SLOWER,
+    Outcome,
+    Series,
+    evaluate,
+    series_from,
+)
+from qualify.bench.params import NO_CHANGE_GATE, NOT_SLOWER
 from qualify.core.designs import block_order, williams_rows
 from qualify.numerics.bootstrap import BootstrapBound, RatioOfSums, Side, bca_bound
 from qualify.numerics.bounds import cantelli_guarded, mean_bound, with_exact
@@ -171,10 +181,9 @@ def bench(runs: int) -> list[Cell]:
     gate = "bench A/A"
     cells: list[Cell] = []
     rng = np.random.default_rng(20261201)
-    cases = [(cv, "normal") for cv in (0.01, 0.03, 0.05)] + [(0.03, n) for n in ("t3", "ar0.5", "ar0.8")]
     for tests in (1, 2, 4):
         looks = looks_for(ALPHA, tests)
-        for cv, noise in cases:
+        for cv, noise in NOISES:
             per_test = family = 0
             for _ in range(runs):
                 series = [bench_series(rng, looks[-1], 0.0, cv, f"t{i}", noise) for i in range(tests)]
@@ -289,32 +298,84 @@ def bench_sets(runs: int) -> list[Cell]:
     return cells
 
 
+def passed(outcomes: Iterable[Outcome]) -> bool:
+    """The bench check passed (PASS, or WARN for a slowdown within the margin): every test decided
+    and none a regression."""
+    return all(o.finding != INCONCLUSIVE and not o.regression for o in outcomes)
+
+
+NOISES = [(cv, "normal") for cv in (0.01, 0.03, 0.05)] + [(0.03, n) for n in ("t3", "ar0.5", "ar0.8")]
+
+
+def not_slower(runs: int) -> list[Cell]:
+    """The default gate, "not slower by more than δ": a candidate truly slower by exactly δ passed
+    (every test at the margin; the error the gate bounds, nominal α), and the power: A/A passed,
+    at 16 pairs at most in two looks, under every noise model of the A/A cells, for 1, 2 and 4
+    tests. Under the former two-sided rule ("no-change") beside it, for the contrast."""
+    cells: list[Cell] = []
+    rng = np.random.default_rng(20261206)
+    for tests in (1, 2, 4):
+        looks = looks_for(ALPHA, tests)
+        for cv, noise in NOISES:
+            at_margin = equal = equal_two_sided = 0
+            for _ in range(runs):
+                margin_series = [
+                    bench_series(rng, looks[-1], -MARGIN, cv, f"t{i}", noise) for i in range(tests)
+                ]
+                at_margin += passed(evaluate(margin_series, looks, ALPHA, MARGIN))
+                same = [bench_series(rng, looks[-1], 0.0, cv, f"t{i}", noise) for i in range(tests)]
+                equal += passed(evaluate(same, looks, ALPHA, MARGIN))
+                equal_two_sided += passed(evaluate(same, looks, ALPHA, MARGIN, NO_CHANGE_GATE))
+            what = f"{tests} test(s), CV {cv:.0%} {noise}"
+            cells.append(
+                Cell(
+                    "bench not slower, passed at 1 − δ",
+                    f"{what}: slower by δ passed",
+                    at_margin / runs,
+                    ALPHA,
+                    runs,
+                )
+            )
+            cells.append(info("bench not slower, power", f"{what}: A/A passed", equal / runs))
+            cells.append(
+                info("bench no-change, power", f"{what}: A/A passed (gate no-change)", equal_two_sided / runs)
+            )
+    return cells
+
+
 #: (δ, tests): the default plan's margin with one and four tests, the example's full and quick profiles.
 NO_CHANGE_CASES = ((0.03, 1), (0.03, 4), (0.05, 6), (0.10, 4))
 PAIR_GRID = (12, 16, 20, 24, 32, 40, 48, 64, 96, 128)
 
 
 def no_change(runs: int) -> list[Cell]:
-    """The fewest `max_pairs` (two looks) with which an A/A bench is NO CHANGE on every test in at
-    least 90 % of runs, by unit CV (the SD of a unit's log median; the report's pair noise is
-    about √2 times it). At most 200 runs per cell: a count, not a rate with a target."""
+    """The fewest `max_pairs` (two looks) with which an A/A bench passes in at least 90 % of runs,
+    by unit CV (the SD of a unit's log median; the report's pair noise is about √2 times it):
+    under the default gate (not slower by more than δ) and under `gate = "no-change"` (every
+    test NO CHANGE). At most 200 runs per cell: a count, not a rate with a target."""
     cells: list[Cell] = []
     rng = np.random.default_rng(20261205)
     runs = min(runs, 200)
-    for margin, tests in NO_CHANGE_CASES:
-        for cv in (0.01, 0.02, 0.03, 0.05):
-            needed = math.inf
-            for pairs in PAIR_GRID:
-                looks = looks_for(ALPHA, tests, pairs)
-                hits = 0
-                for _ in range(runs):
-                    series = [bench_series(rng, looks[-1], 0.0, cv, f"t{i}") for i in range(tests)]
-                    hits += all(o.finding == NO_CHANGE for o in evaluate(series, looks, ALPHA, margin))
-                if hits >= 0.9 * runs:
-                    needed = pairs
-                    break
-            label = f"δ {margin:.0%}, {tests} test(s), unit CV {cv:.0%}: max_pairs for NO CHANGE ≥ 0.9"
-            cells.append(info("A/A pairs", label, needed, count=True))
+    for gate, name in ((NO_CHANGE_GATE, "NO CHANGE"), (NOT_SLOWER, "PASS (not slower)")):
+        for margin, tests in NO_CHANGE_CASES:
+            for cv in (0.01, 0.02, 0.03, 0.05):
+                needed = math.inf
+                for pairs in PAIR_GRID:
+                    looks = looks_for(ALPHA, tests, pairs)
+                    hits = 0
+                    for _ in range(runs):
+                        series = [bench_series(rng, looks[-1], 0.0, cv, f"t{i}") for i in range(tests)]
+                        outcomes = evaluate(series, looks, ALPHA, margin, gate)
+                        hits += (
+                            passed(outcomes)
+                            if gate == NOT_SLOWER
+                            else all(o.finding == NO_CHANGE for o in outcomes)
+                        )
+                    if hits >= 0.9 * runs:
+                        needed = pairs
+                        break
+                label = f"δ {margin:.0%}, {tests} test(s), unit CV {cv:.0%}: max_pairs for {name} ≥ 0.9"
+                cells.append(info("A/A pairs", label, needed, count=True))
     return cells
 
 
@@ -336,6 +397,7 @@ NI_MODELS = (
     "left tail",
     "both tails",
     "autocorrelated",
+    "near-normal, AR(1) 0.8",
     "sawtooth",
 )
 
@@ -354,7 +416,8 @@ def ni_chunks(
     lognormal σ 1 of mean `excess`), right tail (the excess from a few chunks much worse: a
     lognormal σ 1.5 of mean `excess`), left tail (every chunk worse by excess + 0.05, a few much
     better: 0.05 times a lognormal σ 1.5 of mean 1 taken off), both tails (the right and the left
-    at once; also on the sawtooth's chunks), autocorrelated (multiplicative, AR(1) in chunk order)."""
+    at once; also on the sawtooth's chunks), autocorrelated (multiplicative, AR(1) in chunk order),
+    near-normal AR(1) (the example's chunk shape, difficulty and noise AR(1) φ 0.8)."""
     if model == "additive, Pareto":
         pinned = (rng.pareto(2.5, chunks) + 1) * (1.5 / 2.5)  # Lomax + 1 scaled to mean 1
     elif model == "autocorrelated":
@@ -362,6 +425,11 @@ def ni_chunks(
         # candidate's noise correlated the same way.
         pinned = np.exp(1.5 * ar1(rng, chunks, 0.8) - 1.125)
         return pinned, (1 + excess) * pinned * np.exp(0.2 * ar1(rng, chunks, 0.8) - 0.02)
+    elif model == "near-normal, AR(1) 0.8":
+        # The example's shape (chunk-mean log-SD 0.25, the candidate's noise 0.1) with chunks of a
+        # few long documents: difficulty and noise both AR(1) with φ 0.8 in chunk order.
+        pinned = np.exp(0.25 * ar1(rng, chunks, 0.8) - 0.03125)
+        return pinned, (1 + excess) * pinned * np.exp(0.1 * ar1(rng, chunks, 0.8) - 0.005)
     elif model == "sawtooth":
         # Difficulty that climbs tenfold over 8 chunks and falls back (a text of sections whose
         # later parts are harder), times lognormal noise σ 0.5, normalised to mean 1.
@@ -429,6 +497,13 @@ def numerics(runs: int, resamples: int = 2000) -> list[Cell]:
             label = f"mean bound coverage, {chunks} chunks, lognormal σ {sigma}"
             cells.append(Cell("numerics mean bound", label, covered, 0.95, sets, coverage=True))
             cells.append(info("numerics BCa alone", f"  BCa alone, {chunks} chunks, σ {sigma}", bca_covered))
+        covered = 0
+        for k in range(sets):  # near-normal chunks of a few long documents: AR(1) φ 0.8
+            ratio = RatioOfSums(np.exp(0.25 * ar1(rng, chunks, 0.8) - 0.03125) * 512, np.full(chunks, 512.0))
+            bca = bca_bound(ratio, chunks, side="upper", seed=k, n_resamples=resamples)
+            covered += cantelli_guarded(bca, ratio).bound >= 1
+        label = f"mean bound coverage, {chunks} chunks, near-normal AR(1) φ 0.8"
+        cells.append(Cell("numerics mean bound", label, covered / sets, 0.95, sets, coverage=True))
         for model in NI_MODELS:
             for excess, what in (
                 (DEFAULT_NI_MARGIN, "on the margin"),
@@ -744,6 +819,7 @@ SECTIONS: dict[str, Callable[[int], list[Cell]]] = {
     "bench": bench,
     "bench-sets": bench_sets,
     "no-change": no_change,
+    "not-slower": not_slower,
     "numerics": numerics,
     "numerics-looks": numerics_looks,
     "numerics-bounds": numerics_bounds,

@@ -119,7 +119,7 @@ def judge(saved: SavedCheck) -> Judgement:
     values, kinds = _load(saved, params.discard_reps)
     series = series_from(units, values, kinds, unit_center(params.format))
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
-    outcomes = evaluate(series, rule.looks, rule.alpha, margin) if rule else []
+    outcomes = evaluate(series, rule.looks, rule.alpha, margin, params.gate) if rule else []
     invalid = _invalid_tests(saved, params, units, values, kinds)
     pairs = schedule.pairs
     # Nothing measured is FAIL, unless a baseline or harness failure already explains it.

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from qualify.bench.params import NO_CHANGE_GATE, NOT_SLOWER
 from qualify.stats import abtests
 
 if TYPE_CHECKING:
@@ -47,16 +48,26 @@ class Outcome:
     note: str = ""
 
 
-def classify(shift: abtests.ShiftTest | None, margin: float) -> tuple[str, bool, str]:
+NOT_SLOWER_FINDING = "NOT SLOWER"
+
+
+def classify(shift: abtests.ShiftTest | None, margin: float, gate: str = NOT_SLOWER) -> tuple[str, bool, str]:
     """(finding, regression, note) from the interval on the candidate/pinned ratio R.
 
     Decided from the interval, never the point estimate, so that a candidate truly slower by
-    less than δ is not called a regression more often than the test's level allows:
+    less than δ is not called a regression more often than the test's level allows, and one
+    truly slower by δ is not passed more often than that either. Each end of the interval is a
+    one-sided bound at half the test's level.
     SLOWER and a regression: the whole interval below 1 − δ (a slowdown shown beyond the margin).
-    SLOWER within the margin: the interval below 1 and inside [1 − δ, 1).
-    FASTER: interval above 1. NO CHANGE: interval inside [1 − δ, 1 + δ].
-    INCONCLUSIVE otherwise (an interval across 1 − δ cannot tell a slowdown within the margin
-    from one beyond it), and always when the samples cannot reach the level of the test.
+    With the "not-slower" gate every interval whose lower end is at least 1 − δ is decided and
+    no regression, whatever its upper end: FASTER above 1, SLOWER (within the margin) below 1,
+    NO CHANGE inside [1 − δ, 1 + δ], NOT SLOWER otherwise (it holds 1 and reaches past 1 + δ).
+    INCONCLUSIVE: the interval holds 1 − δ (a slowdown within the margin cannot be told from one
+    beyond it).
+    With the "no-change" gate the interval must also show which way it moved: FASTER above 1,
+    SLOWER within the margin below 1, NO CHANGE inside [1 − δ, 1 + δ]; an interval that holds 1
+    and reaches past 1 + δ is INCONCLUSIVE too.
+    Always INCONCLUSIVE when the samples cannot reach the level of the test.
     """
     if shift is None:
         return INCONCLUSIVE, False, "no complete data on both sides"
@@ -68,15 +79,19 @@ def classify(shift: abtests.ShiftTest | None, margin: float) -> tuple[str, bool,
         )
     if shift.ratio_high < 1 - margin:
         return SLOWER, True, ""
-    if shift.ratio_high < 1 and shift.ratio_low >= 1 - margin:
+    if shift.ratio_low < 1 - margin:
+        if shift.ratio_high < 1:
+            return INCONCLUSIVE, False, f"slower, but the interval reaches across 1 − {margin:.1%}"
+        return INCONCLUSIVE, False, f"the interval reaches below 1 − {margin:.1%}"
+    if shift.ratio_high < 1:
         return SLOWER, False, ""
     if shift.ratio_low > 1:
         return FASTER, False, ""
-    if shift.ratio_low >= 1 - margin and shift.ratio_high <= 1 + margin:
+    if shift.ratio_high <= 1 + margin:
         return NO_CHANGE, False, ""
-    if shift.ratio_high < 1:
-        return INCONCLUSIVE, False, f"slower, but the interval reaches across 1 − {margin:.1%}"
-    return INCONCLUSIVE, False, f"the interval holds 1 and reaches past ±{margin:.1%}"
+    if gate == NO_CHANGE_GATE:
+        return INCONCLUSIVE, False, f"the interval holds 1 and reaches past 1 + {margin:.1%}"
+    return NOT_SLOWER_FINDING, False, ""
 
 
 def _shift(test: Series, n: int, level: float) -> tuple[abtests.ShiftTest | None, bool]:
@@ -93,10 +108,12 @@ def _shift(test: Series, n: int, level: float) -> tuple[abtests.ShiftTest | None
     return abtests.mann_whitney(before, after, level), False
 
 
-def evaluate(tests: Sequence[Series], planned: Sequence[int], alpha: float, margin: float) -> list[Outcome]:
+def evaluate(
+    tests: Sequence[Series], planned: Sequence[int], alpha: float, margin: float, gate: str = NOT_SLOWER
+) -> list[Outcome]:
     """Findings at each look, Holm across tests within a look, α split evenly over the planned
-    looks. A test keeps the first decisive finding it reaches (FASTER, SLOWER, NO CHANGE); a test
-    never decided is INCONCLUSIVE at the last look."""
+    looks. A test keeps the first decisive finding it reaches (anything but INCONCLUSIVE, by
+    `classify` under `gate`); a test never decided is INCONCLUSIVE at the last look."""
     completed = max((len(t.pairs) for t in tests), default=0)
     points = abtests.look_points(planned, completed)
     alphas = abtests.look_alphas(alpha, max(len(planned), 1))
@@ -109,7 +126,7 @@ def evaluate(tests: Sequence[Series], planned: Sequence[int], alpha: float, marg
             if test.label in decided:
                 continue
             shift, paired = _shift(test, n, step.level)
-            finding, regression, note = classify(shift, margin)
+            finding, regression, note = classify(shift, margin, gate)
             pairs = min(n, len(test.pairs))
             final[test.label] = Outcome(test.label, finding, regression, shift, look + 1, pairs, paired, note)
             if finding != INCONCLUSIVE:

@@ -24,13 +24,16 @@ Per test, on R = candidate/pinned (throughput; inverted for lower-is-better metr
 log of each unit's median (of a block of servers: the mean of its rounds' logs, which follows
 the share of each speed of a host that runs at two): an exact Wilcoxon signed-rank test and
 Hodges–Lehmann interval over the pairs (Mann–Whitney U when a pair is incomplete), at the test's
-Holm- and look-adjusted level. Findings, with δ = `speed_margin`:
-- FASTER: the interval lies above 1.
-- SLOWER: the interval lies below 1; a regression when it lies wholly below 1 − δ (an interval
-  across 1 − δ is INCONCLUSIVE: the data cannot tell a slowdown within the margin from one beyond).
-- NO CHANGE: the interval lies inside [1 − δ, 1 + δ].
-- INCONCLUSIVE: otherwise (the interval holds 1 and reaches past ±δ), and always when the pairs
-  cannot reach the level at all.
+Holm- and look-adjusted level; each end of the interval is a one-sided bound at half that
+level. The question is the one a toolchain move asks, "not slower by more than δ" (δ =
+`speed_margin`), unless the plan asks `gate = "no-change"`. Findings:
+- SLOWER and a regression: the interval lies wholly below 1 − δ (a slowdown shown beyond it).
+- INCONCLUSIVE: the interval holds 1 − δ (the data cannot tell a slowdown within the margin from
+  one beyond), and always when the pairs cannot reach the level at all.
+- Every interval whose lower end is at least 1 − δ answers the question, and says which way it
+  moved: FASTER (above 1), SLOWER within the margin (below 1), NO CHANGE (inside [1 − δ, 1 + δ]),
+  NOT SLOWER (it holds 1 and reaches past 1 + δ). With `gate = "no-change"` that last one is
+  INCONCLUSIVE instead: the plan asked to see the candidate within δ both ways.
 - INVALID: a unit crashed, the test's configuration differs between roles (llama-bench fields
   other than build and device descriptions; `allow_config_diff` names exceptions), more than a
   quarter of its units vary more than `max_unit_cv` across repetitions, or the environment
@@ -44,7 +47,9 @@ every unit and the host's load are recorded with the unit and shown next to the 
 
 Verdict: a regression is FAIL; a candidate unit that crashed is FAIL; no pair completed is FAIL
 (nothing was measured) unless a pinned or harness failure explains it; other INVALID is ERROR;
-any INCONCLUSIVE is INCONCLUSIVE; a SLOWER that is not a regression is WARN; else PASS. The
+any INCONCLUSIVE is INCONCLUSIVE; a SLOWER that is not a regression is WARN; else PASS. A
+candidate truly slower by exactly δ passes in at most α/2 of runs (each look's lower bound is
+one-sided at half its level, and the looks split α): `benchmarks/calibration.py` measures it. The
 geometric mean of R across tests is context, never gated.
 
 What it cannot prove: a result holds for this machine, these commands and this model only;
@@ -75,6 +80,14 @@ KIND = CheckKind(
             "string",
             "llama-bench",
             help='"llama-bench" (JSONL on stdout) or "metrics" ({out_file})',
+        ),
+        Param(
+            "gate",
+            "string",
+            "not-slower",
+            help='"not-slower": PASS when the candidate is shown no slower than pinned by more than '
+            'speed_margin (non-inferiority); "no-change": PASS only when shown within speed_margin '
+            "both ways (equivalence)",
         ),
         Param(
             "alpha",
@@ -178,7 +191,8 @@ KIND = CheckKind(
     needs_pinned=lambda _spec: "it compares the candidate's throughput with pinned's, pair by pair",
     invalid=lambda spec: invalid_plan(BenchParams.of(spec), spec),
     verdict_rules=(
-        "per test FASTER / SLOWER / NO CHANGE / INCONCLUSIVE / INVALID on the candidate/pinned ratio; "
+        "per test FASTER / SLOWER / NO CHANGE / NOT SLOWER / INCONCLUSIVE / INVALID on the "
+        'candidate/pinned ratio (NOT SLOWER is INCONCLUSIVE under gate = "no-change"); '
         "FAIL on a significant slowdown beyond speed_margin, a candidate crash, or no pairs; ERROR on "
         "other INVALID (config mismatch, units over max_unit_cv, environment change, baseline crash); "
         "INCONCLUSIVE if any test is; WARN on a slowdown within the margin or on units measured while "

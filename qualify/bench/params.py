@@ -7,6 +7,14 @@ from dataclasses import dataclass
 
 from qualify.checks.kindparams import KindParams
 
+#: The question a bench check answers (its `gate` parameter). "not-slower", the default: is the
+#: candidate no slower than pinned by more than the margin (non-inferiority), which is what a
+#: toolchain move must show. "no-change": is it within the margin both ways (equivalence), for a
+#: plan that gates on "nothing moved", faster included.
+NOT_SLOWER = "not-slower"
+NO_CHANGE_GATE = "no-change"
+GATES = (NOT_SLOWER, NO_CHANGE_GATE)
+
 
 @dataclass(frozen=True)
 class BenchParams(KindParams):
@@ -15,6 +23,7 @@ class BenchParams(KindParams):
     run: str
     format: str = "llama-bench"
     alpha: float = 0.05
+    gate: str = NOT_SLOWER
     looks: int = 2
     max_pairs: int = 16
     min_pairs: int | None = None

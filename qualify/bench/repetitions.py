@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from qualify.bench.params import BenchParams
+from qualify.bench.params import GATES, BenchParams
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import PlaceholderError
 from qualify.core.placeholders import split
@@ -58,6 +58,8 @@ def invalid_plan(params: BenchParams, spec: CheckSpec) -> str | None:
     """What is wrong with a bench check's plan (`params` its parameters) before anything runs,
     or None."""
     discard = params.discard_reps
+    if params.gate not in GATES:
+        return f"gate = {params.gate!r}: use " + " or ".join(f'"{g}"' for g in GATES)
     if params.format == "llama-server":
         if "{port}" not in params.run:
             return 'format "llama-server" starts a server per role: put {port} in run (--port {port})'

@@ -247,7 +247,7 @@ class Schedule:
             center = unit_center(self.params.format)
             series = series_from(candidate_view(self.units, role), self.values, self.kinds, center)
             assert rule.margin is not None  # a rule this schedule made holds its margin
-            outcomes = evaluate(series, rule.looks, rule.alpha, rule.margin)
+            outcomes = evaluate(series, rule.looks, rule.alpha, rule.margin, self.params.gate)
             prefix = f"{role}: " if len(self.roles) > 2 else ""
             found += [prefix + o.label for o in outcomes if o.finding == INCONCLUSIVE]
         return found

@@ -73,6 +73,7 @@ def saved_check(
     crash: tuple[str, int] | None = None,
     env_note: int | None = None,
     arms: tuple[str, str] = ("pinned", "clang19"),
+    params: dict[str, Any] | None = None,
 ) -> SavedCheck:
     """A bench check folder as `measure` leaves it: `tests` maps a label to per-pair
     (pinned repetitions, candidate repetitions); `crash` = (role, pair) fails that unit;
@@ -139,7 +140,7 @@ def saved_check(
         pd.DataFrame(rows[role]).to_parquet(folder / role / "samples.parquet", index=False)
         role_configs = (configs or {}).get(role, {label: LLAMA_CONFIG for label in tests})
         write_json(folder / role / "measurement.json", {"role": role, "arm": arm, "configs": role_configs})
-    return SavedCheck(folder, spec(limits), ("pinned", "candidate"))
+    return SavedCheck(folder, spec(limits, **(params or {})), ("pinned", "candidate"))
 
 
 def steady(pairs: int, pinned: float, candidate: float, jitter: float, seed: int = 0) -> list[Any]:
