@@ -67,6 +67,34 @@ def with_exact(
     return replace(bound, bound=worse, method="BCa+exact", exact=(family, events, trials, scale))
 
 
+def long_run_sd(values: npt.NDArray[np.float64]) -> tuple[float, int]:
+    """(SD, lag window): the standard deviation that makes √c times a mean's standard error for
+    `values` in their order, never less than their plain sample SD, and the lags it summed.
+
+    Chunks of one long document are alike, so the chunk differences are autocorrelated in
+    corpus order and the plain SD understates the mean's error: with lag-1 correlation φ 0.8
+    (AR(1)) the mean of c chunks varies (1 + φ)/(1 − φ) = 9 times as much as c independent ones.
+    The Newey–West estimate sums the sample autocovariances up to a lag window with Bartlett
+    weights (1 − k/(L + 1)), which keeps it positive; L comes from Andrews' AR(1) plug-in,
+    1.1447·(4ρ̂²c/((1 − ρ̂)²(1 + ρ̂)²))^⅓ with ρ̂ the lag-1 autocorrelation, capped at c/3: about 0
+    for independent chunks (the plain SD, no power lost), about 11 at φ 0.8 and 48 chunks. It is
+    not less than the plain SD even where the chunks alternate (negative autocorrelation), so a
+    bound is never narrowed by it."""
+    c = len(values)
+    centred = values - values.mean()
+    gamma0 = float(centred @ centred) / c
+    plain = math.sqrt(gamma0 * c / (c - 1)) if c > 1 else 0.0
+    if c < 4 or gamma0 == 0:
+        return plain, 0
+    rho = float(np.clip(centred[1:] @ centred[:-1] / c / gamma0, -0.97, 0.97))
+    a = 4 * rho * rho / ((1 - rho) ** 2 * (1 + rho) ** 2)
+    window = min(int(1.1447 * (a * c) ** (1 / 3)), c // 3)
+    variance = gamma0
+    for k in range(1, window + 1):
+        variance += 2 * (1 - k / (window + 1)) * float(centred[k:] @ centred[:-k]) / c
+    return max(plain, math.sqrt(max(variance, 0.0) * c / (c - 1))), window
+
+
 def cantelli_guarded(
     bound: BootstrapBound, statistic: RatioOfSums, *, confidence: float | None = None, stretch: float = 1.0
 ) -> BootstrapBound:
@@ -84,6 +112,15 @@ def cantelli_guarded(
     chunks, 2.3–3.0× on heavy-tailed ones, so non-inferiority needs more chunks to pass
     (`benchmarks/calibration.py` prints both). The sample skewness is kept in `guard`.
 
+    se is the chunks' long-run SD (`long_run_sd`) over √c, in corpus order: chunks of a few long
+    documents are autocorrelated, and the plain SD then understates the error of their mean
+    (near-normal chunks with AR(1) φ 0.8 differences passed non-inferiority in 9.3 % of data
+    sets with the truth on the margin, and the mean-KLD bound covered 88.6 %). The BCa bound
+    resamples chunks as if independent; the guard, at least as wide, is what holds the rate
+    there. σ is estimated, where Cantelli's inequality assumes it known: at 48 chunks the
+    estimate's own error is absorbed by the inequality's slack on near-normal chunks (4.36 se
+    where a normal bound needs 1.64), and `benchmarks/calibration.py` measures what is left.
+
     In looks (`qualify.numerics.looks`), `stretch` = √(N/n) at a look of n chunks of N planned
     makes it hold at every look at once: by the one-sided Kolmogorov–Cantelli maximal
     inequality, P(max over n ≤ N of the centred sum of n chunks ≥ ε) ≤ σ²N/(σ²N + ε²), so with
@@ -95,7 +132,7 @@ def cantelli_guarded(
         return bound
     theta = float(sums.sum() / sizes.sum())
     r = (sums - theta * sizes) / sizes.mean()
-    sd = float(r.std(ddof=1))
+    sd, _window = long_run_sd(r)
     if sd == 0:
         return bound
     skew = float(c / ((c - 1) * (c - 2)) * (((r - r.mean()) / sd) ** 3).sum())

@@ -118,7 +118,10 @@ def test_looks_on_the_margin_pass_no_more_often_than_one_look_would() -> None:
 
 def test_looks_decide_clear_cases_at_the_first_look_and_equal_builds_later() -> None:
     """Near-normal chunks (the example's builds): equal builds and a candidate 30 % worse are
-    decided at the first look (48 of 192 chunks) nearly always, the one PASS, the other FAIL; heavy-tailed
+    decided at the first look (48 of 192 chunks) nearly always, the one PASS, the other FAIL (92
+    of these 100 equal builds at the first look, the rest at the second: the guard's long-run SD
+    is estimated with a lag window, whose noise costs that much against the plain SD's 97, which
+    holds only where chunks are independent); heavy-tailed
     equal builds need more looks, and most of them PASS by the last, where one look at 48 chunks
     passes about a quarter (`benchmarks/calibration.py`)."""
     rng = np.random.default_rng(48)
@@ -130,7 +133,7 @@ def test_looks_decide_clear_cases_at_the_first_look_and_equal_builds_later() -> 
         in_looks(p, 1.3 * p * rng.lognormal(-0.00125, 0.05, 192), k)
         for k, p in enumerate(rng.lognormal(-0.045, 0.3, (100, 192)))
     ]
-    assert all(v == "PASS" for v, _ in equal) and sum(n == 48 for _, n in equal) >= 95
+    assert all(v == "PASS" for v, _ in equal) and sum(n == 48 for _, n in equal) >= 90
     assert all(w == ("FAIL", 48) for w in worse)
     heavy = [
         in_looks(p, p * rng.lognormal(-0.00125, 0.05, 192), k)
@@ -162,3 +165,27 @@ def test_the_guard_holds_at_every_look_at_once() -> None:
     assert at_first.guard is not None and alone.guard is not None
     assert at_first.guard[1] == pytest.approx(2 * alone.guard[1])
     assert at_first.bound - at_first.estimate == pytest.approx(2 * (alone.bound - alone.estimate))
+
+
+def ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
+    """A stationary AR(1) series of unit variance (its own generator: the judge shares none of it)."""
+    e = rng.normal(size=n + 200)
+    y = np.zeros(n + 200)
+    for i in range(1, n + 200):
+        y[i] = phi * y[i - 1] + e[i]
+    return y[200:] * (1 - phi * phi) ** 0.5
+
+
+def test_chunks_autocorrelated_in_corpus_order_keep_both_errors_at_the_level() -> None:
+    """Near-normal chunks as in the example (chunk-mean log-SD 0.25, the candidate's noise 0.1),
+    difficulty and noise AR(1) with φ 0.8 in chunk order (a corpus of a few long documents), the
+    truth exactly on the margin, 48 chunks: with the plain chunk SD in the guard this passed 8 %
+    and failed 11 % of data sets; with the long-run SD, each at most 5 %."""
+    rng = np.random.default_rng(53)
+    outcomes = []
+    for k in range(SETS):
+        pinned = np.exp(0.25 * ar1(rng, 48, 0.8) - 0.03125)
+        candidate = (1 + RHO) * pinned * np.exp(0.1 * ar1(rng, 48, 0.8) - 0.005)
+        outcomes.append(verdict(pinned, candidate, k))
+    assert outcomes.count("PASS") / SETS <= LIMIT, outcomes.count("PASS")
+    assert outcomes.count("FAIL") / SETS <= LIMIT, outcomes.count("FAIL")
