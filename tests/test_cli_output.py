@@ -194,17 +194,22 @@ def test_init_ignores_runs_and_says_what_comes_next(tmp_path: Path) -> None:
         assert step in done.stdout, step
     again = proc("init", str(project), "--force")
     assert again.returncode == 0 and (project / ".gitignore").read_text().count("runs/") == 1
-    # With the runs ignored, a run's own folder leaves the tree clean (what makes it not dirty).
+    assert (project / ".gitignore").read_text().splitlines().count("result") == 1
+    # With the runs ignored, a run's own folder leaves the tree clean (what makes it not dirty);
+    # and the links `nix build` leaves into the store are no untracked files of it either.
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     (project / "runs" / "x").mkdir(parents=True)
     (project / "runs" / "x" / "run.json").write_text("{}")
+    for link in ("result", "result-dev", "result-1"):
+        (project / link).symlink_to(tmp_path)
     status = subprocess.run(
         ["git", "-C", str(project), "status", "--porcelain", "--untracked-files=all"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "runs/" not in status.stdout
+    assert "runs/" not in status.stdout and "result" not in status.stdout, status.stdout
+    assert ".gitignore" in status.stdout  # git reads it: what is left out is left out by it
 
 
 def test_the_plan_refuses_a_missing_flake_nix(project: Callable[..., Project]) -> None:
