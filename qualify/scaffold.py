@@ -1,5 +1,6 @@
 """`qualify init`: a starting qualify.toml, a copy of the default plan whose kernel check fits the
-engine at hand, a .gitignore that keeps the runs out of the source tree, and the next steps."""
+engine at hand, a .gitignore that keeps the runs and nix's result links out of the source tree,
+and the next steps."""
 
 from __future__ import annotations
 
@@ -51,8 +52,10 @@ engine_args = []
 
 
 #: What a project's .gitignore needs for qualify: the runs are written inside the project, and a
-#: tracked tree with them in it would make every build "dirty" (uncommitted changes).
-IGNORED = ("runs/",)
+#: tracked tree with them in it would make every build "dirty" (uncommitted changes). The links
+#: `nix build` leaves (`result`, `result-dev`, ...) lead into this machine's nix store: committed,
+#: they lead nowhere on another; left untracked, every run's report lists them.
+IGNORED = ("runs/", "result", "result-*")
 
 
 #: The default plan's stage file holding the kernel check `init` fits to the engine.
@@ -63,9 +66,9 @@ def init_project(
     directory: Path, *, force: bool = False, say: Callable[[str], None] = lambda _text: None
 ) -> list[Path]:
     """Write qualify.toml and stages/ into `directory`, the kernel check fitted to what the
-    engine's build (or its sources) hold, and add runs/ to its .gitignore; refuse to overwrite
-    qualify.toml or stages/ unless `force`. `say` is told where it looks (before nix, which may
-    take a while), what it found, and what kernel check it wrote."""
+    engine's build (or its sources) hold, and add runs/ and nix's result links to its .gitignore;
+    refuse to overwrite qualify.toml or stages/ unless `force`. `say` is told where it looks
+    (before nix, which may take a while), what it found, and what kernel check it wrote."""
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / CONFIG_NAME
     stages = directory / "stages"
@@ -155,8 +158,8 @@ def _comment(engine: EngineKind) -> list[str]:
             "lists every function of a build. "
             + {
                 "ggml": "These are ggml's kernel names, which the build's functions match.",
-                "guessed": "These were guessed from the prefixes of the build's exported "
-                "functions: keep the ones naming kernels.",
+                "guessed": "These were guessed from the prefixes, suffixes or words the build's "
+                "exported functions share: keep the ones naming kernels.",
                 "default": "These are ggml's (llama.cpp's) kernel names: replace them with the "
                 'engine\'s, or the check fails with "no kernels found".',
             }[engine.patterns]
@@ -180,7 +183,7 @@ def ignore_runs(gitignore: Path) -> bool:
     if not missing:
         return False
     lead = "" if not text or text.endswith("\n") else "\n"
-    block = "# qualify's runs (reports, logs, measurements): kept out of the source tree\n"
+    block = "# qualify's runs (reports, logs, measurements) and nix build's links: not sources\n"
     gitignore.write_text(text + lead + block + "\n".join(missing) + "\n", encoding="utf-8")
     return True
 

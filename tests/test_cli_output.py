@@ -44,8 +44,15 @@ def test_short_version_flag() -> None:
 
 
 def test_shell_completion_script_and_protocol() -> None:
-    script = proc("--show-completion", "bash")
-    assert script.returncode == 0 and "_QUALIFY_COMPLETE" in script.stdout
+    # Left to itself typer asks shellingham which shell is among qualify's parent processes,
+    # and ignores the shell named: started with no shell above it (a CI runner's, a service's
+    # process) it printed "Shell  not supported." and exited 1. Typer's switch turns detection
+    # off, so the shell is the one named, whoever started the suite.
+    script = proc(
+        "--show-completion", "bash", env=plain_env(_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
+    )
+    assert script.returncode == 0 and "_QUALIFY_COMPLETE" in script.stdout, script.stderr
+    assert "complete -o default -F _qualify_completion qualify" in script.stdout  # bash's, as named
     words = proc(env=plain_env(_QUALIFY_COMPLETE="complete_bash", COMP_WORDS="qualify ru", COMP_CWORD="1"))
     assert words.returncode == 0 and set(words.stdout.split()) == {"run", "runs"}
     option = proc(
@@ -187,17 +194,22 @@ def test_init_ignores_runs_and_says_what_comes_next(tmp_path: Path) -> None:
         assert step in done.stdout, step
     again = proc("init", str(project), "--force")
     assert again.returncode == 0 and (project / ".gitignore").read_text().count("runs/") == 1
-    # With the runs ignored, a run's own folder leaves the tree clean (what makes it not dirty).
+    assert (project / ".gitignore").read_text().splitlines().count("result") == 1
+    # With the runs ignored, a run's own folder leaves the tree clean (what makes it not dirty);
+    # and the links `nix build` leaves into the store are no untracked files of it either.
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     (project / "runs" / "x").mkdir(parents=True)
     (project / "runs" / "x" / "run.json").write_text("{}")
+    for link in ("result", "result-dev", "result-1"):
+        (project / link).symlink_to(tmp_path)
     status = subprocess.run(
         ["git", "-C", str(project), "status", "--porcelain", "--untracked-files=all"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "runs/" not in status.stdout
+    assert "runs/" not in status.stdout and "result" not in status.stdout, status.stdout
+    assert ".gitignore" in status.stdout  # git reads it: what is left out is left out by it
 
 
 def test_the_plan_refuses_a_missing_flake_nix(project: Callable[..., Project]) -> None:

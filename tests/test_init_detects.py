@@ -30,7 +30,7 @@ from nixflakes import have_nix, nix_env
 
 from qualify.checks.base import SavedCheck
 from qualify.checks.registry import kind_named
-from qualify.compile.enginedetect import detect
+from qualify.compile.enginedetect import detect, guess_patterns
 from qualify.compile.kind import DEFAULT_PATTERNS
 from qualify.compile.scan import scan
 from qualify.core.groups import KILL_GRACE_S
@@ -45,6 +45,30 @@ void ck_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] -= m;
 }
 int ck_conv(const int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += a[i] * (i + 1); return s; }
+int engine_version(void) { return 3; }
+"""
+# Kernels named by what they compute and their type: no prefix shared, a suffix.
+F32_SOURCE = """
+float gemm_f32(const float *a, const float *b, int n) {
+    float s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s;
+}
+void softmax_f32(float *x, int n) { float m = x[0]; for (int i = 1; i < n; i++) if (x[i] > m) m = x[i]; x[0] = m; }
+void rope_f32(float *x, int n) { for (int i = 1; i < n; i += 2) { float t = x[i]; x[i] = x[i - 1]; x[i - 1] = -t; } }
+void add_f32(float *x, const float *y, int n) { for (int i = 0; i < n; i++) x[i] += y[i]; }
+int engine_version(void) { return 3; }
+"""
+# Kernels sharing a word of their names, neither its first nor its last.
+GEMM_SOURCE = """
+float fused_gemm_relu(const float *a, const float *b, int n) {
+    float s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s > 0 ? s : 0;
+}
+float batched_gemm_strided(const float *a, const float *b, int n) {
+    float s = 0; for (int i = 0; i < n; i += 2) s += a[i] * b[i]; return s;
+}
+float tiled_gemm_bias(const float *a, const float *b, int n) {
+    float s = 1; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s;
+}
+void attn_softmax(float *x, int n) { float m = x[0]; for (int i = 1; i < n; i++) if (x[i] > m) m = x[i]; x[0] = m; }
 int engine_version(void) { return 3; }
 """
 GGML_SOURCE = """
@@ -158,6 +182,61 @@ def test_a_host_build_with_other_names_gets_their_prefix_guessed(tmp_path: Path)
     assert not scan(tree, host_patterns=DEFAULT_PATTERNS).counts()["host"]
     found = scan(tree, host_patterns=params["host_patterns"]).tables["host"]
     assert sorted(found["name"]) == ["ck_conv", "ck_gemm", "ck_softmax"]
+
+
+@pytest.mark.parametrize(
+    ("source", "guessed", "words", "kernels"),
+    [
+        (
+            F32_SOURCE,
+            "*_f32",
+            "4 of its 5 exported functions end with _f32",
+            ["add_f32", "gemm_f32", "rope_f32", "softmax_f32"],
+        ),
+        (
+            GEMM_SOURCE,
+            "*gemm*",
+            "3 of its 5 exported functions contain gemm",
+            ["batched_gemm_strided", "fused_gemm_relu", "tiled_gemm_bias"],
+        ),
+    ],
+    ids=["suffix", "word"],
+)
+def test_a_host_build_sharing_a_suffix_or_a_word_gets_it_guessed(
+    tmp_path: Path, source: str, guessed: str, words: str, kernels: list[str]
+) -> None:
+    """Before: "no prefix shared by its 5 exported functions", and ggml's names written, which
+    find none of them."""
+    tree = gcc_library(tmp_path / "out", source)
+    project = project_with_result(tmp_path, tree)
+    said = init(project)
+    assert words in said and f'host_patterns = ["{guessed}"] (guessed: check them)' in said, said
+    params = kernel_check(project)
+    assert params["host_patterns"] == [guessed]
+    assert "prefixes, suffixes or words" in comment_above_check(project)
+    assert not scan(tree, host_patterns=DEFAULT_PATTERNS).counts()["host"]
+    assert sorted(scan(tree, host_patterns=params["host_patterns"]).tables["host"]["name"]) == kernels
+
+
+@pytest.mark.parametrize(
+    ("names", "guessed"),
+    [
+        (["ck_gemm", "ck_conv", "ck_softmax", "engine_version"], ("ck_*",)),
+        # A prefix and a suffix naming the same functions: the prefix, once.
+        (["ck_gemm_f32", "ck_conv_f32", "ck_rope_f32"], ("ck_*",)),
+        # Two groups of kernels: the larger first, each named.
+        (["ck_gemm", "ck_conv", "rope_f32", "norm_f32", "add_f32", "mul_f32"], ("*_f32", "ck_*")),
+        # A word of names with different prefixes, and a suffix: the one naming more first; of a
+        # suffix and a word naming the same functions (`*f32*`), the suffix.
+        (["gemm_f32", "fused_gemm_f16", "tiled_gemm_q8", "softmax_f32"], ("*gemm*", "*_f32")),
+        # Mangled C++: its namespace, never a "word" of lengths and types.
+        (["_ZN2ck4gemmEPfi", "_ZN2ck4convEPfi", "main"], ("_ZN2ck*",)),
+        # Nothing named twice.
+        (["gemm", "conv_x", "engine_version", "v2_a", "ab_c"], ()),
+    ],
+)
+def test_what_exported_functions_share_is_guessed(names: list[str], guessed: tuple[str, ...]) -> None:
+    assert guess_patterns(names) == guessed
 
 
 def test_a_host_build_with_ggml_names_keeps_ggml_patterns(tmp_path: Path) -> None:

@@ -340,7 +340,8 @@ def init(
     force: Annotated[bool, typer.Option(help="Overwrite an existing qualify.toml and stages/.")] = False,
 ) -> None:
     """Write a starting qualify.toml, copy the default plan into stages/ (its kernel check fitted
-    to the engine's build or sources), add runs/ to .gitignore, and print the next steps."""
+    to the engine's build or sources), add runs/ and result links to .gitignore, and print the
+    next steps."""
     from qualify.scaffold import init_project, next_steps
 
     console = open_console()

@@ -8,7 +8,8 @@ So `detect` looks, in this order, at:
 1. the engine's build: the flake's default package when it is already in the nix store (asked of
    nix offline, without building, within a time limit), else the project's `result*` out-links;
    read by the same scanner the check uses (`qualify.compile.scan`): GPU code objects, else host
-   functions named like ggml's kernels, else the prefixes most of its exported functions share;
+   functions named like ggml's kernels, else the prefixes, suffixes or words most of its exported
+   functions share;
 2. without a build (or with one holding no code), the source tree (`qualify.compile.enginesources`).
 
 It never builds and never fails: whatever it cannot learn is a note, and the answer falls back
@@ -41,6 +42,12 @@ _NIX_QUIET = ["--offline", "--no-write-lock-file", "--option", "allow-import-fro
 #: namespace as Itanium mangling spells it (`_ZN2ck4gemmEv` → `_ZN2ck`).
 _C_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]*_")
 _CXX_NAMESPACE = re.compile(r"_ZN(\d+)([A-Za-z_][A-Za-z0-9_]*)")
+#: A C name's suffix from its last underscore (`gemm_f32` → `_f32`).
+_C_SUFFIX = re.compile(r"_[A-Za-z0-9]+\Z")
+#: A word of a C name, between underscores, that may name what its functions do (`gemm` of
+#: `fused_gemm_relu`): a letter first and three characters at least, as shorter ones (`v2`,
+#: `x`) stand inside too many names.
+_C_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
 
 
 @dataclass(frozen=True)
@@ -146,13 +153,13 @@ def from_builds(builds: Sequence[Build]) -> EngineKind | None:
             patterns="guessed",
             found=f"found no GPU code in {shown}, and no function matching ggml's kernel names; "
             f"{sum(any(fnmatch.fnmatchcase(n, p) for p in guessed) for n in names)} of its "
-            f"{len(names)} exported functions start with " + " or ".join(p.rstrip("*") for p in guessed),
+            f"{len(names)} exported functions " + " or ".join(_pattern_words(p) for p in guessed),
         )
     return EngineKind(
         host_patterns=DEFAULT_PATTERNS,
         patterns="default",
         found=f"found no GPU code in {shown}, no function matching ggml's kernel names, and no "
-        f"prefix shared by its {len(names)} exported functions",
+        f"prefix, suffix or word shared by its {len(names)} exported functions",
     )
 
 
@@ -191,12 +198,53 @@ def exported_functions(path: Path) -> list[str]:
 
 
 def guess_patterns(names: Iterable[str], most: int = 3) -> tuple[str, ...]:
-    """Globs for the prefixes most of `names` share: each prefix naming at least 2 functions
-    and a fifth of them, the commonest first (at most `most`)."""
+    """Globs for what most of `names` share: a prefix (`ck_*`), a suffix (`*_f32`) or a word
+    (`*gemm*`), each naming at least 2 functions and a fifth of them; those naming the most
+    functions first, a prefix before a suffix before a word where they name as many, and one
+    naming no function the globs before it do not is left out (at most `most`)."""
     unique = set(names)
-    counts = Counter(p for name in unique if (p := _prefix(name)))
-    kept = [p for p, n in counts.most_common() if n >= 2 and n * 5 >= len(unique)]
-    return tuple(f"{p}*" for p in kept[:most])
+    counts: Counter[tuple[int, str]] = Counter()
+    for name in unique:
+        counts.update(_shared_parts(name))
+    # The rule's counts rule out the rare parts first: only the few left are matched as globs.
+    kept = [part for part, n in counts.items() if n >= 2 and n * 5 >= len(unique)]
+    matched = {part: {n for n in unique if fnmatch.fnmatchcase(n, part[1])} for part in kept}
+    chosen: list[str] = []
+    covered: set[str] = set()
+    for part in sorted(kept, key=lambda part: (-len(matched[part]), part)):
+        if len(chosen) < most and not matched[part] <= covered:
+            chosen.append(part[1])
+            covered |= matched[part]
+    return tuple(chosen)
+
+
+#: The kinds of part `guess_patterns` looks for, in the order it prefers them.
+_PREFIX, _SUFFIX, _WORD = range(3)
+
+
+def _shared_parts(name: str) -> set[tuple[int, str]]:
+    """The globs `name` suggests, each with its kind: its prefix, its suffix, its words."""
+    parts: set[tuple[int, str]] = set()
+    prefix = _prefix(name)
+    if prefix:
+        parts.add((_PREFIX, f"{prefix}*"))
+    if name.startswith("_"):  # mangled C++ (its words are lengths and types) or the runtime's own
+        return parts
+    suffix = _C_SUFFIX.search(name)
+    if suffix and suffix.start() > 0:
+        parts.add((_SUFFIX, f"*{suffix.group()}"))
+    parts.update((_WORD, f"*{word}*") for word in name.split("_") if _C_WORD.fullmatch(word))
+    return parts
+
+
+def _pattern_words(pattern: str) -> str:
+    """What functions a guessed glob names, in words: "start with ck_", "end with _f32",
+    "contain gemm"."""
+    if pattern.startswith("*") and pattern.endswith("*"):
+        return f"contain {pattern.strip('*')}"
+    if pattern.startswith("*"):
+        return f"end with {pattern[1:]}"
+    return f"start with {pattern.rstrip('*')}"
 
 
 def _prefix(name: str) -> str | None:

@@ -36,8 +36,8 @@ class EngineKind:
     #: The host function globs to write; None leaves the plan's default (a GPU build).
     host_patterns: tuple[str, ...] | None = None
     #: How `host_patterns` were chosen: "ggml" (ggml's kernel names matched the build's
-    #: functions), "guessed" (the prefixes of its exported functions), "default" (nothing to go
-    #: by: ggml's, to be replaced); "" for a GPU build.
+    #: functions), "guessed" (the prefixes, suffixes or words its exported functions share),
+    #: "default" (nothing to go by: ggml's, to be replaced); "" for a GPU build.
     patterns: str = ""
     #: GPU families the sources hold when they do not tell which one the build compiles: the
     #: check is written without `require`, saying to choose.

@@ -15,18 +15,26 @@ sized to a real run: the largest file a run folder keeps is the numerics stage's
 artifact (11.6 GB for the example's full profile), so one file may be 16 GiB and a whole run 32
 GiB; `qualify merge --max-unpacked/--max-file/--max-files` change them.
 
-Names are checked as tarfile's `data` filter checks them (used for tar): nothing absolute,
-nothing reaching out with `..`, no link leading out; a zip is unpacked entry by entry by the same
-rules. A tar's hard link counts as the file it links to, each time: it costs nothing here, but
-the copy under the fleet's folder writes it whole (a real run set keeps hard links: each member's
-measurement seen from the set's own stage folder). A zip holding one name twice is refused: which
-of the two is the run's would be a guess.
+Names are checked here, from the listing, before a byte is written, by tarfile's `data` filter's
+rules: nothing absolute, nothing reaching out with `..`, no device or pipe, no link leading out,
+nothing stored beneath a link. A zip is unpacked entry by entry by the same rules. A tar is
+unpacked by tarfile with its `data` filter where this Python has one (3.11.4 and later); an
+older 3.11 has none, so the checked members are written here: files and folders first, links
+last, so that nothing is written through a link. Either way each link is then followed: one
+leading out of the folder (through another link, which no name alone shows) refuses the archive.
+
+A tar's hard link counts as the file it links to, each time: it costs nothing here, but the copy
+under the fleet's folder writes it whole (a real run set keeps hard links: each member's
+measurement seen from the set's own stage folder). An archive holding one name twice is refused:
+which of the two is the run's would be a guess.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shutil
 import tarfile
 import zipfile
 import zlib
@@ -140,34 +148,157 @@ def unpack(archive: Path, into: Path, caps: Caps) -> None:
 
 
 def _untar(archive: Path, into: Path, caps: Caps) -> None:
-    tally = _Tally(archive, caps)
-    sizes: dict[str, int] = {}  # each member so far by its normalised name: what a link to it writes
     with tarfile.open(archive) as tar:
-        # The headers first, all of them: a member's data is skipped, never stored, and a
-        # sparse member's size is its length (tarfile reports the expanded size).
-        for info in tar:
-            tally.entry()
-            if info.isreg():
-                size = info.size
-            elif info.islnk():
-                # A hard link names a member before it (tarfile finds it the same way).
-                found = sizes.get(_normal(info.linkname))
-                if found is None:
-                    raise UsageError(
-                        f"{archive}: {info.name!r} links to {info.linkname!r}, which the archive "
-                        "does not hold before it; nothing of it was merged",
-                        "archive the run directory itself (tar -czf host.tgz -C runs RUN_ID)",
-                    )
-                size = found
-            else:
-                continue
-            sizes[_normal(info.name)] = size
-            tally.grow(info.name, size, size)
-        tar.extractall(into, filter="data")
+        members = _checked_members(archive, tar, _Tally(archive, caps))
+        # The feature, not the version: the filter came in 3.11.4 (and to other branches'
+        # security releases), and an older 3.11 refuses the argument.
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+        else:
+            _extract(archive, tar, members, into)
+    _links_lead_inside(archive, members, into)
 
 
-def _normal(name: str) -> str:
-    return posixpath.normpath(name.lstrip("/"))
+def _checked_members(archive: Path, tar: tarfile.TarFile, tally: _Tally) -> list[tarfile.TarInfo]:
+    """Every member, its name and kind checked and its size counted against the caps. The
+    headers are read first, all of them: a member's data is skipped, never stored, and a sparse
+    member's size is its length (tarfile reports the expanded size)."""
+    seen: dict[PurePosixPath, tarfile.TarInfo] = {}
+    sizes: dict[PurePosixPath, int] = {}  # each file so far by its name: what a link to it writes
+    for info in tar:
+        tally.entry()
+        name = _inside(archive, info.name)
+        if not (info.isreg() or info.islnk() or info.isdir() or info.issym()):
+            kind = _SPECIAL.get(info.type, "neither a file, a folder nor a link")
+            raise UsageError(
+                f"{archive}: {info.name!r} is {kind}; nothing of it was merged",
+                "archive the run directory itself (tar -czf host.tgz -C runs RUN_ID)",
+            )
+        earlier = seen.setdefault(name, info)
+        if earlier is not info and not (earlier.isdir() and info.isdir()):
+            raise _twice(archive, info.name, earlier.size, info.size)
+        if info.issym():
+            _check_symlink(archive, info, name)
+            continue
+        if info.isdir():
+            continue
+        if info.islnk():
+            # A hard link names a member before it (tarfile finds it the same way).
+            found = sizes.get(_inside(archive, info.linkname))
+            if found is None:
+                raise UsageError(
+                    f"{archive}: {info.name!r} links to {info.linkname!r}, which the archive "
+                    "does not hold before it; nothing of it was merged",
+                    "archive the run directory itself (tar -czf host.tgz -C runs RUN_ID)",
+                )
+            size = found
+        else:
+            size = info.size
+        sizes[name] = size
+        tally.grow(info.name, size, size)
+    # A member beneath a link would be written wherever the link leads.
+    links = {name for name, info in seen.items() if info.issym()}
+    for name, info in seen.items():
+        through = next((parent for parent in name.parents if parent in links), None)
+        if through is not None:
+            raise UsageError(
+                f"{archive}: {info.name!r} lies beneath the link {seen[through].name!r}; "
+                "nothing of it was merged",
+                "archive the run directory itself (tar -czf host.tgz -C runs RUN_ID)",
+            )
+    return tar.getmembers()
+
+
+_SPECIAL = {
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a named pipe",
+}
+
+
+def _check_symlink(archive: Path, info: tarfile.TarInfo, name: PurePosixPath) -> None:
+    """A link's target, read from where the link lies, must stay inside the folder (where it
+    truly leads, through other links, is checked once they are all written)."""
+    reached = posixpath.normpath(posixpath.join(name.parent.as_posix(), info.linkname))
+    if not info.linkname or posixpath.isabs(info.linkname) or reached == ".." or reached.startswith("../"):
+        raise _leads_out(archive, info)
+
+
+def _leads_out(archive: Path, info: tarfile.TarInfo) -> UsageError:
+    return UsageError(
+        f"{archive}: {info.name!r} links to {info.linkname!r}, outside the archive; nothing of it was merged",
+        "archive the run directory itself (tar -czf host.tgz -C runs RUN_ID), its links "
+        "leading to files inside it",
+    )
+
+
+def _extract(archive: Path, tar: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path) -> None:
+    """What the `data` filter lets tarfile write, written here for a Python without it: the
+    checked members, modes without set-id or group and other write bits, owners not restored."""
+    links: list[tarfile.TarInfo] = []
+    for info in members:
+        target = into / _inside(archive, info.name)
+        if info.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif info.issym():
+            links.append(info)  # written last: until then no path here passes through a link
+        elif info.islnk():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            linked = into / _inside(archive, info.linkname)
+            try:
+                os.link(linked, target)
+            except OSError:  # a file system without hard links: a copy reads the same
+                shutil.copy2(linked, target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(info)
+            if source is None:  # only a member that is no file has no data; this one is a file
+                raise tarfile.ExtractError(f"{info.name!r} has no data")
+            with source, target.open("wb") as sink:
+                shutil.copyfileobj(source, sink, _CHUNK)
+            target.chmod(_data_mode(info.mode))
+            os.utime(target, (info.mtime, info.mtime))
+    root = into.resolve()
+    for info in links:
+        target = into / _inside(archive, info.name)
+        # Its folder is reached through links written before it only where the file system
+        # folds case ("A" a link, "a/b" beneath it): it must still lie inside.
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.resolve().is_relative_to(root):
+            raise _leads_out(archive, info)
+        target.symlink_to(info.linkname)
+
+
+def _data_mode(mode: int) -> int:
+    """A file's mode as the `data` filter sets it: no set-id, sticky, group or other write
+    bits; executable only if its owner may run it; its owner may read and write it."""
+    mode &= 0o755
+    if not mode & 0o100:
+        mode &= ~0o111
+    return mode | 0o600
+
+
+def _links_lead_inside(archive: Path, members: list[tarfile.TarInfo], into: Path) -> None:
+    """Each link, followed on disk, ends inside `into`: a chain of links ("a" to ".", "b" to
+    "a/..") leads out though each name alone stays in."""
+    root = into.resolve()
+    for info in members:
+        if not info.issym():
+            continue
+        try:
+            inside = (into / _inside(archive, info.name)).resolve().is_relative_to(root)
+        except (OSError, RuntimeError):  # a loop of links leads nowhere
+            inside = False
+        if not inside:
+            raise _leads_out(archive, info)
+
+
+def _twice(archive: Path, name: str, first: int, second: int) -> UsageError:
+    return UsageError(
+        f"{archive}: holds {name!r} twice ({first} and {second} bytes); nothing of it was merged",
+        "an archive of a run holds each file once: archive the run folder again "
+        "(zip -r host.zip RUN_ID, or tar -czf host.tgz -C runs RUN_ID)",
+    )
 
 
 def _unzip(archive: Path, into: Path, caps: Caps) -> None:
@@ -176,20 +307,15 @@ def _unzip(archive: Path, into: Path, caps: Caps) -> None:
         entries = zipped.infolist()
         seen: dict[Path, zipfile.ZipInfo] = {}
         for info in entries:
-            target = _zip_target(archive, into, info.filename)
+            target = into / _inside(archive, info.filename)
             earlier = seen.setdefault(target, info)
             if earlier is not info and not (earlier.is_dir() and info.is_dir()):
-                raise UsageError(
-                    f"{archive}: holds {info.filename!r} twice ({earlier.file_size} and "
-                    f"{info.file_size} bytes); nothing of it was merged",
-                    "an archive of a run holds each file once: archive the run folder again "
-                    "(zip -r host.zip RUN_ID, or tar -czf host.tgz -C runs RUN_ID)",
-                )
+                raise _twice(archive, info.filename, earlier.file_size, info.file_size)
             listed.entry()
             listed.grow(info.filename, info.file_size, info.file_size)
         # The listing is the archive's word; the bytes are counted again as they come out.
         for info in entries:
-            target = _zip_target(archive, into, info.filename)
+            target = into / _inside(archive, info.filename)
             written.entry()
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
@@ -203,12 +329,12 @@ def _unzip(archive: Path, into: Path, caps: Caps) -> None:
                     sink.write(chunk)
 
 
-def _zip_target(archive: Path, into: Path, name: str) -> Path:
-    """Where a zip entry goes; a name reaching outside the folder is refused, as tarfile's
-    data filter refuses one."""
+def _inside(archive: Path, name: str) -> PurePosixPath:
+    """An entry's name as a path inside the folder it is unpacked in (`a/./b` is `a/b`); a name
+    reaching outside it is refused, as tarfile's data filter refuses one."""
     path = PurePosixPath(name)
     if not name or path.is_absolute() or ".." in path.parts:
         raise UsageError(
             f"{archive}: {name!r} points outside the archive", "archive the run directory itself"
         )
-    return into / path
+    return path

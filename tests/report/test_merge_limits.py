@@ -10,13 +10,16 @@ constants for one test.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -264,4 +267,117 @@ def test_a_zip_holding_one_name_twice_is_named(a_run: Path, tmp_path: Path) -> N
     code, said = merge(str(archive), "--out", str(out))
     assert code == 4, said
     assert str(archive) in said and f"'{run.name}/run.json'" in said and "twice" in said, said
+    assert "internal error" not in said and "hint:" in said and not out.exists()
+
+
+def _refusing_filter(real: Callable[..., object], method: str) -> Callable[..., object]:
+    def old(self: tarfile.TarFile, *args: object, **kwargs: object) -> object:
+        if "filter" in kwargs:
+            raise TypeError(f"TarFile.{method}() got an unexpected keyword argument 'filter'")
+        return real(self, *args, **kwargs)
+
+    return old
+
+
+@pytest.fixture(params=["data filter", "no data filter"])
+def tar_support(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """tarfile as this Python has it, or as Python 3.11.0 to 3.11.3 have it (Debian 12's is
+    3.11.2): no data filter, and extract and extractall refuse the `filter` argument."""
+    if request.param == "no data filter":
+        monkeypatch.delattr(tarfile, "data_filter")
+        for method in ("extract", "extractall"):
+            monkeypatch.setattr(
+                tarfile.TarFile, method, _refusing_filter(getattr(tarfile.TarFile, method), method)
+            )
+    return str(request.param)
+
+
+def test_a_tar_is_merged_whether_tarfile_has_a_data_filter_or_not(
+    a_run: Path, tmp_path: Path, tar_support: str
+) -> None:
+    """On Python 3.11.2 it ended in "internal error: TypeError(... unexpected keyword argument
+    'filter')". A run's own links, hard and symbolic, come through as the filter lets them."""
+    run = copy_of(a_run, tmp_path / "src")
+    check = run / "10-build" / "build-check"
+    (check / "tool.sh").write_text("#!/bin/sh\n")
+    (check / "tool.sh").chmod(0o4775)
+    (check / "again.sh").hardlink_to(check / "tool.sh")
+    (check / "latest").symlink_to("tool.sh")
+    archive = tmp_path / "host.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(run, arcname=run.name)
+    out = tmp_path / "fleet"
+    code, said = merge(str(archive), "--out", str(out))
+    assert code in (0, 3), said
+    copied = out / "hosts" / "box" / "10-build" / "build-check"
+    assert (copied / "again.sh").read_text() == (copied / "tool.sh").read_text() == "#!/bin/sh\n"
+    assert (copied / "tool.sh").stat().st_mode & 0o7777 == 0o755  # no set-id, no group write
+    assert (copied / "latest").readlink() == Path("tool.sh")
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+ESCAPED = "qualify-merge-escaped.txt"
+
+#: Each: the members added after the run's own, and what the refusal says.
+MALICIOUS = {
+    "parent": ([_member(f"../{ESCAPED}")], f"'../{ESCAPED}' points outside the archive"),
+    "absolute": (
+        [_member(f"/tmp/{ESCAPED}")],
+        f"'/tmp/{ESCAPED}' points outside the archive",
+    ),
+    "link out": ([_member("R/out", tarfile.SYMTYPE, "../../..")], "links to '../../..', outside the archive"),
+    "absolute link": ([_member("R/etc", tarfile.SYMTYPE, "/etc")], "links to '/etc', outside the archive"),
+    "hard link out": ([_member("R/pw", tarfile.LNKTYPE, "/etc/passwd")], "'/etc/passwd' points outside"),
+    "device": ([_member("R/tty", tarfile.CHRTYPE)], "'R/tty' is a character device"),
+    "pipe": ([_member("R/fifo", tarfile.FIFOTYPE)], "'R/fifo' is a named pipe"),
+    "beneath a link": (
+        [_member("R/here", tarfile.SYMTYPE, "."), _member(f"R/here/{ESCAPED}")],
+        f"'R/here/{ESCAPED}' lies beneath the link 'R/here'",
+    ),
+    # Each link alone stays inside; followed, "R/up" leads to the folder above the archive's.
+    "chain of links": (
+        [_member("R/up", tarfile.SYMTYPE, "self/../.."), _member("R/self", tarfile.SYMTYPE, ".")],
+        "'R/up' links to 'self/../..', outside the archive",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MALICIOUS)
+def test_a_tar_member_reaching_out_is_refused(
+    a_run: Path, tmp_path: Path, tar_support: str, case: str
+) -> None:
+    """As tarfile's data filter refuses them, with or without one in this Python."""
+    added, words = MALICIOUS[case]
+    archive = tmp_path / "host.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(a_run, arcname="R")
+        for info in added:
+            tar.addfile(info, io.BytesIO() if info.isreg() else None)
+    out = tmp_path / "fleet"
+    code, said = merge(str(archive), "--out", str(out))
+    assert code == 4 and str(archive) in said and words in said, said
+    assert "nothing of it was merged" in said or "points outside" in said, said
+    assert "internal error" not in said and not out.exists()
+    # The archive is unpacked in a folder of the temporary directory: `..` leads there.
+    assert not Path(tempfile.gettempdir(), ESCAPED).exists() and not Path("/tmp", ESCAPED).exists()
+
+
+def test_a_tar_holding_one_name_twice_is_named(a_run: Path, tmp_path: Path) -> None:
+    """As a zip holding one name twice: which of the two is the run's is not guessed."""
+    run = copy_of(a_run, tmp_path / "src")
+    archive = tmp_path / "host.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(run, arcname=run.name)
+        forged = _member(f"{run.name}/run.json")
+        forged.size = 2
+        tar.addfile(forged, io.BytesIO(b"{}"))
+    out = tmp_path / "fleet"
+    code, said = merge(str(archive), "--out", str(out))
+    assert code == 4, said
+    assert str(archive) in said and f"'{run.name}/run.json' twice" in said and "2 bytes" in said, said
     assert "internal error" not in said and "hint:" in said and not out.exists()
