@@ -7,11 +7,20 @@ them), and the judgement stops at the first look where nothing is INCONCLUSIVE. 
 `stream = true` the scoring stops there too: the writers still running are ended and the rest of
 the corpus is never scored (`qualify.numerics.streamed`).
 
-Error control is the bench's: α is split evenly over the planned looks (a Bonferroni bound, as
-`qualify.stats.abtests.look_alphas`), and every bound at a look is taken at 1 − α/K. A wrong
-PASS (or a wrong FAIL) then happens at some look with probability at most K × α/K = α, whatever
-rule decides when to stop. The price is a wider bound at each look than a single look would
-have; `benchmarks/calibration.py` measures both rates and the chunks a decision takes.
+Error control. At a look of n of the N chunks planned, every mean is bounded by the wider of two
+bounds (`qualify.numerics.bounds.mean_bound`): the BCa bound at 1 − α/K, α split evenly over the
+K planned looks as the bench splits it (`qualify.stats.abtests.look_alphas`), and Cantelli's
+guard at the plan's own 1 − α, its half-width stretched by √(N/n) (the one-sided
+Kolmogorov–Cantelli maximal inequality bounds the partial sums at every n ≤ N at once). A wrong
+PASS (or a wrong FAIL) needs the wider bound wrong at some look, so both wrong there: either
+family's guarantee suffices, the BCa's (K × α/K = α, as far as BCa holds its level: it does
+not on heavy-tailed or autocorrelated chunks) or the guard's (α). The guard's is not exact
+either: the inequality holds for independent chunks (martingale differences) of a known σ,
+where σ is estimated from the chunks at each look, and chunks autocorrelated in corpus order
+are held only through their long-run SD (`qualify.numerics.bounds.long_run_sd`), which a short
+series underestimates. What is left is measured, not assumed: `benchmarks/calibration.py`
+simulates every model the README lists, and the chunks a decision takes. Not every bound at a
+look is at 1 − α/K: the guard, which decides on near-normal chunks, is at 1 − α and stretched.
 
 The judge replays the looks on the saved vectors (`sequential`), so a rejudge reaches the same
 look and verdict as the measurement did, and a look that stopped the scoring is found again:
