@@ -33,7 +33,13 @@ from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.planfiles import PlanStamp, plan_files, stamp
-from qualify.pipeline.preflight import require_clean_tree, require_flake, require_nix, will_build
+from qualify.pipeline.preflight import (
+    require_clean_tree,
+    require_flake,
+    require_nix,
+    require_recorded_plan,
+    will_build,
+)
 from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import (
     PROCESSES,
@@ -99,7 +105,10 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             existing = RunDir(existing.path.parent)
             request = replace(request, candidates=(saved.set_label,), run_id=str(existing.path))
             saved = RunRecord.load(existing)
+    # The plan is read from the working tree: a rerun's must be the one the run was made with.
     now = plan_files(config)
+    if saved is not None:
+        require_recorded_plan(saved, now, config, request.allow_dirty)
     # qualify.toml's candidate and profile serve a new run that names none; a saved run keeps its own.
     from_config = existing is None and request.profile is None and config.profile is not None
     if existing is None:
