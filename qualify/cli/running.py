@@ -55,7 +55,10 @@ def run(
         ),
     ] = None,
     run_id: Annotated[
-        str | None, typer.Option("--run", metavar="RUN", help="Resume or rerun this saved run.")
+        str | None,
+        typer.Option(
+            "--run", metavar="RUN", help="Resume or rerun this saved run, with the plan it was made with."
+        ),
     ] = None,
     only: Annotated[
         str | None, typer.Option(metavar="STAGE", help="Rerun only this stage of a saved run.")
@@ -71,7 +74,12 @@ def run(
     ] = False,
     runs_dir: RunsDirOpt = None,
     allow_dirty: Annotated[
-        bool, typer.Option("--allow-dirty", help="Build from a tree with uncommitted changes (reported).")
+        bool,
+        typer.Option(
+            "--allow-dirty",
+            help="Build from a tree with uncommitted changes, or rerun a saved run under a plan that "
+            "differs from the one it was made with (both reported).",
+        ),
     ] = False,
     override_input: Annotated[
         list[str] | None,

@@ -12,6 +12,7 @@ lines start with their kind, and `-z` keeps a path with spaces, quotes or a line
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,3 +69,19 @@ def listed(paths: tuple[str, ...], count: int) -> str:
     """'a, b and 3 more' for an error or a report line."""
     more = count - len(paths)
     return ", ".join(paths) + (f" and {more} more" if more > 0 else "")
+
+
+def uncommitted(root: Path, paths: Sequence[str], *, timeout_s: float = 30) -> set[str] | None:
+    """Which of `paths` (relative to `root`) differ from the checkout's HEAD in the working
+    tree: changed, removed, or new and untracked. None where `root` is not in a git checkout."""
+    if not paths:
+        return set()
+    diff = ["git", "-C", str(root), "diff", "--name-only", "-z", "--relative", "HEAD", "--", *paths]
+    code, changed = capture(diff, timeout_s=timeout_s)
+    if code != 0:
+        return None
+    others = ["git", "-C", str(root), "ls-files", "--others", "-z", "--", *paths]
+    code, untracked = capture(others, timeout_s=timeout_s)
+    if code != 0:
+        return None
+    return {p for p in (changed + "\0" + untracked).split("\0") if p}

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 #: The version of the run folder's records, run.json, stage.json and result.json (and the copy
 #: of a first result.json that a rejudgement keeps): `qualify.pipeline.migrations`.
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 RECORDS = frozenset({"run.json", "stage.json", "result.json", "result.measured.json"})
 
 __all__ = [

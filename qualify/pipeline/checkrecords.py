@@ -55,6 +55,18 @@ class StaleMark(RecordPart):
     inputs_hash_now: str
 
 
+class RanUnder(RecordPart):
+    """The plan and the source revision a stage's attempt ran under (`planfiles.PlanStamp`)."""
+
+    plan_digest: str
+    revision: str | None = None
+    #: Whether the source's tracked files had uncommitted changes (None: not a git checkout).
+    dirty: bool | None = None
+    #: How the plan differed from the files the run recorded when it was made, a line a file
+    #: (empty: it did not; None: the run recorded none to compare with).
+    plan_changes: list[str] | None = None
+
+
 class StageRecord(Record):
     """A stage's stage.json, checked: its status, verdict and checks as one attempt saved them."""
 
@@ -81,6 +93,9 @@ class StageRecord(Record):
     spec: dict[str, Any] | None = None
     #: The project's configuration the attempt ran with.
     config: dict[str, Any] | None = None
+    #: The plan's digest and the revision the attempt ran under (None: a stage recorded before
+    #: qualify kept them, or one blocked before it ran).
+    ran_under: RanUnder | None = None
     checks: list[CheckEntry] = Field(default_factory=list)
     started_at: str | None = None
     finished_at: str | None = None

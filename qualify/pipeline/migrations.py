@@ -16,7 +16,7 @@ Version 1 (every qualify up to the ones that recorded examples/*/recorded/):
 - result.json: as in version 2, except that one written before a kind said what it judged
   (or drew a chart) has no "judged" (or "charts").
 
-Version 2 (current):
+Version 2:
 - run.json: "options" also holds "nix_options" (the `--nix-option` pairs, `[name, value]`,
   secrets redacted); each invocation also holds "candidates" (every `--candidate` given),
   "controls" (whether the project's controls were asked for) and "nix_options". A run of one
@@ -25,6 +25,20 @@ Version 2 (current):
   "name", "kind", "verdict", "reason") and what the attempt ran with.
 - result.json: "verdict", "reason", "judged", "findings", "tables", "facts", "charts" always,
   with what the check ran with.
+
+Version 3 (current):
+- run.json: "plan_files", the files the plan was read from when the run was made ("digest",
+  and "files": each file's name in the project with its sha256), which a rerun's plan is
+  compared with (`qualify.pipeline.planfiles`).
+- stage.json: "ran_under" for a stage that ran (or was skipped on its host): the digest of the
+  plan it ran under, the source's "revision" and whether it was "dirty", and "plan_changes",
+  how that plan differed from the run's "plan_files" (empty: it did not).
+- result.json: as in version 2.
+A version 2 document has neither key, and none is added: its run recorded no plan files, and a
+stage of it no plan; a reader takes the key's absence as "not recorded", and a rerun of such a
+run records "plan_changes" as null (nothing to compare with). A version 3 record is refused by
+a qualify that reads version 2 at most, rather than shown without saying a stage ran under
+another plan than the run's.
 
 The steps only add what an older document lacks, with the value it meant then (a version 1 run
 without these keys was written before qualify had them: it was given no nix options, it named
@@ -72,11 +86,17 @@ def result_1_to_2(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def unchanged_2_to_3(document: dict[str, Any]) -> dict[str, Any]:
+    """run.json, stage.json and result.json 2 → 3: nothing to add. A version 2 run recorded no
+    plan files and its stages no plan: the keys stay absent, which reads as "not recorded"."""
+    return document
+
+
 #: For each record, the step that brings a document of version N to N + 1, by N: raising
 #: RECORD_VERSION means a step for each record, even one that changes nothing.
-RUN_STEPS: dict[int, Step] = {1: run_1_to_2}
-STAGE_STEPS: dict[int, Step] = {1: stage_1_to_2}
-RESULT_STEPS: dict[int, Step] = {1: result_1_to_2}
+RUN_STEPS: dict[int, Step] = {1: run_1_to_2, 2: unchanged_2_to_3}
+STAGE_STEPS: dict[int, Step] = {1: stage_1_to_2, 2: unchanged_2_to_3}
+RESULT_STEPS: dict[int, Step] = {1: result_1_to_2, 2: unchanged_2_to_3}
 
 
 def migrate(steps: Mapping[int, Step], document: Mapping[str, Any], where: str) -> dict[str, Any]:

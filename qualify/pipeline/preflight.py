@@ -1,6 +1,7 @@
 """What is checked before a run starts anything slow: nix where the plan builds, the project's
-flake.nix where it builds from a local flake, a clean tree where the arms are built from one.
-(Templates: `qualify.pipeline.templates`.)"""
+flake.nix where it builds from a local flake, a clean tree where the arms are built from one,
+and, for a rerun or a resume, the plan the run was made with. (Templates:
+`qualify.pipeline.templates`.)"""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import shutil
 from qualify.checks.registry import kind_named
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, QualifyError, UsageError
-from qualify.core.gitstatus import listed, tree_changes
+from qualify.core.gitstatus import listed, tree_changes, uncommitted
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import read_toml
 from qualify.core.verdicts import Verdict
 from qualify.pipeline.plan import Plan
+from qualify.pipeline.planfiles import BUILTIN, PlanChange, PlanFiles
+from qualify.pipeline.record import RunRecord
 from qualify.pipeline.stagerun import stage_outcome
 
 #: The stages' libraries (pyproject.toml's `stages` extra) by the name they are imported as.
@@ -102,3 +105,65 @@ def require_clean_tree(config: ProjectConfig, allow_dirty: bool) -> None:
             f"({listed(changes.changed, changes.changed_count)}): the arms would not come from one revision",
             "commit them, or pass --allow-dirty to build from the working tree anyway",
         )
+
+
+def require_recorded_plan(saved: RunRecord, now: PlanFiles, config: ProjectConfig, allow_dirty: bool) -> None:
+    """A rerun or a resume reads the plan from the working tree. Where that plan differs from
+    the files the run was made with, its stages would be judged by limits the run's recorded
+    revision never had, and shown under that revision: refused now (exit 4), naming the files,
+    unless --allow-dirty, with which each stage it runs records the plan it ran under.
+
+    A run made before qualify kept its plan's files has nothing to compare with: it goes on,
+    and its stages record their plan (`planfiles.PlanStamp`, with no changes known)."""
+    if allow_dirty or saved.plan_files is None:
+        return
+    changes = now.changes_from(saved.plan_files.files)
+    if not changes:
+        return
+    git = saved.git
+    made = f"the plan of git {git.rev[:12]}" if git.rev else "its plan as it was then"
+    if git.rev and git.dirty:
+        made += " with uncommitted changes"
+    raise UsageError(
+        f"run {saved.run.run_id} was made with {made}, and the working tree's plan differs from it: "
+        f"{'; '.join(_where_changed(changes, config))}. Its stages would be judged by a plan the "
+        "run's revision never had, and shown under that revision",
+        f"{_restore(changes, git.rev if not git.dirty else None)}; or start a new run for the changed "
+        "plan (leave out --run, --only and --from); or pass --allow-dirty to rerun under it: each "
+        "stage it runs records the plan it ran under, and the report says so",
+    )
+
+
+def _where_changed(changes: list[PlanChange], config: ProjectConfig) -> list[str]:
+    """Each change, with whether it is still uncommitted in the working tree (a git checkout's)."""
+    edited = uncommitted(config.root, [c.name for c in changes if not c.name.startswith(BUILTIN)])
+    out = []
+    for change in changes:
+        if change.name.startswith(BUILTIN):
+            out.append(f"{change} (qualify's own plan, of another qualify)")
+        elif edited is not None:
+            out.append(f"{change} ({'uncommitted' if change.name in edited else 'committed'})")
+        else:
+            out.append(str(change))
+    return out
+
+
+def _restore(changes: list[PlanChange], revision: str | None) -> str:
+    """How to put the plan back as the run recorded it: the recorded revision, or its plan's
+    files alone, where the run was made from a clean checkout; qualify's own plan from the
+    qualify the run was made with."""
+    own = [c for c in changes if c.name.startswith(BUILTIN)]
+    project = [c for c in changes if c not in own]
+    steps = ["run the qualify the run was made with"] if own else []
+    if project and revision is None:
+        steps.append("put the plan's files back as they were when the run was made")
+    elif project and revision is not None:
+        kept = [c.name for c in project if c.how != "added"]
+        added = [c.name for c in project if c.how == "added"]
+        alone = [f"git checkout {revision[:12]} -- {' '.join(kept)}"] if kept else []
+        alone += [f"move {', '.join(added)} out of the plan"] if added else []
+        steps.append(
+            f"check out the run's revision (git checkout {revision[:12]}), or its plan's files alone "
+            f"and commit nothing ({'; '.join(alone)})"
+        )
+    return "; ".join(steps)

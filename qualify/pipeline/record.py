@@ -35,7 +35,7 @@ from qualify.pipeline.members import Member
 from qualify.pipeline.migrations import RUN_STEPS, migrate
 from qualify.pipeline.recordparts import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.pipeline.rejudgements import Rejudgement, rejudgements
-from qualify.pipeline.rundocument import RecordedPlan, RoleInfo, RunDocument, Status
+from qualify.pipeline.rundocument import RecordedPlan, RecordedPlanFiles, RoleInfo, RunDocument, Status
 
 #: The statuses a writer may save (`ondisk` reads a dead writer's as "dead").
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -128,6 +128,8 @@ class RunRecord(Document):
     project_root: str | None = None
     #: Whether the run's plan was qualify's own (plan.builtin).
     builtin_plan: bool = False
+    #: The plan's files as the run was made with them (None: a run made before they were kept).
+    plan_files: RecordedPlanFiles | None = None
     options: RunOptions = field(default_factory=RunOptions)
     #: Each stage's wall time in seconds, by name.
     timings: Mapping[str, float] = field(default_factory=dict)
@@ -195,6 +197,7 @@ class RunRecord(Document):
             rejudged=rejudgements(document, where),
             project_root=typed.project.root,
             builtin_plan=typed.plan.builtin,
+            plan_files=typed.plan_files,
             options=typed.options,
             timings=dict(typed.timings),
             invocations=tuple(typed.invocations),
@@ -222,6 +225,8 @@ class RunRecord(Document):
             plan["builtin"] = value
         elif name in ("provenance", "options"):
             out[name] = value.as_json()
+        elif name == "plan_files":
+            out[name] = value.model_dump() if value is not None else None
         elif name == "rejudged":
             out["rejudged"] = [r.as_json() for r in value]
         elif name == "project_root":

@@ -15,6 +15,7 @@ from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
 from qualify.pipeline.plan import Plan
+from qualify.pipeline.planfiles import plan_files
 from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 
@@ -166,6 +167,8 @@ def new_run_document(
         },
         "profile": plan.profile,
         "plan": plan.as_json(),
+        # What a rerun's plan is compared with; kept as it is by every later attempt.
+        "plan_files": plan_files(config).as_json(),
         "config": config.snapshot(),
         "provenance": provenance.collect(config.root, request.host_label),
         "timings": {},

@@ -78,6 +78,15 @@ class RecordedPlan(Part):
     not_applicable: dict[str, str] = Field(default_factory=dict)
 
 
+class RecordedPlanFiles(Part):
+    """The files the run's plan was read from when the run was made (`planfiles.PlanFiles`),
+    each by its name in the project with its sha256, and the digest of them all: what a rerun's
+    plan is compared with (run.json's `plan` is the plan its latest attempt read)."""
+
+    digest: str
+    files: dict[str, str]
+
+
 class MemberEntry(Part):
     """A member of a set (`Member.as_json`); a member's own run.json holds its entry as `set`,
     with the set's run id."""
@@ -115,6 +124,8 @@ class RunDocument(Part):
     sequence: int | None = Field(default=None, ge=1)
     roles: dict[str, RoleInfo] = Field(default_factory=dict)
     plan: RecordedPlan = Field(default_factory=RecordedPlan)
+    #: None: the run was made before qualify recorded its plan's files.
+    plan_files: RecordedPlanFiles | None = None
     members: list[MemberEntry] = Field(default_factory=list)
     set_entry: MemberEntry | None = Field(default=None, alias="set")
     provenance: Provenance = Field(default_factory=Provenance)

@@ -32,7 +32,14 @@ from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for
 from qualify.pipeline.plan import Plan
-from qualify.pipeline.preflight import require_clean_tree, require_flake, require_nix, will_build
+from qualify.pipeline.planfiles import PlanStamp, plan_files, stamp
+from qualify.pipeline.preflight import (
+    require_clean_tree,
+    require_flake,
+    require_nix,
+    require_recorded_plan,
+    will_build,
+)
 from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import (
     PROCESSES,
@@ -98,6 +105,10 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             existing = RunDir(existing.path.parent)
             request = replace(request, candidates=(saved.set_label,), run_id=str(existing.path))
             saved = RunRecord.load(existing)
+    # The plan is read from the working tree: a rerun's must be the one the run was made with.
+    now = plan_files(config)
+    if saved is not None:
+        require_recorded_plan(saved, now, config, request.allow_dirty)
     # qualify.toml's candidate and profile serve a new run that names none; a saved run keeps its own.
     from_config = existing is None and request.profile is None and config.profile is not None
     if existing is None:
@@ -143,7 +154,11 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
                 only = shape.members[0].label
                 document = new_run_document(run, config, plans[only], arms[only], request)
                 RunRecord.parse(run, {**document, **numbered}).save()
-    return _run_members(run, shape, config, plan, plans, arms, request, events, resumed=saved is not None)
+    recorded = now.files if saved is None else (saved.plan_files.files if saved.plan_files else None)
+    ran_under = stamp(config, now, recorded)
+    return _run_members(
+        run, shape, config, plan, plans, arms, request, events, ran_under, resumed=saved is not None
+    )
 
 
 def _shape(
@@ -190,6 +205,7 @@ def _run_members(
     arms: dict[str, dict[str, RoleArm]],
     request: RunRequest,
     events: Events,
+    ran_under: PlanStamp,
     *,
     resumed: bool,
 ) -> RunOutcome:
@@ -215,7 +231,7 @@ def _run_members(
             )
             heard = MemberEvents(events, m) if shape.is_set else events
             selected = selected_stages(plans[m.label], plan, request)
-            loops[m.label] = StageLoop(folder, config, bound, selected, request, heard)
+            loops[m.label] = StageLoop(folder, config, bound, selected, request, heard, ran_under)
         # What a dead attempt left running is ended first (its watchers normally did already).
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")

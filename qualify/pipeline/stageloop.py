@@ -16,6 +16,7 @@ from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
 from qualify.pipeline.checkrecords import StageRecord
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import StageSpec
+from qualify.pipeline.planfiles import PlanStamp
 from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
@@ -44,6 +45,7 @@ class StageLoop:
         selected: set[str] | None,
         request: RunRequest,
         events: Events,
+        stamp: PlanStamp | None = None,
     ) -> None:
         saved = RunRecord.load(run)
         options = saved.options.as_json()
@@ -66,7 +68,9 @@ class StageLoop:
         given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
         if request.override_inputs:
             given["override_inputs"] = [list(o) for o in request.override_inputs]
-        self.runner = StageRunner(run, config, arms, events, saved.profile, {**options, **given}, self.source)
+        self.runner = StageRunner(
+            run, config, arms, events, saved.profile, {**options, **given}, self.source, stamp
+        )
         self.timings: dict[str, float] = dict(saved.timings)
         self.blocked_by: tuple[str, str] | None = None
         self._hosts: dict[str, str | None] = {}  # each stage's `requires` answer on this host

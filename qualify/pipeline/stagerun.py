@@ -27,6 +27,7 @@ from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, harness_error_log, judge_saved
 from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
+from qualify.pipeline.planfiles import PlanStamp
 from qualify.pipeline.record import RunRecord, update_run
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
@@ -104,6 +105,11 @@ class StageRunner:
     profile: str | None
     options: Mapping[str, Any]
     source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
+    #: The plan and the revision this attempt runs under, recorded with each stage it runs.
+    stamp: PlanStamp | None = None
+
+    def _ran_under(self) -> dict[str, Any]:
+        return {"ran_under": self.stamp.as_json()} if self.stamp is not None else {}
 
     def roles_for(self, check: CheckSpec, kind: CheckKind) -> dict[str, RoleArm]:
         if kind.builds_arms:
@@ -164,6 +170,7 @@ class StageRunner:
                 "inputs_hash": stage_hash,
                 "inconclusive": stage.inconclusive,
                 "spec": stage.as_json(),
+                **self._ran_under(),
                 "verdict": Verdict.SKIPPED.value,
                 "reason": why,
                 "checks": entries,
@@ -199,6 +206,7 @@ class StageRunner:
                 "spec": stage.as_json(),
                 # The configuration this attempt ran with: a later rerun may change it.
                 "config": self.config.snapshot(),
+                **self._ran_under(),
                 "started_at": now_iso(),
                 "checks": [],
             },

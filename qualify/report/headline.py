@@ -9,6 +9,9 @@ views, so they say no more than was decided.
   soak not applicable: no server".
 - The reasons are the failing (or undecided) checks' own reasons, the decisive ones first; WARNs
   and results past a failed gate follow as things to read, never as reasons.
+- A stage rerun under a plan other than the one the run was made with (`--allow-dirty`) is named
+  in the verdict line ("QUALIFIED — bench run under a changed plan") and in the source line,
+  with the revision it ran at: its result is never shown under the run's revision alone.
 """
 
 from __future__ import annotations
@@ -75,7 +78,23 @@ def verdict_note(stages: Iterable[StageView], verdict: str = "") -> str:
     named = ", ".join(q for s in stages if not s.ungated and (q := stage_qualifier(s)))
     if not named and verdict == "INCOMPLETE":
         named = "no stage but the build measured the engine"
-    return "; ".join(part for part in (named, *not_applicable_groups(stages)) if part)
+    return "; ".join(part for part in (named, changed_plans(stages), *not_applicable_groups(stages)) if part)
+
+
+def changed_plans(stages: Iterable[StageView]) -> str:
+    """The stages run under a plan other than the run's ("numerics, bench run under a changed
+    plan"), empty when none was."""
+    names = [s.name for s in stages if s.changed_plan]
+    return f"{', '.join(names)} run under a changed plan" if names else ""
+
+
+def ran_under(stage: StageView) -> str:
+    """The plan and revision a stage ran under, as printed: "plan 1a2b3c4d5e6f at git
+    0123456789ab (dirty tree)"; empty when its attempt recorded none."""
+    if stage.plan_digest is None:
+        return ""
+    where = f"git {stage.revision[:12]}" if stage.revision else "no git revision"
+    return f"plan {stage.plan_digest[:12]} at {where}" + (" (dirty tree)" if stage.dirty else "")
 
 
 def members_note(members: Iterable[tuple[str, str, str, list[StageView]]], verdict: str) -> str:
@@ -87,7 +106,8 @@ def members_note(members: Iterable[tuple[str, str, str, list[StageView]]], verdi
     for key, member_verdict, note, stages in members:
         own = not_applicable_groups(stages)
         groups += [g for g in own if g not in groups]
-        open_ = "; ".join(p for p in note.split("; ") if p not in own)
+        # A stage run under a changed plan is named for every member, by the set's own note.
+        open_ = "; ".join(p for p in note.split("; ") if p not in own and p != changed_plans(stages))
         if verdict != "QUALIFIED" and member_verdict != "QUALIFIED" and open_:
             parts.append(f"{key}: {open_}")
     return "; ".join([*parts, *groups])
@@ -179,9 +199,19 @@ def toolchain_delta(stages: Iterable[StageView]) -> list[str]:
 
 def source_line(run: RunDir, git: RecordedGit, stages: Iterable[StageView]) -> str:
     """Where the source came from: the git revision, else the flake's revision or content
-    hash (narHash) as the build stage locked it, else 'unknown'."""
+    hash (narHash) as the build stage locked it, else 'unknown'; then each stage that ran under
+    a changed plan, with the plan and the revision it ran under."""
+    stages = list(stages)
+    changed = "".join(
+        f"; {s.name} ran under a changed plan, {ran_under(s)}" for s in stages if s.changed_plan
+    )
     if git.rev:
-        return f"git {git.rev[:12]}" + (" (dirty tree)" if git.dirty else "")
+        return f"git {git.rev[:12]}" + (" (dirty tree)" if git.dirty else "") + changed
+    return _locked_line(run, stages) + changed
+
+
+def _locked_line(run: RunDir, stages: Iterable[StageView]) -> str:
+    """The source as the build stage locked it, for a project that is not a git checkout."""
     locked = _locked_source(run, stages)
     if locked is not None and locked.revision:
         return f"flake revision {locked.revision[:12]}"

@@ -18,7 +18,7 @@ from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
-from qualify.report.headline import members_note
+from qualify.report.headline import changed_plans, members_note
 from qualify.report.model import ReportModel, build_model, json_ready
 from qualify.report.views import with_shared
 
@@ -168,11 +168,13 @@ def build_set_model(run: RunDir) -> MatrixModel:
 def _verdict_note(
     verdict: str, undecided: dict[str, list[str]], members: list[Member], models: dict[str, ReportModel]
 ) -> str:
-    """The set's verdict note: the stages left undecided, what kept each candidate that did not
-    qualify from it (when the set did not), and the stages declared not applicable."""
+    """The set's verdict note: the stages left undecided, each member's stages run under a
+    changed plan, what kept each candidate that did not qualify from it (when the set did not),
+    and the stages declared not applicable."""
     candidates = [(m.label, models[m.label]) for m in members if m.role == "candidate"]
     noted = [(label, model.verdict, model.verdict_note, model.stages) for label, model in candidates]
-    parts = [", ".join(f"{stage} undecided" for stage in undecided), members_note(noted, verdict)]
+    changed = [f"{m.label}: {said}" for m in members if (said := changed_plans(models[m.label].stages))]
+    parts = [", ".join(f"{stage} undecided" for stage in undecided), *changed, members_note(noted, verdict)]
     return "; ".join(p for p in parts if p)
 
 

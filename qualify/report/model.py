@@ -198,6 +198,7 @@ def _stage(run: RunDir, entry: StageEntry, derived: RunOnDisk) -> StageView:
     else:
         outcome, reason = found, why
     checks = [_check(folder, entry) for entry in stage.checks]
+    ran = stage.ran_under
     return StageView(
         name=entry.name,
         folder=entry.folder,
@@ -209,6 +210,10 @@ def _stage(run: RunDir, entry: StageEntry, derived: RunOnDisk) -> StageView:
         earlier_attempts=attempts,
         duration_s=stage.duration_s,
         checks=checks,
+        plan_digest=ran.plan_digest if ran else None,
+        revision=ran.revision if ran else None,
+        dirty=ran.dirty if ran else None,
+        plan_changes=list(ran.plan_changes) if ran and ran.plan_changes is not None else None,
     )
 
 
@@ -240,6 +245,27 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         judged=list(result.judged),
         shared=shared_measurement(result.evidence),
     )
+
+
+def _plan_notes(model: ReportModel) -> list[str]:
+    """The stages whose plan is not known to be the one the run was made with: rerun under a
+    changed plan (`--allow-dirty`), or rerun in a run that recorded no plan to compare with."""
+    made = f"git {model.source.rev[:12]}" if model.source.rev else "the run"
+    notes = []
+    for stage in model.stages:
+        if stage.changed_plan:
+            notes.append(
+                f"Stage {stage.name} ran under a plan that differs from the one the run was made with "
+                f"({', '.join(stage.plan_changes or ())}): {headline.ran_under(stage)}, not the plan of "
+                f"{made}. Its result is not one of the run's recorded revision."
+            )
+        elif stage.plan_digest is not None and stage.plan_changes is None:
+            notes.append(
+                f"Stage {stage.name} ran under {headline.ran_under(stage)}, and the run, made by an "
+                "older qualify, recorded no plan to compare it with: whether it is the plan of "
+                f"{made} is not known."
+            )
+    return notes
 
 
 def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
@@ -277,6 +303,7 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
             f"{'Stages' if len(ungated) > 1 else 'Stage'} {', '.join(ungated)} ran past a failed gate "
             "(--no-gate): their results are ungated and do not count toward qualification.",
         )
+    notes += _plan_notes(model)
     if model.source.dirty:
         changed = ", ".join(model.source.changed)
         notes.append(

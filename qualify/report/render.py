@@ -34,7 +34,7 @@ from qualify.core.symbols import display_name
 from qualify.pipeline.record import RunRecord
 from qualify.report.charts import identical_series, render_svg
 from qualify.report.fleet import FleetModel, fleet_model
-from qualify.report.headline import plural
+from qualify.report.headline import plural, ran_under
 from qualify.report.junit import fleet_junit_xml, junit_xml, set_junit_xml
 from qualify.report.matrix import MatrixModel, build_set_model
 from qualify.report.model import ReportModel, build_model
@@ -127,6 +127,7 @@ def _common_filters(env: Environment) -> None:
     env.filters["gpu"] = describe_gpu
     env.filters["vclass"] = lambda v: VERDICT_CLASS.get(str(v), "notrun")
     env.filters["plural"] = plural
+    env.filters["ran_under"] = ran_under
     env.globals["SUMMARY_FINDINGS"] = SUMMARY_FINDINGS
 
 

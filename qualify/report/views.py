@@ -103,9 +103,21 @@ class StageView:
     why: str = ""
     #: INCONCLUSIVE, or a check of it was and the plan counted that as WARN.
     undecided: bool = False
+    #: The plan's digest and the source revision its attempt ran under (None: not recorded).
+    plan_digest: str | None = None
+    revision: str | None = None
+    dirty: bool | None = None
+    #: How that plan differed from the one the run was made with, a line a file (empty: it did
+    #: not; None: the run recorded no plan to compare with).
+    plan_changes: list[str] | None = None
     #: How long it took as every output prints it (derived): its own time, and the time of the
     #: run set's measurements its checks read, which its own time does not hold.
     duration: str = field(init=False)
+
+    @property
+    def changed_plan(self) -> bool:
+        """The stage ran under a plan other than the one the run was made with."""
+        return bool(self.plan_changes)
 
     def __post_init__(self) -> None:
         shared = [c for c in self.checks if c.shared is not None]

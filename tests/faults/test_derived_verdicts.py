@@ -98,11 +98,13 @@ def qualified_run(project: Callable[..., Project]) -> tuple[Project, Path]:
 
 
 def stop_a_failing_rerun(p: Project, run: Path, stage: str, sig: signal.Signals) -> subprocess.Popen[str]:
-    """`run --only STAGE --force` of a stage now made to fail, stopped by `sig` mid-stage."""
+    """`run --only STAGE --force` of a stage now made to fail, stopped by `sig` mid-stage (its
+    stage file changed: a rerun under a plan other than the run's, so --allow-dirty)."""
     set_stage(p, stage, 1)
     (p.root / f"slow-{stage}").write_text("")
+    rerun = ["run", "--run", run.name, "--only", stage, "--force", "--allow-dirty"]
     proc = subprocess.Popen(
-        [PY, "-m", "qualify", "run", "--run", run.name, "--only", stage, "--force", "--project", str(p.root)],
+        [PY, "-m", "qualify", *rerun, "--project", str(p.root)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -235,10 +237,11 @@ def test_rejudge_of_a_killed_run_calls_it_stopped_not_running(project: Callable[
 from hypothesis import HealthCheck, Phase, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+#: A resume or a rerun with --allow-dirty (True) or without (False).
 STEP = st.one_of(
     st.tuples(st.just("flag"), st.sampled_from(STAGES), st.sampled_from((0, 1))),
-    st.tuples(st.just("resume")),
-    st.tuples(st.just("rerun"), st.sampled_from(STAGES)),
+    st.tuples(st.just("resume"), st.booleans()),
+    st.tuples(st.just("rerun"), st.sampled_from(STAGES), st.booleans()),
     st.tuples(st.just("kill"), st.sampled_from(STAGES)),
     st.tuples(
         st.just("corrupt"), st.sampled_from(STAGES), st.sampled_from(("stage", "result", "verdict", "forged"))
@@ -280,14 +283,18 @@ def corrupt(run: Path, stage: str, how: str) -> bool:
 @given(steps=st.lists(STEP, min_size=1, max_size=4))
 # A failed stage whose records are then rewritten to PASS consistently (no disagreement left
 # between them for the readers to see): only the seal tells.
-@example(steps=[("flag", "bench", 1), ("rerun", "bench"), ("corrupt", "bench", "forged")])
+@example(steps=[("flag", "bench", 1), ("rerun", "bench", True), ("corrupt", "bench", "forged")])
+# A stage file changed since the run was made: a rerun without --allow-dirty is refused.
+@example(steps=[("flag", "bench", 1), ("rerun", "bench", False), ("resume", False)])
 def test_qualified_only_when_a_fresh_run_would_qualify(
     steps: list[tuple[object, ...]], tmp_path_factory: object
 ) -> None:
     """Any sequence of run / rerun / kill / corrupt-one-file / forge a stage's records consistently
     / resume (and edits of the plan) on a six-stage project: whenever `show` (and `runs`) says QUALIFIED, every stage's check passes
     under the plan the run records, every stage was measured with that plan, and nothing on
-    disk was left broken or half-written since it last ran."""
+    disk was left broken or half-written since it last ran. A resume or a rerun is refused,
+    changing nothing, while the plan differs from the one the run was made with, unless
+    --allow-dirty."""
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="derived-", dir=str(tmp_path_factory.getbasetemp())))  # type: ignore[attr-defined]
@@ -296,6 +303,7 @@ def test_qualified_only_when_a_fresh_run_would_qualify(
     p = Project(root)
     six(p)
     codes = dict.fromkeys(STAGES, 0)  # each stage file's exit code now
+    made_with = dict(codes)  # the plan's files as the run was made with them
     planned = dict(codes)  # the plan run.json records (refreshed by every `qualify run`)
     ran_with = dict(codes)  # the plan each stage's saved result was measured with
     broken: set[str] = set()  # stages corrupted or cut short since they last ran
@@ -308,12 +316,25 @@ def test_qualified_only_when_a_fresh_run_would_qualify(
         if kind == "flag":
             codes[stage] = int(step[2])  # type: ignore[call-overload]
             set_stage(p, stage, codes[stage])
+        elif kind in ("resume", "rerun") and not step[-1] and codes != made_with:
+            only = ["--only", stage, "--force"] if kind == "rerun" else []
+            code, out = cli(p, "run", "--run", run.name, *only)
+            assert code == 4 and "the working tree's plan differs" in out, (steps, out)
         elif kind == "resume":
-            cli(p, "run", "--run", run.name)
+            cli(p, "run", "--run", run.name, *(["--allow-dirty"] if step[-1] else []))
             planned = dict(codes)
             ran_with, broken, dead = dict(planned), set(), False
         elif kind == "rerun":
-            cli(p, "run", "--run", run.name, "--only", stage, "--force")
+            cli(
+                p,
+                "run",
+                "--run",
+                run.name,
+                "--only",
+                stage,
+                "--force",
+                *(["--allow-dirty"] if step[-1] else []),
+            )
             planned = dict(codes)
             ran_with[stage] = planned[stage]
             broken.discard(stage)

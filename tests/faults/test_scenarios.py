@@ -19,6 +19,14 @@ from conftest import PY, Project, command_stage, qualify_proc
 from test_kill import group_members
 
 SLOW = f"{PY} -c 'import time; time.sleep(60)'"
+
+
+def slow_until(path: Path) -> str:
+    """A command that sleeps a minute, or not at all once `path` exists: a resume finds it quick
+    with the plan the run recorded unchanged."""
+    return f"{PY} -c 'import os, time; time.sleep(0 if os.path.exists(\"{path}\") else 60)'"
+
+
 #: A child that ignores SIGTERM and keeps its group busy: only SIGKILL ends it.
 STUBBORN = f"{PY} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'"
 
@@ -65,7 +73,8 @@ def test_sigterm_mid_stage_stops_cleanly_and_the_resume_keeps_what_finished(
     project: Callable[..., Project],
 ) -> None:
     p = project()
-    two_stages(p, SLOW)
+    quick = p.root / "quick"
+    two_stages(p, slow_until(quick))
     proc = start(p, "--candidate", "cand")
     wait_for(lambda: p.runs.exists() and bool(p.run_dirs()) and (p.run_dirs()[0] / "30-numerics").exists())
     [run] = p.run_dirs()
@@ -77,7 +86,7 @@ def test_sigterm_mid_stage_stops_cleanly_and_the_resume_keeps_what_finished(
     assert saved["status"] == "interrupted"
     settled(run)
     compile_started = json.loads((run / "20-compile" / "stage.json").read_text())["started_at"]
-    two_stages(p, "true")
+    quick.write_text("")
     done = qualify_proc("run", "--run", run.name, "--project", str(p.root))
     assert done.returncode == 3, done.stdout + done.stderr  # later stages not configured
     assert json.loads((run / "20-compile" / "stage.json").read_text())["started_at"] == compile_started

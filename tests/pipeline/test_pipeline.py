@@ -228,6 +228,8 @@ def test_a_a_run_keeps_separate_role_folders(project: Callable[..., Project]) ->
     assert code == 3
 
 
+# How long `slow` sleeps is read from a file beside the plan, so that a resume runs the plan
+# the run recorded and only the sleep changes.
 SLOW = """
 name = "numerics"
 [[check]]
@@ -237,8 +239,14 @@ run = "{py} -c 'print(1)'"
 [[check]]
 kind = "command"
 name = "slow"
-run = "sh -c 'echo $$ > %s; sleep %s'"
+run = "sh -c 'echo $$ > %s; sleep $(cat %s)'"
 """
+
+
+def slow_stage(p: Project, marker: Path, seconds: int) -> None:
+    sleep = p.root / "sleep-seconds"
+    sleep.write_text(str(seconds))
+    p.stage("30-numerics.toml", SLOW.replace("{py}", PY) % (marker, sleep))
 
 
 def start_background(p: Project, *args: str) -> subprocess.Popen[str]:
@@ -268,7 +276,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(project: Callable[..., Project
     p = project()
     marker = p.root / "slow.pid"
     p.stage("20-compile.toml", command_stage("compile", "true"))
-    p.stage("30-numerics.toml", SLOW.replace("{py}", PY) % (marker, 300))
+    slow_stage(p, marker, 300)
     proc = start_background(p, "run", "--candidate", "cand")
     wait_for(marker)
     proc.send_signal(signal.SIGINT)
@@ -282,7 +290,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(project: Callable[..., Project
 
     # Resume: the finished stage is kept, the interrupted one is redone (now quick).
     marker.unlink()
-    p.stage("30-numerics.toml", SLOW.replace("{py}", PY) % (marker, 0))
+    slow_stage(p, marker, 0)
     result = qualify_proc("run", "--run", run.name, "--project", str(p.root))
     assert result.returncode == 3, result.stdout + result.stderr
     assert stage_json(run, "20-compile")["attempt"] == 1
@@ -296,7 +304,7 @@ def test_resume_after_a_killed_run_reuses_finished_checks(project: Callable[...,
     keep the checks that had finished (inputs unchanged) and redo the one that had not."""
     p = project()
     marker = p.root / "slow.pid"
-    p.stage("30-numerics.toml", SLOW.replace("{py}", PY) % (marker, 300))
+    slow_stage(p, marker, 300)
     proc = start_background(p, "run", "--candidate", "cand")
     wait_for(marker)
     # Both roles of `slow` write the same marker; wait until the pinned one is running.
@@ -312,7 +320,7 @@ def test_resume_after_a_killed_run_reuses_finished_checks(project: Callable[...,
     quick_result = json.loads((run / "30-numerics" / "quick" / "result.json").read_text())
 
     marker.unlink()
-    p.stage("30-numerics.toml", (SLOW.replace("{py}", PY) % (marker, 0)))
+    slow_stage(p, marker, 0)
     result = qualify_proc("run", "--run", run.name, "--project", str(p.root))
     assert result.returncode == 3, result.stdout + result.stderr
     assert "kept from the interrupted attempt" in result.stdout

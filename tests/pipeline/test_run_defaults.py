@@ -132,6 +132,10 @@ def test_a_resumed_run_keeps_its_own_candidate(project: Callable[..., Project]) 
     config = p.root / "qualify.toml"
     config.write_text(config.read_text().replace('candidate = "rocm10"', 'candidate = "rocm11"'))
     [run] = p.run_dirs()
+    # qualify.toml is part of the plan the run recorded: resuming under its change is refused...
     done = qualify_proc("run", "-C", str(p.root), "--run", run.name, "--force")
+    assert done.returncode == 4 and "qualify.toml changed" in done.stderr, done.stderr
+    # ...unless --allow-dirty, and the candidate stays the one the run recorded.
+    done = qualify_proc("run", "-C", str(p.root), "--run", run.name, "--force", "--allow-dirty")
     assert done.returncode == 3, done.stderr
     assert saved(p)["roles"]["candidate"]["arm"] == "rocm10"  # type: ignore[index]

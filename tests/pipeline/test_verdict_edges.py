@@ -122,7 +122,8 @@ def test_stage_kept_by_only_goes_stale_when_its_inputs_change(project: Callable[
     run = p.run_dirs()[0]
     config = (p.root / "qualify.toml").read_text().replace("level = 9", "level = 10")
     (p.root / "qualify.toml").write_text(config)
-    code, out = cli(p, "run", "--only", "compile", "--force")
+    # qualify.toml is part of the plan: a rerun under the changed variable needs --allow-dirty.
+    code, out = cli(p, "run", "--only", "compile", "--force", "--allow-dirty")
     assert code == 3, out
     stage = json.loads((run / "30-numerics" / "stage.json").read_text())
     assert stage["verdict"] == "PASS" and stage["stale"]["inputs_hash_now"] != stage["inputs_hash"]
@@ -135,7 +136,7 @@ def test_stage_kept_by_only_goes_stale_when_its_inputs_change(project: Callable[
     assert compile_["config"]["arms"]["cand"]["vars"]["level"] == 10
     first = json.loads((run / "20-compile" / "attempts" / "1" / "stage.json").read_text())
     assert first["config"]["arms"]["cand"]["vars"]["level"] == 9
-    code, out = cli(p, "run", "--only", "numerics")
+    code, out = cli(p, "run", "--only", "numerics", "--allow-dirty")
     assert code == 1, out  # rerun, it now fails as the new variable makes it
     stage = json.loads((run / "30-numerics" / "stage.json").read_text())
     assert "stale" not in stage and stage["attempt"] == 2
