@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
-from qualify.core import seal
+from qualify.core import provenance, seal
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.containment import contained, runs_root
 from qualify.core.context import RoleArm
@@ -60,6 +60,7 @@ from qualify.pipeline.runset import (
     summarize_set,
     wants_set,
 )
+from qualify.pipeline.samegpus import require_same_gpus
 from qualify.pipeline.stageloop import StageLoop
 from qualify.pipeline.templates import check_templates
 
@@ -109,6 +110,8 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     now = plan_files(config)
     if saved is not None:
         require_recorded_plan(saved, now, config, request.allow_dirty)
+        assert existing is not None  # a saved record is read from its run's folder
+        require_same_gpus(existing.path.name, saved.gpus, provenance.gpus())
     # qualify.toml's candidate and profile serve a new run that names none; a saved run keeps its own.
     from_config = existing is None and request.profile is None and config.profile is not None
     if existing is None:
