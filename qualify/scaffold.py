@@ -15,6 +15,7 @@ from qualify.compile.enginekind import EngineKind, family_words, toml_strings
 from qualify.core.config import CONFIG_NAME
 from qualify.core.errors import UsageError
 from qualify.pipeline.plan import default_plan_dir
+from qualify.stagefit import SKELETON, fit_stages
 
 TEMPLATE = """\
 # qualify.toml: what `qualify run` compares.
@@ -94,6 +95,8 @@ def init_project(
         say(f"{engine.found}: wrote {engine.check_words()} into {compile_stage}")
     else:
         say(f"{engine.found}, but the default plan has no kernel-resources check to write it into")
+    for line in fit_stages(stages, engine.tools, engine.ctest):
+        say(line)
     written = [config, stages]
     if ignore_runs(directory / ".gitignore"):
         written.append(directory / ".gitignore")
@@ -198,8 +201,12 @@ def next_steps(directory: Path) -> list[str]:
             "write flake.nix with an output per arm (.#default, .#candidate, .#reference), "
             "each the engine built by one toolchain"
         )
+    steps.append(f"edit {directory / CONFIG_NAME}: the arms' installables and the variables (model, corpus)")
+    # The skeletons `init` wrote where the build lacks llama.cpp's programs (`qualify.stagefit`).
+    for stage in sorted((directory / "stages").glob("*.toml")):
+        if SKELETON in stage.read_text(encoding="utf-8"):
+            steps.append(f"edit {stage}: its run line names {SKELETON}…, the engine's own program to run")
     steps += [
-        f"edit {directory / CONFIG_NAME}: the arms' installables and the variables (model, corpus)",
         f"qualify doctor{where}    # nix with flakes, the flake, the arms, the data files, the GPU",
         f"qualify plan{where}      # the stages and checks as they will run",
         # A flake sees only tracked files, and the arms are built from a committed tree.

@@ -434,3 +434,55 @@ def test_without_nix_a_flake_project_is_judged_by_its_sources(tmp_path: Path) ->
     said = init(project, {**nix_env(), "PATH": str(tmp_path / "no-tools")})
     assert "nix is not installed" in said and "the sources hold HIP code (gemm.hip)" in said, said
     assert kernel_check(project)["require"] == ["amdgpu"]
+
+
+def test_stage_files_call_only_the_programs_the_build_holds(tmp_path: Path) -> None:
+    """An engine of a library and two programs of its own (no llama.cpp tools, no ctest tree):
+    serving and soak are declared not applicable, numerics and bench become skeletons of the
+    kinds that take any program's metrics, the operator tests go, and the plan still loads.
+    The programs are real: gcc builds them beside the library."""
+    tree = gcc_library(tmp_path / "out", F32_SOURCE)
+    (tree / "bin").mkdir()
+    for program in ("ck-bench", "ck-tests"):
+        c = tmp_path / f"{program}.c"
+        c.write_text("int main(void) { return 0; }\n")
+        _run("gcc", c, "-o", tree / "bin" / program)
+    project = project_with_result(tmp_path, tree)
+    said = init(project)
+    assert "no llama-server in the build: serving declared not applicable" in said, said
+    assert "no llama-perplexity in the build: a numerics check skeleton" in said
+    assert "the operator-tests check left out" in said
+    assert f"edit {project / 'stages' / '30-numerics.toml'}: its run line" in said
+    assert f"edit {project / 'stages' / '60-bench.toml'}: its run line" in said
+    stages = project / "stages"
+    plan = load_plan(stages)
+    by_name = {s.name: s for s in plan.stages}
+    declared = {n.name: n.reason for n in plan.not_applicable}
+    assert sorted(declared) == ["serving", "soak"] and "llama-server not found" in declared["serving"]
+    assert "ck-bench, ck-tests" in (stages / "40-serving.toml").read_text()
+    assert [c.kind for c in by_name["numerics"].checks] == ["command"]
+    [bench] = by_name["bench"].checks
+    assert bench.kind == "bench" and bench.params["format"] == "metrics"
+    assert [c.kind for c in by_name["compile"].checks] == ["kernel-resources"]
+    every = "".join(f.read_text() for f in stages.glob("*.toml"))
+    assert not re.search(r"\{bin\}/llama-|^run = \"ctest", every, re.M)
+
+
+def test_a_llama_cpp_build_keeps_the_default_stage_files(tmp_path: Path) -> None:
+    """A build holding llama.cpp's programs and a ctest tree keeps every default stage file as
+    qualify ships it."""
+    tree = gcc_library(tmp_path / "out", F32_SOURCE)
+    (tree / "bin").mkdir()
+    for program in ("llama-server", "llama-perplexity", "llama-bench"):
+        c = tmp_path / f"{program}.c"
+        c.write_text("int main(void) { return 0; }\n")
+        _run("gcc", c, "-o", tree / "bin" / program)
+    (tree / "share" / "tests").mkdir(parents=True)
+    (tree / "share" / "tests" / "CTestTestfile.cmake").write_text("add_test(t /bin/true)\n")
+    project = project_with_result(tmp_path, tree)
+    init(project)
+    from qualify.pipeline.plan import default_plan_dir
+
+    for name in ("30-numerics.toml", "40-serving.toml", "50-soak.toml", "60-bench.toml"):
+        assert (project / "stages" / name).read_text() == (default_plan_dir() / name).read_text()
+    assert 'kind = "tests"' in (project / "stages" / "20-compile.toml").read_text()

@@ -19,11 +19,13 @@ to the default plan's check with a comment saying what to edit.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from qualify.compile.containers import ELF_MAGIC
 from qualify.compile.enginekind import EngineKind, family_words
@@ -70,9 +72,24 @@ def detect(directory: Path, *, nix_timeout_s: float = NIX_TIMEOUT_S) -> EngineKi
             notes.append(f"{_listed(builds)} could not be read: {exc}")
         else:
             if kind is not None:
-                return kind.noting(notes)
+                return replace(kind, **build_tools(builds)).noting(notes)
             notes.append(f"{_listed(builds)} holds no ELF file or GPU code object")
+        return replace(from_sources(directory), **build_tools(builds)).noting(notes)
     return from_sources(directory).noting(notes)
+
+
+def build_tools(builds: Sequence[Build]) -> dict[str, Any]:
+    """The programs the builds hold (files with an execute bit under bin/ and libexec/, by
+    name) and whether one holds a ctest tree, as `EngineKind`'s fields."""
+    tools: set[str] = set()
+    ctest = False
+    for build in builds:
+        for folder in ("bin", "libexec"):
+            root = build.path / folder
+            if root.is_dir():
+                tools.update(f.name for f in root.rglob("*") if f.is_file() and os.access(f, os.X_OK))
+        ctest = ctest or (build.path / "share" / "tests" / "CTestTestfile.cmake").is_file()
+    return {"tools": frozenset(tools), "ctest": ctest}
 
 
 def find_builds(directory: Path, nix_timeout_s: float) -> tuple[list[Build], list[str]]:

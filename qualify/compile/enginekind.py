@@ -44,6 +44,11 @@ class EngineKind:
     either: tuple[str, ...] = ()
     #: Where else it looked, and why that gave nothing.
     notes: tuple[str, ...] = ()
+    #: The programs the build holds (the names in its bin/ and libexec/), None when no build was
+    #: found: `qualify init` writes stage files that call only what is there.
+    tools: frozenset[str] | None = None
+    #: The build holds a ctest tree (share/tests/CTestTestfile.cmake) for the operator tests.
+    ctest: bool = False
 
     def noting(self, notes: Sequence[str]) -> EngineKind:
         return replace(self, notes=(*notes, *self.notes))
