@@ -23,6 +23,11 @@ class Severities(Part):
     WARN: int
     INFO: int
     same: int = Field(description="kernels whose figures did not change")
+    stub: int = Field(
+        0,
+        description="kernels set apart, never judged: their code does no work in both builds "
+        "(absent in runs judged before stubs were set apart)",
+    )
 
 
 class MixRead(Part):
@@ -72,4 +77,9 @@ class KernelFacts(Evidence):
         default_factory=dict,
         description="per scanned role and family: how its instruction mix was read, or why not "
         "(absent in runs made before the mix was read)",
+    )
+    stubs: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per role: its kernels of each GPU family compared with the other build whose "
+        "code does no work (`qualify.compile.stubs`); absent in runs judged before stubs were set apart",
     )
