@@ -17,6 +17,7 @@ from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
+from qualify.compile.causes import associations, cause_table, lead
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
 from qualify.compile.evidence import KernelMeasurement
@@ -148,12 +149,15 @@ def judge(saved: SavedCheck) -> Judgement:
         tables[role] = load_tables(saved.role_dir(role))
     results: list[KernelDiff] = []
     out_tables: list[Table] = []
+    causes = []
     if "pinned" in tables and "candidate" in tables:
         limits = Limits.from_plan(saved.spec.limits, params.cuda_block_size)
         results = diff(tables["pinned"], tables["candidate"], limits)
         findings.extend(_findings(results))
-        summaries = (family_table(results), mix_table(results))
-        out_tables = [counts_table(counts, results), *(t for t in summaries if t), *kernel_tables(results)]
+        causes = associations(results)
+        summaries = (cause_table(causes), family_table(results), mix_table(results))
+        out_tables = [*(t for t in summaries[:1] if t), counts_table(counts, results)]
+        out_tables += [*(t for t in summaries[1:] if t), *kernel_tables(results)]
     verdict = worst(findings)
     summary = _summary(counts, results)
     failed = _failures(results)
@@ -166,11 +170,17 @@ def judge(saved: SavedCheck) -> Judgement:
     )
     if reason != summary and summary:
         reason += f" — {summary}"
+    # Then the change that goes with most of them, the strongest association the rules do not
+    # read themselves (`qualify.compile.causes`): the failures' if any, else the warnings'.
+    named = lead(causes, "FAIL") or (lead(causes, "WARN") if verdict is Verdict.WARN else None)
+    if named is not None:
+        reason += f"; {named.sentence()}"
     facts = KernelFacts(
         counts=counts,
         kernels_by_severity=Severities(**{s: sum(r.severity == s for r in results) for s in _SEVERITIES}),
         mix={role: m.mix for role, m in scanned.items()},
         stubs=_stubs(results),
+        causes=causes,
     )
     mix = _mix_status(facts)
     if mix:
