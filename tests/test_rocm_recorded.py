@@ -11,6 +11,7 @@ checks what the report must show. Nothing stands in: these are the host's measur
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,42 @@ def test_the_report_reads_as_a_reviewer_reads_it(rejudged: Path) -> None:
     summary = (rejudged / "summary.md").read_text()
     assert len(summary) < 16_384  # well under a comment's 65 536 characters, with 7 079 kernels
     assert "gfx1151" in (rejudged / "report.html").read_text()
+
+
+def test_stubs_are_set_apart_and_the_headline_names_what_goes_with_the_failures(rejudged: Path) -> None:
+    """ggml's NO_DEVICE_CODE stubs (kernels of types gfx1151 does not build) no longer WARN for
+    their VGPRs, and the compile stage says what goes with its failures: the kernels that newly
+    use true16 high-half registers, counted over the kernels that are not stubs."""
+    result = json.loads((rejudged / "20-compile" / "kernel-resources" / "result.json").read_text())
+    facts = result["facts"]
+    by_severity = facts["kernels_by_severity"]
+    assert (by_severity["FAIL"], by_severity["WARN"], by_severity["stub"]) == (254, 719, 2333), by_severity
+    assert facts["stubs"] == {"pinned": {"amdgpu": 2333}, "candidate": {"amdgpu": 2333}}
+    kernels = check(report(rejudged), "compile", "kernel-resources")
+    changed = table(kernels, "AMDGPU kernels: changed")
+    assert not [r for r in changed if r["VGPRs"] == "40 → 41"]  # the 797 stubs that warned before
+    stubs = table(kernels, "AMDGPU kernels: stubs set apart")
+    assert Counter(r["VGPRs"] for r in stubs) == {"40 → 41": 797, "37 → 40": 1536}
+    assert {r["severity"] for r in stubs} == {"stub"}
+    said = (
+        "219 of the 254 failing AMDGPU kernels gained true16 high-half operands (of the 1853 kernels "
+        "with this change, 11.8 % fail; of the 2364 without it, 1.5 %; Fisher p ≈ 4e-47)"
+    )
+    assert said in result["reason"], result["reason"]
+    assert "2333 stubs set apart (pinned 2333, candidate 2333)" in result["reason"]
+    [named] = [a for a in facts["causes"] if a["lead"]]
+    assert (named["change"], named["outcome"], named["both"], named["in_outcome"]) == (
+        "high16_gained",
+        "FAIL",
+        219,
+        254,
+    )
+    # The report opens the check with the table of what goes with its findings, the summary with its line.
+    assert kernels["tables"][0]["title"].startswith("What goes with the findings")
+    html = (rejudged / "report.html").read_text()
+    compile_section = html[html.index('id="stage-compile"') :]
+    assert compile_section.index("What goes with the findings (an association") < compile_section.index(
+        "Findings: "
+    )
+    summary = (rejudged / "summary.md").read_text()
+    assert f"What goes with compile · kernel-resources (an association, not proof): {said}" in summary

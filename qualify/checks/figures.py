@@ -59,14 +59,20 @@ class Table(Part):
     rows: Listed[Listed[Cell]]
     #: Shown closed in the report (the rest behind a click): unchanged rows, long listings.
     collapsed: bool = False
+    #: Shown above the check's findings: what a reviewer reads first (the compile stage's table
+    #: of what goes with its failures).
+    lead: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        saved: dict[str, Any] = {
             "title": self.title,
             "columns": list(self.columns),
             "rows": [list(r) for r in self.rows],
             "collapsed": self.collapsed,
         }
+        if self.lead:  # written only where set: every other table keeps the layout it had
+            saved["lead"] = True
+        return saved
 
 
 class Mark(Part):

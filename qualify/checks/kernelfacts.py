@@ -1,6 +1,7 @@
 """What a `kernel-resources` check's judge writes beside its verdict (`KernelFacts`): each role's
-kernels per family, the kernels compared with pinned by the severity the judge gave them, and
-how each role's instruction mix was read. Here, below the stages, because a bisection reads a
+kernels per family, the kernels compared with pinned by the severity the judge gave them, how
+each role's instruction mix was read, its stubs, and what goes with the findings
+(`qualify.checks.causefacts`). Here, below the stages, because a bisection reads a
 step's failing kernels from them (`qualify.bisect.kernelchanges`), and the compile stage is
 not below it."""
 
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Field
 
+from qualify.checks.causefacts import Association
 from qualify.checks.evidence import Evidence, Part, member
 
 
@@ -23,6 +25,11 @@ class Severities(Part):
     WARN: int
     INFO: int
     same: int = Field(description="kernels whose figures did not change")
+    stub: int = Field(
+        0,
+        description="kernels set apart, never judged: their code does no work in both builds "
+        "(absent in runs judged before stubs were set apart)",
+    )
 
 
 class MixRead(Part):
@@ -72,4 +79,15 @@ class KernelFacts(Evidence):
         default_factory=dict,
         description="per scanned role and family: how its instruction mix was read, or why not "
         "(absent in runs made before the mix was read)",
+    )
+    stubs: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per role: its kernels of each GPU family compared with the other build whose "
+        "code does no work (`qualify.compile.stubs`); absent in runs judged before stubs were set apart",
+    )
+    causes: list[Association] = Field(
+        default_factory=list,
+        description="what goes with the FAIL and WARN kernels: per family, outcome and change, the "
+        "counts both ways and Fisher's exact test (`qualify.compile.causes`); absent in runs "
+        "judged before they were counted",
     )

@@ -17,6 +17,7 @@ from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
+from qualify.compile.causes import associations, cause_table, lead
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
 from qualify.compile.evidence import KernelMeasurement
@@ -26,6 +27,7 @@ from qualify.compile.mixtables import family_table, mix_table
 from qualify.compile.params import CompileParams
 from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
+from qualify.compile.stubs import figures_stub
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
@@ -35,7 +37,7 @@ from qualify.core.verdicts import Verdict
 _LISTED = 30  # findings listed one by one before the rest are counted
 _SEVERITY_VERDICT = {"FAIL": Verdict.FAIL, "ERROR": Verdict.ERROR, "WARN": Verdict.WARN}
 #: The severities the facts count kernels by (`KernelFacts.kernels_by_severity`).
-_SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
+_SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same", "stub")
 
 
 def measure(ctx: CheckContext) -> None:
@@ -147,12 +149,15 @@ def judge(saved: SavedCheck) -> Judgement:
         tables[role] = load_tables(saved.role_dir(role))
     results: list[KernelDiff] = []
     out_tables: list[Table] = []
+    causes = []
     if "pinned" in tables and "candidate" in tables:
         limits = Limits.from_plan(saved.spec.limits, params.cuda_block_size)
         results = diff(tables["pinned"], tables["candidate"], limits)
         findings.extend(_findings(results))
-        summaries = (family_table(results), mix_table(results))
-        out_tables = [counts_table(counts, results), *(t for t in summaries if t), *kernel_tables(results)]
+        causes = associations(results)
+        summaries = (cause_table(causes), family_table(results), mix_table(results))
+        out_tables = [*(t for t in summaries[:1] if t), counts_table(counts, results)]
+        out_tables += [*(t for t in summaries[1:] if t), *kernel_tables(results)]
     verdict = worst(findings)
     summary = _summary(counts, results)
     failed = _failures(results)
@@ -165,10 +170,17 @@ def judge(saved: SavedCheck) -> Judgement:
     )
     if reason != summary and summary:
         reason += f" — {summary}"
+    # Then the change that goes with most of them, the strongest association the rules do not
+    # read themselves (`qualify.compile.causes`): the failures' if any, else the warnings'.
+    named = lead(causes, "FAIL") or (lead(causes, "WARN") if verdict is Verdict.WARN else None)
+    if named is not None:
+        reason += f"; {named.sentence()}"
     facts = KernelFacts(
         counts=counts,
         kernels_by_severity=Severities(**{s: sum(r.severity == s for r in results) for s in _SEVERITIES}),
         mix={role: m.mix for role, m in scanned.items()},
+        stubs=_stubs(results),
+        causes=causes,
     )
     mix = _mix_status(facts)
     if mix:
@@ -341,9 +353,22 @@ def _findings(results: list[KernelDiff]) -> list[Finding]:
     return findings
 
 
+def _stubs(results: list[KernelDiff]) -> dict[str, dict[str, int]]:
+    """Per role, its kernels of each GPU family that are stubs (`qualify.compile.stubs`): only
+    families that have any."""
+    found: dict[str, dict[str, int]] = {}
+    for role in ("pinned", "candidate"):
+        for family in FAMILIES:
+            n = sum(r.family == family and figures_stub(getattr(r, role)) for r in results)
+            if n:
+                found.setdefault(role, {})[family] = n
+    return found
+
+
 def _summary(counts: dict[str, dict[str, int]], results: list[KernelDiff]) -> str:
     """Per family, in the counts table's words: '6543 CUDA kernels compared (pinned 6991
-    copies, candidate 6993): 89 FAIL, 213 WARN, 254 INFO, 5987 unchanged'."""
+    copies, candidate 6993): 89 FAIL, 213 WARN, 254 INFO, 5987 unchanged', then the stubs set
+    apart, counted per side ('2333 stubs set apart (pinned 2333, candidate 2333)')."""
     if not results:
         parts = []
         for role, by_family in counts.items():
@@ -363,5 +388,11 @@ def _summary(counts: dict[str, dict[str, int]], results: list[KernelDiff]) -> st
             for s in ("FAIL", "ERROR", "WARN", "INFO", "same")
             if (n := sum(r.severity == s for r in mine))
         ]
+        apart = {role: sum(figures_stub(getattr(r, role)) for r in mine) for role in ("pinned", "candidate")}
+        if any(apart.values()):
+            judged.append(
+                f"{sum(r.severity == 'stub' for r in mine)} stubs set apart "
+                f"(pinned {apart['pinned']}, candidate {apart['candidate']})"
+            )
         parts.append(f"{_kernels(len(mine), family)} compared ({copies} copies): {', '.join(judged)}")
     return "; ".join(parts)

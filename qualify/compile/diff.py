@@ -23,6 +23,9 @@ Each result carries a severity and the reasons for it:
   differently, so host kernels never fail a build).
 - INFO: SGPR changes on GFX10 and later (not an occupancy limit there), improvements, kernels
   new in the candidate, target feature changes (xnack, sramecc).
+- stub: a GPU kernel whose code does no work in both builds, or in the one that has it
+  (`qualify.compile.stubs`): set apart, never judged. Real code in pinned that is a stub in the
+  candidate FAILs; a stub in pinned that is real code in the candidate WARNs.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from qualify.compile.figures import AmdFigures, CudaFigures, GpuFigures, HostFig
 from qualify.compile.instmix import Mix
 from qualify.compile.kind import KIND
 from qualify.compile.mixdiff import mix_findings
+from qualify.compile.stubs import stub_rule
 
-SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same")
+SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same", "stub")
 # The processors each code object V6 generic target runs on (llvm.org AMDGPUUsage, "Generic
 # Processor Versioning"): a generic build is compared against each of these the other has.
 GENERIC_MEMBERS: dict[str, frozenset[str]] = {
@@ -278,6 +282,9 @@ def _scratch_rule(name: str, before: Any, after: Any, limits: Limits) -> tuple[s
 def _compare_amd(
     pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
 ) -> tuple[str, list[str]]:
+    stub = stub_rule(pinned, candidate)
+    if stub is not None:
+        return stub
     if pinned is None or candidate is None:
         return _missing_or_new(pinned, candidate, gpu=True)
     p, c = AmdFigures.of(pinned), AmdFigures.of(candidate)
@@ -337,6 +344,9 @@ def _mix(p: dict[str, Any], c: dict[str, Any], limits: Limits) -> list[tuple[str
 def _compare_cuda(
     pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
 ) -> tuple[str, list[str]]:
+    stub = stub_rule(pinned, candidate)
+    if stub is not None:
+        return stub
     if pinned is None or candidate is None:
         return _missing_or_new(pinned, candidate, gpu=True)
     p, c = CudaFigures.of(pinned), CudaFigures.of(candidate)

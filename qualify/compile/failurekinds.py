@@ -22,6 +22,7 @@ FAILURE_KINDS: tuple[tuple[str, str], ...] = (
     ("wave size", "change wave size"),
     ("dynamic stack", "newly use a dynamic stack"),
     ("LDS", "exceed 64 KiB of LDS"),
+    ("stub in the candidate", "are stubs in the candidate (real code in pinned)"),
     ("missing from the candidate", "are missing from the candidate"),
 )
 

@@ -25,6 +25,17 @@ Verdict (the rules of `qualify.compile.diff`, applied by the judge to the saved 
   (never more than WARN: inlining differs between compilers legitimately).
 - PASS otherwise; SGPR changes on GFX10+, improvements and instruction-class shifts past
   `min_class_shift_pct` are listed, not judged.
+- Stubs, GPU kernels whose code does no work (ggml's `NO_DEVICE_CODE` for a type the target does
+  not build: it only calls a function that prints and traps; `qualify.compile.stubs`), are set
+  apart and counted per side, never judged; real code in pinned that the candidate builds as a
+  stub FAILs, a stub in pinned that is real code in the candidate WARNs.
+
+Beside the verdict, what goes with it (`qualify.compile.causes`): for FAIL and WARN, which
+instruction-mix and resource changes the kernels that end so show more often than the others
+(true16 high-half operands appearing, packed-16 and VALU share shifts, matrix instructions lost,
+scratch traffic, code, SGPR and VGPR growth), counted both ways over the kernels that are not
+stubs, with Fisher's exact test; the reason names the strongest change of the mix that the
+rules do not read themselves. An association, never proof of a cause.
 
 What it cannot prove: figures are static. Occupancy is an estimate at the kernel's declared
 (or maximum) workgroup size without dynamic LDS; spills a kernel never executes still count;
@@ -125,7 +136,8 @@ KIND = CheckKind(
         "FAIL on a missing GPU kernel, new or grown spills or scratch, a wave-size change, dynamic "
         "stack newly on, an occupancy drop, lost matrix instructions, new scratch loads and "
         "stores, or no kernels found; WARN on register or LDS growth that keeps occupancy, on "
-        "GPU code growth and on host-kernel changes; ERROR when files could not be read"
+        "GPU code growth and on host-kernel changes; ERROR when files could not be read. Stubs (kernels "
+        "whose code does no work) are set apart, never judged, and FAIL when real code becomes one"
     ),
     limits=LIMITS,
 )

@@ -131,7 +131,8 @@ def _print_diff(results: list[KernelDiff], console: Console) -> None:
             _print_table(table.title, table.columns, table.rows, console)
         else:
             console.print(f"[dim]{escape(table.title)}[/]")
-    counts = {s: sum(r.severity == s for r in results) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
+    severities = ("FAIL", "ERROR", "WARN", "INFO", "same", "stub")
+    counts = {s: sum(r.severity == s for r in results) for s in severities}
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()))
 
 

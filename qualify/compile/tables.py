@@ -1,7 +1,8 @@
 """The kernel comparison as report tables and as one flat DataFrame (saved as Parquet).
 
-Tables list changed kernels first, most severe first; unchanged kernels go to a table of their
-own that the report shows closed. A cell shows `pinned → candidate` when the two differ.
+Tables list changed kernels first, most severe first; unchanged kernels and stubs (kernels whose
+code does no work, `qualify.compile.stubs`) go to tables of their own that the report shows
+closed. A cell shows `pinned → candidate` when the two differ.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from qualify.checks.figures import Cell, Table
 from qualify.compile.diff import KernelDiff
 from qualify.compile.instmix import MIX_COLUMNS
 from qualify.compile.scan import FAMILIES
+from qualify.compile.stubs import figures_stub
 
 # (column title, field) per family; the figures a reviewer compares, in the metadata's names.
 _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -79,8 +81,9 @@ def kernel_tables(results: Sequence[KernelDiff]) -> list[Table]:
             cells = tuple(_cell(r, field) for _, field in fields)
             return (*lead, r.key, _copies(r), *cells, "; ".join(r.reasons))
 
-        changed = [row(r) for r in rows if r.severity != "same"]
+        changed = [row(r) for r in rows if r.severity not in ("same", "stub")]
         same = [row(r) for r in rows if r.severity == "same"]
+        stubs = [row(r) for r in rows if r.severity == "stub"]
         tables.append(
             Table(title=f"{_TITLES[family]}: changed ({len(changed)})", columns=columns, rows=tuple(changed))
         )
@@ -93,11 +96,21 @@ def kernel_tables(results: Sequence[KernelDiff]) -> list[Table]:
                     collapsed=True,
                 )
             )
+        if stubs:
+            tables.append(
+                Table(
+                    title=f"{_TITLES[family]}: stubs set apart ({len(stubs)})",
+                    columns=columns,
+                    rows=tuple(stubs),
+                    collapsed=True,
+                )
+            )
     return tables
 
 
 def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff]) -> Table:
-    """Kernel copies found per role and family, and how the matched kernels were judged."""
+    """Kernel copies found per role and family, how the matched kernels were judged, and the
+    stubs each side has (`qualify.compile.stubs`), set apart from the judgement."""
     rows: list[tuple[Cell, ...]] = []
     for family in FAMILIES:
         mine = [r for r in results if r.family == family]
@@ -105,7 +118,8 @@ def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff
         if not mine and not any(found):
             continue
         by = {s: sum(r.severity == s for r in mine) for s in ("FAIL", "ERROR", "WARN", "INFO", "same")}
-        rows.append((family, *found, len(mine), *by.values()))
+        stubs = [sum(figures_stub(getattr(r, role)) for r in mine) for role in ("pinned", "candidate")]
+        rows.append((family, *found, len(mine), *by.values(), *stubs))
     return Table(
         title="Kernels found and judged",
         columns=(
@@ -118,6 +132,8 @@ def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff
             "WARN",
             "INFO",
             "unchanged",
+            "pinned stubs",
+            "candidate stubs",
         ),
         rows=tuple(rows),
     )

@@ -25,7 +25,7 @@ from qualify.pipeline.rejudgements import Rejudgement
 from qualify.pipeline.resultparts import SavedFinding
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report import headline
-from qualify.report.views import CheckView, StageView, shared_measurement
+from qualify.report.views import CheckView, StageView, cause_line, shared_measurement
 
 
 @dataclass(frozen=True)
@@ -244,6 +244,7 @@ def _check(folder: Path, entry: CheckEntry) -> CheckView:
         rejudged_at=result.rejudged_at,
         judged=list(result.judged),
         shared=shared_measurement(result.evidence),
+        cause=cause_line(result.evidence),
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from qualify.checks.benchfacts import BenchFacts
 from qualify.checks.evidence import Evidence
 from qualify.checks.figures import Chart, Table
+from qualify.checks.kernelfacts import KernelFacts
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.resultparts import SavedFinding
@@ -54,6 +55,14 @@ def shared_measurement(facts: Evidence | None) -> SharedMeasurement | None:
     return SharedMeasurement(duration, list(shared.with_), shared.folder)
 
 
+def cause_line(facts: Evidence | None) -> str:
+    """The associations a kernel comparison's facts name in its headline
+    (`qualify.checks.causefacts`), as sentences; "" for any other result, or one without."""
+    if not isinstance(facts, KernelFacts):
+        return ""
+    return "; ".join(a.sentence() for a in facts.causes if a.lead)
+
+
 def _seconds(value: float | None, unknown: str = "—") -> str:
     return unknown if value is None else f"{value:.1f} s"
 
@@ -79,6 +88,8 @@ class CheckView:
     rejudged_from: str | None = None
     #: The run set's measurement this check read instead of measuring (None: it measured).
     shared: SharedMeasurement | None = None
+    #: What goes with the check's findings, as its facts name it (`cause_line`); "" for none.
+    cause: str = ""
     #: How long it took as every output prints it (derived: "41.2 s, shared with 2 members (…)").
     duration: str = field(init=False)
 
