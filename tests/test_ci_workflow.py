@@ -33,7 +33,16 @@ import pytest
 import typer
 import yaml
 from conftest import REPO
-from helpers.actions_runner import ActionCall, Artifacts, JobRunner, condition, evaluate, read_github_env
+from helpers.actions_runner import (
+    ActionCall,
+    Artifacts,
+    JobRunner,
+    StepRun,
+    condition,
+    evaluate,
+    read_github_env,
+    substitute,
+)
 from helpers.github_stand_in import GitHub, Serving
 from recorded_runs import unpack
 
@@ -222,7 +231,7 @@ def contexts(event: str = "pull_request", head_repo: str | None = REPOSITORY, **
         },
         "vars": {"QUALIFY_SOURCE": str(REPO)},
         "inputs": {},
-        "matrix": workflow()["jobs"]["qualify"]["strategy"]["matrix"]["include"][0],
+        "matrix": {"host": "gfx1151", "labels": ["self-hosted", "gfx1151"]},  # qualify.toml's [hosts]
         **more,
     }
 
@@ -269,6 +278,89 @@ def test_the_qualify_step_asks_for_the_project_s_candidate_and_profile(
     assert "no arm named 'rocm10'" in said, said
     said = qualify_step({})
     assert 'or set candidate = "ARM" in qualify.toml' in said, said
+
+
+# -- the hosts ----------------------------------------------------------------------------------
+
+
+def read_hosts(project: Path, temp: Path) -> tuple[StepRun, dict[str, str]]:
+    """The hosts job's step as the runner runs it on `project`: how it went, the job's outputs."""
+    python = temp / "python"
+    setup_python(python)
+    job = JobRunner(
+        WORKFLOW, "hosts", contexts(), workspace=project, temp=temp / "runner", env=base_env(python)
+    )
+    [read] = job.run_step("The hosts")
+    return read, job.outputs()
+
+
+def hosts_matrix(project: Path, temp: Path) -> dict[str, Any]:
+    read, outputs = read_hosts(project, temp)
+    assert read.outcome == "success", read.output
+    matrix: dict[str, Any] = json.loads(outputs["matrix"])
+    return matrix
+
+
+def test_the_hosts_come_from_qualify_toml_else_the_runner_s_own(init_project: Path, tmp_path: Path) -> None:
+    """Before: the matrix named two AMD hosts (gfx1151, mi350) in the workflow itself: left
+    unedited, a CPU engine's pull-request comment listed both, each with "no GPU". Now the hosts
+    are qualify.toml's [hosts], read by the hosts job as qualify reads them; a project naming
+    none gets one job on a self-hosted runner, no label set (qualify names it by its hostname)."""
+    text = "\n".join(line.split("#")[0] for line in WORKFLOW.read_text().splitlines())
+    assert "gfx1151" not in text and "mi350" not in text
+    qualify_job = workflow()["jobs"]["qualify"]
+    assert qualify_job["needs"] == "hosts"
+    assert qualify_job["strategy"]["matrix"] == "${{ fromJSON(needs.hosts.outputs.matrix) }}"
+
+    default = hosts_matrix(init_project, tmp_path / "default")
+    assert load_config(init_project).hosts == {}
+    assert default == {"include": [{"host": "", "labels": ["self-hosted"]}]}
+
+    config = init_project / "qualify.toml"
+    config.write_text(
+        config.read_text() + '\n[hosts]\nmi350 = ["self-hosted", "mi350"]\ncpu = ["ubuntu-latest"]\n'
+    )
+    named = hosts_matrix(init_project, tmp_path / "named")
+    wanted = [{"host": k, "labels": list(v)} for k, v in load_config(init_project).hosts.items()]
+    assert named == {"include": wanted} and [h["host"] for h in wanted] == ["mi350", "cpu"]
+
+    # Each entry as the qualify job sees it: its runners, its label for qualify, its artifact.
+    upload = next(
+        s for s in qualify_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")
+    )
+    for index, entry in enumerate([*named["include"], *default["include"]]):
+        ctx = {**contexts(), "matrix": entry, "strategy": {"job-index": index}}
+        assert evaluate(qualify_job["runs-on"][3:-2], ctx) == entry["labels"]
+        assert substitute(qualify_job["env"]["QUALIFY_HOST_LABEL"], ctx) == entry["host"]
+        assert substitute(upload["with"]["name"], ctx) == f"qualify-host-{entry['host'] or index}"
+
+    config.write_text(config.read_text().replace('cpu = ["ubuntu-latest"]', "cpu = []"))
+    read, _ = read_hosts(init_project, tmp_path / "bad")
+    assert read.outcome == "failure" and "hosts.cpu: expected a list of runner labels" in read.output
+
+
+def github_paths_match(pattern: str, path: str) -> bool:
+    """A path filter's pattern as GitHub matches it: `*` within a folder, `**` across folders,
+    `**/` also matching no folder at all."""
+    regex = ""
+    for part in re.split(r"(\*\*/|\*\*|\*)", pattern):
+        regex += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*"}.get(part, re.escape(part))
+    return re.fullmatch(regex, path) is not None
+
+
+def test_a_pull_request_changing_a_build_file_is_qualified() -> None:
+    """Before: the filter was the flake, qualify.toml and stages/ alone: a change to the
+    `build.sh` a flake's build runs (the C example's) ran no qualification."""
+    paths = workflow()[True]["pull_request"]["paths"]
+    built = [
+        "build.sh", "engine/build.sh", "flake.nix", "flake.lock", "nix/engine.nix", "qualify.toml",
+        "stages/20-compile.toml", "Makefile", "src/Makefile", "rules.mk", "CMakeLists.txt",
+        "ggml/src/CMakeLists.txt", "cmake/flags.cmake", "meson.build",
+    ]  # fmt: skip
+    for path in built:
+        assert any(github_paths_match(p, path) for p in paths), path
+    for path in ("README.md", "docs/build.md", "runs/x/run.json"):
+        assert not any(github_paths_match(p, path) for p in paths), path
 
 
 # -- the packed run ---------------------------------------------------------------------------
@@ -323,7 +415,8 @@ def self_hosted(job: dict[str, Any]) -> bool:
     expression = re.fullmatch(r"\$\{\{(.*)\}\}", runs_on.strip()) if isinstance(runs_on, str) else None
     if expression is None:
         return "self-hosted" in str(runs_on)
-    entries = job.get("strategy", {}).get("matrix", {}).get("include", [])
+    # The matrix is the hosts job's output: qualify.toml's [hosts], or its default host.
+    entries = [{"host": "cpu", "labels": ["ubuntu-latest"]}, {"host": "", "labels": ["self-hosted"]}]
     return any("self-hosted" in evaluate(expression[1], {"matrix": entry}) for entry in entries)
 
 
