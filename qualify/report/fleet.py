@@ -63,6 +63,9 @@ class HostView:
     revision: str | None
     dirty: bool
     href: str
+    #: Whether the host's controls behaved, in words, each control's behaviour after it: what
+    #: tells a reviewer that host's gates could tell at all.
+    controls: str = ""
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,22 @@ def _host_view(host: HostRun) -> HostView:
         revision=origin.revision,
         dirty=bool(origin.dirty),
         href=f"hosts/{host.key}/report.html",
+        controls=_controls_words(host, derived),
     )
+
+
+def _controls_words(host: HostRun, derived: HostVerdict) -> str:
+    """A host's controls in one line: whether they behaved, then each one's behaviour."""
+    if host.not_rejudged is not None:
+        return "controls not known: the host was not re-judged"
+    if not host.record.is_set:
+        return "ran without controls: nothing shows its gates could tell"
+    controls = [f for f in set_on_disk(host.run).members if f.member.is_control]
+    if not controls:
+        return "ran without controls: nothing shows its gates could tell"
+    head = {True: "controls behaved", False: "controls did NOT behave", None: "controls not judged yet"}
+    said = "; ".join(f.behaviour.why or f"{f.member.title} {f.member.arm}: not judged" for f in controls)
+    return f"{head[derived.controls_behaved]}: {said}"
 
 
 def _fleet_verdict(hosts: list[HostView], not_rejudged: set[str]) -> tuple[RunVerdict, str]:
