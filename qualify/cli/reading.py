@@ -9,7 +9,7 @@ import typer
 
 from qualify.checks import registry
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
-from qualify.console import open_console, safe
+from qualify.console import PIPED_TABLE_WIDTH, open_console, safe
 from qualify.core.errors import QualifyError
 
 if TYPE_CHECKING:
@@ -280,11 +280,15 @@ def doctor(
         raise typer.Exit(1 if missing else 0)
     table = Table(title="qualify doctor", title_justify="left")
     for column in ("", "what", "found", "needed for"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a long path folds, never cut to "…"
     for probe in found:
         mark = "[green]ok[/]" if probe.ok else ("[red]missing[/]" if probe.required else "[yellow]--[/]")
         table.add_row(mark, safe(probe.what), safe(probe.detail), safe(probe.needed_for))
-    open_console().print(table)
+    console = open_console()
+    # Off a terminal the console never wraps, and a table grows to its longest cell (a
+    # compiler's version line, a path): a CI log or a pasted report gets 100 columns, each
+    # cell wrapped within its column.
+    console.print(table, width=None if console.is_terminal else PIPED_TABLE_WIDTH)
     err = open_console(stderr=True)
     for probe in found:
         if not probe.ok and probe.fix:
