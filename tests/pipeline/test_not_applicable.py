@@ -9,6 +9,7 @@ nothing about it, and junit.xml of an INCOMPLETE run held no failing case."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -204,5 +205,13 @@ def test_an_incomplete_set_names_the_stages_that_made_it_so_and_shows_them_as_ro
     cells = document["cells"]
     assert cells["soak"]["cand"]["outcome"] == "NOT CONFIGURED"
     assert cells["serving"]["cand"]["outcome"] == "NOT APPLICABLE"
+    # Before: the positive control's NOT APPLICABLE cell said "(must pass)"; nothing there can.
+    control = next(k for k in cells["serving"] if k != "cand")
+    assert cells["serving"][control]["outcome"] == "NOT APPLICABLE"
+    assert (
+        cells["serving"][control]["expected"] is None and cells["build"][control]["expected"] == "must pass"
+    )
+    summary = (p.run_dirs()[0] / "summary.md").read_text()
+    assert not re.search(r"NOT APPLICABLE\*\* \(must", summary), summary
     failing = junit_verdict(p.run_dirs()[0]).find("error")
     assert failing is not None and "soak not configured" in str(failing.get("message"))
