@@ -230,3 +230,26 @@ def test_a_set_that_did_not_qualify_names_the_control_its_bench_left_undecided()
     undecided = {"bench": ["clang19", "the positive control pinned"]}
     note = _verdict_note("NOT QUALIFIED", undecided, members, models)  # type: ignore[arg-type]
     assert note == "bench undecided for the positive control pinned; clang19: bench undecided"
+
+
+def test_a_compiler_on_one_side_only_is_named_on_its_side() -> None:
+    """Before: "clang — → 19.1.7, GCC 12.2.0 → —" for a move from GCC to clang."""
+    from types import SimpleNamespace
+
+    from qualify.report.headline import toolchain_delta
+
+    def delta(*rows: tuple[str, str, str]) -> list[str]:
+        table = SimpleNamespace(
+            title="Toolchain (build-time closure)", columns=("component", "pinned", "candidate"), rows=rows
+        )
+        stage = SimpleNamespace(checks=[SimpleNamespace(tables=[table])])
+        return toolchain_delta([stage])  # type: ignore[list-item]
+
+    assert delta(("clang", "—", "19.1.7"), ("gcc", "12.2.0", "—")) == ["GCC 12.2.0 → clang 19.1.7"]
+    assert delta(("clang", "—", "19.1.7"), ("gcc", "12.2.0", "12.2.0")) == ["clang 19.1.7 added"]
+    assert delta(
+        ("gcc", "12.2.0", "—"),
+    ) == ["GCC 12.2.0 dropped"]
+    assert delta(
+        ("gcc", "12.2.0", "13.1.0"),
+    ) == ["GCC 12.2.0 → 13.1.0"]
