@@ -164,3 +164,16 @@ def test_a_busy_shared_host_gives_findings_of_a_few_lines(tmp_path: Path) -> Non
     assert loaded.count("unit ") == conditions.LISTED_UNITS
     assert loaded.endswith("; and 9 more (the machine-state table lists each)")
     assert len(loaded) < 600 and len(held) < 300
+
+
+def test_the_results_table_says_which_way_its_delta_points(tmp_path: Path) -> None:
+    """Before, Δ = R − 1 stood alone beside the two medians ("1.60 → 1.62 GFLOP/s", "−1.09 %"):
+    the paired estimate can point the other way from the medians, and its sign means the
+    opposite for a time than for a throughput. Now it says faster or slower."""
+    saved = saved_check(tmp_path, {"tps": steady(12, 100, 106, 0.005)}, looks=[12])
+    judged = bench.judge(saved)
+    row = judged.tables[0].rows[0]
+    assert str(row[3]).startswith("+") and str(row[3]).endswith("% faster"), row
+    assert "faster or slower said beside it" in judged.tables[0].title
+    assert tables._direction(0.98, True) == " slower" and tables._direction(0.98, False) == " faster"
+    assert tables._direction(1.0, True) == ""
