@@ -136,21 +136,25 @@ def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> Table:
     else:
         reason = (telemetry.reason if telemetry else None) or "not recorded"
         title = f"Machine state during each unit (GPU telemetry {reason})"
+    columns = (
+        "#",
+        "pair",
+        "role",
+        "SM MHz",
+        "memory MHz",
+        "power W (max)",
+        "°C (max)",
+        "throttle reasons (samples)",
+        "load 1 min",
+        "other CPU, cores",
+        "flag",
+    )
+    # A column nothing was read for (the GPU's, for an engine on the CPU or a GPU without
+    # telemetry; the flags, when no unit was flagged) is left out: the title says why.
+    kept = [i for i in range(len(columns)) if i < 3 or any(row[i] not in ("—", "") for row in rows)]
     return Table(
         title=title,
-        columns=(
-            "#",
-            "pair",
-            "role",
-            "SM MHz",
-            "memory MHz",
-            "power W (max)",
-            "°C (max)",
-            "throttle reasons (samples)",
-            "load 1 min",
-            "other CPU, cores",
-            "flag",
-        ),
-        rows=tuple(rows),
+        columns=tuple(columns[i] for i in kept),
+        rows=tuple(tuple(row[i] for i in kept) for row in rows),
         collapsed=not flagged(units),
     )

@@ -177,3 +177,14 @@ def test_the_results_table_says_which_way_its_delta_points(tmp_path: Path) -> No
     assert "faster or slower said beside it" in judged.tables[0].title
     assert tables._direction(0.98, True) == " slower" and tables._direction(0.98, False) == " faster"
     assert tables._direction(1.0, True) == ""
+
+
+def test_the_machine_state_table_leaves_out_what_was_never_read(tmp_path: Path) -> None:
+    """Before, an engine on the CPU (no GPU telemetry) got five GPU columns of "—" in every row.
+    Now a column nothing was read for is left out; one read for any unit stays."""
+    saved = saved_check(tmp_path, {"tps": steady(12, 100, 100, 0.01)}, looks=[12])
+    disturb(tmp_path, busy=3)
+    table = next(t for t in bench.judge(saved).tables if t.title.startswith("Machine state"))
+    assert table.title.endswith("(GPU telemetry not recorded)")
+    assert list(table.columns) == ["#", "pair", "role", "load 1 min", "other CPU, cores", "flag"]
+    assert all(len(row) == len(table.columns) for row in table.rows)
