@@ -141,7 +141,8 @@ class _Trimmed(io.TextIOBase):
             reader_left(self._stream)
 
 
-#: The width a table is drawn in off a terminal (where the console itself is unbounded).
+#: The width a table is drawn in off a terminal: the console itself never wraps there, and a
+#: table would grow to its longest cell (a compiler's version line, a path).
 PIPED_TABLE_WIDTH = 100
 
 

@@ -269,7 +269,7 @@ def doctor(
 ) -> None:
     """What this machine offers a qualification run (nix, compilers, GPUs, permissions), and with
     -C what a project's run needs; exit 1, with the fix for each, when a run cannot start."""
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from qualify.doctor import probes
 
@@ -278,17 +278,12 @@ def doctor(
     if as_json:
         print_json([vars(p) for p in found])
         raise typer.Exit(1 if missing else 0)
-    table = Table(title="qualify doctor", title_justify="left")
-    for column in ("", "what", "found", "needed for"):
-        table.add_column(column, overflow="fold")  # a long path folds, never cut to "…"
+    columns = (Column(c, overflow="fold") for c in ("", "what", "found", "needed for"))  # never "…"
+    table = Table(*columns, title="qualify doctor", title_justify="left")
     for probe in found:
         mark = "[green]ok[/]" if probe.ok else ("[red]missing[/]" if probe.required else "[yellow]--[/]")
         table.add_row(mark, safe(probe.what), safe(probe.detail), safe(probe.needed_for))
-    console = open_console()
-    # Off a terminal the console never wraps, and a table grows to its longest cell (a
-    # compiler's version line, a path): a CI log or a pasted report gets 100 columns, each
-    # cell wrapped within its column.
-    console.print(table, width=None if console.is_terminal else PIPED_TABLE_WIDTH)
+    (console := open_console()).print(table, width=None if console.is_terminal else PIPED_TABLE_WIDTH)
     err = open_console(stderr=True)
     for probe in found:
         if not probe.ok and probe.fix:

@@ -63,8 +63,7 @@ class HostView:
     revision: str | None
     dirty: bool
     href: str
-    #: Whether the host's controls behaved, in words, each control's behaviour after it: what
-    #: tells a reviewer that host's gates could tell at all.
+    #: Whether the host's controls behaved, then each one's behaviour: could its gates tell?
     controls: str = ""
 
 
@@ -214,10 +213,8 @@ def _controls_words(host: HostRun, derived: HostVerdict) -> str:
     """A host's controls in one line: whether they behaved, then each one's behaviour."""
     if host.not_rejudged is not None:
         return "controls not known: the host was not re-judged"
-    if not host.record.is_set:
-        return "ran without controls: nothing shows its gates could tell"
-    controls = [f for f in set_on_disk(host.run).members if f.member.is_control]
-    if not controls:
+    members = set_on_disk(host.run).members if host.record.is_set else []
+    if not (controls := [f for f in members if f.member.is_control]):
         return "ran without controls: nothing shows its gates could tell"
     head = {True: "controls behaved", False: "controls did NOT behave", None: "controls not judged yet"}
     said = "; ".join(f.behaviour.why or f"{f.member.title} {f.member.arm}: not judged" for f in controls)
