@@ -141,6 +141,11 @@ class _Trimmed(io.TextIOBase):
             reader_left(self._stream)
 
 
+#: The width a table is drawn in off a terminal: the console itself never wraps there, and a
+#: table would grow to its longest cell (a compiler's version line, a path).
+PIPED_TABLE_WIDTH = 100
+
+
 def open_console(*, stderr: bool = False) -> Console:
     """The console a command prints with: rich's own on a terminal; off one (a CI log, a pipe, a
     file) one that never wraps at a width, never pads a line, never colours and never draws a

@@ -49,6 +49,12 @@ engine_args = []
 # [controls]
 # positive = ["pinned"]
 # negative = { kvq4 = ["numerics"] }
+
+# The CI workflow's hosts (qualify's examples/ci/github-actions.yml): a job per host label, on the
+# runners carrying these labels. Without [hosts], one job on a self-hosted runner, named by its
+# hostname.
+# [hosts]
+# gfx1151 = ["self-hosted", "gfx1151"]
 """
 
 

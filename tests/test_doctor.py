@@ -173,3 +173,18 @@ def test_an_artifact_s_size_is_read_from_the_newest_typed_numerics_record(tmp_pa
     # A newer record whose size is not a number says nothing: the one before it is read.
     record("20260102-b", {"version": 1, "disk": {**disk, "bytes": "3000"}})
     assert _last_artifact_bytes(tmp_path, "30-numerics", "kld") == 1500
+
+
+def test_the_table_fits_100_columns_off_a_terminal() -> None:
+    """Before, piped or in a CI log the table grew to its longest cell: about 270 columns. Now
+    it is drawn in 100 columns, each cell wrapped (a path folded) within its column, nothing cut."""
+    env = {**os.environ, "NIX_CONFIG": "experimental-features ="}
+    done = qualify_proc("doctor", env=env)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "qualify doctor"
+    assert max(len(line) for line in lines) <= 100, done.stdout
+    assert "…" not in done.stdout
+    # Every probe's finding is there whole, read back across its wrapped (or folded) lines.
+    cells = "".join("".join(line.split("│")[3].split()) for line in lines if line.count("│") == 5)
+    for probe in json.loads(qualify_proc("doctor", "--json", env=env).stdout):
+        assert "".join(probe["detail"].split()) in cells, probe

@@ -64,7 +64,7 @@ def test_the_first_push_posts_and_the_next_edits_that_same_comment(tmp_path: Pat
         assert str(posted["body"]).endswith(SUMMARY.read_text())
         assert f"posted comment {posted['id']}" in output
         newer = tmp_path / "summary.md"
-        newer.write_text("## qualify: QUALIFIED\n\nthe next push\n")
+        newer.write_text("## Toolchain qualification: **QUALIFIED**\n\nthe next push\n")
         code, output = comment(env, newer)
         assert code == 0, output
         assert bots(github) == [posted]  # the same comment, edited
@@ -96,7 +96,7 @@ def test_qualify_s_comment_is_found_on_a_later_page(tmp_path: Path) -> None:
             github.add(7, f"later comment {n}", person())
         another_bot = github.add(7, "a bot's comment of another tool", {**BOT, "login": "ci-bot[bot]"})
         newer = tmp_path / "summary.md"
-        newer.write_text("## qualify: NOT QUALIFIED\n")
+        newer.write_text("## Toolchain qualification: **NOT QUALIFIED**\n")
         code, output = comment(env, newer, "--pr", "7")
         assert code == 0, output
         assert len(bots(github)) == 2 and another_bot["body"] == "a bot's comment of another tool"
@@ -169,7 +169,19 @@ def test_another_variable_may_hold_the_token(tmp_path: Path) -> None:
 
 def test_a_summary_over_github_s_limit_is_cut_at_a_line(tmp_path: Path) -> None:
     lines = [f"| host-{n} | PASS | {'x' * (n % 97)} |" for n in range(4000)]
-    text = "\n".join(["## fleet", "", "```", *lines, "```", "the end"]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "## Toolchain qualification across 4000 host(s): **QUALIFIED**",
+                "",
+                "```",
+                *lines,
+                "```",
+                "the end",
+            ]
+        )
+        + "\n"
+    )
     body, cut = comment_body(text, "qualify")
     assert cut and len(text) > MAX_BODY >= len(body.encode("utf-16-le")) // 2
     kept = body.splitlines()[1:]
@@ -194,3 +206,51 @@ def test_a_key_that_would_break_the_marker_is_refused(key: str) -> None:
 
     with pytest.raises(UsageError, match="--key"):
         marker(key)
+
+
+def test_a_dry_run_prints_the_body_and_posts_nothing(tmp_path: Path) -> None:
+    """Before: there was no way to see the comment short of posting it. `--dry-run` prints the
+    body as GitHub would get it (marker line first) on stdout, needs no token, no pull request
+    number and no API, and sends nothing."""
+    with Serving(GitHub(REPOSITORY, TOKEN)) as github:
+        env = environment(github, tmp_path)
+        bare = {k: v for k, v in env.items() if k not in ("GITHUB_TOKEN", "GITHUB_EVENT_PATH")}
+        done = qualify_proc("comment", str(SUMMARY), "--dry-run", "--key", "nightly", env=bare)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == comment_body(SUMMARY.read_text(), "nightly")[0]
+        assert done.stdout.splitlines()[0] == "<!-- qualify: nightly -->"
+        as_json = qualify_proc("comment", str(SUMMARY), "--dry-run", "--json", env=bare)
+        assert json.loads(as_json.stdout) == {
+            "action": "dry-run",
+            "body": comment_body(SUMMARY.read_text(), "qualify")[0],
+            "cut": False,
+        }
+        assert github.requests == [] and github.on(7) == []
+
+
+def test_a_file_that_is_not_a_summary_is_refused_naming_it(tmp_path: Path) -> None:
+    """Before: any file was posted as it was: the fleet job's fleet.json became a comment of
+    raw JSON. A summary is recognised by the heading every summary qualify writes begins with;
+    anything else is refused, the file named, before a token is looked for or GitHub asked."""
+    fleet_json = tmp_path / "fleet.json"
+    fleet_json.write_text(json.dumps({"verdict": "QUALIFIED", "hosts": []}, indent=2))
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n\nnot from qualify\n")
+    with Serving(GitHub(REPOSITORY, TOKEN)) as github:
+        for wrong in (fleet_json, notes):
+            for dry in ([], ["--dry-run"]):
+                code, output = comment(environment(github, tmp_path), wrong, *dry)
+                assert code == 4, output
+                assert f"{wrong}: not a summary qualify wrote" in output
+                assert "DIR/summary.md" in output
+        assert github.requests == []
+
+
+def test_every_summary_qualify_writes_begins_with_the_heading_comment_looks_for() -> None:
+    """What `read_summary` takes a summary by is what each summary template writes first."""
+    from qualify.report.prcomment import SUMMARY_HEADER
+
+    for template in ("summary.md.j2", "set.md.j2", "fleet.md.j2"):
+        lines = (REPO / "reports" / template).read_text().splitlines()
+        first = next(line for line in lines if not line.startswith("{"))
+        assert first.startswith(SUMMARY_HEADER), template

@@ -33,8 +33,12 @@ from qualify.checks.benchfacts import BenchFacts, BenchTestFact, Machine
 from qualify.checks.findings import worst
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
+from qualify.core.gitstatus import listed
 from qualify.core.verdicts import Verdict
 from qualify.stats import abtests
+
+#: Processes named in one finding; the rest are counted (schedule.json lists them all).
+LISTED_PROCESSES = 5
 
 
 def measure(ctx: CheckContext) -> None:
@@ -110,9 +114,10 @@ def judge(saved: SavedCheck) -> Judgement:
             )
     holders = schedule.baseline_env.gpu_processes if schedule.baseline_env else []
     if holders:
-        machine_findings.append(
-            Finding(Verdict.WARN, f"other processes held the GPU throughout: {', '.join(holders)}")
-        )
+        # A desktop or a shared host can have hundreds: the first few say what they are, the
+        # count says how many; schedule.json keeps every one.
+        shown = listed(tuple(holders[:LISTED_PROCESSES]), len(holders))
+        machine_findings.append(Finding(Verdict.WARN, f"other processes held the GPU throughout: {shown}"))
     machine_findings += conditions.findings(units)
 
     findings += _engine_differences(saved)

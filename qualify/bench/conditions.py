@@ -25,6 +25,8 @@ FOREIGN_CORES = 0.5
 #: other processes took CPU while the unit ran.
 THROTTLED = "throttled"
 FOREIGN_CPU = "foreign CPU"
+#: Flagged units named in the finding; the others are counted.
+LISTED_UNITS = 3
 
 
 def _flags_by_cause(unit: BenchUnit) -> dict[str, list[str]]:
@@ -75,7 +77,11 @@ def findings(units: list[BenchUnit]) -> list[Finding]:
     if not found:
         return []
     pairs = sum(1 for u in units if u.phase == "pair")
-    listed = "; ".join(f"{where}: {' and '.join(flags)}" for where, flags in found.items())
+    # The first few units with what loaded them; the rest counted: every flagged unit is a row
+    # of the machine-state table, so a long run under load does not make a screens-long finding.
+    shown = [f"{where}: {' and '.join(flags)}" for where, flags in list(found.items())[:LISTED_UNITS]]
+    more = len(found) - len(shown)
+    listed = "; ".join(shown) + (f"; and {more} more (the machine-state table lists each)" if more else "")
     return [
         Finding(
             Verdict.WARN,
@@ -130,21 +136,25 @@ def state_table(units: list[BenchUnit], telemetry: Telemetry | None) -> Table:
     else:
         reason = (telemetry.reason if telemetry else None) or "not recorded"
         title = f"Machine state during each unit (GPU telemetry {reason})"
+    columns = (
+        "#",
+        "pair",
+        "role",
+        "SM MHz",
+        "memory MHz",
+        "power W (max)",
+        "°C (max)",
+        "throttle reasons (samples)",
+        "load 1 min",
+        "other CPU, cores",
+        "flag",
+    )
+    # A column nothing was read for (the GPU's, for an engine on the CPU or a GPU without
+    # telemetry; the flags, when no unit was flagged) is left out: the title says why.
+    kept = [i for i in range(len(columns)) if i < 3 or any(row[i] not in ("—", "") for row in rows)]
     return Table(
         title=title,
-        columns=(
-            "#",
-            "pair",
-            "role",
-            "SM MHz",
-            "memory MHz",
-            "power W (max)",
-            "°C (max)",
-            "throttle reasons (samples)",
-            "load 1 min",
-            "other CPU, cores",
-            "flag",
-        ),
-        rows=tuple(rows),
+        columns=tuple(columns[i] for i in kept),
+        rows=tuple(tuple(row[i] for i in kept) for row in rows),
         collapsed=not flagged(units),
     )

@@ -72,6 +72,19 @@ def wider_than_noise(outcome: Outcome, series: Series) -> float | None:
     return times if times > WIDER_THAN_NOISE else None
 
 
+def _delta(ratio: float, higher_is_better: bool) -> str:
+    """R − 1 as the table and the chart show it: "-1.09% slower"."""
+    return f"{ratio - 1:+.2%}{_direction(ratio, higher_is_better)}"
+
+
+def _direction(ratio: float, higher_is_better: bool) -> str:
+    """ " faster" or " slower" for a ratio candidate/pinned: the sign of R − 1 alone means the
+    opposite for a time (lower is better) than for a throughput."""
+    if ratio == 1:
+        return ""
+    return " faster" if (ratio > 1) == higher_is_better else " slower"
+
+
 def results_table(
     outcomes: list[Outcome],
     by_label: dict[str, Series],
@@ -91,7 +104,7 @@ def results_table(
                 outcome.label,
                 f"{pinned:.2f}" if pinned else "—",
                 f"{candidate:.2f}" if candidate else "—",
-                f"{shift.ratio - 1:+.2%}" if shift else "—",
+                _delta(shift.ratio, series.higher_is_better) if shift else "—",
                 interval(shift) if shift else "—",
                 f"{shift.p_value:.3g}" if shift else "—",
                 f"{shift.level:.3g}" if shift else "—",
@@ -108,7 +121,9 @@ def results_table(
     unit = next(iter(by_label.values())).unit if by_label else ""
     return Table(
         title=f"Throughput, candidate vs pinned (δ = {margin:.1%}). R: the Hodges–Lehmann ratio "
-        "candidate/pinned over the pairs, its confidence interval at 1 − level; pair noise: the "
+        "candidate/pinned over the pairs (faster or slower said beside it: a paired estimate may point "
+        "the other way from the two roles' medians, which drift between pairs moves), its confidence "
+        "interval at 1 − level; pair noise: the "
         "spread of one pair, not of R (with normal pairs the interval reaches about "
         "z·SD·√(π/3n) either side of R, n the pairs)",
         columns=(
@@ -149,7 +164,11 @@ def ratios_chart(outcomes: list[Outcome], by_label: dict[str, Series], margin: f
     # The line over each test is the table's Δ (the test's estimate of R − 1), not a median of
     # the dots, so chart and table say the same; ±δ are the margins the test decides against.
     estimates = tuple(
-        Mark(y=100 * (o.shift.ratio - 1), category=o.label, label=f"Δ {o.shift.ratio - 1:+.2%}")
+        Mark(
+            y=100 * (o.shift.ratio - 1),
+            category=o.label,
+            label=f"Δ {_delta(o.shift.ratio, by_label[o.label].higher_is_better)}",
+        )
         for o in outcomes
         if o.shift is not None
     )

@@ -135,16 +135,33 @@ def comment(
         str,
         typer.Option("--token-env", metavar="NAME", help="The environment variable holding the token."),
     ] = "GITHUB_TOKEN",
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the comment's body as it would be posted; post nothing (no token needed).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Post MARKDOWN on a pull request as one comment, and on the next push edit that comment
     instead of adding another. Reads GITHUB_API_URL, GITHUB_REPOSITORY and the token
     (GITHUB_TOKEN) from the environment; only a bot's comment carrying this key's marker is
-    ever edited."""
+    ever edited. MARKDOWN must be a summary qualify wrote; --dry-run shows what would be posted."""
     from qualify.report.prcomment import comment_body, post, read_summary, target_from_env
 
-    console = open_console(stderr=as_json)
+    console = open_console(stderr=as_json or dry_run)
     body, cut = comment_body(read_summary(summary), key)
+    if dry_run:
+        # The body as GitHub would get it, marker line included, and nothing else on stdout:
+        # it can be piped to a file and compared, or read before a token is ever set.
+        if as_json:
+            print_json({"action": "dry-run", "body": body, "cut": cut})
+        else:
+            typer.echo(body, nl=not body.endswith("\n"))
+            if cut:
+                console.print(f"[yellow]the summary would be cut to GitHub's limit[/]: {safe(str(summary))}")
+        return
     target = target_from_env(os.environ, pr=pr, token_env=token_env)
     posted = post(target, body, key=key, cut=cut)
     if as_json:

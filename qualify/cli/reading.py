@@ -9,7 +9,7 @@ import typer
 
 from qualify.checks import registry
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
-from qualify.console import open_console, safe
+from qualify.console import PIPED_TABLE_WIDTH, open_console, safe
 from qualify.core.errors import QualifyError
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ def doctor(
 ) -> None:
     """What this machine offers a qualification run (nix, compilers, GPUs, permissions), and with
     -C what a project's run needs; exit 1, with the fix for each, when a run cannot start."""
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from qualify.doctor import probes
 
@@ -278,13 +278,12 @@ def doctor(
     if as_json:
         print_json([vars(p) for p in found])
         raise typer.Exit(1 if missing else 0)
-    table = Table(title="qualify doctor", title_justify="left")
-    for column in ("", "what", "found", "needed for"):
-        table.add_column(column)
+    columns = (Column(c, overflow="fold") for c in ("", "what", "found", "needed for"))  # never "…"
+    table = Table(*columns, title="qualify doctor", title_justify="left")
     for probe in found:
         mark = "[green]ok[/]" if probe.ok else ("[red]missing[/]" if probe.required else "[yellow]--[/]")
         table.add_row(mark, safe(probe.what), safe(probe.detail), safe(probe.needed_for))
-    open_console().print(table)
+    (console := open_console()).print(table, width=None if console.is_terminal else PIPED_TABLE_WIDTH)
     err = open_console(stderr=True)
     for probe in found:
         if not probe.ok and probe.fix:

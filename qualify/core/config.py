@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ BUILTIN_PLACEHOLDERS = (
 )
 
 VarValue = str | int | float | bool | tuple[str, ...]
+
+#: A host's label names its folder in a fleet report, its CI artifact and its job: letters,
+#: digits, `.`, `_` and `-` are safe in all three.
+HOST_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,9 @@ class ProjectConfig:
     profile: str | None = None
     #: `[series.NAME]`: ordered arms a bisect walks, known-good end first (`qualify.core.series`).
     series: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: `[hosts]`: each host's label and the labels of the CI runners it runs on, in order; the
+    #: CI example's matrix (`examples/ci/github-actions.yml`). Empty: one job on the runner's own.
+    hosts: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: The file as read: a key checked later against something else (`profile` against the
     #: plan, when a run resolves it) is still named at its line.
     doc: TomlDoc | None = field(default=None, compare=False, repr=False)
@@ -163,6 +171,7 @@ def load_config(project: Path) -> ProjectConfig:
             "candidate",
             "profile",
             "series",
+            "hosts",
         ]
     )
     root = path.parent
@@ -208,6 +217,7 @@ def load_config(project: Path) -> ProjectConfig:
         candidates=_load_candidates(top, arms, pinned),
         profile=_load_profile(top),
         series=load_series(top.table("series"), arms),
+        hosts=_load_hosts(top.table("hosts")),
         doc=doc,
     )
 
@@ -254,6 +264,32 @@ def _load_candidates(top: Table, arms: dict[str, ArmSpec], pinned: str) -> tuple
     if len(set(names)) != len(names):
         raise top.error("candidate", "names an arm twice")
     return names
+
+
+def _load_hosts(table: Table) -> dict[str, tuple[str, ...]]:
+    """`[hosts]`: `LABEL = ["runner", "labels"]`, read by the CI workflow as its matrix; checked
+    here so that `qualify doctor` names a wrong entry before a job is queued on no runner."""
+    hosts: dict[str, tuple[str, ...]] = {}
+    for label in table.data:
+        if not HOST_LABEL.fullmatch(label):
+            raise table.error(
+                label,
+                f"the host label {label!r} cannot name a folder of a fleet report and a CI artifact",
+                "use letters, digits, '.', '_' and '-' (64 at most), starting with a letter or digit",
+            )
+        runners = table.strings(label)
+        if not runners or not all(r.strip() for r in runners):
+            raise table.error(
+                label,
+                "expected the labels of the runners this host's job runs on",
+                f'for example {label} = ["self-hosted", "{label}"]',
+            )
+        for index, runner in enumerate(runners):
+            char = forbidden(runner)
+            if char is not None:
+                raise table.doc.error((*table.key(label), index), f"the runner label holds {describe(char)}")
+        hosts[label] = runners
+    return hosts
 
 
 def _load_profile(top: Table) -> str | None:

@@ -79,13 +79,20 @@ class RunOnDisk:
     #: The stages of the plan the run records, in order (the others are NOT CONFIGURED).
     planned: tuple[str, ...] = ()
 
-    def open_stages(self) -> list[str]:
+    def open_stages(self, *, own_plan_only: bool = False) -> list[str]:
         """The stages that keep the run from a decision, as a verdict line names them
         ("serving not configured", "bench not run"); a plan whose stages all passed but
-        measured nothing beyond the build says so."""
+        measured nothing beyond the build says so. `own_plan_only`: the stages the run's own
+        plan holds (a negative control's plan leaves the others out on purpose: the set's plan
+        configures them, so they are not "not configured")."""
         decided = (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.INCONCLUSIVE, StageState.NOT_APPLICABLE)
-        found = [f"{n} {o.value.lower()}" for n, o in self.stages.items() if o not in decided]
-        if not found and self.verdict is RunVerdict.INCOMPLETE and self.unfinished is None:
+        found = [
+            f"{n} {o.value.lower()}"
+            for n, o in self.stages.items()
+            if o not in decided and (n in self.planned or not own_plan_only)
+        ]
+        measured_nothing = not found and self.verdict is RunVerdict.INCOMPLETE and self.unfinished is None
+        if measured_nothing and not own_plan_only:
             found.append("no stage but the build measured the engine")
         if self.unfinished is not None:
             found.append(self.unfinished)
@@ -219,7 +226,7 @@ def _open_members(found: list[MemberOnDisk]) -> str:
         if f.run is None:
             parts.append(f"{f.member.label} ({f.behaviour.why or 'its folder was never written'})")
         elif f.member.is_control or f.run.verdict is not RunVerdict.QUALIFIED or f.run.status != "complete":
-            stages = f.run.open_stages()
+            stages = f.run.open_stages(own_plan_only=f.member.role == "negative")
             what = ", ".join(stages) if stages else (f.behaviour.why or f.run.unfinished or f.run.status)
             parts.append(f"{f.member.label} ({what})")
     return "not decided: " + "; ".join(parts) if parts else ""

@@ -20,7 +20,7 @@ from qualify.core.tomlfile import locate, read_toml
 from qualify.pipeline.record import RunRecord
 from qualify.pipeline.resultparts import SavedFinding
 from qualify.report.fleet import FleetModel
-from qualify.report.github import escape_data, escape_property
+from qualify.report.github import annotation_message, escape_property
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel
 from qualify.report.views import CheckView
@@ -71,7 +71,7 @@ def check_commands(
                 where = check_location(files[stage.name], check.name, workspace)
             properties = ",".join(p for p in (where, f"title={title}") if p)
             for message in _messages(check):
-                yield f"::{level} {properties}::{escape_data(message)}"
+                yield f"::{level} {properties}::{annotation_message(message)}"
 
 
 def _messages(check: CheckView) -> list[str]:
@@ -99,6 +99,6 @@ def workflow_annotations(
                 yield from check_commands(member, files, workspace, column.key)
             elif column.behaved is False:
                 title = escape_property(f"qualify control {column.key}: did not behave")
-                yield f"::error title={title}::{escape_data(column.note)}"
+                yield f"::error title={title}::{annotation_message(column.note)}"
     else:
         yield from check_commands(model, files, workspace)

@@ -63,6 +63,8 @@ class HostView:
     revision: str | None
     dirty: bool
     href: str
+    #: Whether the host's controls behaved, then each one's behaviour: could its gates tell?
+    controls: str = ""
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,20 @@ def _host_view(host: HostRun) -> HostView:
         revision=origin.revision,
         dirty=bool(origin.dirty),
         href=f"hosts/{host.key}/report.html",
+        controls=_controls_words(host, derived),
     )
+
+
+def _controls_words(host: HostRun, derived: HostVerdict) -> str:
+    """A host's controls in one line: whether they behaved, then each one's behaviour."""
+    if host.not_rejudged is not None:
+        return "controls not known: the host was not re-judged"
+    members = set_on_disk(host.run).members if host.record.is_set else []
+    if not (controls := [f for f in members if f.member.is_control]):
+        return "ran without controls: nothing shows its gates could tell"
+    head = {True: "controls behaved", False: "controls did NOT behave", None: "controls not judged yet"}
+    said = "; ".join(f.behaviour.why or f"{f.member.title} {f.member.arm}: not judged" for f in controls)
+    return f"{head[derived.controls_behaved]}: {said}"
 
 
 def _fleet_verdict(hosts: list[HostView], not_rejudged: set[str]) -> tuple[RunVerdict, str]:

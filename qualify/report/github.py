@@ -26,6 +26,21 @@ def escape_data(text: str) -> str:
     return clean(text, keep_cr=True).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+#: The most characters of one annotation's message: GitHub shows an annotation in the job's
+#: summary and beside the pull request's files, where a finding of many kilobytes (a command's
+#: output, a list of kernels) buries the others. The report keeps the whole finding.
+MAX_MESSAGE = 1000
+
+
+def annotation_message(text: str) -> str:
+    """An annotation's message, escaped, cut to `MAX_MESSAGE` characters with a note that says
+    how long it was and where the rest is."""
+    if len(text) > MAX_MESSAGE:
+        note = f" … (cut: {len(text):,} characters in all; the report has the whole finding)"
+        text = text[: MAX_MESSAGE - len(note)].rstrip() + note
+    return escape_data(text)
+
+
 def escape_property(text: str) -> str:
     """A workflow command's property (`title=`, `file=`): as a message, and `:` and `,`, which
     end a property, escaped too (`%3A`, `%2C`)."""
@@ -44,7 +59,7 @@ def error_commands(model: ReportModel, member: str = "") -> Iterator[str]:
             title = escape_property(f"qualify {where}{stage.name}/{check.name}: {check.verdict}")
             messages = [(f"{f.role}: " if f.role else "") + f.message for f in bad] or [check.reason]
             for message in messages:
-                yield f"::error title={title}::{escape_data(message)}"
+                yield f"::error title={title}::{annotation_message(message)}"
 
 
 def set_error_commands(model: MatrixModel) -> Iterator[str]:
@@ -54,7 +69,7 @@ def set_error_commands(model: MatrixModel) -> Iterator[str]:
             yield from error_commands(member, column.key)
         elif column.behaved is False:
             title = escape_property(f"qualify control {column.key}: did not behave")
-            yield f"::error title={title}::{escape_data(column.note)}"
+            yield f"::error title={title}::{annotation_message(column.note)}"
 
 
 def fleet_error_commands(model: FleetModel) -> Iterator[str]:

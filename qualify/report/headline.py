@@ -172,6 +172,10 @@ def reasons(stages: Iterable[StageView]) -> tuple[list[str], list[str]]:
     return deciding, to_read
 
 
+#: How the toolchain table shows a component a build's closure does not hold.
+_ABSENT = "—"
+
+
 def toolchain_delta(stages: Iterable[StageView]) -> list[str]:
     """The build stage's toolchain table as 'CUDA 13.0.88 → 13.5.37', changed components only
     ('unchanged: …' when none changed)."""
@@ -184,13 +188,25 @@ def toolchain_delta(stages: Iterable[StageView]) -> list[str]:
                 if "pinned" not in columns or "candidate" not in columns:
                     continue
                 p, c = columns.index("pinned"), columns.index("candidate")
-                changed, same = [], []
+                changed, same, gone, came = [], [], [], []
                 for row in table.rows:
                     name = _COMPONENT_NAMES.get(str(row[0]), str(row[0]))
                     if row[p] == row[c]:
                         same.append(f"{name} {row[p]}")
+                    elif row[c] == _ABSENT:
+                        gone.append(f"{name} {row[p]}")
+                    elif row[p] == _ABSENT:
+                        came.append(f"{name} {row[c]}")
                     else:
                         changed.append(f"{name} {row[p]} → {row[c]}")
+                # A component on one side only is named on that side ("GCC 12.2.0 → clang
+                # 19.1.7"), never as a version moving to or from a dash.
+                if gone and came:
+                    changed.append(f"{', '.join(gone)} → {', '.join(came)}")
+                elif gone:
+                    changed.append(f"{', '.join(gone)} dropped")
+                elif came:
+                    changed.append(f"{', '.join(came)} added")
                 if changed:
                     return changed
                 return [f"toolchain unchanged ({', '.join(same)})"] if same else []

@@ -127,6 +127,8 @@ def build_set_model(run: RunDir) -> MatrixModel:
                 cells[name][m.label] = Cell(NOT_IN_PLAN, "not in this control's plan", None, expected)
             else:
                 href = f"{m.label}/report.html#stage-{name}"
+                if stage.outcome == "NOT APPLICABLE":
+                    expected = None  # the engine has no such stage: nothing there to pass or fail
                 cells[name][m.label] = Cell(stage.outcome, stage.why, href, expected, stage.undecided)
     controls = [c for c in columns if c.role != "candidate"]
     controls_line = None
@@ -173,9 +175,21 @@ def _verdict_note(
     and the stages declared not applicable."""
     candidates = [(m.label, models[m.label]) for m in members if m.role == "candidate"]
     noted = [(label, model.verdict, model.verdict_note, model.stages) for label, model in candidates]
-    changed = [f"{m.label}: {said}" for m in members if (said := changed_plans(models[m.label].stages))]
-    parts = [", ".join(f"{stage} undecided" for stage in undecided), *changed, members_note(noted, verdict)]
-    return "; ".join(p for p in parts if p)
+    # Each stage names whom it left undecided, a control by its role ("bench undecided for the
+    # positive control pinned"): unnamed, it reads as the set's own. Where the set did not
+    # qualify, each candidate's own note (members_note) already says its undecided stages.
+    said = [label for label, verdict_, _, _ in noted if verdict != "QUALIFIED" and verdict_ != "QUALIFIED"]
+    stages = []
+    for stage, who in undecided.items():
+        named = [w for w in who if w not in said]
+        if named:
+            stages.append(f"{stage} undecided for {_and(named)}")
+    changed = [f"{m.label}: {plan}" for m in members if (plan := changed_plans(models[m.label].stages))]
+    return "; ".join(p for p in ("; ".join(stages), *changed, members_note(noted, verdict)) if p)
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _member_model(folder: Path) -> ReportModel:
@@ -190,7 +204,7 @@ def _undecided(members: list[Member], models: dict[str, ReportModel]) -> dict[st
     for m in members:
         for stage in models[m.label].stages:
             if stage.undecided and not stage.ungated:
-                who = m.label if m.role == "candidate" else f"the {m.title} {m.label}"
+                who = m.label if m.role == "candidate" else f"the {m.title} {m.arm}"
                 out.setdefault(stage.name, []).append(who)
     return out
 

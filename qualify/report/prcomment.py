@@ -52,6 +52,13 @@ _PER_PAGE = 100
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _IN_A_WORKFLOW = "in a workflow: env: {name}: ${{{{ github.token }}}}"
+#: How every summary.md qualify writes begins (a run's, a run set's, a fleet's: the templates
+#: in reports/*.md.j2): what tells it from the other files of a report folder.
+SUMMARY_HEADER = "## Toolchain qualification"
+_GIVE_THE_SUMMARY = (
+    "give the summary.md that `qualify merge --out DIR` (or `qualify run`) wrote: DIR/summary.md, "
+    "not fleet.json, report.json or report.html"
+)
 
 
 @dataclass(frozen=True)
@@ -132,15 +139,22 @@ def comment_body(text: str, key: str) -> tuple[str, bool]:
 
 
 def read_summary(path: Path) -> str:
+    """The summary.md qualify wrote at `path`; any other file is refused before anything is
+    posted: a comment is public and edited in place, and fleet.json or report.html beside it
+    would be posted as they are (a wall of JSON, or raw HTML)."""
     try:
-        return read_capped(path, MAX_SUMMARY_BYTES, "the summary").decode("utf-8")
+        text = read_capped(path, MAX_SUMMARY_BYTES, "the summary").decode("utf-8")
     except FileNotFoundError:
-        raise UsageError(
-            f"{path}: no such file",
-            "give the summary.md that `qualify merge --out DIR` wrote (DIR/summary.md)",
-        ) from None
+        raise UsageError(f"{path}: no such file", _GIVE_THE_SUMMARY) from None
     except (FileTooLarge, OSError, ValueError) as exc:  # UnicodeDecodeError included
-        raise UsageError(f"{path}: cannot read the summary: {exc}") from None
+        raise UsageError(f"{path}: cannot read the summary: {exc}", _GIVE_THE_SUMMARY) from None
+    first = text.lstrip("\ufeff").split("\n", 1)[0]
+    if not first.startswith(SUMMARY_HEADER):
+        raise UsageError(
+            f"{path}: not a summary qualify wrote: its first line is not {SUMMARY_HEADER!r}",
+            _GIVE_THE_SUMMARY,
+        )
+    return text
 
 
 def target_from_env(environ: Mapping[str, str], *, pr: int | None, token_env: str) -> Target:

@@ -100,12 +100,14 @@ class SummaryLinks:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> SummaryLinks:
         """GitHub Actions' run page from GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID,
-        each checked against what GitHub sets (a value that could carry markup gives no link)."""
+        each checked against what GitHub sets (a value that could carry markup gives no link):
+        the server an http(s) origin (a GitHub Enterprise Server may serve plain http), the
+        repository owner/name, the run id digits."""
         server = environ.get("GITHUB_SERVER_URL", "")
         repository = environ.get("GITHUB_REPOSITORY", "")
         run_id = environ.get("GITHUB_RUN_ID", "")
         if (
-            re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?", server)
+            re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?", server)
             and re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository)
             and re.fullmatch(r"[0-9]+", run_id)
         ):

@@ -165,3 +165,25 @@ def test_builtin_plan_loads() -> None:
     plan = load_plan(None)
     assert plan.builtin
     assert [s.name for s in plan.stages][0] in DEFAULT_ORDER
+
+
+def test_hosts_are_labels_with_their_runners_labels(tmp_path: Path) -> None:
+    """`[hosts]`, the CI workflow's matrix: read in order, each label checked, since it names a
+    folder of a fleet report and a CI artifact; a host with no runner labels is refused."""
+    arms = '[arms.pinned]\ninstallable = "x"\n'
+    write(tmp_path / "qualify.toml", arms)
+    assert load_config(tmp_path).hosts == {}
+    write(
+        tmp_path / "qualify.toml",
+        arms + '[hosts]\nmi350 = ["self-hosted", "mi350"]\ncpu = ["ubuntu-latest"]\n',
+    )
+    assert load_config(tmp_path).hosts == {"mi350": ("self-hosted", "mi350"), "cpu": ("ubuntu-latest",)}
+    for entry, said in (
+        ('"gfx 1151" = ["self-hosted"]', r"qualify.toml:5: hosts.gfx 1151: the host label 'gfx 1151'"),
+        ("gfx1151 = []", r"qualify.toml:5: hosts.gfx1151: expected the labels of the runners"),
+        ('gfx1151 = "self-hosted"', r"qualify.toml:5: hosts.gfx1151: expected a list of strings"),
+        ('gfx1151 = ["self-hosted", "a\\u202eb"]', r"hosts.gfx1151\[1\]: the runner label holds U\+202E"),
+    ):
+        write(tmp_path / "qualify.toml", f"{arms}\n[hosts]\n{entry}\n")
+        with pytest.raises(ConfigError, match=said):
+            load_config(tmp_path)

@@ -9,6 +9,7 @@ nothing about it, and junit.xml of an INCOMPLETE run held no failing case."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -124,8 +125,11 @@ def test_plan_and_doctor_say_when_a_plan_can_never_qualify(project: Callable[...
     assert "never qualifies: numerics, serving, soak are not in the plan" in text
     assert "not_applicable" in text  # says how to declare them
     code, out = cli(p, "doctor")
-    flat = " ".join(out.split())
-    assert "can qualify" in flat and "numerics, serving, soak are not in the plan" in flat, out
+    # Off a terminal the table is 100 columns wide: a cell's text wraps onto the rows below.
+    found = " ".join(line.split("│")[3].strip() for line in out.splitlines() if line.count("│") == 5)
+    assert "can qualify" in out and "numerics, serving, soak are not in the plan" in " ".join(
+        found.split()
+    ), out
     for index, name in ((3, "numerics"), (4, "serving"), (5, "soak")):
         p.stage(f"{index}5-{name}.toml", NO_SERVER)
     text = plan_text(load_plan(p.root / "stages"))
@@ -204,5 +208,13 @@ def test_an_incomplete_set_names_the_stages_that_made_it_so_and_shows_them_as_ro
     cells = document["cells"]
     assert cells["soak"]["cand"]["outcome"] == "NOT CONFIGURED"
     assert cells["serving"]["cand"]["outcome"] == "NOT APPLICABLE"
+    # Before: the positive control's NOT APPLICABLE cell said "(must pass)"; nothing there can.
+    control = next(k for k in cells["serving"] if k != "cand")
+    assert cells["serving"][control]["outcome"] == "NOT APPLICABLE"
+    assert (
+        cells["serving"][control]["expected"] is None and cells["build"][control]["expected"] == "must pass"
+    )
+    summary = (p.run_dirs()[0] / "summary.md").read_text()
+    assert not re.search(r"NOT APPLICABLE\*\* \(must", summary), summary
     failing = junit_verdict(p.run_dirs()[0]).find("error")
     assert failing is not None and "soak not configured" in str(failing.get("message"))

@@ -118,3 +118,24 @@ def test_a_shared_bench_shows_the_time_of_the_set_s_measurement_and_with_whom(
             assert check["shared"]["duration_s"] == joint["duration_s"], model["run_id"]
             assert model["run_id"] not in check["shared"]["with_members"]
             assert check["duration"].startswith(f"{joint['duration_s']:.1f} s, shared with 2 members")
+
+
+def test_junit_gives_a_shared_bench_the_time_of_the_set_s_measurement(
+    project: Callable[..., Project],
+) -> None:
+    """Before, the bench suite of each member in junit.xml said `time="0.144"`: the moment the
+    member took to read the set's measurement, read by CI tools as how long the bench took."""
+    import xml.etree.ElementTree as ET
+
+    p = make(project)
+    code, out = cli(p, "run", "--candidate", "cand")
+    assert code == 0, out
+    (run,) = (d for d in p.runs.iterdir() if (d / "run.json").is_file())
+    joint = json.loads((run / "60-bench" / "speed" / "schedule.json").read_text())
+    suites = {s.get("name"): s for s in ET.parse(run / "junit.xml").getroot().iter("testsuite")}
+    benches = {name: s for name, s in suites.items() if name and name.endswith("/bench")}
+    assert sorted(benches) == ["cand/bench"], sorted(suites)  # a candidate's suites; the controls have none
+    for suite in benches.values():
+        [case] = suite.iter("testcase")
+        assert float(case.get("time", "nan")) == round(joint["duration_s"], 3)
+        assert float(suite.get("time", "nan")) >= round(joint["duration_s"], 3), suite.attrib

@@ -118,3 +118,32 @@ def test_only_a_stage_whose_plan_counts_inconclusive_as_warn_reaches_the_qualifi
     assert model["verdict"] != "QUALIFIED"
     assert model["cells"]["bench"]["cand"]["outcome"] == "STALE"
     assert "as the plan says" not in model["verdict_reason"]
+
+
+def test_an_interrupted_set_names_only_the_stages_a_negative_control_runs() -> None:
+    """Before: "not decided: negative-kvq4 (serving not configured, soak not configured, bench
+    not configured)" for a set stopped before its negative control's numerics: those stages are
+    configured, in the set's plan; the control's plan leaves them out on purpose."""
+    from qualify.core.verdicts import RunVerdict, StageState, Verdict
+    from qualify.pipeline.members import Behaviour, Member
+    from qualify.pipeline.ondisk import MemberOnDisk, RunOnDisk, _open_members
+    from qualify.pipeline.stageorder import DEFAULT_ORDER
+
+    outcomes: dict[str, Any] = {name: StageState.NOT_CONFIGURED for name in DEFAULT_ORDER}
+    outcomes |= {"build": Verdict.PASS, "numerics": StageState.NOT_RUN}
+    run = RunOnDisk(
+        RunVerdict.INCOMPLETE,
+        3,
+        "interrupted",
+        outcomes,
+        {},
+        None,
+        (),
+        ("build", "numerics"),  # type: ignore[arg-type]
+    )
+    negative = Member("negative-kvq4", "kvq4", "negative", ("numerics",))
+    said = _open_members([MemberOnDisk(negative, run, Behaviour(None, "numerics not run"))])
+    assert said == "not decided: negative-kvq4 (numerics not run)"
+    candidate = Member("cand", "cand", "candidate")
+    said = _open_members([MemberOnDisk(candidate, run, Behaviour(None, ""))])
+    assert "serving not configured" in said  # a candidate's plan is the set's: it is not configured

@@ -11,7 +11,13 @@ from conftest import PY, Project, command_stage, qualify_proc
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from qualify.core.runstore import RunDir
-from qualify.report.github import error_commands, escape_data, escape_property
+from qualify.report.github import (
+    MAX_MESSAGE,
+    annotation_message,
+    error_commands,
+    escape_data,
+    escape_property,
+)
 from qualify.report.model import build_model
 
 
@@ -82,3 +88,32 @@ def test_no_annotations_for_a_passing_run(project: Callable[..., Project]) -> No
     qualify_proc("run", "--candidate", "cand", "--project", str(p.root))
     [run] = p.run_dirs()
     assert list(error_commands(build_model(RunDir(run)))) == []
+
+
+def test_a_long_finding_is_cut_in_its_annotation(project: Callable[..., Project]) -> None:
+    """Before, an annotation carried its finding whole: 7.7 kB of one command's output beside
+    the pull request's files. Now at most MAX_MESSAGE characters, saying it was cut, how long it
+    was and where the rest is; the report keeps the whole finding."""
+    p = project()
+    run = three_stages(p)
+    [result_json] = (run / "20-compile").rglob("result.json")
+    result = json.loads(result_json.read_text())
+    long = "candidate: command exit code 1\n" + "\n".join(
+        f"ld: undefined symbol ck_gemm_f32_{n}" for n in range(220)
+    )
+    result["findings"] = [{"verdict": "FAIL", "message": long, "role": None}]
+    result_json.write_text(json.dumps(result))
+    model = build_model(RunDir(run))
+    [compile_check] = [c for s in model.stages if s.name == "compile" for c in s.checks]
+    assert [f.message for f in compile_check.findings] == [long]  # the report keeps it whole
+    done = qualify_proc(
+        "report", run.name, "--project", str(p.root), env={"PATH": "/usr/bin:/bin", "GITHUB_ACTIONS": "true"}
+    )
+    assert done.returncode == 0, done.stderr
+    [error] = [line for line in done.stdout.splitlines() if line.startswith("::error ")]
+    message = error.split("::", 2)[2]
+    assert len(long) > 7000
+    assert message.endswith(f" … (cut: {len(long):,} characters in all; the report has the whole finding)")
+    unescaped = message.replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+    assert len(unescaped) <= MAX_MESSAGE and unescaped.startswith("candidate: command exit code 1\nld: ")
+    assert annotation_message("short") == "short"

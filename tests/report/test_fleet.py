@@ -106,6 +106,90 @@ def test_a_stage_failing_on_one_host_fails_the_fleet_and_is_called_out(
     assert result.exit_code == 0 and (out / "summary.md").is_file()
 
 
+#: What GitHub Actions sets in every job: the run's page is built from these.
+CI_RUN = {
+    "GITHUB_SERVER_URL": "https://github.com",
+    "GITHUB_REPOSITORY": "owner/engine",
+    "GITHUB_RUN_ID": "4242",
+}
+
+
+def links_in(markdown_text: str) -> list[str]:
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(markdown_text)
+    inline = [c for t in tokens for c in (t.children or [])]
+    return [str(c.attrs["href"]) for c in inline if c.type == "link_open"]
+
+
+def test_the_fleet_summary_links_the_ci_run_and_says_each_host_s_controls(
+    project: Callable[..., Project], tmp_path: Path
+) -> None:
+    """Before: the fleet's summary (the pull request's comment and the step summary) and a run
+    set's summary did not link the CI run whose artifacts hold the reports, and said nothing of
+    each host's controls. Each host here runs the pinned arm as a positive control; on the host
+    whose serving stage fails for every candidate role, the control fails too: it did not behave."""
+    controls = '\n[controls]\npositive = ["pinned"]'
+    strix = run_on(host_project(project, fail_serving=False, extra_vars=controls), "strix-halo-3")
+    mi300 = run_on(host_project(project, fail_serving=True, extra_vars=controls), "mi300-runner")
+    out = tmp_path / "fleet"
+    step_summary = tmp_path / "step-summary.md"
+    result = runner.invoke(
+        app,
+        ["merge", str(strix), str(mi300), "--out", str(out)],
+        env={**CI_RUN, "GITHUB_STEP_SUMMARY": str(step_summary)},
+    )
+    assert result.exit_code == 1, result.output
+    summary = (out / "summary.md").read_text()
+    run_page = "https://github.com/owner/engine/actions/runs/4242"
+    assert links_in(summary) == [run_page]
+    assert links_in(step_summary.read_text()) == [run_page]
+    lines = summary.splitlines()
+    assert "- strix-halo-3: controls behaved: the positive control pinned passed every stage" in lines
+    assert (
+        "- mi300-runner: controls did NOT behave: the gate could not tell: the positive control "
+        "pinned got serving FAIL"
+    ) in lines
+    # A run set's own summary links the run too; without the variables, its folder.
+    from qualify.core.runstore import RunDir
+    from qualify.report.matrix import build_set_model
+    from qualify.report.render import SummaryLinks, render_summary
+
+    model = build_set_model(RunDir(strix))
+    linked = render_summary("set.md.j2", model, strix, SummaryLinks.from_environ(CI_RUN))
+    assert links_in(linked) == [run_page]
+    unlinked = render_summary("set.md.j2", model, strix, SummaryLinks())
+    assert links_in(unlinked) == [] and f"the run set's folder `{strix.name}`" in unlinked
+
+
+@pytest.mark.parametrize(
+    ("changed", "linked"),
+    [
+        ({}, True),
+        ({"GITHUB_SERVER_URL": "http://ghe.internal:8080"}, True),  # an Enterprise Server's own
+        ({"GITHUB_SERVER_URL": "javascript://github.com"}, False),
+        ({"GITHUB_SERVER_URL": "https://github.com/x)"}, False),
+        ({"GITHUB_REPOSITORY": "owner"}, False),
+        ({"GITHUB_REPOSITORY": "owner/x)](https://elsewhere"}, False),
+        ({"GITHUB_RUN_ID": "42a"}, False),
+        ({"GITHUB_RUN_ID": ""}, False),
+    ],
+)
+def test_the_ci_run_s_address_is_taken_only_in_the_shape_github_gives_it(
+    changed: dict[str, str], linked: bool
+) -> None:
+    """The variables come from the environment: a value of another shape gives no link at all."""
+    from qualify.report.render import SummaryLinks
+
+    environ = {**CI_RUN, **changed}
+    found = SummaryLinks.from_environ(environ).ci_run
+    if linked:
+        server = environ["GITHUB_SERVER_URL"]
+        assert found == f"{server}/owner/engine/actions/runs/4242"
+    else:
+        assert found is None
+
+
 def test_runs_of_another_plan_are_refused_unless_allowed(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:

@@ -135,7 +135,7 @@ def test_every_field_of_the_set_and_fleet_summaries_is_escaped(tmp_path: Path) -
     }
     fleet_model = {
         **common,
-        "hosts": [{"key": H, "verdict": H, "gpus": [H], "kernel": H}],
+        "hosts": [{"key": H, "verdict": H, "gpus": [H], "kernel": H, "controls": H}],
         "candidates": [H],
         "identity": {"source revision": H, "plan": H, "profile": H},
         "mixed": [H],

@@ -193,11 +193,63 @@ def test_a_positive_control_whose_stage_decided_nothing_is_not_said_to_pass_it(
     assert done.returncode == 0, done.stdout + done.stderr
     (set_dir,) = p.run_dirs()
     summary = (set_dir / "summary.md").read_text()
-    assert summary.splitlines()[0] == "## Toolchain qualification: **QUALIFIED** — bench undecided"
-    assert "every control behaved at the stages that decided; bench decided nothing for cand" in summary
+    # Before: "— bench undecided", as if the set's own; whom it left undecided is named, the
+    # control by its role and arm.
+    assert summary.splitlines()[0] == (
+        "## Toolchain qualification: **QUALIFIED** — bench undecided for cand and the positive control pinned"
+    )
+    assert (
+        "every control behaved at the stages that decided; bench decided nothing for cand, "
+        "the positive control pinned"
+    ) in summary
     assert (
         "passed every stage" not in summary
         and "passed every stage" not in (set_dir / "report.html").read_text()
     )
     assert "its bench decided nothing" in summary
     assert "**WARN** (undecided)" in summary
+
+
+def test_a_set_that_did_not_qualify_names_the_control_its_bench_left_undecided() -> None:
+    """Before: "bench undecided; clang19: bench undecided", the first part the positive
+    control's, unnamed. The candidate's own part keeps saying its undecided stage."""
+    from types import SimpleNamespace
+
+    from qualify.report.matrix import _verdict_note
+
+    members = [
+        SimpleNamespace(label="clang19", role="candidate"),
+        SimpleNamespace(label="positive-pinned", role="positive"),
+    ]
+    models = {
+        "clang19": SimpleNamespace(verdict="NOT QUALIFIED", verdict_note="bench undecided", stages=[]),
+        "positive-pinned": SimpleNamespace(
+            verdict="NOT QUALIFIED", verdict_note="bench undecided", stages=[]
+        ),
+    }
+    undecided = {"bench": ["clang19", "the positive control pinned"]}
+    note = _verdict_note("NOT QUALIFIED", undecided, members, models)  # type: ignore[arg-type]
+    assert note == "bench undecided for the positive control pinned; clang19: bench undecided"
+
+
+def test_a_compiler_on_one_side_only_is_named_on_its_side() -> None:
+    """Before: "clang — → 19.1.7, GCC 12.2.0 → —" for a move from GCC to clang."""
+    from types import SimpleNamespace
+
+    from qualify.report.headline import toolchain_delta
+
+    def delta(*rows: tuple[str, str, str]) -> list[str]:
+        table = SimpleNamespace(
+            title="Toolchain (build-time closure)", columns=("component", "pinned", "candidate"), rows=rows
+        )
+        stage = SimpleNamespace(checks=[SimpleNamespace(tables=[table])])
+        return toolchain_delta([stage])  # type: ignore[list-item]
+
+    assert delta(("clang", "—", "19.1.7"), ("gcc", "12.2.0", "—")) == ["GCC 12.2.0 → clang 19.1.7"]
+    assert delta(("clang", "—", "19.1.7"), ("gcc", "12.2.0", "12.2.0")) == ["clang 19.1.7 added"]
+    assert delta(
+        ("gcc", "12.2.0", "—"),
+    ) == ["GCC 12.2.0 dropped"]
+    assert delta(
+        ("gcc", "12.2.0", "13.1.0"),
+    ) == ["GCC 12.2.0 → 13.1.0"]
