@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "console": 5,
     "doctor": 5,
     "scaffold": 5,
+    "stagefit": 4,  # the default plan fitted to a build's programs; only `init` uses it
     "kinds": 5,
     "kinddocs": 5,
     "report": 4,
