@@ -185,10 +185,22 @@ _SPACED = re.compile(
 _ASSIGN = re.compile(r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*)(?P<sep>=|:[ \t]*)(?=(?P<secret>[^\s&;'\",]+))")
 _NETRC = re.compile(r"(?P<head>\b(?:password|passwd)\s+)(?P<secret>[^\s'\"]+)")
 #: Tokens recognisable by their form alone (Hugging Face, GitHub, GitLab, OpenAI-style, Slack, AWS).
-_PREFIXED = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
-    r"|sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
+_TOKEN_FORMS = (
+    r"hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
 )
+_PREFIXED = re.compile(rf"\b(?:{_TOKEN_FORMS})\b")
+#: The same tokens in a name, where `_` and `-` join words (`smoke_ghp_…`), but not inside a
+#: word (`disk-usage-of-the-workspace` holds no `sk-` token).
+_TOKEN_IN_NAME = re.compile(rf"(?<![A-Za-z0-9])(?:{_TOKEN_FORMS})")
+
+
+def token_in_name(name: str) -> str | None:
+    """`name` with the access tokens its form gives away replaced (`smoke_<redacted>`), or None
+    when it holds none. A name (an arm's, a check's) is kept in clear in every record and
+    report, so one that is a token is refused where it is declared; the refusal shows it so."""
+    shown = _TOKEN_IN_NAME.sub(REDACTED, name)
+    return shown if shown != name else None
 
 
 def _keep_head(match: re.Match[str]) -> str:
