@@ -194,3 +194,14 @@ def test_a_key_that_would_break_the_marker_is_refused(key: str) -> None:
 
     with pytest.raises(UsageError, match="--key"):
         marker(key)
+
+
+@pytest.mark.parametrize("levels", [100_000, 900])
+def test_an_answer_nested_too_deeply_is_a_named_refusal(tmp_path: Path, levels: int) -> None:
+    """Before: "internal error: RecursionError" (100 000 levels), or a crash where the answer
+    was walked (900)."""
+    with Serving(GitHub(REPOSITORY, TOKEN, nested=levels)) as github:
+        code, output = comment(environment(github, tmp_path))
+        assert code == 2, output
+        assert "internal error" not in output and "nested too deeply" in output, output
+        assert "/issues/7/comments" in output, output  # the request it answered is named

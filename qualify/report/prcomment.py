@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 from urllib.parse import quote, urlsplit
 
 from qualify import __version__
+from qualify.core import jsontext
 from qualify.core.capped import FileTooLarge, read_capped
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.plaintext import clean
@@ -195,8 +196,8 @@ def _event_number(environ: Mapping[str, str]) -> int:
             "pass --pr N, or post from a job of a pull_request event (its event file names the number)",
         )
     try:
-        event = json.loads(read_capped(Path(where), MAX_SUMMARY_BYTES, "the event file"))
-    except (OSError, ValueError) as exc:  # JSONDecodeError, FileTooLarge, a missing file
+        event = jsontext.loads(read_capped(Path(where), MAX_SUMMARY_BYTES, "the event file"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError, TooDeep, FileTooLarge, a missing file
         raise UsageError(
             f"{where}: cannot read the event (GITHUB_EVENT_PATH): {exc}", "pass --pr N"
         ) from None
@@ -253,7 +254,11 @@ class _Api:
                 "check GITHUB_API_URL and this machine's network (a proxy: HTTPS_PROXY)",
             ) from None
         try:
-            return (json.loads(raw) if raw else None), headers
+            return (jsontext.loads(raw) if raw else None), headers
+        except jsontext.TooDeep as exc:
+            raise QualifyError(
+                self.said(f"{method} {url}: the answer is {exc}"), "check GITHUB_API_URL"
+            ) from None
         except ValueError:
             raise QualifyError(
                 self.said(f"{method} {url}: the answer is not JSON"), "check GITHUB_API_URL"
@@ -262,7 +267,7 @@ class _Api:
     def refused(self, method: str, url: str, exc: urllib.error.HTTPError) -> NoReturn:
         code, where = exc.code, f"{method} {url}"
         try:
-            said = json.loads(exc.read(1 << 16)).get("message", "")
+            said = jsontext.loads(exc.read(1 << 16)).get("message", "")
         except (OSError, ValueError, AttributeError):
             said = ""
         said = f" {clean(str(said))[:300]}" if said else ""

@@ -397,3 +397,40 @@ def test_a_result_json_nested_thousands_deep_is_named(project: Callable[..., Pro
     path.write_text('{"schema_version": 2, "facts": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(RunStoreError, match="nested too deeply"):
         read_json(path)
+
+
+@pytest.mark.parametrize("levels", [100_000, 900, 150])
+@pytest.mark.parametrize(
+    "record", ["seal.json", "run.json", "20-compile/stage.json", "20-compile/compile-check/result.json"]
+)
+def test_a_run_folder_s_json_nested_deeply_is_a_named_refusal(
+    project: Callable[..., Project], record: str, levels: int
+) -> None:
+    """Before: seal.json nested 100 000 deep ended every command that read the run in
+    "internal error: RecursionError", and any record nested a few hundred deep (which the
+    parser still reads) ended `show` and `run --run` so when a reader walked it. Now the file
+    is named ("nested too deeply"), or its stage shown unreadable; never an internal error."""
+    p = project()
+    run = one_run(p)
+    path = run / record
+    text = path.read_text()
+    path.write_text(text[: text.rindex("}")] + ', "deep": ' + "[" * levels + "]" * levels + "}")
+    named = f"{path}: unreadable: nested too deeply"
+    for args in (("show", run.name, "--json"), ("report", run.name), ("run", "--run", run.name, "--force")):
+        done = qualify_proc(*args, "--project", str(p.root))
+        said = done.stdout + done.stderr
+        assert "internal error" not in said and "Traceback" not in said, (args, said)
+        if record in ("seal.json", "run.json"):  # the run cannot be read without it
+            assert done.returncode == 2 and named in said, (args, said)
+        elif args[0] == "show":  # the stage or check is shown unreadable, or changed since written
+            assert named in said or "tampered" in said, said
+
+
+def test_json_as_deep_as_qualify_reads_is_read_and_one_level_more_is_refused() -> None:
+    from qualify.core import jsontext
+
+    at_limit = "[" * jsontext.MAX_DEPTH + "]" * jsontext.MAX_DEPTH
+    assert jsontext.depth(jsontext.loads(at_limit)) == jsontext.MAX_DEPTH
+    with pytest.raises(jsontext.TooDeep, match="nested too deeply"):
+        jsontext.loads('{"a": ' + at_limit + "}")
+    assert jsontext.loads('{"a": [1, {"b": "c"}]}') == {"a": [1, {"b": "c"}]}

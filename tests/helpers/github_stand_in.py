@@ -9,7 +9,8 @@ with a `Link` header whose `next` URL has another shape than the first page's, a
 `pull-requests: write`. The token's own account is a bot, `github-actions[bot]`; GitHub lets
 it edit only its own comments here (a 403 otherwise), so a test also sees an attempt to edit a
 person's comment. Pages hold `page_size` comments whatever `per_page` asks, so that a few
-comments already make several pages.
+comments already make several pages. With `nested`, a listing is answered with arrays nested
+that many levels deep (as a broken or hostile server could).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class GitHub:
     token: str
     page_size: int = 100
     read_only: bool = False
+    nested: int = 0
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     url: str = ""
@@ -73,7 +75,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _answer(self, code: int, document: Any, headers: dict[str, str] | None = None) -> None:
-        raw = json.dumps(document).encode()
+        self._answer_raw(code, json.dumps(document).encode(), headers)
+
+    def _answer_raw(self, code: int, raw: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(raw)))
@@ -110,6 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _list(self, number: int, query: dict[str, list[str]]) -> None:
         github = self.server.github
+        if github.nested:
+            self._answer_raw(200, b"[" * github.nested + b"]" * github.nested)
+            return
         size = min(int(query.get("per_page", ["30"])[0]), github.page_size)
         page = int(query.get("page", ["1"])[0])
         comments = github.on(number)
