@@ -171,7 +171,9 @@ def write_logprob_dir(
         | {"first": first, "values": values, "settings": dict(settings or {})},
         path / "meta.json",
     )
-    (path / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    (path / "meta.json").write_text(
+        json.dumps(meta.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8"
+    )
     return path
 
 
