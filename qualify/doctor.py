@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from qualify.core import provenance
@@ -24,7 +24,7 @@ from qualify.core.config import ProjectConfig, load_config
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.process import capture
-from qualify.core.redaction import redact_ref
+from qualify.core.redaction import hides, redact_known, redact_ref, remember_named
 from qualify.pipeline.plan import Plan, load_plan
 
 #: What enables the nix commands a run uses, in every nix a run may meet (Nix 2.8 on, Lix).
@@ -156,7 +156,10 @@ def probes(project: Path | None = None) -> list[Probe]:
         load_config(project)
     except QualifyError as exc:
         return [*machine(), _problem("qualify.toml", exc, "loading the project")]
-    return [*machine(_nix_env(project)), *project_probes(project)]
+    found = [*machine(_nix_env(project)), *project_probes(project)]
+    # CI prints this in the job's log: a secret the project holds is hidden wherever a probe
+    # repeats it (nix's error for an arm, a path built from it).
+    return [replace(p, detail=redact_known(p.detail), fix=redact_known(p.fix)) for p in found]
 
 
 def _nix_env(project: Path) -> dict[str, str]:
@@ -178,12 +181,19 @@ def project_probes(project: Path) -> list[Probe]:
     from qualify.pipeline.templates import check_templates
 
     config = load_config(project)
+    remember_named(config.vars)
+    for arm in config.arms.values():
+        remember_named(arm.vars)
+        remember_named(arm.env)
     out: list[Probe] = [Probe("qualify.toml", True, str(config.path), "the run's arms and variables")]
     try:
         plan = load_plan(config.plan_dir)
         check_templates(plan, config)
     except QualifyError as exc:
         return [*out, _problem("plan", exc, "the run's stages")]
+    for check in (c for s in plan.stages for c in s.checks):
+        remember_named(check.vars)
+        remember_named(check.env)
     stages = ", ".join(s.name for s in plan.stages)
     declared = "".join(f"; {n.name} not applicable ({n.reason})" for n in plan.not_applicable)
     out.append(Probe("plan", True, f"{plan.source}: {stages}{declared}", "the run's stages"))
@@ -258,8 +268,8 @@ def _data_files(config: ProjectConfig, plan: Plan) -> Iterator[Probe]:
     tables += [(f"{s.file}: check {c.name!r}, vars", c.vars) for s in plan.stages for c in s.checks]
     for where, table in tables:
         for name, value in table.items():
-            if not isinstance(value, str):
-                continue
+            if not isinstance(value, str) or hides(name, value):
+                continue  # a secret (a token may hold a `/`) is no file to check, and never printed
             text = value.replace("{project}", str(config.root))
             if "{" in text or "/" not in text or text.startswith("-") or "://" in text:
                 continue  # another placeholder, a flag, a word, a URL: not a file qualify can check

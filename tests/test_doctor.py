@@ -188,3 +188,32 @@ def test_the_table_fits_100_columns_off_a_terminal() -> None:
     cells = "".join("".join(line.split("│")[3].split()) for line in lines if line.count("│") == 5)
     for probe in json.loads(qualify_proc("doctor", "--json", env=env).stdout):
         assert "".join(probe["detail"].split()) in cells, probe
+
+
+def test_a_secret_named_variable_is_never_printed_even_when_it_holds_a_slash(tmp_path: Path) -> None:
+    """CI prints doctor's output in the job's log. Before, a secret-named variable whose value
+    held a `/` was taken for a file and printed in clear, with a fix repeating it."""
+    project = tmp_path / "proj"
+    (project / "stages").mkdir(parents=True)
+    token, key, password = "hf_Ab/cdEfGh1234567890xyzw", "/wJalrXUtnFEMI/K7MDENG", "s3cr3t/pass/word"
+    (project / "qualify.toml").write_text(
+        textwrap.dedent(
+            f"""
+            plan = "stages"
+            [arms.pinned]
+            installable = ".#default"
+            vars = {{ api_key = "{key}" }}
+            [vars]
+            hf_token = "{token}"
+            db_password = "{password}"
+            model = "{{project}}/models/m.gguf"
+            """
+        )
+    )
+    (project / "stages" / "10-build.toml").write_text('[[check]]\nkind = "nix-build"\nname = "arms"\n')
+    for args in (("--json",), ()):
+        done = qualify_proc("doctor", *args, "-C", str(project), env={**os.environ, "NIX_CONFIG": NIX_CONFIG})
+        said = done.stdout + done.stderr
+        for secret in (token, key, password, "s3cr3t", "wJalrXUtnFEMI", "cdEfGh1234567890"):
+            assert secret not in said, said
+        assert "vars.model" in said or "models/m.gguf" in said, said  # a file is still checked

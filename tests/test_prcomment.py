@@ -254,3 +254,82 @@ def test_every_summary_qualify_writes_begins_with_the_heading_comment_looks_for(
         lines = (REPO / "reports" / template).read_text().splitlines()
         first = next(line for line in lines if not line.startswith("{"))
         assert first.startswith(SUMMARY_HEADER), template
+
+
+@pytest.mark.parametrize("levels", [100_000, 900])
+def test_an_answer_nested_too_deeply_is_a_named_refusal(tmp_path: Path, levels: int) -> None:
+    """Before: "internal error: RecursionError" (100 000 levels), or a crash where the answer
+    was walked (900)."""
+    with Serving(GitHub(REPOSITORY, TOKEN, nested=levels)) as github:
+        code, output = comment(environment(github, tmp_path))
+        assert code == 2, output
+        assert "internal error" not in output and "nested too deeply" in output, output
+        assert "/issues/7/comments" in output, output  # the request it answered is named
+
+
+def test_another_bot_s_comment_holding_the_marker_is_never_edited(tmp_path: Path) -> None:
+    """Before: the first bot comment with the marker was edited, whoever's bot wrote it (a tool
+    that copies the summary, another workflow's app): the token may edit any bot's comment.
+    Now only the account qualify posts as (a workflow's token: github-actions[bot]) is."""
+    with Serving(GitHub(REPOSITORY, TOKEN)) as github:
+        copied = f"{marker('qualify')}\nthe summary, as another tool reposted it"
+        theirs = github.add(7, copied, {"login": "other-ci[bot]", "id": 5150, "type": "Bot"})
+        code, output = comment(environment(github, tmp_path))
+        assert code == 0, output
+        assert theirs["body"] == copied
+        assert not [r for r in github.requests if r.method == "PATCH"]  # not even tried
+        ours = [c for c in bots(github) if c["user"]["login"] == BOT["login"]]
+        assert len(ours) == 1 and "posted comment" in output
+        newer = tmp_path / "summary.md"
+        newer.write_text("## Toolchain qualification: QUALIFIED\n")
+        code, output = comment(environment(github, tmp_path), newer)
+        assert code == 0 and "updated comment" in output, output
+        assert theirs["body"] == copied and str(ours[0]["body"]).endswith(
+            "## Toolchain qualification: QUALIFIED\n"
+        )
+
+
+def test_a_token_of_an_account_edits_that_account_s_comment_only(tmp_path: Path) -> None:
+    """A personal or machine account's token: GitHub names its account (`GET /user`); that
+    account's marked comment is edited (a person's type, since it is the token's own), the
+    workflow bot's is not."""
+    machine = {"login": "qualify-robot", "id": 8080, "type": "User"}
+    with Serving(GitHub(REPOSITORY, TOKEN, account=machine, user_endpoint=True)) as github:
+        line = marker("qualify")
+        actions = github.add(7, f"{line}\nan older run's, from the workflow's token", BOT)
+        ours = github.add(7, f"{line}\nthe last run's", machine)
+        impostor = github.add(7, f"{line}\nsame name, another account", {**machine, "id": 9})
+        code, output = comment(environment(github, tmp_path))
+        assert code == 0 and f"updated comment {ours['id']}" in output, output
+        assert str(ours["body"]).endswith(SUMMARY.read_text())
+        assert "older run" in str(actions["body"]) and "another account" in str(impostor["body"])
+        assert [r.method for r in github.requests].count("POST") == 0
+
+
+def test_a_github_app_s_token_names_its_bot_with_as(tmp_path: Path) -> None:
+    """A GitHub App's token is refused `GET /user`, as the workflow's is: taken for
+    github-actions[bot], it posts, and is told which login GitHub gave its comment; with
+    `--as` that login's comment is edited on the next push, the workflow bot's never."""
+    app = {"login": "qualify-app[bot]", "id": 6060, "type": "Bot"}
+    with Serving(GitHub(REPOSITORY, TOKEN, account=app)) as github:
+        env = environment(github, tmp_path)
+        code, output = comment(env)
+        assert code == 0, output
+        assert "qualify-app[bot] wrote it, not github-actions[bot]" in output, output
+        assert "--as qualify-app[bot]" in output, output
+        [posted] = github.on(7)
+        workflow_s = github.add(7, f"{marker('qualify')}\nthe workflow bot's", BOT)
+        newer = tmp_path / "summary.md"
+        newer.write_text("## Toolchain qualification: NOT QUALIFIED\n")
+        code, output = comment(env, newer, "--as", "qualify-app[bot]")
+        assert code == 0 and f"updated comment {posted['id']}" in output, output
+        assert str(workflow_s["body"]).endswith("the workflow bot's")
+        assert str(posted["body"]).endswith("## Toolchain qualification: NOT QUALIFIED\n")
+        done = qualify_proc("comment", str(newer), "--as", "qualify-app[bot]", "--json", env=env)
+        assert json.loads(done.stdout) == {
+            "action": "unchanged",
+            "id": posted["id"],
+            "url": posted["html_url"],
+            "cut": False,
+            "account": "qualify-app[bot]",
+        }

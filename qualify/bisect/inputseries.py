@@ -10,7 +10,6 @@ input's checkout on this machine. Each error names qualify.toml's key and what t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from qualify.bisect.flakerefs import (
 )
 from qualify.bisect.state import Step
 from qualify.bisect.steps import StepBuild
+from qualify.core import jsontext
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError
 from qualify.core.process import capture
@@ -145,7 +145,7 @@ def _locked_node(config: ProjectConfig, name: str, error: _Raise) -> dict[str, A
     if not lock.is_file():
         return None
     try:
-        document = json.loads(lock.read_text(encoding="utf-8"))
+        document = jsontext.loads(lock.read_text(encoding="utf-8"))
         nodes = document["nodes"]
         inputs = nodes[document.get("root", "root")].get("inputs") or {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

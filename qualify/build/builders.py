@@ -53,7 +53,7 @@ def builder_uris(spec: str) -> list[str]:
         if entry.startswith("@"):
             path = Path(entry[1:])
             try:
-                uris += builder_uris(path.read_text())
+                uris += builder_uris(path.read_text(encoding="utf-8", errors="replace"))
             except OSError as exc:
                 raise QualifyError(
                     f"builders: machines file {path} cannot be read ({exc.strerror})",

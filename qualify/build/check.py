@@ -52,7 +52,14 @@ from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
-from qualify.core.redaction import holds_redacted, redact_argv, redact_ref, redact_values, remember_named
+from qualify.core.redaction import (
+    holds_redacted,
+    redact_argv,
+    redact_lines,
+    redact_ref,
+    redact_values,
+    remember_named,
+)
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
 
@@ -288,7 +295,8 @@ def _failed(log: BuildLog, env: dict[str, str]) -> list[FailedDerivation]:
     except QualifyError:
         bad = set()
     failed = [b for b in started if b.drv in bad] or [b for b in started if b.drv in log.error_paths()]
-    return [FailedDerivation(drv=b.drv, tail=list(b.tail)) for b in failed]
+    # Each line was redacted as nix sent it; a secret split over two lines is found here.
+    return [FailedDerivation(drv=b.drv, tail=redact_lines(b.tail)) for b in failed]
 
 
 def _closures(ctx: CheckContext, role: str, measurement: BuildMeasurement, env: dict[str, str]) -> None:

@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from qualify.core.redaction import redact_known
+
 ACT_COPY_PATH = 100
 ACT_BUILDS = 104
 ACT_BUILD = 105
@@ -98,7 +100,8 @@ class BuildLog:
         elif action == "result":
             self._result(event)
         elif action == "msg":
-            text = strip_ansi(str(event.get("msg", "")))
+            # What nix says is kept (messages, a failure) and shown: a secret in it redacted.
+            text = redact_known(strip_ansi(str(event.get("msg", ""))))
             if text.strip():
                 self.messages.append(text)
             failed = _FAILED_BUILDER.search(text)
@@ -112,7 +115,8 @@ class BuildLog:
     def _result(self, event: dict[str, Any]) -> None:
         ident, kind, fields = event.get("id"), event.get("type"), event.get("fields") or []
         if kind == RES_BUILD_LOG_LINE and ident in self.builds and fields:
-            text = strip_ansi(str(fields[0]))
+            # A builder's line is kept in the tail and shown as progress: a secret redacted.
+            text = redact_known(strip_ansi(str(fields[0])))
             self.builds[ident].tail.append(text)
             self.last_line = (self.builds[ident].drv, text)
         elif kind == RES_SET_PHASE and ident in self.builds and fields:

@@ -11,13 +11,13 @@ allows integers of any length and `1e400`, which Python reads as infinity).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from qualify.core import jsontext
 from qualify.core.capped import FileTooLarge, read_capped
 
 METRICS_SCHEMA_VERSION = 1
@@ -55,11 +55,11 @@ def read_metrics(path: Path) -> dict[str, Metric]:
     except (OSError, ValueError) as exc:
         raise MetricsInvalid(f"{path}: cannot read: {exc}") from None
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = jsontext.loads(data.decode("utf-8"))
+    except jsontext.TooDeep as exc:
+        raise MetricsInvalid(f"{path}: not JSON qualify reads: {exc}") from None
     except ValueError as exc:  # UnicodeDecodeError included
         raise MetricsInvalid(f"{path}: not JSON: {exc}") from None
-    except RecursionError:
-        raise MetricsInvalid(f"{path}: not JSON qualify reads: arrays or objects nested too deeply") from None
     if not isinstance(document, dict):
         raise MetricsInvalid(f"{path}: expected a JSON object")
     if document.get("schema_version") != METRICS_SCHEMA_VERSION:

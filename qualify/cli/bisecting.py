@@ -77,6 +77,7 @@ def bisect(
     from qualify.bisect.walks import series_walk
     from qualify.console import ConsoleEvents
     from qualify.core.config import load_config
+    from qualify.core.containment import chosen as chosen_containment
     from qualify.core.errors import UsageError
     from qualify.core.runlist import new_run
     from qualify.core.runstore import RunDir, write_atomic, write_json
@@ -86,6 +87,7 @@ def bisect(
 
     console = open_console(stderr=as_json)
     # Everything that can be known wrong is refused before a folder is made or a step runs.
+    chosen_containment()
     config = load_config(project)
     walk = series_walk(config, series)
     chosen_profile = profile or config.profile

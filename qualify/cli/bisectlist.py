@@ -8,7 +8,6 @@ folder whose state does not read is listed as broken, with why, like a run.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +73,7 @@ def show_bisect(
     """Print a bisect folder's summary (bisect.md, or bisect.json with --json) when `name` names
     one; False when it names a run (or nothing)."""
     from qualify.core.config import load_config
+    from qualify.core.runstore import read_json
     from qualify.pipeline.request import runs_dir_for
 
     if name is None:
@@ -84,7 +84,7 @@ def show_bisect(
     if folder is None:
         return False
     if as_json:
-        print_json(json.loads((folder / STATE).read_text(encoding="utf-8")))
+        print_json(read_json(folder / STATE))  # refused naming the file when it does not read
     elif (folder / SUMMARY).is_file():
         console.print((folder / SUMMARY).read_text(encoding="utf-8"), markup=False, highlight=False)
     else:

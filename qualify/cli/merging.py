@@ -142,12 +142,22 @@ def comment(
             help="Print the comment's body as it would be posted; post nothing (no token needed).",
         ),
     ] = False,
+    login: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            metavar="LOGIN",
+            help="The account the token posts as, for a GitHub App's token (my-app[bot]); default: "
+            "the token's account as GitHub names it, or github-actions[bot] for a workflow's token.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Post MARKDOWN on a pull request as one comment, and on the next push edit that comment
     instead of adding another. Reads GITHUB_API_URL, GITHUB_REPOSITORY and the token
-    (GITHUB_TOKEN) from the environment; only a bot's comment carrying this key's marker is
-    ever edited. MARKDOWN must be a summary qualify wrote; --dry-run shows what would be posted."""
+    (GITHUB_TOKEN) from the environment; only a comment carrying this key's marker and written
+    by the account the token posts as is ever edited. MARKDOWN must be a summary qualify wrote;
+    --dry-run shows what would be posted."""
     from qualify.report.prcomment import comment_body, post, read_summary, target_from_env
 
     console = open_console(stderr=as_json or dry_run)
@@ -163,13 +173,19 @@ def comment(
                 console.print(f"[yellow]the summary would be cut to GitHub's limit[/]: {safe(str(summary))}")
         return
     target = target_from_env(os.environ, pr=pr, token_env=token_env)
-    posted = post(target, body, key=key, cut=cut)
+    posted = post(target, body, key=key, cut=cut, login=login)
     if as_json:
         print_json(posted.as_json())
         return
     what = {"created": "posted", "updated": "updated", "unchanged": "unchanged:"}[posted.action]
     where = f"pull request #{target.number} of {target.repository}"
     console.print(f"{what} comment {posted.comment_id} on {safe(where)}: {safe(posted.url)}")
+    if posted.author is not None:
+        # Taken for another account, the next push would post again instead of editing this one.
+        console.print(
+            f"[yellow]GitHub says {safe(posted.author)} wrote it, not {safe(posted.account)}[/]: "
+            f"pass --as {safe(posted.author)} to edit it on the next push"
+        )
     if cut:
         console.print(
             f"[yellow]the summary was cut to GitHub's limit[/]: the whole of it is {safe(str(summary))}"

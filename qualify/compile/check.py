@@ -7,7 +7,6 @@ or is judged.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import FAMILIES, load_tables, save_tables, scan
 from qualify.compile.stubs import figures_stub
 from qualify.compile.tables import counts_table, diff_frame, kernel_tables
+from qualify.core import jsontext
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_parquet
@@ -261,7 +261,7 @@ def _stage_file(saved: SavedCheck) -> str:
     """The stage file this check was read from (its stage's stage.json, beside the check's
     folder, holds the plan's entry), else a description of where the check is."""
     try:
-        stage = json.loads((saved.folder.parent / "stage.json").read_text(encoding="utf-8"))
+        stage = jsontext.loads((saved.folder.parent / "stage.json").read_text(encoding="utf-8"))
         return str(stage["spec"]["file"])
     except (OSError, ValueError, KeyError, TypeError):
         named = f" {saved.spec.name!r}" if saved.spec.name != saved.spec.kind else ""

@@ -60,7 +60,12 @@ def fit_streams(*streams: TextIO) -> None:
     written as its ASCII substitute (`ASCII_FOR`) or `?`, never an error that stops the command."""
     codecs.register_error(SUBSTITUTE, _substitute)  # the same function again: no change
     for stream in streams or (sys.stdout, sys.stderr):
-        # A stream that is no TextIOWrapper (a test's StringIO) holds any text already.
-        if isinstance(stream, io.TextIOWrapper) and stream.errors in ("strict", "backslashreplace"):
+        # A stream that is no TextIOWrapper (a test's StringIO) holds any text already. Python
+        # gives the C locale's streams `surrogateescape`, which fails on `→` as `strict` does.
+        if isinstance(stream, io.TextIOWrapper) and stream.errors in (
+            "strict",
+            "backslashreplace",
+            "surrogateescape",
+        ):
             with suppress(OSError, ValueError):
                 stream.reconfigure(errors=SUBSTITUTE)

@@ -82,9 +82,9 @@ def spawn(
         _found(argv[0], env, cwd)
     try:
         proc = subprocess.Popen(
-            held.argv,
-            env=held.env,
-            cwd=cwd,
+            [_utf8(arg) for arg in held.argv],
+            env={_utf8(name): _utf8(value) for name, value in held.env.items()},
+            cwd=None if cwd is None else _utf8(str(cwd)),
             stdin=stdin if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
@@ -104,6 +104,14 @@ def spawn(
         raise ToolMissing(f"cannot run {argv[0]!r}: permission denied") from None
     proctree.adopt(proc.pid)
     return Child(proc, held)
+
+
+def _utf8(text: str) -> bytes:
+    """An argument, variable or folder as the command gets it: in UTF-8, as the plan and the
+    project's files are written, whatever this process's locale (Python would encode with the
+    C locale's ASCII and fail on `→`); a name read from the file system or the command line
+    (undecodable bytes held as surrogates) gets its own bytes back."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def kill_group(

@@ -10,7 +10,14 @@ from typing import Any
 
 from qualify.core.errors import ConfigError, UsageError
 from qualify.core.plaintext import describe, forbidden
-from qualify.core.redaction import redact_argv, redact_env, redact_ref, redact_values, remember_urls
+from qualify.core.redaction import (
+    redact_argv,
+    redact_env,
+    redact_ref,
+    redact_values,
+    remember_urls,
+    token_in_name,
+)
 from qualify.core.series import load_series
 from qualify.core.tomlfile import Table, TomlDoc, read_toml, suggest
 
@@ -343,6 +350,15 @@ def _check_arm_name(arms: Table, name: str) -> None:
             name,
             f"the arm's name holds {describe(char)}, a character that changes how text is shown",
             "rename the arm ([arms.NAME]) with visible characters only",
+        )
+    # A name is kept in clear in every record, report and annotation: one shaped like an access
+    # token is refused, and named here with the token hidden.
+    shown = token_in_name(name)
+    if shown is not None:
+        where = arms.doc.where(arms.key(name)).replace(name, shown)
+        raise ConfigError(
+            f"{where}: the arm's name has the form of an access token",
+            "rename the arm ([arms.NAME]); if that is a real token, revoke it: it is in this file",
         )
 
 

@@ -15,7 +15,8 @@ host gives:
   cannot make one, the records are sealed (`qualify.core.seal`) and a change is found.
 
 `QUALIFY_CONTAINMENT` chooses among them: a comma list of `cgroup` and `mount` (the default is
-both, each where the host allows it); an empty value keeps only the fallbacks.
+both, each where the host allows it); an empty value keeps only the fallbacks. Any other word is
+refused: a misspelt protection must not quietly become no protection.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from qualify.core import cgroups, proctree
 from qualify.core.cgroups import Cell
-from qualify.core.errors import QualifyError
+from qualify.core.errors import QualifyError, UsageError
 
 ENV = "QUALIFY_CONTAINMENT"
 FACILITIES = ("cgroup", "mount")
@@ -73,10 +74,20 @@ def current() -> Jail | None:
 
 
 def chosen() -> set[str]:
+    """The protections `QUALIFY_CONTAINMENT` asks for; an unknown word is refused, never dropped
+    (dropping it would run the commands with less containment than the user meant to ask for)."""
     raw = os.environ.get(ENV)
     if raw is None:
         return set(FACILITIES)
-    return {word.strip() for word in raw.split(",") if word.strip() in FACILITIES}
+    words = [word.strip() for word in raw.split(",") if word.strip()]
+    unknown = [word for word in words if word not in FACILITIES]
+    if unknown:
+        raise UsageError(
+            f"{ENV}={raw!r}: unknown value {', '.join(repr(w) for w in unknown)}; "
+            f"accepted: a comma list of {' and '.join(FACILITIES)}, or empty for neither",
+            f"unset {ENV} for both protections, or spell it e.g. {ENV}={','.join(FACILITIES)}",
+        )
+    return set(words)
 
 
 def _bwrap(root: Path) -> tuple[str | None, str]:

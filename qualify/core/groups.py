@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qualify.core import cgroups, proctree
+from qualify.core import cgroups, jsontext, proctree
 from qualify.core.errors import RunStoreError
 from qualify.core.runfolder import open_append_nofollow
 
@@ -194,8 +194,8 @@ def end_recorded_groups(path: Path) -> list[str]:
     mount = cgroups.cgroup2_mount()
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
-            record = GroupRecord.read(json.loads(line), f"{path}:{number}")
-        except (ValueError, RunStoreError):
+            record = GroupRecord.read(jsontext.loads(line), f"{path}:{number}")
+        except (ValueError, RunStoreError):  # jsontext.TooDeep included
             continue  # a line qualify did not write as it is names nothing to end
         if record.boot != boot:
             continue  # another boot (or a record without one): none of its processes is alive

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
-from qualify.core.redaction import redact_known
+from qualify.core.redaction import Unsplit
 
 LineCallback = Callable[[str], None]
 
@@ -74,18 +74,25 @@ class Pump(threading.Thread):
         self.unwritten = 0
 
     def run(self) -> None:
+        # A secret the child was given and prints (in any encoding, or split over two lines) is
+        # kept neither in its log nor in the tail that error messages and measurements quote;
+        # the callbacks parse each line as it is, when it is read.
+        unsplit = Unsplit()
         for line in _lines(self.stream):
-            # A secret the child was given and prints is kept neither in its log nor in the
-            # tail that error messages and measurements quote; the callbacks parse it as it is.
-            kept = redact_known(line)
-            self._write(kept)
-            self.tail.append(kept.rstrip("\n"))
+            for kept in unsplit.feed(line):
+                self._keep(kept)
             text = line.rstrip("\n")
             for callback in self.callbacks:
                 callback(text)
+        for kept in unsplit.close():
+            self._keep(kept)
         if self.unwritten and self.log is not None and self.write_error is None:
             cap = f"the log's cap is {MAX_LOG_BYTES} bytes"
             self._write(f"# {self.unwritten} more bytes of output not kept ({cap})\n", own=True)
+
+    def _keep(self, line: str) -> None:
+        self._write(line)
+        self.tail.append(line.rstrip("\n"))
 
     def _write(self, text: str, *, own: bool = False) -> None:
         """Append to the log; the child's text (not `own`) only while the log is under its cap."""

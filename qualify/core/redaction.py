@@ -21,8 +21,18 @@ process (`remember`), wherever it appears, and the secrets qualify can see aroun
 (`remember_urls`, `remember_ambient`): a URL's credentials in the flake, an installable, a dev
 shell, an `--override-input` or a nix option; the secret settings of NIX_CONFIG and nix.conf
 (each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
-git would read. A child's output gets the value rules and, of the rules by form, only the URL's password: the
-others would hit ordinary text.
+git would read. A value is found in every form a program prints one in: as it is,
+percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either case), and
+in base64 (standard and URL-safe, padded or not, on its own or inside a longer encoded stream at
+any of the three byte alignments: there the characters that hold only the value's bits), and
+split over consecutive lines (a line ending in the start of a value, the next line starting with
+the rest: lines are matched with their line breaks taken out, `Unsplit`).
+
+A child's own output (`redact_known`, `Unsplit`) gets the value rules and the rules by form that
+do not hit ordinary text: a URL's password (which is then also known by value, so that the
+password printed bare later is found too), an `Authorization:` header, a `Bearer` token that
+looks like one, a netrc line's `password`, the services' tokens by prefix. The rules by name
+(`--token X`, `NAME=VALUE`) are left out there: they would hit ordinary text.
 
 A number, a boolean or a list of them under a secret-looking name is kept (`max_tokens = 64`
 is a count): a secret is text.
@@ -30,13 +40,15 @@ is a count): a secret is text.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, quote_plus, unquote
 
 REDACTED = "<redacted>"
 
@@ -46,7 +58,13 @@ _NOT_SECRET = re.compile(r"(?<!ACCESS)(?<!AUTH)(?<!API)(?<!SECRET)TOKENS|TOKENI[
 #: A value shorter than this is not replaced wherever it appears (it would hit ordinary text).
 MIN_KNOWN_LENGTH = 6
 
-_known: tuple[str, ...] = ()  # longest first: a longer secret may hold a shorter one
+_known: tuple[str, ...] = ()  # the values remembered
+_forms: tuple[str, ...] = ()  # every form of every value (`_encodings`), longest first
+#: Every proper prefix of a form: where a line may end inside a value split over two lines.
+_starts: frozenset[str] = frozenset()
+#: Every character a form holds: a line's end that could start a form is a run of these.
+_alphabet: frozenset[str] = frozenset()
+_remembering = threading.Lock()
 
 
 @lru_cache(maxsize=4096)  # the same few names, asked for every argument and variable
@@ -77,12 +95,54 @@ def hides(name: str, value: str) -> bool:
 
 
 def remember(values: Iterable[str]) -> None:
-    """Values to replace wherever text is redacted in this process, from now on: what a
-    secret-named variable held, since a template may put it anywhere in a command line."""
-    global _known  # noqa: PLW0603  (grows only; read without a lock, replaced whole)
+    """Values to replace wherever text is redacted in this process, from now on, in every form
+    a program may print them in (`_encodings`): what a secret-named variable held, since a
+    template may put it anywhere in a command line."""
+    global _known, _forms, _starts, _alphabet  # noqa: PLW0603  (grow only; read without a lock, replaced whole)
     new = {v for v in values if isinstance(v, str) and len(v) >= MIN_KNOWN_LENGTH and v != REDACTED}
-    if not new <= set(_known):
+    if new <= set(_known):
+        return
+    # Output pumps learn URL passwords on their own threads: one writer at a time, so that none
+    # replaces another's values with a set that lacks them.
+    with _remembering:
+        forms = set(_forms).union(*(_encodings(v) for v in new - set(_known)))
+        starts = set(_starts).union(*({f[:i] for i in range(1, len(f))} for f in forms - set(_forms)))
         _known = tuple(sorted(new | set(_known), key=len, reverse=True))
+        _alphabet = frozenset("".join(forms))
+        _starts = frozenset(starts)
+        _forms = tuple(sorted(forms, key=len, reverse=True))
+
+
+_URLSAFE = str.maketrans("+/", "-_")
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def _escapes_upper(text: str) -> str:
+    """`text` with each percent escape's hex digits in upper case (`%2f` → `%2F`): of the same
+    length, so a match in it is a match of `text` at the same place, whatever case (even mixed)
+    a program wrote its escapes in."""
+    return _PERCENT_ESCAPE.sub(lambda m: m.group().upper(), text) if "%" in text else text
+
+
+def _encodings(value: str) -> set[str]:
+    """The forms a program may print `value` in: as it is; percent-encoded (`/` kept or not,
+    space as `+`); as hex of its UTF-8 bytes (either case); and in
+    base64, standard and URL-safe. A base64 stream holding the value at a byte offset of 0, 1
+    or 2 (mod 3) holds, whatever surrounds it, the characters made of the value's bits alone:
+    those three cores are forms, and the value encoded on its own, padded and not."""
+    raw = value.encode("utf-8")
+    # Percent-encoded forms as `quote` writes them (upper case): text is matched with its
+    # escapes in upper case too (`_escapes_upper`).
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex(), raw.hex().upper()}
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + raw).decode("ascii")
+        # A character holds 6 bits: the first ones hold the offset's bytes too, the last one
+        # (short of a multiple of 3 bytes) the bytes that follow.
+        pieces = {encoded[(8 * offset + 5) // 6 : 8 * (offset + len(raw)) // 6]}
+        if offset == 0:
+            pieces |= {encoded, encoded.rstrip("=")}
+        forms |= pieces | {p.translate(_URLSAFE) for p in pieces}
+    return {f for f in forms if len(f) >= MIN_KNOWN_LENGTH}
 
 
 def remember_named(values: Mapping[str, Any]) -> None:
@@ -125,10 +185,22 @@ _SPACED = re.compile(
 _ASSIGN = re.compile(r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*)(?P<sep>=|:[ \t]*)(?=(?P<secret>[^\s&;'\",]+))")
 _NETRC = re.compile(r"(?P<head>\b(?:password|passwd)\s+)(?P<secret>[^\s'\"]+)")
 #: Tokens recognisable by their form alone (Hugging Face, GitHub, GitLab, OpenAI-style, Slack, AWS).
-_PREFIXED = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
-    r"|sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
+_TOKEN_FORMS = (
+    r"hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|sk-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
 )
+_PREFIXED = re.compile(rf"\b(?:{_TOKEN_FORMS})\b")
+#: The same tokens in a name, where `_` and `-` join words (`smoke_ghp_…`), but not inside a
+#: word (`disk-usage-of-the-workspace` holds no `sk-` token).
+_TOKEN_IN_NAME = re.compile(rf"(?<![A-Za-z0-9])(?:{_TOKEN_FORMS})")
+
+
+def token_in_name(name: str) -> str | None:
+    """`name` with the access tokens its form gives away replaced (`smoke_<redacted>`), or None
+    when it holds none. A name (an arm's, a check's) is kept in clear in every record and
+    report, so one that is a token is refused where it is declared; the refusal shows it so."""
+    shown = _TOKEN_IN_NAME.sub(REDACTED, name)
+    return shown if shown != name else None
 
 
 def _keep_head(match: re.Match[str]) -> str:
@@ -173,17 +245,180 @@ def redact_text(text: str, env: Mapping[str, str] | None = None, *, known: bool 
     return _PREFIXED.sub(REDACTED, text)
 
 
+#: A `Bearer` token in a child's output: one that looks like a token (a digit or a sign in it,
+#: or long), so that prose ("Bearer authentication failed") is kept.
+_BEARER_TOKEN = re.compile(
+    r"(?P<head>\bBearer\s+)(?P<secret>(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-]|[A-Za-z]{20})"
+    r"[A-Za-z0-9._~+/=-]{7,}[A-Za-z0-9_~+/=-])"
+)
+#: A netrc line's password in a child's output (`machine h login u password X`, or `password X`
+#: on a line of its own), not the word in a sentence.
+_NETRC_LINE = re.compile(
+    r"(?im)(?P<head>(?:^[ \t]*|\b(?:machine|default|login|account)\b[^\n]*?\s)(?:password|passwd)[ \t]+)"
+    r"(?P<secret>[^\s'\"]+)"
+)
+
+
 def redact_known(text: str) -> str:
-    """The remembered values replaced, and a URL's password by its form: for a child's own
-    output, where the other rules by name and form would also hit ordinary text."""
-    return _URL_PASSWORD.sub(_keep_head, _by_value(text))
+    """For a child's own output (or text quoting it: a finding, a reason, an answer of an API):
+    the remembered values in every form, also split over lines (`Unsplit`), and the rules by form
+    that do not hit ordinary text (see the module's docstring). A URL's password found here is
+    remembered, so that the password printed bare later is found too."""
+    if not text:
+        return text
+    unsplit = Unsplit()
+    out = [kept for line in text.splitlines(keepends=True) for kept in unsplit.feed(line)]
+    return "".join(out + unsplit.close())
+
+
+def redact_lines(lines: Iterable[str]) -> list[str]:
+    """Lines of a child's output (a log's tail) as `redact_known` keeps them, a value split
+    over two of them found too."""
+    unsplit = Unsplit()
+    out = [kept for line in lines for kept in unsplit.feed(line + "\n")]
+    return [line.rstrip("\n") for line in out + unsplit.close()]
+
+
+#: What every output rule by form starts with: a line without any is left as it is, unscanned.
+_FORM_HINT = re.compile(r"://|(?i:authorization|passw|bearer)|hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox|AKIA")
+
+
+def _by_form(line: str) -> str:
+    """One line of a child's output with the secrets the output rules find by form replaced."""
+    if not _FORM_HINT.search(line):
+        return line
+    line = _URL_PASSWORD.sub(_keep_head, line)
+    line = _AUTHORIZATION.sub(_keep_head, line)
+    line = _BEARER_TOKEN.sub(_keep_head, line)
+    line = _NETRC_LINE.sub(_keep_head, line)
+    return _PREFIXED.sub(REDACTED, line)
+
+
+def _learn(line: str) -> None:
+    """Remember the passwords of the URLs in `line`: a program that printed one in a URL may
+    print it bare later (`git` asking for it again, a debug dump of its settings)."""
+    if "://" in line:
+        remember(url_secrets(line))
+
+
+class Unsplit:
+    """A child's output, line by line, with every remembered value's forms replaced, also where
+    one is split over consecutive lines (a terminal's or a logger's wrapping, a program that
+    prints a value in pieces), and the output rules by form applied to each line.
+
+    The lines are matched with their line breaks taken out, and each match's characters mapped
+    back to the lines they are on. A line whose end could be the start of a value (its last
+    characters a proper prefix of a form) is held until the next line shows whether the rest
+    follows, or the output ends: a held line reaches the log a line late, never in clear. What
+    is held is bounded: the characters after such a start are fewer than the longest form's,
+    and at most `MAX_HELD` lines (empty ones) are held."""
+
+    MAX_HELD = 64
+
+    def __init__(self) -> None:
+        self._held: list[str] = []  # lines as read, with their line breaks
+        self._masked: list[tuple[int, int]] = []  # spans of the held text already matched
+
+    def feed(self, line: str) -> list[str]:
+        """Take one line (with its line break); give back the lines now safe to keep."""
+        _learn(line)
+        self._held.append(line)
+        return self._release(final=len(self._held) > self.MAX_HELD)
+
+    def close(self) -> list[str]:
+        """The output ended: give back every line still held."""
+        return self._release(final=True)
+
+    def _release(self, *, final: bool) -> list[str]:
+        bodies = [_body(line) for line in self._held]
+        joined = "".join(bodies)
+        spans = _merged(self._masked + _matches(joined, _forms))
+        cut = len(joined) if final else _open_start(joined)
+        out: list[str] = []
+        start = 0
+        for body, line in zip(bodies, self._held, strict=True):
+            end = start + len(body)
+            if end > cut:
+                break
+            masked = _masked_text(body, start, [(a, b) for a, b in spans if a < end and b > start])
+            out.append(_by_form(masked) + line[len(body) :])
+            start = end
+        del self._held[: len(out)]
+        # What a match already covers of the lines still held is kept for their release.
+        self._masked = [(max(a, start) - start, b - start) for a, b in spans if b > start]
+        return out
+
+
+def _body(line: str) -> str:
+    """A line without its line break (`\n`, `\r\n` or `\r`)."""
+    return line.rstrip("\r\n")
+
+
+def _matches(text: str, forms: Sequence[str]) -> list[tuple[int, int]]:
+    """Every span of `text` that holds a form, overlaps included (two secrets may share
+    characters: both are hidden whole), percent escapes matched in any case."""
+    spans: list[tuple[int, int]] = []
+    upper = _escapes_upper(text)
+    views = (text, upper) if upper != text else (text,)
+    # Most text holds no form: which forms it holds is asked first, of all at once.
+    present = {(form, view) for view in views for form in [f for f in forms if f in view]}
+    for form, view in present:
+        if view is upper and "%" not in form and upper is not text:
+            continue  # found in `text` too
+        at = view.find(form)
+        while at >= 0:
+            spans.append((at, at + len(form)))
+            at = view.find(form, at + 1)
+    return spans
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _open_start(text: str) -> int:
+    """Where the longest end of `text` that is a proper prefix of a form starts (the text
+    from there may be a value that goes on in the next line), or the text's length."""
+    starts, alphabet = _starts, _alphabet
+    if not starts:
+        return len(text)
+    # Only a run of characters that forms hold can start one; look no further back than it.
+    longest = min(len(text), max((len(f) - 1 for f in _forms[:1]), default=0))
+    run = 0
+    while run < longest and text[-1 - run] in alphabet:
+        run += 1
+    upper = _escapes_upper(text[-run:]) if run else ""
+    for size in range(run, 0, -1):
+        if text[-size:] in starts or upper[-size:] in starts:
+            return len(text) - size
+    return len(text)
+
+
+def _masked_text(body: str, offset: int, spans: Sequence[tuple[int, int]]) -> str:
+    """`body` (at `offset` of the joined text) with each span's part on it replaced; `spans`
+    are merged, so each run of hidden characters becomes one `<redacted>`."""
+    parts: list[str] = []
+    pos = 0
+    for first, last in spans:
+        a, b = max(first - offset, pos), min(last - offset, len(body))
+        if a < b:
+            parts += [body[pos:a], REDACTED]
+            pos = b
+    parts.append(body[pos:])
+    return "".join(parts)
 
 
 def _by_value(text: str) -> str:
-    for value in _known:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    return text
+    """`text` with every form of every remembered value replaced (each run of hidden
+    characters by one `<redacted>`)."""
+    spans = _merged(_matches(text, _forms))
+    return _masked_text(text, 0, spans) if spans else text
 
 
 # --- structured records ----------------------------------------------------------------------

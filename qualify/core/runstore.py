@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qualify.core import runfolder
+from qualify.core import jsontext, runfolder
 from qualify.core.errors import RunStoreError
 from qualify.core.runfolder import (
     LinkInRunError,
@@ -115,14 +115,13 @@ def read_json(path: Path, *, newest: int | None = None) -> dict[str, Any]:
     up to date by its type's `load`, never here.
     """
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        # Nested deeper than any record qualify writes: refused here (jsontext.TooDeep, a
+        # ValueError), before a reader that walks it runs out of stack.
+        document = jsontext.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunStoreError(f"{path}: missing") from None
     except (OSError, ValueError) as exc:
         raise RunStoreError(f"{path}: unreadable: {exc}") from None
-    except RecursionError:
-        # JSON nested thousands deep: no record qualify writes is, and the parser's stack ends.
-        raise RunStoreError(f"{path}: unreadable: nested too deeply to be a record of qualify") from None
     if not isinstance(document, dict):
         raise RunStoreError(f"{path}: expected a JSON object")
     version = document.get("schema_version")

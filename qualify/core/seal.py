@@ -16,13 +16,13 @@ finds). The mount namespace leaves no such window; the README says which the hos
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qualify.core.errors import QualifyError, RunStoreError
+from qualify.core import jsontext
+from qualify.core.errors import RUN_FOLDER_HINT, QualifyError, RunStoreError
 
 SEAL = "seal.json"
 #: How far above a record its run's seal may be: a check's folder in a stage, in a member, in a set.
@@ -83,7 +83,10 @@ class _Seal:
     def read(root: Path) -> _Seal:
         seal = _Seal(root)
         try:
-            saved = SealDocument.read(json.loads((root / SEAL).read_text(encoding="utf-8")), root / SEAL)
+            saved = SealDocument.read(jsontext.loads((root / SEAL).read_text(encoding="utf-8")), root / SEAL)
+        except jsontext.TooDeep as exc:
+            # Not a seal qualify wrote, and not one to pass over as empty: named, not a crash.
+            raise RunStoreError(f"{root / SEAL}: unreadable: {exc}", RUN_FOLDER_HINT) from None
         except (OSError, ValueError, RunStoreError):
             return seal  # a seal that does not read holds no digest to compare with
         seal.digests = dict(saved.records)

@@ -44,6 +44,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from qualify.checks.evidence import validated
+from qualify.core import jsontext
 from qualify.core.errors import RunStoreError
 from qualify.numerics.llamalogits import LlamaLogitsFile
 from qualify.numerics.stream import (
@@ -90,7 +91,7 @@ class LogprobDirMeta(BaseModel):
     @classmethod
     def read(cls, path: Path) -> LogprobDirMeta:
         try:
-            document = json.loads(path.read_text())
+            document = jsontext.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise LogprobFileError(f"{path}: cannot read the format's meta.json: {e}") from e
         return cls.load(document, path)
@@ -170,7 +171,9 @@ def write_logprob_dir(
         | {"first": first, "values": values, "settings": dict(settings or {})},
         path / "meta.json",
     )
-    (path / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    (path / "meta.json").write_text(
+        json.dumps(meta.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8"
+    )
     return path
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from qualify.core import jsontext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_atomic
 from qualify.numerics.llamalogits import LlamaLogitsFile
@@ -192,7 +193,7 @@ def cached_reference(cache: Path, key: str) -> tuple[Path, dict[str, Any]] | Non
     if not artifact.exists() or not measurement.is_file():
         return None
     try:
-        saved: dict[str, Any] = json.loads(measurement.read_text())
+        saved: dict[str, Any] = jsontext.loads(measurement.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return artifact, saved

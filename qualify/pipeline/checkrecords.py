@@ -15,6 +15,7 @@ from qualify.checks.figures import Chart, Figure, Table, load_charts, load_table
 from qualify.checks.registry import evidence_types
 from qualify.pipeline.migrations import RESULT_STEPS, STAGE_STEPS, Step
 from qualify.pipeline.recordmodel import (
+    OutputText,
     PlainName,
     Record,
     RecordPart,
@@ -42,7 +43,7 @@ class CheckEntry(RecordPart):
     name: PlainName
     kind: str
     verdict: VerdictWord
-    reason: str
+    reason: OutputText
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump()
@@ -77,7 +78,7 @@ class StageRecord(Record):
     status: StageStatus
     #: None until the stage is complete.
     verdict: StageVerdictWord | None = None
-    reason: str = ""
+    reason: OutputText = ""
     attempt: int | None = None
     profile: str | None = None
     inputs_hash: str | None = None
@@ -156,7 +157,7 @@ class CheckResult(Record):
     duration_s: Seconds | None = None
     crashed: str | None = None
     verdict: VerdictWord
-    reason: str = ""
+    reason: OutputText = ""
     judged: list[str] = Field(default_factory=list)
     findings: list[SavedFinding] = Field(default_factory=list)
     #: The report's tables and charts, typed (`qualify.checks.figures`) and saved in their

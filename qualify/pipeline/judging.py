@@ -13,6 +13,7 @@ from pathlib import Path
 
 from qualify.checks.base import CheckKind, Finding, Judgement, SavedCheck
 from qualify.core.errors import QualifyError
+from qualify.core.redaction import redact_known
 from qualify.core.runstore import write_atomic
 from qualify.core.verdicts import Verdict
 
@@ -20,15 +21,27 @@ _OK = (Verdict.PASS, Verdict.WARN)
 
 
 def judge_saved(kind: CheckKind, saved: SavedCheck, log_name: str = "judge-error.log") -> Judgement:
-    """`kind.judge(saved)` with a crash turned into ERROR (the traceback in the check's logs/)."""
+    """`kind.judge(saved)` with a crash turned into ERROR (the traceback in the check's logs/),
+    its reason and findings redacted: they quote commands' output, and the console shows them."""
+    return redacted(_judged(kind, saved, log_name))
+
+
+def _judged(kind: CheckKind, saved: SavedCheck, log_name: str) -> Judgement:
     try:
         judgement = kind.judge(saved)
     except QualifyError as exc:
-        return Judgement(Verdict.ERROR, str(exc).replace("\n", " — "))
+        # Redacted before its lines are joined: a secret split over two of them is found.
+        return Judgement(Verdict.ERROR, redact_known(str(exc)).replace("\n", " — "))
     except Exception as exc:  # a judge bug must not lose the run: record it as ERROR
         log = harness_error_log(saved.folder, log_name)
         return Judgement(Verdict.ERROR, f"internal error in the {kind.name!r} judge: {exc!r}; see {log}")
     return no_pass_without_judgement(judgement)
+
+
+def redacted(judgement: Judgement) -> Judgement:
+    """`judgement` with the secrets in its reason and findings redacted as a child's output is."""
+    findings = tuple(replace(f, message=redact_known(f.message)) for f in judgement.findings)
+    return replace(judgement, reason=redact_known(judgement.reason), findings=findings)
 
 
 def no_pass_without_judgement(judgement: Judgement) -> Judgement:
@@ -46,7 +59,7 @@ def no_pass_without_judgement(judgement: Judgement) -> Judgement:
 
 def crashed(message: str) -> Judgement:
     """The judgement of a measurement that crashed: ERROR, and it stays so when re-judged."""
-    return Judgement(Verdict.ERROR, f"the measurement crashed: {message}")
+    return Judgement(Verdict.ERROR, redact_known(f"the measurement crashed: {message}"))
 
 
 def harness_error_log(folder: Path, name: str = "harness-error.log") -> Path:

@@ -22,6 +22,7 @@ from qualify.checks.registry import installed, kind_named
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_vars
 from qualify.core.errors import ConfigError, UsageError
+from qualify.core.redaction import token_in_name
 from qualify.core.resources import data_dir
 from qualify.core.tomlfile import Table, read_toml, suggest
 from qualify.pipeline.notapplicable import BUILD_STAGE, NotApplicable, not_applicable
@@ -186,6 +187,12 @@ def _load_stage(
     name = top.string("name", stem_name) or stem_name
     if not _NAME.match(name):
         raise top.error("name", f"stage name {name!r} must be lower-case letters, digits, - or _")
+    _not_a_token(top, name, "stage")
+    if (shown := token_in_name(file.stem)) is not None:  # the stage's folder in every run
+        raise ConfigError(
+            f"{file.parent / shown}{file.suffix}: the stage file's name has the form of an access token",
+            "rename the file; if that is a real token, revoke it",
+        )
     if "not_applicable" in top.data:
         return not_applicable(top, name, file), {}
     inconclusive = top.string("inconclusive", "fail") or "fail"
@@ -213,6 +220,18 @@ def _load_stage(
     return stage, {p: _resolve_profile(stage, profiles.table(p)) for p in profiles.data}
 
 
+def _not_a_token(table: Table, name: str, what: str) -> None:
+    """A name shaped like an access token is refused: names are kept in clear in every record,
+    report and annotation (a token pasted in the wrong place would be published)."""
+    shown = token_in_name(name)
+    if shown is not None:
+        raise table.error(
+            "name",
+            f"the {what} name {shown!r} has the form of an access token",
+            f"rename the {what}; if that is a real token, revoke it: it is in this file",
+        )
+
+
 def _load_check(table: Table) -> CheckSpec:
     kind_name = table.string("kind", required=True)
     assert kind_name is not None
@@ -223,6 +242,7 @@ def _load_check(table: Table) -> CheckSpec:
     name = table.string("name", kind.name) or kind.name
     if not _NAME.match(name):
         raise table.error("name", f"check name {name!r} must be lower-case letters, digits, - or _")
+    _not_a_token(table, name, "check")
     spec = CheckSpec(
         name=name,
         kind=kind.name,

@@ -17,13 +17,21 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin
 
-from pydantic import BeforeValidator, ConfigDict, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from qualify.checks.evidence import HINT, Part
 from qualify.checks.refusals import place, refused, refused_at, type_name
 from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
+from qualify.core.redaction import redact_known
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
 from qualify.pipeline.migrations import Step, migrate
 from qualify.pipeline.recordfields import STAGE_VERDICTS, VERDICTS, number
@@ -69,6 +77,10 @@ StageStatus = Annotated[str, BeforeValidator(_one_of(("running", "complete", "in
 PlainName = Annotated[str, BeforeValidator(_plain_name)]
 #: A duration or a time limit, in seconds.
 Seconds = Annotated[float, BeforeValidator(_seconds)]
+#: Text that may quote a command's output (a finding, a reason): its secrets redacted as a
+#: child's output is (`redact_known`), when it is written and whenever it is read, so that every
+#: page, summary, annotation and JSON made from a record hides them, whoever wrote the file.
+OutputText = Annotated[str, AfterValidator(redact_known)]
 
 
 def _nullable(annotation: Any) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ConfigDict
 
-from qualify.pipeline.recordmodel import RecordPart, VerdictWord
+from qualify.pipeline.recordmodel import OutputText, RecordPart, VerdictWord
 
 
 class SavedFinding(RecordPart):
@@ -16,7 +16,7 @@ class SavedFinding(RecordPart):
     message and the role it is about (None: the whole check; the key is always written)."""
 
     verdict: VerdictWord
-    message: str
+    message: OutputText
     role: str | None
 
     def as_json(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from qualify.core import provenance, seal
 from qualify.core.config import ProjectConfig, load_config
-from qualify.core.containment import contained, runs_root
+from qualify.core.containment import chosen, contained, runs_root
 from qualify.core.context import RoleArm
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
@@ -89,6 +89,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     """Run (or resume, or partly rerun) a qualification; the run directory holds the result."""
     if request.only and request.from_stage:
         raise UsageError("--only and --from cannot be combined", "pick one stage selection")
+    chosen()  # a misspelt QUALIFY_CONTAINMENT is refused now, not after the builds
     config = load_config(request.project)
     # Before any child runs: the secrets nix may use (NIX_CONFIG, nix.conf, netrc files) and
     # those in the URLs given, redacted from every output from the first line on.

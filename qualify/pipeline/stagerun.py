@@ -20,6 +20,7 @@ from qualify.core.containment import writing
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
+from qualify.core.redaction import redact_known
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
 from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
@@ -292,7 +293,8 @@ class StageRunner:
                 else:
                     kind.measure(ctx)
         except QualifyError as exc:
-            crash = str(exc).replace("\n", " — ")
+            # Its message may quote the command's output (a server's log tail, in the hint).
+            crash = redact_known(str(exc)).replace("\n", " — ")
         except Exception as exc:  # a harness bug must not lose the run: record it as ERROR
             log = harness_error_log(check_dir)
             crash = f"internal error in check kind {spec.kind!r}: {exc!r}; see {log}"

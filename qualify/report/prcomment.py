@@ -3,11 +3,17 @@ that same comment edited on every later push.
 
 Through GitHub's REST API for issue comments (a pull request is an issue there): the pull
 request's comments are listed page by page, following `Link: rel="next"`; the first one that
-carries this key's hidden marker line (`<!-- qualify: KEY -->`) AND was written by a bot account
-is edited (PATCH), else a new one is posted (POST). A person's comment is never edited, not even
-one holding the marker (pasted, quoted): only an account of type "Bot" (the workflow's
-github-actions[bot]) is taken for qualify's own. Two workflows pass two keys, and keep a comment
-each.
+carries this key's hidden marker line (`<!-- qualify: KEY -->`) AND was written by the account
+qualify posts as is edited (PATCH), else a new one is posted (POST). Any other account's comment
+is never edited, not even one holding the marker (a person's that quotes it, another tool's bot
+that copied the summary): a token that may write on the pull request may edit them too.
+
+The account qualify posts as is the one GitHub says the token belongs to (`GET /user`: a
+personal or a machine account's token), compared by login and id. A workflow's GITHUB_TOKEN,
+like any GitHub App's installation token, is refused that question (403): it posts as
+`github-actions[bot]`, the login taken then; a GitHub App's token names its own bot with `--as`
+(`my-app[bot]`). Should GitHub say another account wrote a comment qualify posted, the command
+says which login to pass. Two workflows pass two keys, and keep a comment each.
 
 HTTP goes through the standard library's urllib, not httpx: httpx comes with the stages'
 libraries (the `stages` extra), and the job that posts needs none of them, only the core and a
@@ -35,6 +41,7 @@ from typing import Any, NoReturn
 from urllib.parse import quote, urlsplit
 
 from qualify import __version__
+from qualify.core import jsontext
 from qualify.core.capped import FileTooLarge, read_capped
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.plaintext import clean
@@ -59,6 +66,8 @@ _GIVE_THE_SUMMARY = (
     "give the summary.md that `qualify merge --out DIR` (or `qualify run`) wrote: DIR/summary.md, "
     "not fleet.json, report.json or report.html"
 )
+#: Who a workflow's GITHUB_TOKEN writes as; GitHub does not answer `GET /user` for it.
+ACTIONS_BOT = "github-actions[bot]"
 
 
 @dataclass(frozen=True)
@@ -80,14 +89,44 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Account:
+    """The account qualify posts as: its login, and its id where GitHub said it (`GET /user`)."""
+
+    login: str
+    id: int | None = None
+
+    def wrote(self, comment: Mapping[str, Any]) -> bool:
+        """Whether `comment` (as GitHub lists it) was written by this account. Logins are
+        compared as GitHub does, without case; an id, when known, must be the same too (a login
+        can be given up and taken by another account)."""
+        user = comment.get("user")
+        if not isinstance(user, dict) or not isinstance(user.get("login"), str):
+            return False  # a deleted account ("ghost"): no one's
+        if user["login"].lower() != self.login.lower():
+            return False
+        return self.id is None or user.get("id") == self.id
+
+
+@dataclass(frozen=True)
 class Posted:
     action: str  # "created", "updated" or "unchanged"
     comment_id: int
     url: str
     cut: bool
+    #: Who qualify took itself for, and who GitHub says wrote the comment it posted (None: as
+    #: taken, or not said): when they differ, the next run would not find it (`--as`).
+    account: str = ""
+    author: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"action": self.action, "id": self.comment_id, "url": self.url, "cut": self.cut}
+        return {
+            "action": self.action,
+            "id": self.comment_id,
+            "url": self.url,
+            "cut": self.cut,
+            "account": self.account,
+            **({"author": self.author} if self.author is not None else {}),
+        }
 
 
 def marker(key: str) -> str:
@@ -209,8 +248,8 @@ def _event_number(environ: Mapping[str, str]) -> int:
             "pass --pr N, or post from a job of a pull_request event (its event file names the number)",
         )
     try:
-        event = json.loads(read_capped(Path(where), MAX_SUMMARY_BYTES, "the event file"))
-    except (OSError, ValueError) as exc:  # JSONDecodeError, FileTooLarge, a missing file
+        event = jsontext.loads(read_capped(Path(where), MAX_SUMMARY_BYTES, "the event file"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError, TooDeep, FileTooLarge, a missing file
         raise UsageError(
             f"{where}: cannot read the event (GITHUB_EVENT_PATH): {exc}", "pass --pr N"
         ) from None
@@ -240,7 +279,16 @@ class _Api:
         self.origin = _origin(target.api)
         self.opener = urllib.request.build_opener(_NoRedirect())
 
-    def call(self, method: str, url: str, payload: dict[str, Any] | None = None) -> tuple[Any, Message]:
+    def call(
+        self,
+        method: str,
+        url: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        unanswered: tuple[int, ...] = (),
+    ) -> tuple[Any, Message]:
+        """The JSON GitHub answers; an answer of a status in `unanswered` is None, any other
+        refusal a QualifyError saying what to do."""
         if _origin(url) != self.origin:
             raise QualifyError(
                 self.said(f"{method} {url}: GitHub pointed to another server than {self.target.api}"),
@@ -259,6 +307,9 @@ class _Api:
                 raw = answer.read(MAX_ANSWER_BYTES)
                 headers = answer.headers
         except urllib.error.HTTPError as exc:
+            if exc.code in unanswered:
+                exc.close()
+                return None, exc.headers
             self.refused(method, url, exc)
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, a dropped line
             reason = getattr(exc, "reason", None) or exc
@@ -267,7 +318,11 @@ class _Api:
                 "check GITHUB_API_URL and this machine's network (a proxy: HTTPS_PROXY)",
             ) from None
         try:
-            return (json.loads(raw) if raw else None), headers
+            return (jsontext.loads(raw) if raw else None), headers
+        except jsontext.TooDeep as exc:
+            raise QualifyError(
+                self.said(f"{method} {url}: the answer is {exc}"), "check GITHUB_API_URL"
+            ) from None
         except ValueError:
             raise QualifyError(
                 self.said(f"{method} {url}: the answer is not JSON"), "check GITHUB_API_URL"
@@ -276,7 +331,7 @@ class _Api:
     def refused(self, method: str, url: str, exc: urllib.error.HTTPError) -> NoReturn:
         code, where = exc.code, f"{method} {url}"
         try:
-            said = json.loads(exc.read(1 << 16)).get("message", "")
+            said = jsontext.loads(exc.read(1 << 16)).get("message", "")
         except (OSError, ValueError, AttributeError):
             said = ""
         said = f" {clean(str(said))[:300]}" if said else ""
@@ -320,16 +375,32 @@ def _next_page(headers: Message) -> str | None:
     return found.group(1) if found else None
 
 
-def _is_ours(comment: Any, line: str) -> bool:
-    if not isinstance(comment, dict):
+def _is_ours(comment: Any, line: str, account: Account) -> bool:
+    if not isinstance(comment, dict) or not account.wrote(comment):
         return False
-    user, body = comment.get("user"), comment.get("body")
-    bot = isinstance(user, dict) and user.get("type") == "Bot"
-    return bot and isinstance(body, str) and any(text.strip() == line for text in body.splitlines())
+    body = comment.get("body")
+    return isinstance(body, str) and any(text.strip() == line for text in body.splitlines())
 
 
-def find_comment(api: _Api, key: str) -> dict[str, Any] | None:
-    """The first comment of the pull request that is this key's and a bot's, or None."""
+def poster(api: _Api, login: str | None = None) -> Account:
+    """The account the token posts as: `login` when given (`--as`), else the one GitHub names
+    for the token (`GET /user`), else, for a token GitHub does not answer that for (a
+    workflow's GITHUB_TOKEN, a GitHub App's), the workflow's bot."""
+    if login:
+        return Account(login)
+    user, _ = api.call("GET", f"{api.target.api}/user", unanswered=(403,))
+    if user is None:
+        return Account(ACTIONS_BOT)
+    if not isinstance(user, dict) or not isinstance(user.get("login"), str):
+        raise QualifyError(
+            api.said(f"GET {api.target.api}/user: the answer names no account"), "check GITHUB_API_URL"
+        )
+    found = user.get("id")
+    return Account(user["login"], found if isinstance(found, int) and not isinstance(found, bool) else None)
+
+
+def find_comment(api: _Api, key: str, account: Account) -> dict[str, Any] | None:
+    """The first comment of the pull request that is this key's and `account`'s, or None."""
     line = marker(key)
     url: str | None = f"{api.target.comments}?per_page={_PER_PAGE}"
     for _ in range(MAX_PAGES):
@@ -339,7 +410,7 @@ def find_comment(api: _Api, key: str) -> dict[str, Any] | None:
         if not isinstance(page, list):
             raise QualifyError(api.said(f"GET {url}: expected a list of comments"), "check GITHUB_API_URL")
         for comment in page:
-            if _is_ours(comment, line) and isinstance(comment.get("id"), int):
+            if _is_ours(comment, line, account) and isinstance(comment.get("id"), int):
                 return dict(comment)
         url = _next_page(headers)
     raise QualifyError(
@@ -349,12 +420,14 @@ def find_comment(api: _Api, key: str) -> dict[str, Any] | None:
     )
 
 
-def post(target: Target, body: str, *, key: str, cut: bool = False) -> Posted:
-    """`body` on the pull request: this key's bot comment edited, or a new one posted."""
+def post(target: Target, body: str, *, key: str, cut: bool = False, login: str | None = None) -> Posted:
+    """`body` on the pull request: this key's comment of the account qualify posts as
+    (`poster`, `login` given with `--as`) edited, or a new one posted."""
     api = _Api(target)
-    found = find_comment(api, key)
+    account = poster(api, login)
+    found = find_comment(api, key, account)
     if found is not None and found.get("body") == body:
-        return Posted("unchanged", found["id"], str(found.get("html_url", "")), cut)
+        return Posted("unchanged", found["id"], str(found.get("html_url", "")), cut, account.login)
     if found is None:
         answer, _ = api.call("POST", target.comments, {"body": body})
         action = "created"
@@ -363,4 +436,9 @@ def post(target: Target, body: str, *, key: str, cut: bool = False) -> Posted:
         action = "updated"
     if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
         raise QualifyError(api.said(f"{target.comments}: GitHub's answer names no comment"))
-    return Posted(action, answer["id"], str(answer.get("html_url", "")), cut)
+    user = answer.get("user")
+    author = user.get("login") if isinstance(user, dict) and isinstance(user.get("login"), str) else None
+    differs = author is not None and not account.wrote(answer)
+    return Posted(
+        action, answer["id"], str(answer.get("html_url", "")), cut, account.login, author if differs else None
+    )

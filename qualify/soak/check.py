@@ -127,7 +127,7 @@ def _summary(m: SoakMeasurement, requests: pd.DataFrame) -> RequestSummary:
 
 def _tail(path: Path, lines: int = 8) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
@@ -187,7 +187,7 @@ def _matches(saved: SavedCheck, role: str) -> list[dict[str, Any]]:
     )
     for log, path, patterns in sources:
         if path.is_file():
-            lines = path.read_text(errors="replace").splitlines()
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
             found += [{"role": role, "log": log, **m.as_json()} for m in match_lines(lines, patterns)]
     return found
 

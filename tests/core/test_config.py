@@ -187,3 +187,58 @@ def test_hosts_are_labels_with_their_runners_labels(tmp_path: Path) -> None:
         write(tmp_path / "qualify.toml", f"{arms}\n[hosts]\n{entry}\n")
         with pytest.raises(ConfigError, match=said):
             load_config(tmp_path)
+
+
+TOKEN_NAMES = [
+    "ghp_" + "a1b2c3d4e5" * 4,
+    "gho_" + "a1b2c3d4e5" * 4,
+    "ghs_" + "a1b2c3d4e5" * 4,
+    "github_pat_" + "11abcdefgh_0123456789abcd",
+    "glpat-" + "abcdefghij0123456789",
+    "xoxb-" + "123456789012-abcdefghij",
+    "xoxp-" + "123456789012-abcdefghij",
+    "hf_" + "abcdefghij0123456789ab",
+]
+
+
+@pytest.mark.parametrize("token", [*TOKEN_NAMES, "AKIA" + "IOSFODNN7EXAMPLE", "smoke_" + TOKEN_NAMES[0]])
+def test_an_arm_named_like_an_access_token_is_refused_without_showing_it(tmp_path: Path, token: str) -> None:
+    """An arm's name is kept in clear in every record, report and annotation."""
+    write(
+        tmp_path / "qualify.toml",
+        f'[arms.pinned]\ninstallable = ".#default"\n\n[arms."{token}"]\ninstallable = ".#c"\n',
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    said = str(err.value)
+    assert f"{tmp_path / 'qualify.toml'}:4: arms." in said and "access token" in said, said
+    assert token not in said and "<redacted>" in said, said
+    assert err.value.exit_code == ExitCode.USAGE_ERROR
+
+
+@pytest.mark.parametrize("token", [*TOKEN_NAMES, "run_" + TOKEN_NAMES[4]])
+def test_a_check_named_like_an_access_token_is_refused_without_showing_it(tmp_path: Path, token: str) -> None:
+    stage = write(
+        tmp_path / "stages" / "20-compile.toml",
+        f'name = "compile"\n[[check]]\nkind = "command"\nname = "ok"\nrun = "true"\n'
+        f'[[check]]\nkind = "command"\nname = "{token}"\nrun = "true"\n',
+    )
+    with pytest.raises(ConfigError) as err:
+        load_plan(tmp_path / "stages")
+    said = str(err.value)
+    assert f"{stage}:8: check[1].name" in said and "access token" in said, said
+    assert token not in said, said
+
+
+def test_names_that_only_hold_a_token_s_prefix_inside_a_word_are_kept(tmp_path: Path) -> None:
+    """`disk-usage-of-the-workspace` holds `sk-…` inside a word: no token."""
+    write(
+        tmp_path / "stages" / "20-compile.toml",
+        'name = "compile"\n[[check]]\nkind = "command"\nname = "disk-usage-of-the-workspace"\nrun = "true"\n',
+    )
+    assert load_plan(tmp_path / "stages").stages[0].checks[0].name == "disk-usage-of-the-workspace"
+    write(
+        tmp_path / "qualify.toml",
+        '[arms.pinned]\ninstallable = ".#a"\n[arms.task-scheduler-rewrite-2]\ninstallable = ".#b"\n',
+    )
+    assert "task-scheduler-rewrite-2" in load_config(tmp_path).arms

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qualify.core.redaction import (
     REDACTED,
+    Unsplit,
     holds_redacted,
     is_secret,
     redact_argv,
     redact_env,
     redact_known,
+    redact_lines,
     redact_options,
     redact_text,
     redact_values,
@@ -197,3 +202,150 @@ def test_the_secrets_of_a_runs_nix_options_are_remembered(tmp_path: Path) -> Non
     )
     said = "option-netrc-pw-8a9b option-tok-7c8d cache-pw-6e7f"
     assert redact_known(said) == " ".join([REDACTED] * 3)
+
+
+ENCODED_SECRET = "enc-Secret/Value+42~x"
+
+
+def _encoded_forms(secret: str) -> list[str]:
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    raw = secret.encode()
+    b64, safe = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
+    return [
+        b64, b64.rstrip("="), safe, safe.rstrip("="), raw.hex(), raw.hex().upper(),
+        quote(secret, safe=""), quote(secret), quote_plus(secret), quote(secret, safe="").replace("%2F", "%2f"),
+    ]  # fmt: skip
+
+
+def test_a_known_value_is_hidden_in_every_encoding_a_program_prints_it_in() -> None:
+    remember([ENCODED_SECRET])
+    for form in _encoded_forms(ENCODED_SECRET):
+        assert redact_known(f"got {form} here") == f"got {REDACTED} here", form
+
+
+@pytest.mark.parametrize("urlsafe", [False, True])
+@pytest.mark.parametrize("before", range(6))
+def test_a_known_value_inside_a_longer_base64_stream_is_hidden_at_every_alignment(
+    before: int, urlsafe: bool
+) -> None:
+    """Inside a longer stream the value's base64 depends on its byte offset (mod 3) and on its
+    neighbours at both ends: every character made of the value's bits alone is hidden, what is
+    left shows at most the bits the value shares a character with."""
+    import base64
+
+    remember([ENCODED_SECRET])
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    raw = ENCODED_SECRET.encode()
+    for after in range(4):
+        stream = encode(b"\x7fpre"[:before] + b"pre-"[: max(0, before - 4)] + raw + b"post"[:after]).decode()
+        offset = len(b"\x7fpre"[:before] + b"pre-"[: max(0, before - 4)])
+        out = redact_known(stream)
+        assert REDACTED in out, (before, after, stream)
+        head, _, tail = out.partition(REDACTED)
+        assert len(head) <= (8 * offset + 5) // 6  # the characters holding the bytes before
+        assert len(tail) <= len(stream) - 8 * (offset + len(raw)) // 6  # and those after
+
+
+def test_a_value_split_over_two_lines_is_hidden_on_both() -> None:
+    """A line that ends in the start of a value is held until the next line shows the rest (or
+    the output ends); each line keeps its line break, the held line is not lost."""
+    remember([ENCODED_SECRET])
+    cut = 7
+    text = f"first\nsays {ENCODED_SECRET[:cut]}\n{ENCODED_SECRET[cut:]} goes on\nlast"
+    assert redact_known(text) == f"first\nsays {REDACTED}\n{REDACTED} goes on\nlast"
+    three = f"a {ENCODED_SECRET[:4]}\r\n{ENCODED_SECRET[4:12]}\n{ENCODED_SECRET[12:]} b\n"
+    assert redact_known(three) == f"a {REDACTED}\r\n{REDACTED}\n{REDACTED} b\n"
+    hexed = ENCODED_SECRET.encode().hex()
+    assert redact_known(f"{hexed[:10]}\n{hexed[10:]}") == f"{REDACTED}\n{REDACTED}"
+    # The start of a value with something else after it is no value: kept as it is.
+    assert (
+        redact_known(f"says {ENCODED_SECRET[:cut]}\nnothing more\n")
+        == f"says {ENCODED_SECRET[:cut]}\nnothing more\n"
+    )
+    unsplit = Unsplit()
+    assert unsplit.feed(f"x {ENCODED_SECRET[:cut]}\n") == []  # held: the rest may follow
+    assert unsplit.close() == [f"x {ENCODED_SECRET[:cut]}\n"]  # the output ended: kept
+    assert redact_lines([f"tail {ENCODED_SECRET[:3]}", f"{ENCODED_SECRET[3:]}."]) == [
+        f"tail {REDACTED}",
+        f"{REDACTED}.",
+    ]
+
+
+def test_a_url_password_printed_in_a_url_is_hidden_when_printed_bare_later() -> None:
+    said = "fetching https://deploy:learnt-Pw-8c7b@git.example.com/r.git\nauth failed for learnt-Pw-8c7b"
+    assert redact_known(said) == (
+        f"fetching https://deploy:{REDACTED}@git.example.com/r.git\nauth failed for {REDACTED}"
+    )
+    assert redact_known("later: learnt-Pw-8c7b") == f"later: {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["ghp_" + "x1Y2" * 9, "gho_" + "x1Y2" * 9, "ghs_" + "x1Y2" * 9, "github_pat_" + "11AB_cd" * 6,
+     "glpat-" + "aB3dE5gH7jK9mN1pQ3", "xoxb-1234567890-abcdefghij", "xoxp-1234567890-abcdefghij",
+     "xoxa-2-1234567890-abcdef", "xoxr-1234567890-abcdefghij", "AKIAIOSFODNN7EXAMPLE"],
+)  # fmt: skip
+def test_tokens_are_hidden_in_a_childs_output_by_their_form(token: str) -> None:
+    assert redact_known(f"using {token} now") == f"using {REDACTED} now"
+
+
+def test_credentials_in_a_childs_output_by_their_form_but_prose_kept() -> None:
+    assert (
+        redact_known("> Authorization: Bearer eyJhbGciOi.eyJzdWIi.sig")
+        == f"> Authorization: Bearer {REDACTED}"
+    )
+    assert redact_known("retrying with Bearer a1b2c3d4e5f6") == f"retrying with Bearer {REDACTED}"
+    assert redact_known("machine h login u password netrc-form-1") == f"machine h login u password {REDACTED}"
+    assert redact_known("  password form-pw-on-its-line") == f"  password {REDACTED}"
+    for prose in ("Bearer authentication failed", "the password is wrong", "enter password: "):
+        assert redact_known(prose) == prose
+
+
+def test_a_records_text_that_quotes_output_is_redacted_when_read() -> None:
+    """A finding or a reason read back from a run folder (written by an older qualify, or by
+    hand) shows no token that its form gives away: every page and JSON is made from it."""
+    from qualify.pipeline.checkrecords import CheckEntry
+    from qualify.pipeline.resultparts import SavedFinding
+
+    token = "ghp_" + "r3AdB4ck" * 5
+    finding = SavedFinding.model_validate({"verdict": "FAIL", "message": f"exit 1\n{token}", "role": None})
+    assert finding.message == f"exit 1\n{REDACTED}"
+    entry = CheckEntry.model_validate({"name": "c", "kind": "command", "verdict": "FAIL", "reason": token})
+    assert entry.reason == REDACTED
+
+
+FUZZED_SECRET = "Fz9qK2mW7xRt"
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.builds(
+            lambda text, crlf: text + ("\r\n" if crlf else "\n"),
+            st.text(alphabet=FUZZED_SECRET + " .", max_size=30),
+            st.booleans(),
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 11), max_size=4),
+)
+def test_a_value_is_found_however_output_breaks_it_into_lines(pieces: list[str], cuts: list[int]) -> None:
+    """Output made of pieces of the value, with the value itself cut into lines at random
+    places: every line comes back, in order, with its line break; no line's text, nor any run
+    of consecutive lines with their breaks taken out, holds the value."""
+    remember([FUZZED_SECRET])
+    bounds = sorted({0, *cuts, len(FUZZED_SECRET)})
+    lines = list(pieces)
+    lines[len(lines) // 2 : len(lines) // 2] = [
+        FUZZED_SECRET[a:b] + "\n" for a, b in itertools.pairwise(bounds)
+    ]
+    unsplit = Unsplit()
+    out = [kept for line in lines for kept in unsplit.feed(line)] + unsplit.close()
+    assert len(out) == len(lines)
+    assert [o[len(o.rstrip("\r\n")) :] for o in out] == [i[len(i.rstrip("\r\n")) :] for i in lines]
+    assert FUZZED_SECRET not in "".join(o.rstrip("\r\n") for o in out)
+    for before, after in zip(lines, out, strict=True):
+        if REDACTED not in after:
+            assert before == after

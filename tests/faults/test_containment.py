@@ -275,3 +275,23 @@ def test_a_disk_that_fills_while_a_command_prints_is_an_error_that_names_the_fol
         assert "Traceback" not in said and "internal error" not in said, said
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+@pytest.mark.parametrize("value", ["mout", "cgroup,mnt", "none", "Cgroup"])
+def test_an_unknown_containment_value_is_refused_before_anything_runs(
+    project: Callable[..., Project], value: str
+) -> None:
+    """A misspelt QUALIFY_CONTAINMENT would leave commands with less containment than asked
+    for: the run is refused (exit 4), naming the variable, the value and what it accepts,
+    before a run folder is made or a command starts."""
+    p = project(CONFIG)
+    started = p.root / "started"
+    six(p, compile_code=0)
+    stage(p, "build", f"{PY} -c \"open('{started}', 'w')\"")
+    done = qualify_proc("run", "--candidate", "cand", "--project", str(p.root), env=env_for(value))
+    said = done.stdout + done.stderr
+    assert done.returncode == 4, said
+    assert "QUALIFY_CONTAINMENT" in said and repr(value) in said, said
+    assert "cgroup" in said and "mount" in said, said
+    assert "internal error" not in said, said
+    assert not started.exists() and not p.runs.exists(), said

@@ -298,6 +298,62 @@ def test_an_ascii_console_gets_ascii_substitutes(project: Callable[..., Project]
     assert "+-" in done.stdout  # a table's borders in ASCII
 
 
+#: The C locale as a bare container or a cron job gives it: ASCII streams, file names and
+#: arguments, with Python's own remedies (UTF-8 mode, locale coercion) turned off.
+C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+
+#: Writes the argument it got (argv[2]) to argv[1] as its bytes, prints text that is not ASCII,
+#: and fails for the candidate.
+NOT_ASCII = """
+import sys
+open(sys.argv[1], "wb").write(sys.argv[2].encode("utf-8", "surrogateescape"))
+sys.stdout.buffer.write("out \\u2192 \\u00fc \\u65e5\\u672c\\n".encode())
+sys.exit(sys.argv[3] == "candidate")
+"""
+
+
+def test_the_c_locale_runs_a_plan_whose_files_and_output_are_not_ascii(
+    project: Callable[..., Project], tmp_path: Path
+) -> None:
+    """Before: `qualify run` under the C locale ended in "internal error: UnicodeEncodeError" at
+    its first `→` (Python gives the C locale's streams `surrogateescape`, which fails as
+    `strict` does), and a command line holding `→` ended the check as an internal error (its
+    arguments were encoded in ASCII). Now the console gets substitutes; the command gets its
+    arguments, and the records their text, in UTF-8."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "PYTHONIOENCODING"}
+    env |= C_LOCALE
+    done = qualify_proc("--help", env=env)
+    assert done.returncode == 0 and "Usage" in done.stdout, done.stdout + done.stderr
+    p = project()
+    said = tmp_path / "said.txt"
+    p.script("not_ascii.py", NOT_ASCII)
+    p.stage(
+        "20-compile.toml",
+        'name = "compile"\ndescription = "kernels → compiled ≥ once"\n[[check]]\nkind = "command"\n'
+        f'name = "c"\nrun = "{PY} {p.root / "not_ascii.py"} {said} \'a → b\' {{role}}"\n',
+    )
+    step_summary = tmp_path / "step.md"
+    ci = {**env, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary)}
+    for args in (
+        ("run", "--candidate", "cand"),
+        ("show",),
+        ("show", "--json"),
+        ("report",),
+        ("plan",),
+        ("runs",),
+    ):
+        done = qualify_proc(*args, "--project", str(p.root), env=ci)
+        output = done.stdout + done.stderr
+        assert done.returncode in (0, 1), (args, output)  # the candidate's FAIL: exit 1
+        assert "internal error" not in output and "Traceback" not in output, (args, output)
+    assert said.read_text(encoding="utf-8") == "a → b"  # the argument as the plan wrote it
+    [run] = p.run_dirs()
+    log = run / "20-compile" / "c" / "logs" / "candidate-run.log"
+    assert "out → ü 日本" in log.read_text(encoding="utf-8")
+    assert "out → ü 日本" in (run / "summary.md").read_text(encoding="utf-8")
+    assert "out → ü 日本" in step_summary.read_text(encoding="utf-8")
+
+
 # 7 and 8. Outside text reaches no report with its hidden, reordering or control characters.
 
 HOSTILE = "pass\u202edeliaf\u2066 x\u200by\ufeff \x1b[31mred\x1b[0m \x1b]0;title\x07bell\x07 50% done\r\n::warning::forged"
@@ -397,3 +453,40 @@ def test_a_result_json_nested_thousands_deep_is_named(project: Callable[..., Pro
     path.write_text('{"schema_version": 2, "facts": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(RunStoreError, match="nested too deeply"):
         read_json(path)
+
+
+@pytest.mark.parametrize("levels", [100_000, 900, 150])
+@pytest.mark.parametrize(
+    "record", ["seal.json", "run.json", "20-compile/stage.json", "20-compile/compile-check/result.json"]
+)
+def test_a_run_folder_s_json_nested_deeply_is_a_named_refusal(
+    project: Callable[..., Project], record: str, levels: int
+) -> None:
+    """Before: seal.json nested 100 000 deep ended every command that read the run in
+    "internal error: RecursionError", and any record nested a few hundred deep (which the
+    parser still reads) ended `show` and `run --run` so when a reader walked it. Now the file
+    is named ("nested too deeply"), or its stage shown unreadable; never an internal error."""
+    p = project()
+    run = one_run(p)
+    path = run / record
+    text = path.read_text()
+    path.write_text(text[: text.rindex("}")] + ', "deep": ' + "[" * levels + "]" * levels + "}")
+    named = f"{path}: unreadable: nested too deeply"
+    for args in (("show", run.name, "--json"), ("report", run.name), ("run", "--run", run.name, "--force")):
+        done = qualify_proc(*args, "--project", str(p.root))
+        said = done.stdout + done.stderr
+        assert "internal error" not in said and "Traceback" not in said, (args, said)
+        if record in ("seal.json", "run.json"):  # the run cannot be read without it
+            assert done.returncode == 2 and named in said, (args, said)
+        elif args[0] == "show":  # the stage or check is shown unreadable, or changed since written
+            assert named in said or "tampered" in said, said
+
+
+def test_json_as_deep_as_qualify_reads_is_read_and_one_level_more_is_refused() -> None:
+    from qualify.core import jsontext
+
+    at_limit = "[" * jsontext.MAX_DEPTH + "]" * jsontext.MAX_DEPTH
+    assert jsontext.depth(jsontext.loads(at_limit)) == jsontext.MAX_DEPTH
+    with pytest.raises(jsontext.TooDeep, match="nested too deeply"):
+        jsontext.loads('{"a": ' + at_limit + "}")
+    assert jsontext.loads('{"a": [1, {"b": "c"}]}') == {"a": [1, {"b": "c"}]}

@@ -382,3 +382,94 @@ def test_an_override_input_token_reaches_nix_but_no_record(tmp_path: Path) -> No
     source = json.loads((run / "10-build" / "arms" / "source.json").read_text())
     assert "--override-input nixpkgs-rocm10=" in source["error"]["hint"], source
     assert leaks(run, [token], again.stdout + again.stderr) == []
+
+
+#: Prints a known secret (argv[2]) in the forms a program may print one in, tokens recognisable
+#: by their form, and a URL's password in a URL then bare; then fails (the candidate). The
+#: tokens are the script's own (`{tokens}`...): given as arguments, the command's record would
+#: keep the ones only a form finds in output.
+ENCODED_LEAKS = """
+import base64, sys, urllib.parse
+role, secret = sys.argv[1], sys.argv[2]
+url_pw, tokens, bearer, netrc_pw = {url_pw!r}, {tokens!r}, {bearer!r}, {netrc_pw!r}
+raw = secret.encode()
+print("tail-marker: the last lines follow")
+print("b64:", base64.b64encode(raw).decode(), "urlsafe:", base64.urlsafe_b64encode(raw).decode().rstrip("="))
+print("hex:", raw.hex().upper(), "pct:", urllib.parse.quote(secret, safe=""))
+print("split: " + secret[:9])
+print(secret[9:] + " and https://bob:" + url_pw + "@example.com/x then " + url_pw)
+print(" ".join(tokens))
+print("Authorization: Bearer " + bearer + "  machine h login u password " + netrc_pw)
+sys.exit(0 if role == "pinned" else 1)
+"""
+
+FORM_TOKENS = [
+    "ghp_" + "Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2",
+    "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnop",
+    "glpat-" + "Zy9Xw8Vu7Ts6Rq5Po4Nm",
+    "xoxb-" + "123456789012-abcdefABCDEF",
+    "AKIA" + "Q2W3E4R5T6Y7U8I9",
+]
+
+
+def test_a_secret_in_any_encoding_or_form_in_a_failing_childs_last_lines_reaches_no_exit(
+    project: Callable[..., Project], tmp_path: Path
+) -> None:
+    """A failing check's last lines reach its finding, and from there summary.md, junit.xml,
+    the `::error` annotations, the step summary and `show --json`. Printed there: a known secret
+    in base64 (standard, URL-safe), hex, percent-encoded and split over two lines; a URL's
+    password in the URL and then bare; tokens known by their form alone (GitHub, GitLab, Slack,
+    AWS, a Bearer token, a netrc password). None of them is kept anywhere, the last lines are."""
+    import base64
+    from urllib.parse import quote
+
+    secret, url_pw, bearer, netrc_pw = (
+        "hf-known-Secret-42xyz",
+        "url-pw-Bare77q",
+        "bt0k3n.abcDEF-123",
+        "netrcPw-77x",
+    )
+    raw = secret.encode()
+    hidden = [
+        secret, base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        raw.hex().upper(), quote(secret, safe=""), secret[:9], secret[9:], url_pw, bearer, netrc_pw,
+        *FORM_TOKENS,
+    ]  # fmt: skip
+    p = project(
+        f'inherit_env = ["PATH"]\n[vars]\nhf_token = "{secret}"\n'
+        '[arms.pinned]\ninstallable = ".#default"\n[arms.cand]\ninstallable = ".#cand"\n'
+    )
+    p.script(
+        "leak.py", ENCODED_LEAKS.format(url_pw=url_pw, tokens=FORM_TOKENS, bearer=bearer, netrc_pw=netrc_pw)
+    )
+    p.stage(
+        "20-compile.toml",
+        """
+        name = "compile"
+        [[check]]
+        kind = "command"
+        name = "c"
+        run = "{py} {project}/leak.py {role} {hf_token}"
+        """,
+    )
+    step_summary = tmp_path / "step-summary.md"
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary)}
+    done = qualify_proc("run", "--candidate", "cand", "--project", str(p.root), env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    [run] = p.run_dirs()
+    shown = qualify_proc("show", run.name, "--json", "--project", str(p.root), env=env)
+    assert shown.returncode == 0, shown.stderr
+    annotations = [line for line in done.stdout.splitlines() if line.startswith("::error")]
+    exits = {
+        "summary.md": (run / "summary.md").read_text(),
+        "junit.xml": (run / "junit.xml").read_text(),
+        "annotations": "\n".join(annotations),
+        "step summary": step_summary.read_text(),
+        "show --json": shown.stdout,
+    }
+    for name, text in exits.items():
+        assert "tail-marker" in text, (name, text)  # the last lines do reach it
+    assert leaks(run, hidden, said, shown.stdout, step_summary.read_text()) == []
+    log = (run / "20-compile" / "c" / "logs" / "candidate-run.log").read_text()
+    assert f"split: {REDACTED}\n{REDACTED} and https://bob:{REDACTED}@example.com/x then {REDACTED}" in log

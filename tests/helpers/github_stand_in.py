@@ -6,10 +6,14 @@ with a `Link` header whose `next` URL has another shape than the first page's, a
 `/repositories/ID/...` links do), post one, edit one. A request without the expected
 `Authorization: Bearer TOKEN` is answered 401; with `read_only`, every write is answered 403
 "Resource not accessible by integration", as GitHub answers a token without
-`pull-requests: write`. The token's own account is a bot, `github-actions[bot]`; GitHub lets
-it edit only its own comments here (a 403 otherwise), so a test also sees an attempt to edit a
-person's comment. Pages hold `page_size` comments whatever `per_page` asks, so that a few
-comments already make several pages.
+`pull-requests: write`. The token's own account (`account`) is by default the workflow's
+bot, `github-actions[bot]`, whose token GitHub does not answer `GET /user` for (403 "Resource
+not accessible by integration", as for any GitHub App's token); with `user_endpoint`, `GET /user`
+names the account, as for a personal or machine account's token. The token may edit its own
+account's comments and any bot's (a token that may write on the pull request may), not a
+person's (a 403), so a test sees an attempt to edit either. Pages hold `page_size` comments whatever `per_page` asks, so that a few
+comments already make several pages. With `nested`, a listing is answered with arrays nested
+that many levels deep (as a broken or hostile server could).
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class GitHub:
     token: str
     page_size: int = 100
     read_only: bool = False
+    account: dict[str, Any] = field(default_factory=lambda: dict(BOT))
+    user_endpoint: bool = False
+    nested: int = 0
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     url: str = ""
@@ -73,7 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _answer(self, code: int, document: Any, headers: dict[str, str] | None = None) -> None:
-        raw = json.dumps(document).encode()
+        self._answer_raw(code, json.dumps(document).encode(), headers)
+
+    def _answer_raw(self, code: int, raw: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(raw)))
@@ -96,13 +105,20 @@ class _Handler(BaseHTTPRequestHandler):
             rf"/repositories/{REPOSITORY_ID}/issues/(\d+)/comments", parts.path
         )
         editing = re.fullmatch(rf"/repos/{owner_repo}/issues/comments/(\d+)", parts.path)
-        if listing and method == "GET":
+        if parts.path == "/user" and method == "GET":
+            if github.user_endpoint:
+                self._answer(
+                    200, {**github.account, "html_url": f"https://github.example/{github.account['login']}"}
+                )
+            else:
+                self._answer(403, {"message": "Resource not accessible by integration", "status": "403"})
+        elif listing and method == "GET":
             self._list(int(listing.group(1)), parse_qs(parts.query))
         elif listing and method == "POST":
             if github.read_only:
                 self._answer(403, {"message": "Resource not accessible by integration", "status": "403"})
                 return
-            self._answer(201, github.add(int(listing.group(1)), str((body or {})["body"]), BOT))
+            self._answer(201, github.add(int(listing.group(1)), str((body or {})["body"]), github.account))
         elif editing and method == "PATCH":
             self._edit(int(editing.group(1)), str((body or {})["body"]))
         else:
@@ -110,6 +126,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _list(self, number: int, query: dict[str, list[str]]) -> None:
         github = self.server.github
+        if github.nested:
+            self._answer_raw(200, b"[" * github.nested + b"]" * github.nested)
+            return
         size = min(int(query.get("per_page", ["30"])[0]), github.page_size)
         page = int(query.get("page", ["1"])[0])
         comments = github.on(number)
@@ -127,7 +146,8 @@ class _Handler(BaseHTTPRequestHandler):
             for comment in comments:
                 if comment["id"] != comment_id:
                     continue
-                if github.read_only or comment["user"]["type"] != "Bot":
+                own = comment["user"]["id"] == github.account["id"]
+                if github.read_only or not (own or comment["user"]["type"] == "Bot"):
                     self._answer(403, {"message": "Resource not accessible by integration", "status": "403"})
                     return
                 comment["body"] = body
