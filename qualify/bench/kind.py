@@ -82,19 +82,19 @@ KIND = CheckKind(
             help='"llama-bench" (JSONL on stdout) or "metrics" ({out_file})',
         ),
         Param(
+            "alpha",
+            "number",
+            0.05,
+            help="family-wise false-alarm rate across tests and looks",
+            allowed=OPEN_UNIT,
+        ),
+        Param(
             "gate",
             "string",
             "not-slower",
             help='"not-slower": PASS when the candidate is shown no slower than pinned by more than '
             'speed_margin (non-inferiority); "no-change": PASS only when shown within speed_margin '
             "both ways (equivalence)",
-        ),
-        Param(
-            "alpha",
-            "number",
-            0.05,
-            help="family-wise false-alarm rate across tests and looks",
-            allowed=OPEN_UNIT,
         ),
         Param(
             "looks",
