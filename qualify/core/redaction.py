@@ -18,8 +18,8 @@ header's credentials, a `Bearer` token, a netrc `password`, and the tokens of th
 model or a source comes from by their prefix (`hf_`, `ghp_`, `github_pat_`, `glpat-`, `sk-`, ...).
 By value: each value a secret-named variable, environment variable or option held in this
 process (`remember`), wherever it appears, and the secrets qualify can see around a run
-(`remember_urls`, `qualify.core.secretsources.remember_ambient`): a URL's credentials in the flake, an installable, a dev
-shell, an `--override-input` or a nix option; the secret settings of NIX_CONFIG and nix.conf
+(`remember_urls`, `qualify.core.secretsources.remember_ambient`): a URL's credentials in the
+flake, an installable, a dev shell, an `--override-input` or a nix option; the secret settings of NIX_CONFIG and nix.conf
 (each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
 git would read. A value is found in every form a program prints one in: as it is,
 percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either case), and
