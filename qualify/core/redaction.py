@@ -19,8 +19,8 @@ model or a source comes from by their prefix (`hf_`, `ghp_`, `github_pat_`, `glp
 By value: each value a secret-named variable, environment variable or option held in this
 process (`remember`), wherever it appears, and the secrets qualify can see around a run
 (`remember_urls`, `qualify.core.secretsources.remember_ambient`): a URL's credentials in the
-flake, an installable, a dev shell, an `--override-input` or a nix option; the secret settings of NIX_CONFIG and nix.conf
-(each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
+flake, an installable, a dev shell, an `--override-input` or a nix option; the secret settings
+of NIX_CONFIG and nix.conf (each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
 git would read. A value is found in every form a program prints one in: as it is,
 percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either case), and
 in base64 (standard and URL-safe, padded or not, on its own or inside a longer encoded stream at
