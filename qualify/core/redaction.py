@@ -20,13 +20,13 @@ By value: each value a secret-named variable, environment variable or option hel
 process (`remember`), wherever it appears, and the secrets qualify can see around a run
 (`remember_urls`, `qualify.core.secretsources.remember_ambient`): a URL's credentials in the
 flake, an installable, a dev shell, an `--override-input` or a nix option; the secret settings
-of NIX_CONFIG and nix.conf (each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
-git would read. A value is found in every form a program prints one in: as it is,
-percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either case), and
-in base64 (standard and URL-safe, padded or not, on its own or inside a longer encoded stream at
-any of the three byte alignments: there the characters that hold only the value's bits), and
-split over consecutive lines (a line ending in the start of a value, the next line starting with
-the rest: lines are matched with their line breaks taken out, `Unsplit`).
+of NIX_CONFIG and nix.conf (each of `access-tokens`' tokens, and the whole value); the passwords
+of the netrc files nix and git would read. A value is found in every form a program prints one
+in: as it is, percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either
+case), and in base64 (standard and URL-safe, padded or not, on its own or inside a longer
+encoded stream at any of the three byte alignments: there the characters that hold only the
+value's bits), and split over consecutive lines (a line ending in the start of a value, the next
+line starting with the rest: lines are matched with their line breaks taken out, `Unsplit`).
 
 A child's own output (`redact_known`, `Unsplit`) gets the value rules and the rules by form that
 do not hit ordinary text: a URL's password (which is then also known by value, so that the
