@@ -24,7 +24,9 @@ from qualify.core.config import ProjectConfig, load_config
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.process import capture
-from qualify.core.redaction import hides, redact_known, redact_ref, remember_named
+from qualify.core.recordredaction import redact_ref
+from qualify.core.redaction import hides, redact_known
+from qualify.core.secretsources import remember_named
 from qualify.pipeline.plan import Plan, load_plan
 
 #: What enables the nix commands a run uses, in every nix a run may meet (Nix 2.8 on, Lix).

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, qualify_proc
 from helpers.github_stand_in import BOT, GitHub, Serving, person
 
-from qualify.report.prcomment import MAX_BODY, comment_body, marker
+from qualify.report.prbody import MAX_BODY, comment_body, marker
 
 SUMMARY = REPO / "examples" / "llama-cpp-cuda" / "recorded" / "20261202-151725-cuda135.summary.md"
 # No form a redaction rule knows by its shape: only its value can keep it out of the output.
@@ -248,7 +248,7 @@ def test_a_file_that_is_not_a_summary_is_refused_naming_it(tmp_path: Path) -> No
 
 def test_every_summary_qualify_writes_begins_with_the_heading_comment_looks_for() -> None:
     """What `read_summary` takes a summary by is what each summary template writes first."""
-    from qualify.report.prcomment import SUMMARY_HEADER
+    from qualify.report.prbody import SUMMARY_HEADER
 
     for template in ("summary.md.j2", "set.md.j2", "fleet.md.j2"):
         lines = (REPO / "reports" / template).read_text().splitlines()

@@ -27,7 +27,7 @@ from qualify.core import jsontext
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError
 from qualify.core.process import capture
-from qualify.core.redaction import redact_ref
+from qualify.core.recordredaction import redact_ref
 from qualify.core.series import MIN_ARMS, InputSeries
 from qualify.core.tomlfile import dotted, suggest
 

@@ -52,15 +52,10 @@ from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
-from qualify.core.redaction import (
-    holds_redacted,
-    redact_argv,
-    redact_lines,
-    redact_ref,
-    redact_values,
-    remember_named,
-)
+from qualify.core.recordredaction import holds_redacted, redact_argv, redact_ref, redact_values
+from qualify.core.redaction import redact_lines
 from qualify.core.runstore import write_json
+from qualify.core.secretsources import remember_named
 from qualify.core.verdicts import Verdict
 
 SOURCE = "source.json"

@@ -158,7 +158,8 @@ def comment(
     (GITHUB_TOKEN) from the environment; only a comment carrying this key's marker and written
     by the account the token posts as is ever edited. MARKDOWN must be a summary qualify wrote;
     --dry-run shows what would be posted."""
-    from qualify.report.prcomment import comment_body, post, read_summary, target_from_env
+    from qualify.report.prbody import comment_body, read_summary
+    from qualify.report.prcomment import post, target_from_env
 
     console = open_console(stderr=as_json or dry_run)
     body, cut = comment_body(read_summary(summary), key)

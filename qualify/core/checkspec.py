@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from qualify.core.redaction import redact_env, redact_values
+from qualify.core.recordredaction import redact_env, redact_values
 
 
 @dataclass(frozen=True)

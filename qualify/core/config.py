@@ -10,14 +10,8 @@ from typing import Any
 
 from qualify.core.errors import ConfigError, UsageError
 from qualify.core.plaintext import describe, forbidden
-from qualify.core.redaction import (
-    redact_argv,
-    redact_env,
-    redact_ref,
-    redact_values,
-    remember_urls,
-    token_in_name,
-)
+from qualify.core.recordredaction import redact_argv, redact_env, redact_ref, redact_values
+from qualify.core.redaction import remember_urls, token_in_name
 from qualify.core.series import load_series
 from qualify.core.tomlfile import Table, TomlDoc, read_toml, suggest
 

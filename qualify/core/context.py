@@ -14,8 +14,8 @@ from qualify.core.config import ArmSpec, ProjectConfig
 from qualify.core.environment import child_env
 from qualify.core.placeholders import Value, expand
 from qualify.core.progress import Progress
-from qualify.core.redaction import remember_named
 from qualify.core.runstore import ensure_folder, write_json
+from qualify.core.secretsources import remember_named
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from qualify.core.redaction import REDACTED, is_secret, redact_env, redact_text
+from qualify.core.recordredaction import redact_env
+from qualify.core.redaction import REDACTED, is_secret, redact_text
 
 __all__ = ["ALLOWLIST", "REDACTED", "child_env", "is_secret", "redact_env", "redact_text"]
 

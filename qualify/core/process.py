@@ -27,7 +27,8 @@ from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.groups import KILL_GRACE_S
 from qualify.core.groups import GroupWatch as _GroupWatch
 from qualify.core.outputpump import LineCallback, Pump, read_bounded
-from qualify.core.redaction import redact_argv, redact_env, remember_named
+from qualify.core.recordredaction import redact_argv, redact_env
+from qualify.core.secretsources import remember_named
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from qualify.core.gitstatus import tree_changes
 from qualify.core.process import capture
-from qualify.core.redaction import redact_argv
+from qualify.core.recordredaction import redact_argv
 
 
 def _read(path: str) -> str | None:

@@ -18,15 +18,15 @@ header's credentials, a `Bearer` token, a netrc `password`, and the tokens of th
 model or a source comes from by their prefix (`hf_`, `ghp_`, `github_pat_`, `glpat-`, `sk-`, ...).
 By value: each value a secret-named variable, environment variable or option held in this
 process (`remember`), wherever it appears, and the secrets qualify can see around a run
-(`remember_urls`, `remember_ambient`): a URL's credentials in the flake, an installable, a dev
-shell, an `--override-input` or a nix option; the secret settings of NIX_CONFIG and nix.conf
-(each of `access-tokens`' tokens, and the whole value); the passwords of the netrc files nix and
-git would read. A value is found in every form a program prints one in: as it is,
-percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either case), and
-in base64 (standard and URL-safe, padded or not, on its own or inside a longer encoded stream at
-any of the three byte alignments: there the characters that hold only the value's bits), and
-split over consecutive lines (a line ending in the start of a value, the next line starting with
-the rest: lines are matched with their line breaks taken out, `Unsplit`).
+(`remember_urls`, `qualify.core.secretsources.remember_ambient`): a URL's credentials in the
+flake, an installable, a dev shell, an `--override-input` or a nix option; the secret settings
+of NIX_CONFIG and nix.conf (each of `access-tokens`' tokens, and the whole value); the passwords
+of the netrc files nix and git would read. A value is found in every form a program prints one
+in: as it is, percent-encoded (`quote`, `quote_plus`, either case of hex digit), in hex (either
+case), and in base64 (standard and URL-safe, padded or not, on its own or inside a longer
+encoded stream at any of the three byte alignments: there the characters that hold only the
+value's bits), and split over consecutive lines (a line ending in the start of a value, the next
+line starting with the rest: lines are matched with their line breaks taken out, `Unsplit`).
 
 A child's own output (`redact_known`, `Unsplit`) gets the value rules and the rules by form that
 do not hit ordinary text: a URL's password (which is then also known by value, so that the
@@ -40,26 +40,24 @@ is a count): a secret is text.
 
 from __future__ import annotations
 
-import base64
-import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote, quote_plus, unquote
+from urllib.parse import unquote
+
+from qualify.core.secretforms import MIN_KNOWN_LENGTH, encodings, escapes_upper
 
 REDACTED = "<redacted>"
 
 #: Parts of a name (upper case, separators removed) that make it secret.
 _SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "NETRC", "CREDENTIAL", "AUTHORIZATION")
 _NOT_SECRET = re.compile(r"(?<!ACCESS)(?<!AUTH)(?<!API)(?<!SECRET)TOKENS|TOKENI[SZ]")
-#: A value shorter than this is not replaced wherever it appears (it would hit ordinary text).
-MIN_KNOWN_LENGTH = 6
 
 _known: tuple[str, ...] = ()  # the values remembered
-_forms: tuple[str, ...] = ()  # every form of every value (`_encodings`), longest first
+_forms: tuple[
+    str, ...
+] = ()  # every form of every value (`qualify.core.secretforms.encodings`), longest first
 #: Every proper prefix of a form: where a line may end inside a value split over two lines.
 _starts: frozenset[str] = frozenset()
 #: Every character a form holds: a line's end that could start a form is a run of these.
@@ -96,8 +94,8 @@ def hides(name: str, value: str) -> bool:
 
 def remember(values: Iterable[str]) -> None:
     """Values to replace wherever text is redacted in this process, from now on, in every form
-    a program may print them in (`_encodings`): what a secret-named variable held, since a
-    template may put it anywhere in a command line."""
+    a program may print them in (`qualify.core.secretforms.encodings`): what a secret-named
+    variable held, since a template may put it anywhere in a command line."""
     global _known, _forms, _starts, _alphabet  # noqa: PLW0603  (grow only; read without a lock, replaced whole)
     new = {v for v in values if isinstance(v, str) and len(v) >= MIN_KNOWN_LENGTH and v != REDACTED}
     if new <= set(_known):
@@ -105,61 +103,12 @@ def remember(values: Iterable[str]) -> None:
     # Output pumps learn URL passwords on their own threads: one writer at a time, so that none
     # replaces another's values with a set that lacks them.
     with _remembering:
-        forms = set(_forms).union(*(_encodings(v) for v in new - set(_known)))
+        forms = set(_forms).union(*(encodings(v) for v in new - set(_known)))
         starts = set(_starts).union(*({f[:i] for i in range(1, len(f))} for f in forms - set(_forms)))
         _known = tuple(sorted(new | set(_known), key=len, reverse=True))
         _alphabet = frozenset("".join(forms))
         _starts = frozenset(starts)
         _forms = tuple(sorted(forms, key=len, reverse=True))
-
-
-_URLSAFE = str.maketrans("+/", "-_")
-_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
-
-
-def _escapes_upper(text: str) -> str:
-    """`text` with each percent escape's hex digits in upper case (`%2f` → `%2F`): of the same
-    length, so a match in it is a match of `text` at the same place, whatever case (even mixed)
-    a program wrote its escapes in."""
-    return _PERCENT_ESCAPE.sub(lambda m: m.group().upper(), text) if "%" in text else text
-
-
-def _encodings(value: str) -> set[str]:
-    """The forms a program may print `value` in: as it is; percent-encoded (`/` kept or not,
-    space as `+`); as hex of its UTF-8 bytes (either case); and in
-    base64, standard and URL-safe. A base64 stream holding the value at a byte offset of 0, 1
-    or 2 (mod 3) holds, whatever surrounds it, the characters made of the value's bits alone:
-    those three cores are forms, and the value encoded on its own, padded and not."""
-    raw = value.encode("utf-8")
-    # Percent-encoded forms as `quote` writes them (upper case): text is matched with its
-    # escapes in upper case too (`_escapes_upper`).
-    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex(), raw.hex().upper()}
-    for offset in range(3):
-        encoded = base64.b64encode(bytes(offset) + raw).decode("ascii")
-        # A character holds 6 bits: the first ones hold the offset's bytes too, the last one
-        # (short of a multiple of 3 bytes) the bytes that follow.
-        pieces = {encoded[(8 * offset + 5) // 6 : 8 * (offset + len(raw)) // 6]}
-        if offset == 0:
-            pieces |= {encoded, encoded.rstrip("=")}
-        forms |= pieces | {p.translate(_URLSAFE) for p in pieces}
-    return {f for f in forms if len(f) >= MIN_KNOWN_LENGTH}
-
-
-def remember_named(values: Mapping[str, Any]) -> None:
-    """`remember` the text values held under secret names in `values` (vars, env, options).
-    An environment holding NIX_CONFIG (a child's) also makes known what nix will use with it
-    (`remember_ambient`)."""
-    remember(text for name, value in values.items() for text in _texts(value) if hides(name, text))
-    if isinstance(values.get("NIX_CONFIG"), str):
-        remember_ambient(values)
-
-
-def _texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, str)]
-    return []
 
 
 # --- rules on free text --------------------------------------------------------------------
@@ -225,15 +174,13 @@ def _named(pattern: re.Pattern[str], text: str) -> str:
     return "".join(parts)
 
 
-def redact_text(text: str, env: Mapping[str, str] | None = None, *, known: bool = True) -> str:
+def redact_text(text: str, *, known: bool = True) -> str:
     """`text` with every secret the rules above find replaced by `<redacted>`: by name, by form
-    and, with `known`, by value (the remembered values and those of `env`'s secret variables).
+    and, with `known`, by value (the remembered values: `remember`).
     A record compared across runs (a spec, a configuration) passes `known=False`: what is
     remembered differs from one process to the next, and its redaction must not."""
     if not text:
         return text
-    if env:
-        remember_named(env)
     if known:
         text = _by_value(text)
     text = _URL_PASSWORD.sub(_keep_head, text)
@@ -358,7 +305,7 @@ def _matches(text: str, forms: Sequence[str]) -> list[tuple[int, int]]:
     """Every span of `text` that holds a form, overlaps included (two secrets may share
     characters: both are hidden whole), percent escapes matched in any case."""
     spans: list[tuple[int, int]] = []
-    upper = _escapes_upper(text)
+    upper = escapes_upper(text)
     views = (text, upper) if upper != text else (text,)
     # Most text holds no form: which forms it holds is asked first, of all at once.
     present = {(form, view) for view in views for form in [f for f in forms if f in view]}
@@ -393,7 +340,7 @@ def _open_start(text: str) -> int:
     run = 0
     while run < longest and text[-1 - run] in alphabet:
         run += 1
-    upper = _escapes_upper(text[-run:]) if run else ""
+    upper = escapes_upper(text[-run:]) if run else ""
     for size in range(run, 0, -1):
         if text[-size:] in starts or upper[-size:] in starts:
             return len(text) - size
@@ -421,109 +368,8 @@ def _by_value(text: str) -> str:
     return _masked_text(text, 0, spans) if spans else text
 
 
-# --- structured records ----------------------------------------------------------------------
-
-#: Flags whose next two arguments are a setting's name and value (nix, and the nix-like).
-_OPTION_FLAGS = ("--option", "--extra-option")
-_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)=(?P<value>.*)", re.DOTALL)
-
-
-def redact_argv(
-    argv: Sequence[str], env: Mapping[str, str] | None = None, *, known: bool = True
-) -> list[str]:
-    """A command line as it may be recorded: the value after a secret-named flag
-    (`--api-key X`) or nix option (`--option access-tokens X`), a secret-named `NAME=VALUE`
-    argument whole, and each argument's text by `redact_text`."""
-    if env:
-        remember_named(env)
-    out: list[str] = []
-    args = list(argv)
-    for index, arg in enumerate(args):
-        before = args[index - 1] if index >= 1 else ""
-        option = args[index - 2] if index >= 2 else ""
-        if option in _OPTION_FLAGS and hides(before, arg):
-            out.append(REDACTED)
-            continue
-        if (
-            before.startswith("-")
-            and "=" not in before
-            and before not in _OPTION_FLAGS
-            and hides(before.lstrip("-"), arg)
-            and not arg.startswith("-")
-        ):
-            out.append(REDACTED)
-            continue
-        assignment = _ASSIGNMENT.fullmatch(arg)
-        if assignment and hides(assignment.group("name"), assignment.group("value")):
-            out.append(f"{assignment.group('name')}={REDACTED}")
-            continue
-        out.append(redact_text(arg, known=known))
-    return out
-
-
-def redact_value(name: str, value: Any, *, known: bool = False) -> Any:
-    """A named value as it may be recorded: text under a secret name is `<redacted>`; other
-    text by `redact_text`; numbers and booleans as they are; lists and tables item by item.
-    Without `known` (a record compared across runs), only the rules by name and form apply."""
-    if isinstance(value, Mapping):
-        return redact_values(value, known=known)
-    if isinstance(value, (list, tuple)):
-        return [redact_value(name, v, known=known) for v in value]
-    if isinstance(value, str):
-        return REDACTED if hides(name, value) else redact_text(value, known=known)
-    return value
-
-
-def redact_values(values: Mapping[str, Any], *, known: bool = False) -> dict[str, Any]:
-    """Variables, check parameters, settings or a measurement as they may be recorded (see
-    `redact_value`)."""
-    return {name: redact_value(name, value, known=known) for name, value in values.items()}
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """An environment as it may be recorded: secret-named variables' values replaced, the
-    others' text redacted (a proxy URL's password, an access token in NIX_CONFIG)."""
-    return {name: redact_value(name, value) for name, value in env.items()}
-
-
-def redact_options(pairs: Iterable[Sequence[str]]) -> list[list[str]]:
-    """`NAME=VALUE` option pairs (`--nix-option`) as run.json records them: `[name, value]`,
-    `["access-tokens", "<redacted>"]`."""
-    return [[str(name), redact_value(str(name), str(value))] for name, value in pairs]
-
-
-def holds_redacted(value: Any) -> bool:
-    """Whether a record read back has a redacted value in it (it cannot be used as it is)."""
-    if isinstance(value, str):
-        return REDACTED in value
-    if isinstance(value, Mapping):
-        return any(holds_redacted(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(holds_redacted(v) for v in value)
-    return False
-
-
-def redact_ref(ref: str | None) -> str | None:
-    """A flake reference, installable or dev shell as a record keeps it: a URL's password and a
-    secret-named query parameter redacted (`git+https://oauth2:<redacted>@host/o/r#pkg`), by
-    form only (a record compared across runs)."""
-    return None if ref is None else redact_text(ref, known=False)
-
-
-def redact_overrides(pairs: Iterable[Sequence[str]]) -> list[list[str]]:
-    """`--override-input NAME FLAKEREF` pairs as run.json records them: `[name, ref]`, the ref
-    by `redact_ref` (an input's name is kept whatever it says)."""
-    return [[str(name), redact_text(str(ref), known=False)] for name, ref in pairs]
-
-
-# --- secrets around a run: URLs, nix's settings, netrc files -----------------------------------
-
 #: A URL's query parameter: `?access_token=X`, `&private_token=X`.
 _QUERY = re.compile(r"[?&](?P<name>[\w.-]+)=(?P<value>[^\s&#'\"]+)")
-#: A GitLab access token's type before the token (`PAT:glpat-…`, `OAuth2:…`).
-_TOKEN_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9]*:(?P<token>.+)")
-#: How deep nix.conf's `include` is followed (an include loop must end).
-_MAX_INCLUDES = 8
 
 
 def url_secrets(text: str) -> list[str]:
@@ -542,81 +388,3 @@ def remember_urls(texts: Iterable[str | None]) -> None:
     """`remember` the URL credentials in `texts` (a flake, installables, `--override-input`
     refs): nix gets them as written, and nix or git may print them bare or re-encoded."""
     remember(secret for text in texts if text for secret in url_secrets(text))
-
-
-def remember_ambient(env: Mapping[str, str] | None = None, settings: Iterable[tuple[str, str]] = ()) -> None:
-    """`remember` the secrets nix may use, as `env` (this process's by default) and `settings`
-    (a run's `--nix-option`s) point nix at them: the secret settings of nix.conf, NIX_CONFIG
-    and `settings` (each `access-tokens` token, and the whole value), the URL credentials in
-    any setting, and the passwords of the netrc files nix and git read (every `netrc-file`,
-    <NIX_CONF_DIR>/netrc by default, and ~/.netrc). A file this process cannot read is passed
-    over (a nix daemon may still read it: what is in it cannot be redacted by value)."""
-    env = os.environ if env is None else env
-    pairs = [pair for path in _nix_conf_files(env) for pair in _nix_settings(_read(path), path.parent)]
-    pairs += _nix_settings(env.get("NIX_CONFIG", ""), None)
-    pairs += [(str(name), str(value)) for name, value in settings]
-    remember(secret for name, value in pairs for secret in _setting_secrets(name, value))
-    netrcs = [Path(value) for name, value in pairs if name.removeprefix("extra-") == "netrc-file" and value]
-    netrcs.append(Path(env.get("NIX_CONF_DIR") or "/etc/nix") / "netrc")
-    if env.get("HOME"):
-        netrcs.append(Path(env["HOME"]) / ".netrc")
-    remember(secret for path in netrcs for secret in netrc_passwords(_read(path)))
-
-
-def _nix_conf_files(env: Mapping[str, str]) -> list[Path]:
-    """The nix.conf files nix reads, as nix finds them: the system's, then the user's."""
-    files = [Path(env.get("NIX_CONF_DIR") or "/etc/nix") / "nix.conf"]
-    if env.get("NIX_USER_CONF_FILES"):
-        return files + [Path(p) for p in env["NIX_USER_CONF_FILES"].split(":") if p]
-    home = env.get("HOME")
-    dirs = (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
-    dirs.append(env.get("XDG_CONFIG_HOME") or (f"{home}/.config" if home else ""))
-    return files + [Path(d) / "nix" / "nix.conf" for d in dirs if d]
-
-
-def _nix_settings(text: str, base: Path | None, depth: int = 0) -> list[tuple[str, str]]:
-    """`name = value` settings of nix.conf's format (`#` starts a comment anywhere), with the
-    files `include` and `!include` name read in their place, relative to `base`."""
-    pairs: list[tuple[str, str]] = []
-    for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if len(words) == 2 and words[0] in ("include", "!include"):
-            path = Path(words[1]) if base is None else base / words[1]
-            if depth < _MAX_INCLUDES:
-                pairs += _nix_settings(_read(path), path.parent, depth + 1)
-            continue
-        name, equals, value = " ".join(words).partition("=")
-        if equals and re.fullmatch(r"[\w.-]+", name.strip()):
-            pairs.append((name.strip(), value.strip()))
-    return pairs
-
-
-def _setting_secrets(name: str, value: str) -> Iterator[str]:
-    """The secrets a nix setting holds: its whole value under a secret name and, for
-    `access-tokens`, each `host=token` item's token (also without GitLab's `PAT:` type); a URL's
-    credentials under any name (a substituter's password)."""
-    if hides(name, value):
-        yield value
-        if name.endswith("access-tokens"):
-            for item in value.split():
-                token = item.partition("=")[2]
-                yield token
-                typed = _TOKEN_TYPE.fullmatch(token)
-                if typed:
-                    yield typed.group("token")
-    yield from url_secrets(value)
-
-
-def netrc_passwords(text: str) -> list[str]:
-    """The passwords a netrc file holds (`password X`, on any line), also without the quotes
-    curl allows around one."""
-    words = text.split()
-    found = [words[i + 1] for i, word in enumerate(words[:-1]) if word in ("password", "passwd")]
-    return found + [w[1:-1] for w in found if len(w) > 2 and w[0] == w[-1] == '"']
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except (OSError, ValueError):
-        return ""  # missing, unreadable or not a file: nothing of it can reach a child here

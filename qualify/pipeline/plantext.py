@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from qualify.checks.registry import kind_named
-from qualify.core.redaction import redact_values
+from qualify.core.recordredaction import redact_values
 from qualify.pipeline.plan import Plan
 
 

@@ -10,7 +10,7 @@ from qualify.core import provenance
 from qualify.core.config import ProjectConfig
 from qualify.core.context import RoleArm
 from qualify.core.errors import ConfigError, UsageError
-from qualify.core.redaction import redact_options, redact_overrides, redact_ref
+from qualify.core.recordredaction import redact_options, redact_overrides, redact_ref
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk

@@ -24,10 +24,11 @@ from qualify.core.containment import chosen, contained, runs_root
 from qualify.core.context import RoleArm
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
-from qualify.core.redaction import remember_ambient, remember_urls
+from qualify.core.redaction import remember_urls
 from qualify.core.runlist import new_run, open_run
 from qualify.core.runstore import LockLostError, RunDir, now_iso
 from qualify.core.seal import sealing
+from qualify.core.secretsources import remember_ambient
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
 from qualify.pipeline.members import Member, member_plan, members_for

@@ -9,23 +9,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qualify.core.recordredaction import (
+    holds_redacted,
+    redact_argv,
+    redact_env,
+    redact_options,
+    redact_values,
+)
 from qualify.core.redaction import (
     REDACTED,
     Unsplit,
-    holds_redacted,
     is_secret,
-    redact_argv,
-    redact_env,
     redact_known,
     redact_lines,
-    redact_options,
     redact_text,
-    redact_values,
     remember,
-    remember_ambient,
-    remember_named,
     remember_urls,
 )
+from qualify.core.secretsources import remember_ambient, remember_named
 
 
 @pytest.mark.parametrize(
