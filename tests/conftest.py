@@ -18,6 +18,9 @@ from qualify import kinds
 # Tests call the spine directly (plans, stage runs) as well as through the CLI.
 kinds.install()
 
+# The marks tests get from the fixtures they use (tests/tiers.py).
+pytest_plugins = ["tiers"]
+
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,6 +104,19 @@ def command_stage(name: str, run: str, **extra: str) -> str:
         if key != "inconclusive":
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def rocm_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/nixflakes.py's engine, one per module: a committed git project whose arms build
+    through real nix against two fixture inputs named like the ROCm stack, with a plan of the
+    build stage alone. Marked nix (tests/tiers.py); skips where nix is not installed."""
+    from nixflakes import have_nix, make_rocm_project
+
+    if not have_nix():
+        pytest.skip("nix is not installed")
+    plan = '[[check]]\nkind = "nix-build"\nname = "arms"\n'
+    return make_rocm_project(tmp_path_factory.mktemp("rocm"), 'name = "build"\n' + plan)
 
 
 @pytest.fixture(scope="session")
