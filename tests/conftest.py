@@ -18,8 +18,9 @@ from qualify import kinds
 # Tests call the spine directly (plans, stage runs) as well as through the CLI.
 kinds.install()
 
-# The marks tests get from the fixtures they use (tests/tiers.py).
-pytest_plugins = ["tiers"]
+# tiers: the marks tests get from their fixtures, and the check tier's guards (tests/tiers.py);
+# pytester runs small suites in tests/test_tiers.py.
+pytest_plugins = ["tiers", "pytester"]
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
