@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -105,6 +106,17 @@ def command_stage(name: str, run: str, **extra: str) -> str:
         if key != "inconclusive":
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def nix_flakes() -> dict[str, str]:
+    """The environment to run real nix in, with flakes enabled (tests/nixflakes.py's settings);
+    skips where nix is not installed. A test using it is marked nix (tests/tiers.py)."""
+    from nixflakes import NIX_CONFIG
+
+    if shutil.which("nix") is None:
+        pytest.skip("nix is not installed")
+    return {**os.environ, "NIX_CONFIG": NIX_CONFIG}
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,7 @@ def test_each_marked_fixture_is_defined_once_in_the_suite() -> None:
 
 def test_marks_of_fixtures() -> None:
     assert marks_for(["tmp_path", "llama_pair", "example_outs"]) == {"example", "nix", "model", "slow"}
+    assert marks_for(["nix_flakes"]) == {"nix"}
     assert marks_for(["tmp_path", "project"]) == set()
 
 

@@ -49,6 +49,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "rocm_run": ("nix",),
     # A nix remote builder on loopback.
     "remote_builder": ("nix",),
+    # Real nix with flakes enabled, for a test that runs it (tests/conftest.py).
+    "nix_flakes": ("nix",),
 }
 
 #: Debian's nix-bin's commands: each gets a stand-in where nix is left out.
