@@ -7,11 +7,12 @@ and the environment, which must not leak into this run."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-from tiers import FIXTURE_MARKS, check_markexpr, left_out, marks_for
+from tiers import FIXTURE_MARKS, HEAVY, check_markexpr, left_out, marks_for, tier
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -65,10 +66,12 @@ def test_each_marked_fixture_is_defined_once_in_the_suite() -> None:
         assert len(defined) == 1, (name, len(defined))
 
 
-def test_marks_of_fixtures() -> None:
+def test_marks_and_tiers_of_fixtures() -> None:
     assert marks_for(["tmp_path", "llama_pair", "example_outs"]) == {"example", "nix", "model", "slow"}
     assert marks_for(["nix_flakes"]) == {"nix"}
     assert marks_for(["tmp_path", "project"]) == set()
+    assert tier([]) == tier(["parametrize"]) == "check"
+    assert all(tier([mark]) == "rest" for mark in HEAVY)
 
 
 @pytest.mark.parametrize(
@@ -188,3 +191,25 @@ def test_the_check_tier_fails_a_test_that_reads_the_model_without_the_mark(suite
         ]
     )
     suite.runpytest_subprocess("-m", "not slow").assert_outcomes(passed=2)
+
+
+def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        """
+        import pytest
+
+        def test_plain():
+            pass
+
+        @pytest.mark.slow
+        def test_slow():
+            pass
+        """
+    )
+    times = suite.path / "tiers.json"
+    result = suite.runpytest_subprocess(f"--tier-times={times}")
+    result.stdout.fnmatch_lines(
+        ["::: tests: check tier (make check), 1 test, took * s", "::: tests: the rest, 1 test, took * s"]
+    )
+    written = json.loads(times.read_text())
+    assert {name: figures["tests"] for name, figures in written.items()} == {"check": 1, "rest": 1}

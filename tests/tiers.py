@@ -18,11 +18,13 @@ Loaded by tests/conftest.py as a plugin (`pytest_plugins`).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Generator, Iterable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from _pytest.mark.expression import Expression  # what -m is evaluated with; no public name
@@ -87,6 +89,7 @@ MARK_IT = "mark it nix, or give it a fixture tests/tiers.py marks"
 
 _stand_ins = pytest.StashKey[Path]()
 _seen = pytest.StashKey[int]()
+_tier_of = pytest.StashKey[dict[str, str]]()
 _saved_env = pytest.StashKey[dict[str, str | None]]()
 
 
@@ -98,6 +101,11 @@ def check_markexpr() -> str:
 def marks_for(fixturenames: Iterable[str]) -> set[str]:
     """The marks a test using these fixtures gets."""
     return {mark for name in fixturenames for mark in FIXTURE_MARKS.get(name, ())}
+
+
+def tier(marks: Iterable[str]) -> str:
+    """The tier of a test with these marks: `check` (make check runs it) or `rest`."""
+    return "rest" if set(marks) & set(HEAVY) else "check"
 
 
 def left_out(markexpr: str) -> set[str]:
@@ -131,7 +139,17 @@ def require(mark: str, what: str) -> None:
         )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier-times",
+        metavar="PATH",
+        help="write each tier's test count and seconds (setup, call and teardown summed) to PATH as JSON",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_tier_of] = {}
+    config.pluginmanager.register(_TierClock(config), "tier-clock")
     out = left_out(config.getoption("markexpr", "") or "")
     # Set before collection: a module's `skipif(shutil.which("nix") is None)` then finds the
     # stand-in and the test runs, and fails, rather than skipping on a machine without nix.
@@ -161,10 +179,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: it reads these marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for mark in sorted(marks_for(item.fixturenames)):
             item.add_marker(mark)
+        config.stash[_tier_of][item.nodeid] = tier(m.name for m in item.iter_markers())
 
 
 def _nix_calls(config: pytest.Config) -> list[str]:
@@ -220,3 +239,40 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
     return (yield from _refusing_nix(item))
+
+
+class _TierClock:
+    """Each tier's tests and seconds: every phase's duration summed by the test's tier. Session
+    fixtures count in the first test that uses them (the example's build in the rest)."""
+
+    LABELS: ClassVar[dict[str, str]] = {"check": "check tier (make check)", "rest": "the rest"}
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.times: dict[str, list[float]] = {"check": [], "rest": []}
+
+    def line(self, name: str) -> str:
+        seen = self.times[name]
+        count = f"{len(seen)} test" + ("s" if len(seen) != 1 else "")
+        return f"::: tests: {self.LABELS[name]}, {count}, took {sum(seen):.0f} s"
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.times[self.config.stash[_tier_of].get(nodeid, "rest")].append(0.0)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        times = self.times[self.config.stash[_tier_of].get(report.nodeid, "rest")]
+        if times:
+            times[-1] += report.duration
+
+    @pytest.hookimpl(trylast=True)  # after the slowest durations: the last lines a CI log shows
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for name, seen in self.times.items():
+            if seen:
+                terminalreporter.write_line(self.line(name))
+        path = self.config.getoption("tier_times")
+        if path:
+            summary = {
+                name: {"tests": len(seen), "seconds": round(sum(seen), 1)}
+                for name, seen in self.times.items()
+            }
+            Path(path).write_text(json.dumps(summary, indent=1) + "\n")
