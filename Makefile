@@ -68,6 +68,7 @@ demo-full: example
 check: setup
 	$(BIN)python -m pytest -q -m "not nix and not example and not model and not slow"
 
+# Every test, the check tier's first; the run ends with each tier's time and the slowest tests.
 test: example
 	$(BIN)python -m pytest -q
 

@@ -184,6 +184,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for mark in sorted(marks_for(item.fixturenames)):
             item.add_marker(mark)
         config.stash[_tier_of][item.nodeid] = tier(m.name for m in item.iter_markers())
+    # The check tier first, in collection order: its failures show in minutes, and its time is
+    # a phase of its own. A module with tests of both tiers is visited twice; none of them has
+    # a module fixture that both tiers use.
+    items.sort(key=lambda item: config.stash[_tier_of][item.nodeid] != "check")
 
 
 def _nix_calls(config: pytest.Config) -> list[str]:
@@ -243,7 +247,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
 
 class _TierClock:
     """Each tier's tests and seconds: every phase's duration summed by the test's tier. Session
-    fixtures count in the first test that uses them (the example's build in the rest)."""
+    fixtures count in the first test that uses them (the example's build in the rest). The check
+    tier's line is written as the rest starts, so that a CI log shows it as a phase of its own,
+    and again with the rest's at the end."""
 
     LABELS: ClassVar[dict[str, str]] = {"check": "check tier (make check)", "rest": "the rest"}
 
@@ -257,7 +263,13 @@ class _TierClock:
         return f"::: tests: {self.LABELS[name]}, {count}, took {sum(seen):.0f} s"
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.times[self.config.stash[_tier_of].get(nodeid, "rest")].append(0.0)
+        name = self.config.stash[_tier_of].get(nodeid, "rest")
+        if name == "rest" and not self.times["rest"] and self.times["check"]:
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:
+                terminal.ensure_newline()
+                terminal.write_line(self.line("check"))
+        self.times[name].append(0.0)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         times = self.times[self.config.stash[_tier_of].get(report.nodeid, "rest")]
