@@ -29,7 +29,7 @@ BIN   := $(VENV)/bin/
 SETUP := $(VENV)/bin/qualify
 endif
 
-.PHONY: setup example demo demo-full test lint
+.PHONY: setup example demo demo-full check test lint
 
 $(VENV)/.apt-done:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -62,6 +62,13 @@ demo-full: example
 	@$(BIN)python -m qualify run -C examples/llama-cpp --candidate clang19 --profile full; code=$$?; \
 	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
 
+# The tests that need no nix, no example built and no model, in minutes: what a contributor
+# runs before each commit. A test gets these marks from the fixtures it uses (tests/tiers.py),
+# and one that runs nix or reads the model without its mark fails here, naming the mark.
+check: setup
+	$(BIN)python -m pytest -q -m "not nix and not example and not model and not slow"
+
+# Every test, the check tier's first; the run ends with each tier's time and the slowest tests.
 test: example
 	$(BIN)python -m pytest -q
 

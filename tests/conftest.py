@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,10 @@ from qualify import kinds
 
 # Tests call the spine directly (plans, stage runs) as well as through the CLI.
 kinds.install()
+
+# tiers: the marks tests get from their fixtures, and the check tier's guards (tests/tiers.py);
+# pytester runs small suites in tests/test_tiers.py.
+pytest_plugins = ["tiers", "pytester"]
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
@@ -101,6 +106,30 @@ def command_stage(name: str, run: str, **extra: str) -> str:
         if key != "inconclusive":
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def nix_flakes() -> dict[str, str]:
+    """The environment to run real nix in, with flakes enabled (tests/nixflakes.py's settings);
+    skips where nix is not installed. A test using it is marked nix (tests/tiers.py)."""
+    from nixflakes import NIX_CONFIG
+
+    if shutil.which("nix") is None:
+        pytest.skip("nix is not installed")
+    return {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+
+
+@pytest.fixture(scope="module")
+def rocm_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/nixflakes.py's engine, one per module: a committed git project whose arms build
+    through real nix against two fixture inputs named like the ROCm stack, with a plan of the
+    build stage alone. Marked nix (tests/tiers.py); skips where nix is not installed."""
+    from nixflakes import have_nix, make_rocm_project
+
+    if not have_nix():
+        pytest.skip("nix is not installed")
+    plan = '[[check]]\nkind = "nix-build"\nname = "arms"\n'
+    return make_rocm_project(tmp_path_factory.mktemp("rocm"), 'name = "build"\n' + plan)
 
 
 @pytest.fixture(scope="session")

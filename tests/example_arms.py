@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from nixflakes import NIX_CONFIG
+from tiers import require
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "llama-cpp"
@@ -45,6 +46,7 @@ def example_env() -> dict[str, str]:
 
 
 def ensure_setup() -> None:
+    require("model", "makes the example's model and corpus")
     if (
         not (EXAMPLE / "data" / "corpus.txt").is_file()
         or not (EXAMPLE / "data" / "gemma-3-270m-q4_k_m.gguf").is_file()
@@ -56,6 +58,7 @@ def ensure_setup() -> None:
 
 def build_arms(gcroots: Path) -> dict[str, Path]:
     """nix build of every arm, with GC roots in `gcroots`; returns arm -> store path."""
+    require("example", "builds the llama.cpp example")
     ensure_setup()
     outs: dict[str, Path] = {}
     for arm, attr in ATTRS.items():
@@ -73,6 +76,7 @@ def build_arms(gcroots: Path) -> dict[str, Path]:
 
 
 def qualify_run(runs_dir: Path, *args: str, project: Path = EXAMPLE) -> tuple[int, Path, str]:
+    require("example", "runs qualify on the llama.cpp example")
     before = set(runs_dir.glob("*")) if runs_dir.exists() else set()
     done = subprocess.run(
         [

@@ -636,6 +636,7 @@ def runner_files(tmp_path: Path) -> tuple[Path, Path]:
     return path, env
 
 
+@pytest.mark.nix
 @pytest.mark.skipif(shutil.which("nix") is None, reason="needs nix")
 def test_the_nix_step_leaves_nix_on_path_with_flakes_for_later_steps(tmp_path: Path) -> None:
     """Before: nix was installed but neither on the later steps' PATH nor given flakes."""
@@ -662,6 +663,7 @@ def test_the_nix_step_leaves_nix_on_path_with_flakes_for_later_steps(tmp_path: P
     assert later.returncode == 0 and later.stdout == "flakes", later.stderr
 
 
+@pytest.mark.nix
 @pytest.mark.skipif(shutil.which("nix") is None, reason="needs nix")
 def test_nix_only_in_a_login_profile_is_used_not_installed_again(tmp_path: Path) -> None:
     """Before: nix in ~/.nix-profile (or the default profile), off a step's PATH, was not looked
@@ -712,6 +714,7 @@ def setup_python(folder: Path) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.nix
 @pytest.mark.skipif(shutil.which("nix") is None, reason="needs nix")
 def test_the_jobs_steps_run_in_order_on_a_project_qualify_init_wrote(
     init_project: Path, tmp_path: Path

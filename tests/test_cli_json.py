@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import Project, command_stage, qualify_proc
 
 
@@ -63,6 +64,7 @@ def test_a_ci_log_hears_from_a_silent_stage(project: Callable[..., Project]) -> 
     assert len(lines) >= 2 and "compile still running" in lines[0] and "s so far" in lines[0]
 
 
+@pytest.mark.nix  # and exits 0 with it
 def test_doctor_exits_non_zero_when_a_run_could_not_go(tmp_path) -> None:
     """With nix off PATH (a folder holding only git), doctor says so and exits 1."""
     import os

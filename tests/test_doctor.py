@@ -2,8 +2,10 @@
 a project's run needs (the plan, the flake and its arms, the data files, the numerics disk); every
 problem with its fix, exit 1 when a run could not start.
 
-Real nix throughout; the project's flake holds derivations made with `builtins.derivation` and
-/bin/sh, so no nixpkgs is needed to evaluate its arms.
+The tests that ask nix run the real one (they use the `nix_flakes` fixture, which marks them nix);
+the project's flake holds derivations made with `builtins.derivation` and /bin/sh, so no nixpkgs
+is needed to evaluate its arms. The others need no nix: where it is missing, doctor says so and
+goes on.
 """
 
 from __future__ import annotations
@@ -13,15 +15,13 @@ import os
 import shutil
 import subprocess
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
-import pytest
 from conftest import qualify_proc
 from nixflakes import NIX_CONFIG
 
 from qualify.doctor import version_line
-
-pytestmark = pytest.mark.skipif(shutil.which("nix") is None, reason="needs nix")
 
 FLAKE = """
 {
@@ -34,31 +34,35 @@ FLAKE = """
 """
 
 
-def doctor(*args: str, nix_config: str = NIX_CONFIG) -> tuple[int, dict[str, dict[str, object]], str]:
-    done = qualify_proc("doctor", "--json", *args, env={**os.environ, "NIX_CONFIG": nix_config})
+def doctor(
+    *args: str, env: Mapping[str, str] | None = None, nix_config: str = NIX_CONFIG
+) -> tuple[int, dict[str, dict[str, object]], str]:
+    done = qualify_proc("doctor", "--json", *args, env={**(env or os.environ), "NIX_CONFIG": nix_config})
     found = {p["what"]: p for p in json.loads(done.stdout)}
     return done.returncode, found, done.stderr
 
 
-def test_flakes_disabled_where_a_run_calls_nix_is_a_problem_with_its_fix() -> None:
+def test_flakes_disabled_where_a_run_calls_nix_is_a_problem_with_its_fix(nix_flakes: dict[str, str]) -> None:
     """Before, doctor saw nix on PATH and exited 0; the run then failed on `nix flake metadata`."""
-    code, found, _ = doctor(nix_config="experimental-features =\nbuild-users-group =")
+    code, found, _ = doctor(env=nix_flakes, nix_config="experimental-features =\nbuild-users-group =")
     assert code == 1
     assert not found["nix flakes"]["ok"] and "nix-command" in str(found["nix flakes"]["detail"])
     assert "experimental-features = nix-command flakes" in str(found["nix flakes"]["fix"])
-    code, found, _ = doctor(nix_config="experimental-features = nix-command\nbuild-users-group =")
+    code, found, _ = doctor(
+        env=nix_flakes, nix_config="experimental-features = nix-command\nbuild-users-group ="
+    )
     assert "flakes" in str(found["nix flakes"]["detail"]) and not found["nix flakes"]["ok"]
-    code, found, _ = doctor()
+    code, found, _ = doctor(env=nix_flakes)
     assert found["nix flakes"]["ok"], found["nix flakes"]
 
 
-def test_the_plain_listing_prints_the_fix_and_exits_1() -> None:
-    done = qualify_proc("doctor", env={**os.environ, "NIX_CONFIG": "experimental-features ="})
+def test_the_plain_listing_prints_the_fix_and_exits_1(nix_flakes: dict[str, str]) -> None:
+    done = qualify_proc("doctor", env={**nix_flakes, "NIX_CONFIG": "experimental-features ="})
     assert done.returncode == 1
     assert "nix flakes: enable them" in done.stderr and "~/.config/nix/nix.conf" in done.stderr
 
 
-def test_the_build_checks_env_is_the_one_probed(tmp_path: Path) -> None:
+def test_the_build_checks_env_is_the_one_probed(tmp_path: Path, nix_flakes: dict[str, str]) -> None:
     """A project whose build check sets NIX_CONFIG itself: its run has flakes even where
     qualify's own environment has none, and doctor -C says so."""
     project = tmp_path / "proj"
@@ -69,13 +73,13 @@ def test_the_build_checks_env_is_the_one_probed(tmp_path: Path) -> None:
     (project / "stages" / "10-build.toml").write_text(
         f'[[check]]\nkind = "nix-build"\nname = "arms"\nenv = {{ NIX_CONFIG = "{config}" }}\n'
     )
-    _, found, _ = doctor(nix_config="experimental-features =")
+    _, found, _ = doctor(env=nix_flakes, nix_config="experimental-features =")
     assert not found["nix flakes"]["ok"]
-    _, found, _ = doctor("-C", str(project), nix_config="experimental-features =")
+    _, found, _ = doctor("-C", str(project), env=nix_flakes, nix_config="experimental-features =")
     assert found["nix flakes"]["ok"], found["nix flakes"]
 
 
-def test_a_project_s_flake_arms_and_data_files(tmp_path: Path) -> None:
+def test_a_project_s_flake_arms_and_data_files(tmp_path: Path, nix_flakes: dict[str, str]) -> None:
     project = tmp_path / "proj"
     (project / "stages").mkdir(parents=True)
     (project / "data").mkdir()
@@ -96,7 +100,7 @@ def test_a_project_s_flake_arms_and_data_files(tmp_path: Path) -> None:
         )
     )
     (project / "stages" / "10-build.toml").write_text('[[check]]\nkind = "nix-build"\nname = "arms"\n')
-    code, found, _ = doctor("-C", str(project))
+    code, found, _ = doctor("-C", str(project), env=nix_flakes)
     assert code == 1
     assert found["plan"]["ok"]
     assert not found["flake"]["ok"] and "flake.nix" in str(found["flake"]["fix"])
@@ -107,7 +111,7 @@ def test_a_project_s_flake_arms_and_data_files(tmp_path: Path) -> None:
     (project / "flake.nix").write_text(FLAKE)
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     subprocess.run(["git", "-C", str(project), "add", "flake.nix"], check=True)
-    code, found, _ = doctor("-C", str(project))
+    code, found, _ = doctor("-C", str(project), env=nix_flakes)
     assert found["flake"]["ok"], found["flake"]
     assert found["arm pinned"]["ok"] and str(found["arm pinned"]["detail"]).endswith("-engine.drv")
     assert not found["arm cand"]["ok"] and "nosuch" in str(found["arm cand"]["detail"])

@@ -74,7 +74,7 @@ def commit(project: Path, message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The engine's repository before qualify: its sources, committed, and built once."""
     project = tmp_path_factory.mktemp("e2e") / "c-kernels"
     project.mkdir()
@@ -97,36 +97,38 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return project
 
 
-def test_from_the_engine_s_repository_to_a_comment_on_its_pull_request(engine: Path, tmp_path: Path) -> None:
+def test_from_the_engine_s_repository_to_a_comment_on_its_pull_request(
+    built_engine: Path, tmp_path: Path
+) -> None:
     # 1. init fits the kernel check to what the build holds, and says so.
-    done = qualify(engine, "init")
+    done = qualify(built_engine, "init")
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join((done.stdout + done.stderr).split())
     assert "the flake's default package" in said, said
-    written = (engine / "stages" / "20-compile.toml").read_text()
+    written = (built_engine / "stages" / "20-compile.toml").read_text()
     comment = written[written.index("# `qualify init` looked") : written.index('kind = "kernel-resources"')]
     assert "Edit host_patterns" in comment, written  # the parameter to edit, named above the check
     [check] = [
-        c for c in load_plan(engine / "stages").stage("compile").checks if c.kind == "kernel-resources"
+        c for c in load_plan(built_engine / "stages").stage("compile").checks if c.kind == "kernel-resources"
     ]
     assert check.params["host_patterns"] == ["ck_*"], check.params
 
     # 2. The maintainer's edits: the example holds what they end with; its kernel check keeps
     #    what init guessed.
-    shutil.rmtree(engine / "stages")
-    shutil.copytree(EXAMPLE / "stages", engine / "stages")
-    shutil.copy2(EXAMPLE / "qualify.toml", engine / "qualify.toml")
+    shutil.rmtree(built_engine / "stages")
+    shutil.copytree(EXAMPLE / "stages", built_engine / "stages")
+    shutil.copy2(EXAMPLE / "qualify.toml", built_engine / "qualify.toml")
     [edited] = [
-        c for c in load_plan(engine / "stages").stage("compile").checks if c.kind == "kernel-resources"
+        c for c in load_plan(built_engine / "stages").stage("compile").checks if c.kind == "kernel-resources"
     ]
     assert edited.params["host_patterns"] == check.params["host_patterns"]
-    commit(engine, "qualify")
+    commit(built_engine, "qualify")
 
     # 3. doctor and plan: the plan can qualify, and what does not apply is shown with its reason.
-    doctor = qualify(engine, "doctor", "-C", ".")
+    doctor = qualify(built_engine, "doctor", "-C", ".")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "can qualify" in doctor.stdout and "never" not in doctor.stdout
-    plan = qualify(engine, "plan")
+    plan = qualify(built_engine, "plan")
     assert "serving  NOT APPLICABLE: the engine has no server" in plan.stdout, plan.stdout
     assert "never qualifies" not in plan.stdout
 
@@ -139,7 +141,13 @@ def test_from_the_engine_s_repository_to_a_comment_on_its_pull_request(engine: P
         ctx = contexts()
         ctx["github"]["api_url"] = github.url
         job = JobRunner(
-            WORKFLOW, "qualify", ctx, workspace=engine, temp=tmp_path / "gpu", env=env, actions=stand_ins
+            WORKFLOW,
+            "qualify",
+            ctx,
+            workspace=built_engine,
+            temp=tmp_path / "gpu",
+            env=env,
+            actions=stand_ins,
         )
         job.run()
         steps = [(r.name, r.returncode, r.output[-2000:]) for r in job.runs]
@@ -148,15 +156,23 @@ def test_from_the_engine_s_repository_to_a_comment_on_its_pull_request(engine: P
         assert outcome["verdict_line"] == LINE and outcome["exit_code"] == 0, outcome
         assert "QUALIFIED" in job.step("Qualify").output and NOTE in job.step("Qualify").output
         status = subprocess.run(
-            ["git", "-C", str(engine), "status", "--porcelain", "--ignored"], capture_output=True, text=True
+            ["git", "-C", str(built_engine), "status", "--porcelain", "--ignored"],
+            capture_output=True,
+            text=True,
         )
         assert status.stdout == "", status.stdout  # nothing written into the checkout
 
         [run] = [p for p in Path(job.env["QUALIFY_RUNS_DIR"]).iterdir() if (p / "run.json").is_file()]
-        reviewer_reads(run, job.env, engine)
+        reviewer_reads(run, job.env, built_engine)
 
         fleet = JobRunner(
-            WORKFLOW, "fleet", ctx, workspace=engine, temp=tmp_path / "fleet", env=env, actions=stand_ins
+            WORKFLOW,
+            "fleet",
+            ctx,
+            workspace=built_engine,
+            temp=tmp_path / "fleet",
+            env=env,
+            actions=stand_ins,
         )
         fleet.contexts["needs"] = {"qualify": {"result": "success"}}
         fleet.run()

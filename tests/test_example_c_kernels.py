@@ -55,7 +55,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def outs(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def c_kernels_outs(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each arm built by `nix build`, kept alive by an out-link; arm -> store path."""
     roots = tmp_path_factory.mktemp("c-kernels-gcroots")
     built: dict[str, Path] = {}
@@ -76,37 +76,39 @@ def run(argv: list[str | Path]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False, timeout=120)
 
 
-def test_each_arm_is_built_by_the_toolchain_it_names(outs: dict[str, Path]) -> None:
-    assert len(set(outs.values())) == 3, outs  # three different builds of one source
+def test_each_arm_is_built_by_the_toolchain_it_names(c_kernels_outs: dict[str, Path]) -> None:
+    assert len(set(c_kernels_outs.values())) == 3, c_kernels_outs  # three different builds of one source
     for arm, (compiler, opt) in {
         "pinned": ("12.2.0", "-O2"),
         "clang19": ("clang version 19.1.7", "-O2"),
         "slow": ("12.2.0", "-O0"),
     }.items():
-        out = outs[arm]
+        out = c_kernels_outs[arm]
         assert compiler in (out / "share" / "compiler-version").read_text(), arm
         assert (out / "share" / "optimisation").read_text().strip() == opt, arm
         for program in ("ck-bench", "ck-accuracy", "ck-tests"):
             assert (out / "bin" / program).is_file(), (arm, program)
     # Each compiler names itself in the .comment section of the objects it compiled.
-    pinned, clang = ((outs[arm] / "lib" / "libck.so").read_bytes() for arm in ("pinned", "clang19"))
+    pinned, clang = ((c_kernels_outs[arm] / "lib" / "libck.so").read_bytes() for arm in ("pinned", "clang19"))
     assert b"GCC: (Debian 12.2.0" in pinned and b"clang version" not in pinned
     assert b"clang version 19.1.7" in clang
 
 
-def test_compile_stage_finds_every_kernel_with_its_stack_frame(outs: dict[str, Path]) -> None:
+def test_compile_stage_finds_every_kernel_with_its_stack_frame(c_kernels_outs: dict[str, Path]) -> None:
     """What the kernel-resources check reads: the ck_* functions of lib/libck.so, each with a
     frame from the -fstack-usage files; the programs hold no copies of their own."""
     for arm in ("pinned", "clang19"):
-        found = host_kernels(outs[arm], ["ck_*"])
+        found = host_kernels(c_kernels_outs[arm], ["ck_*"])
         assert sorted(k.name for k in found) == list(KERNELS), (arm, found)
         assert {Path(k.binary).name for k in found} == {"libck.so"}, (arm, found)
         for kernel in found:
             assert kernel.code_size > 0 and kernel.stack_bytes is not None, (arm, kernel)
 
 
-def test_unit_tests_write_junit_with_every_case_passing(outs: dict[str, Path], tmp_path: Path) -> None:
-    for arm, out in outs.items():
+def test_unit_tests_write_junit_with_every_case_passing(
+    c_kernels_outs: dict[str, Path], tmp_path: Path
+) -> None:
+    for arm, out in c_kernels_outs.items():
         junit = tmp_path / f"{arm}.xml"
         done = run([out / "bin" / "ck-tests", junit])
         assert done.returncode == 0, (arm, done.stdout, done.stderr)
@@ -116,7 +118,7 @@ def test_unit_tests_write_junit_with_every_case_passing(outs: dict[str, Path], t
         assert len({case.split("::")[0] for case in cases}) == len(KERNELS), cases  # every kernel
 
 
-def test_accuracy_is_within_the_plans_limits(outs: dict[str, Path], tmp_path: Path) -> None:
+def test_accuracy_is_within_the_plans_limits(c_kernels_outs: dict[str, Path], tmp_path: Path) -> None:
     """Each max_* limit of stages/30-numerics.toml names a metric ck-accuracy reports, and both
     compilers' builds are inside every one. They also agree exactly: baseline x86-64 has no FMA,
     so gcc and clang round every operation alike (the stage file and the README say so)."""
@@ -126,7 +128,7 @@ def test_accuracy_is_within_the_plans_limits(outs: dict[str, Path], tmp_path: Pa
     medians: dict[str, dict[str, float]] = {}
     for arm in ("pinned", "clang19"):
         path = tmp_path / f"{arm}.json"
-        done = run([outs[arm] / "bin" / "ck-accuracy", path])
+        done = run([c_kernels_outs[arm] / "bin" / "ck-accuracy", path])
         assert done.returncode == 0, (arm, done.stderr)
         metrics = read_metrics(path)
         assert sorted(f"max_{name}" for name in metrics) == sorted(limits), (arm, list(metrics))
@@ -139,12 +141,12 @@ def test_accuracy_is_within_the_plans_limits(outs: dict[str, Path], tmp_path: Pa
 
 
 def test_bench_output_reads_as_a_metrics_bench_and_the_slow_arm_is_slower(
-    outs: dict[str, Path], tmp_path: Path
+    c_kernels_outs: dict[str, Path], tmp_path: Path
 ) -> None:
     """ck-bench's file goes through qualify's own reader of a bench unit; the -O0 arm (the
     negative control) takes more than 1.5 times as long as pinned per call on every test."""
     tests = {}
-    for arm, out in outs.items():
+    for arm, out in c_kernels_outs.items():
         path = tmp_path / f"{arm}.json"
         done = run([out / "bin" / "ck-bench", "--reps", "3", "--rep-ms", "2", path])
         assert done.returncode == 0, (arm, done.stderr)
@@ -170,10 +172,10 @@ def test_bench_output_reads_as_a_metrics_bench_and_the_slow_arm_is_slower(
     ],
 )
 def test_programs_refuse_bad_arguments_naming_them(
-    outs: dict[str, Path], tmp_path: Path, program: str, args: list[str], says: str
+    c_kernels_outs: dict[str, Path], tmp_path: Path, program: str, args: list[str], says: str
 ) -> None:
     done = subprocess.run(
-        [str(outs["pinned"] / "bin" / program), *args],
+        [str(c_kernels_outs["pinned"] / "bin" / program), *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -287,7 +287,11 @@ SOURCES: dict[str, tuple[dict[str, str], dict[str, Any], str]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(SOURCES))
+# init asks nix for a flake's default package first: a case with a flake.nix runs nix.
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.nix) if "flake.nix" in SOURCES[c][0] else c for c in sorted(SOURCES)],
+)
 def test_without_a_build_the_sources_decide(case: str, tmp_path: Path) -> None:
     files, expected, words = SOURCES[case]
     project = tmp_path / "engine"
@@ -321,6 +325,7 @@ FLAKE = """
 """
 
 
+@pytest.mark.nix
 @pytest.mark.skipif(not have_nix(), reason="needs nix, to build the flake's default package")
 def test_the_flakes_default_package_is_found_once_built_and_never_built_by_init(tmp_path: Path) -> None:
     project = tmp_path / "engine"
@@ -412,6 +417,7 @@ SLOW_FLAKE = """
 """
 
 
+@pytest.mark.nix
 @pytest.mark.skipif(not have_nix(), reason="needs nix, to evaluate a slow flake")
 def test_a_slow_flake_is_given_up_on_within_the_time_limit(tmp_path: Path) -> None:
     project = tmp_path / "engine"

@@ -135,6 +135,7 @@ def test_the_readme_names_the_nix_settings_doctor_requires() -> None:
     assert configs and all(setting.group(1) in c.splitlines() for c in configs), configs
 
 
+@pytest.mark.nix
 @pytest.mark.skipif(
     shutil.which("nix") is None, reason="needs nix, to check what the NIX_CONFIG lines enable"
 )

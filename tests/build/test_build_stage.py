@@ -156,17 +156,12 @@ def test_unchanged_build_is_kept_on_rerun(rocm_run: tuple[Path, Path, int, str])
     assert stage["attempt"] == 1
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_rocm_project(tmp_path_factory.mktemp("engine"), PLAN)
-
-
-def test_failed_candidate_build_names_the_derivation(project: Path) -> None:
-    (project / "stages" / "20-compile.toml").write_text(LATER.replace('"reference", ', ""))
+def test_failed_candidate_build_names_the_derivation(rocm_project: Path) -> None:
+    (rocm_project / "stages" / "20-compile.toml").write_text(LATER.replace('"reference", ', ""))
     try:
-        code, run_dir, out = run(project, "--candidate", "broken", "--allow-dirty")
+        code, run_dir, out = run(rocm_project, "--candidate", "broken", "--allow-dirty")
     finally:
-        (project / "stages" / "20-compile.toml").unlink()
+        (rocm_project / "stages" / "20-compile.toml").unlink()
     assert code == 1, out
     res = result(run_dir)
     assert res["verdict"] == "FAIL"
@@ -178,8 +173,8 @@ def test_failed_candidate_build_names_the_derivation(project: Path) -> None:
     assert json.loads((run_dir / "20-compile" / "stage.json").read_text())["verdict"] == "BLOCKED"
 
 
-def test_mixed_toolchain_fails_the_candidate(project: Path) -> None:
-    code, run_dir, out = run(project, "--candidate", "mixed")
+def test_mixed_toolchain_fails_the_candidate(rocm_project: Path) -> None:
+    code, run_dir, out = run(rocm_project, "--candidate", "mixed")
     res = result(run_dir)
     assert res["verdict"] == "FAIL", out
     assert any(
@@ -187,32 +182,32 @@ def test_mixed_toolchain_fails_the_candidate(project: Path) -> None:
     )
 
 
-def test_dirty_tree_is_refused_unless_allowed(project: Path) -> None:
-    readme = project / "README"
+def test_dirty_tree_is_refused_unless_allowed(rocm_project: Path) -> None:
+    readme = rocm_project / "README"
     readme.write_text("uncommitted\n")
-    git(project, "add", "README")
+    git(rocm_project, "add", "README")
     try:
         # Refused before anything runs: no run directory, no build.
-        runs = project / "runs"
+        runs = rocm_project / "runs"
         before = set(runs.iterdir()) if runs.exists() else set()
-        done = qualify_proc("run", "--candidate", "rocm10", "--project", str(project))
+        done = qualify_proc("run", "--candidate", "rocm10", "--project", str(rocm_project))
         assert done.returncode == 4, done.stdout + done.stderr
         said = " ".join((done.stdout + done.stderr).split())
         assert "uncommitted changes to tracked files (README)" in said and "--allow-dirty" in said
         assert (set(runs.iterdir()) if runs.exists() else set()) == before
-        code, run_dir, out = run(project, "--candidate", "rocm10", "--allow-dirty")
+        code, run_dir, out = run(rocm_project, "--candidate", "rocm10", "--allow-dirty")
         res = result(run_dir)
         assert res["verdict"] == "WARN", out
         assert "dirty tree" in res["reason"]
         assert "uncommitted changes" in (run_dir / "report.html").read_text()
     finally:
-        git(project, "rm", "-qf", "README")
+        git(rocm_project, "rm", "-qf", "README")
 
 
-def test_override_input_replaces_it_for_the_candidate_only(project: Path) -> None:
-    fixed = project.parent / "pkgs-rocm10-fix"
+def test_override_input_replaces_it_for_the_candidate_only(rocm_project: Path) -> None:
+    fixed = rocm_project.parent / "pkgs-rocm10-fix"
     code, run_dir, out = run(
-        project, "--candidate", "rocm10", "--override-input", f"nixpkgs-rocm10=path:{fixed}"
+        rocm_project, "--candidate", "rocm10", "--override-input", f"nixpkgs-rocm10=path:{fixed}"
     )
     res = result(run_dir)
     assert res["verdict"] == "PASS", out

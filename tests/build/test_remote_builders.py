@@ -47,7 +47,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def builder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builder]:
+def remote_builder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builder]:
     d = tmp_path_factory.mktemp("sshd")
     for key in ("host_key", "user_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True)
@@ -110,10 +110,10 @@ def result(run_dir: Path) -> dict:
 
 
 def test_every_derivation_is_built_by_the_remote_builder(
-    builder: Builder, tmp_path_factory: pytest.TempPathFactory
+    remote_builder: Builder, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    project = make_rocm_project(tmp_path_factory.mktemp("remote"), plan(builder.uri))
-    code, run_dir, out, _ = run(project, builder.sshopts)
+    project = make_rocm_project(tmp_path_factory.mktemp("remote"), plan(remote_builder.uri))
+    code, run_dir, out, _ = run(project, remote_builder.sshopts)
     res = result(run_dir)
     assert res["verdict"] == "PASS", out
     machines = set()
@@ -121,34 +121,38 @@ def test_every_derivation_is_built_by_the_remote_builder(
         measurement = json.loads((run_dir / "10-build" / "arms" / role / "measurement.json").read_text())
         assert "--option" in measurement["extra_args"] and "builders" in measurement["extra_args"]
         machines |= {b["machine"] for b in measurement["built"]}
-    assert machines == {builder.uri}, "max-jobs = 0: nothing may be built on this machine"
+    assert machines == {remote_builder.uri}, "max-jobs = 0: nothing may be built on this machine"
     where = next(t for t in res["tables"] if t["title"].startswith("Derivations built, and where"))
-    assert {row[2] for row in where["rows"]} == {builder.uri}
+    assert {row[2] for row in where["rows"]} == {remote_builder.uri}
     assert all(row[3].endswith(" s") for row in where["rows"])
     source = json.loads((run_dir / "10-build" / "arms" / "source.json").read_text())
-    assert source["nix_options"]["builders"].startswith(builder.uri)
+    assert source["nix_options"]["builders"].startswith(remote_builder.uri)
 
 
 def test_a_builder_that_is_down_is_an_error_naming_it(
-    builder: Builder, tmp_path_factory: pytest.TempPathFactory
+    remote_builder: Builder, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    project = make_rocm_project(tmp_path_factory.mktemp("down"), plan(builder.uri))
-    sshopts = builder.sshopts.replace(builder.sshopts.split()[1], str(free_port()))  # nobody listens
+    project = make_rocm_project(tmp_path_factory.mktemp("down"), plan(remote_builder.uri))
+    sshopts = remote_builder.sshopts.replace(
+        remote_builder.sshopts.split()[1], str(free_port())
+    )  # nobody listens
     code, run_dir, out, seconds = run(project, sshopts)
     res = result(run_dir)
     assert res["verdict"] == "ERROR" and code != 0, out
-    assert builder.uri in res["reason"] and "did not answer" in res["reason"], res["reason"]
+    assert remote_builder.uri in res["reason"] and "did not answer" in res["reason"], res["reason"]
     assert "Connection refused" in res["reason"]
     assert seconds < 60, "refused before any evaluation or build"
     assert not (run_dir / "10-build" / "arms" / "plan.json").exists()
 
 
 def test_a_builder_that_refuses_the_key_is_an_error_naming_it(
-    builder: Builder, tmp_path_factory: pytest.TempPathFactory
+    remote_builder: Builder, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    wrong = builder.uri.replace("user_key", "host_key")  # a key the builder does not accept
+    wrong = remote_builder.uri.replace("user_key", "host_key")  # a key the builder does not accept
     project = make_rocm_project(tmp_path_factory.mktemp("refused"), plan(wrong))
-    code, run_dir, out, _ = run(project, builder.sshopts, "--nix-option", "builders-use-substitutes=false")
+    code, run_dir, out, _ = run(
+        project, remote_builder.sshopts, "--nix-option", "builders-use-substitutes=false"
+    )
     res = result(run_dir)
     assert res["verdict"] == "ERROR", out
     assert wrong in res["reason"] and "Permission denied" in res["reason"], res["reason"]

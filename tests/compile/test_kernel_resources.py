@@ -27,7 +27,8 @@ from qualify.compile.cudanames import display_name
 KERNELS = Path(__file__).parent / "kernels"
 TOOLS = ["clang-19", "clang++-19", "gcc-12", "llvm-readelf-19"]
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)}")
+# slow: each test compiles its builds with clang-19 and gcc-12 (3 s a test on 2 cores).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)}")]
 
 CL = ["-x", "cl", "-cl-std=CL2.0", "--target=amdgcn-amd-amdhsa", "-O3", "-nogpulib", "-mcpu=gfx1100"]
 HIP = [

@@ -10,22 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import qualify_proc
-from nixflakes import NIX_CONFIG, have_nix, make_rocm_project
+from nixflakes import NIX_CONFIG, have_nix
 from test_scenarios import settled
 
 pytestmark = [pytest.mark.nix, pytest.mark.skipif(not have_nix(), reason="nix is not installed")]
-
-PLAN = """
-name = "build"
-[[check]]
-kind = "nix-build"
-name = "arms"
-"""
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_rocm_project(tmp_path_factory.mktemp("faults"), PLAN)
 
 
 def build(project: Path, *args: str) -> tuple[int, Path, str]:
@@ -40,9 +28,9 @@ def build(project: Path, *args: str) -> tuple[int, Path, str]:
     (("--candidate", "rocm10", "--pinned", "broken"), "ERROR", 3),
 ])  # fmt: skip
 def test_a_failing_build_names_its_derivation(
-    project: Path, args: tuple[str, ...], verdict: str, code: int
+    rocm_project: Path, args: tuple[str, ...], verdict: str, code: int
 ) -> None:
-    returncode, run, said = build(project, *args)
+    returncode, run, said = build(rocm_project, *args)
     assert returncode == code, said
     result = json.loads((run / "10-build" / "arms" / "result.json").read_text())
     assert result["verdict"] == verdict, result["reason"]
@@ -55,7 +43,7 @@ def test_a_failing_build_names_its_derivation(
 
 
 def test_the_live_display_counts_derivations_from_the_dry_run_and_says_failed(
-    project: Path, monkeypatch: pytest.MonkeyPatch
+    rocm_project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a terminal: the candidate's derivations done out of those its dry run planned, and
     the failed one counted as failed."""
@@ -70,7 +58,7 @@ def test_the_live_display_counts_derivations_from_the_dry_run_and_says_failed(
     monkeypatch.setenv("NIX_CONFIG", NIX_CONFIG)
     out = StringIO()
     terminal = Console(file=out, force_terminal=True, width=200)
-    outcome = execute(RunRequest(project=project, candidate="broken"), ConsoleEvents(terminal))
+    outcome = execute(RunRequest(project=rocm_project, candidate="broken"), ConsoleEvents(terminal))
     assert outcome.exit_code == 1
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "\n", re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()))
     planned = json.loads((outcome.run.path / "10-build" / "arms" / "plan.json").read_text())

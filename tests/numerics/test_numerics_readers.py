@@ -264,7 +264,9 @@ LLAMA_ARGS = ["-c", "128", "--chunks", "4", "-t", "2"]  # 4 chunks x 63 scored t
 
 def _perplexity(out: Path, workdir: Path, *args: str) -> str:
     from example_arms import EXAMPLE
+    from tiers import require
 
+    require("model", "reads the example's model")
     data = EXAMPLE / "data"
     cmd = [str(out / "bin" / "llama-perplexity"), "-m", str(data / "gemma-3-270m-q4_k_m.gguf")]
     cmd += ["-f", str(data / "corpus.txt"), *LLAMA_ARGS, *args]

@@ -1,0 +1,79 @@
+"""How long each tier of the test suite takes, measured in one run, beside the figures it is held to.
+
+    python benchmarks/suite_time.py [--check-only] [--log PATH] [-- PYTEST_ARGS ...]
+
+Runs pytest once, as `make test` does: every test, `make check`'s tier (no nix, no example
+built, no model) first, then the rest. Each tier's time is its tests' setup, call and teardown
+summed (tests/tiers.py writes them with --tier-times): the example's build counts in the rest,
+in the first test that uses it. Printed beside the figures on a 2-core machine: the check tier
+should take under 5 minutes, the whole suite took 52.5 (CI, with its 21 minutes of set-up and
+example builds before it, must end within 60). The whole suite takes about an hour; --check-only
+runs `make check`'s selection alone, in minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from tiers import check_markexpr  # noqa: E402  (the tests' folder is no package)
+
+#: Minutes on a 2-core machine: the check tier's target, and the whole suite as last measured.
+CHECK_TARGET_MIN = 5.0
+FULL_SUITE_MIN = 52.5
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check-only", action="store_true", help="run make check's tier alone")
+    parser.add_argument("--log", type=Path, help="pytest's output goes here (default: the terminal)")
+    parser.add_argument("pytest_args", nargs="*", help="more arguments for pytest, after --")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        times = Path(scratch) / "tiers.json"
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--tier-times={times}"]
+        if args.check_only:
+            argv += ["-m", check_markexpr()]
+        argv += args.pytest_args
+        started = time.monotonic()
+        with args.log.open("w") if args.log else contextlib.nullcontext() as out:
+            done = subprocess.run(
+                argv,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
+                check=False,
+                # Started in the background (`… &`), this script inherits SIGINT ignored: pytest
+                # would too, and the tests that stop a run with Ctrl-C would wait out their timeouts.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+        wall_s = time.monotonic() - started
+        if not times.is_file():
+            sys.exit(f"pytest exited {done.returncode} before its summary: no tier times")
+        tiers = json.loads(times.read_text())
+
+    check, rest = tiers["check"], tiers["rest"]
+    print(f"\npytest exited {done.returncode}; {wall_s / 60:.1f} min wall, collection included")
+    print(f"{'tier':<26} {'tests':>6} {'measured':>10}   figure (2 cores)")
+    print(
+        f"{'check (make check)':<26} {check['tests']:>6} {check['seconds'] / 60:>6.1f} min"
+        f"   under {CHECK_TARGET_MIN:g} min"
+    )
+    if not args.check_only:
+        print(f"{'the rest':<26} {rest['tests']:>6} {rest['seconds'] / 60:>6.1f} min")
+        both = check["tests"] + rest["tests"], (check["seconds"] + rest["seconds"]) / 60
+        print(f"{'whole suite (make test)':<26} {both[0]:>6} {both[1]:>6.1f} min   {FULL_SUITE_MIN:g} min")
+    sys.exit(0 if done.returncode in (0, 5) else done.returncode)
+
+
+if __name__ == "__main__":
+    main()

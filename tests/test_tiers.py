@@ -1,0 +1,218 @@
+"""The suite's tiers (tests/tiers.py): a test gets the marks of the fixtures it uses, `make check`
+runs the tests with none of the heavy marks first, and a run that leaves nix, the example or the
+model out fails a test that needs one but lacks its mark, naming the mark.
+
+The suites here are tiny and run by pytester in a process of their own: the plugin changes PATH
+and the environment, which must not leak into this run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tiers import FIXTURE_MARKS, HEAVY, check_markexpr, left_out, marks_for, tier
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+CHECK = check_markexpr()
+
+INI = """[pytest]
+addopts = --strict-markers -p no:cacheprovider
+markers =
+    nix: real nix
+    example: an example built
+    model: the example's model
+    slow: slow
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester folder whose runs load tests/tiers.py as the suite does."""
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    pytester.makeini(INI)
+    pytester.makeconftest(
+        """
+        import pytest
+
+        pytest_plugins = ["tiers"]
+
+        @pytest.fixture(scope="session")
+        def example_outs():
+            return {}
+
+        @pytest.fixture
+        def pair(example_outs):
+            return example_outs
+        """
+    )
+    return pytester
+
+
+def test_the_makefile_s_check_target_deselects_every_heavy_mark() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    found = re.search(r'^check:.*\n(?:\t.*\n)*?\t.*pytest .*-m "([^"]+)"', makefile, re.M)
+    assert found, "the Makefile has no check target running pytest -m"
+    assert found.group(1) == CHECK == "not nix and not example and not model and not slow"
+
+
+def test_each_marked_fixture_is_defined_once_in_the_suite() -> None:
+    """Marks go by fixture name: a second fixture of the same name would get them too."""
+    sources = "\n".join(p.read_text() for p in TESTS.rglob("*.py"))
+    for name in FIXTURE_MARKS:
+        defined = re.findall(rf"@pytest\.fixture.*\n(?:async )?def {name}\(", sources)
+        assert len(defined) == 1, (name, len(defined))
+
+
+def test_marks_and_tiers_of_fixtures() -> None:
+    assert marks_for(["tmp_path", "llama_pair", "example_outs"]) == {"example", "nix", "model", "slow"}
+    assert marks_for(["nix_flakes"]) == {"nix"}
+    assert marks_for(["tmp_path", "project"]) == set()
+    assert tier([]) == tier(["parametrize"]) == "check"
+    assert all(tier([mark]) == "rest" for mark in HEAVY)
+
+
+@pytest.mark.parametrize(
+    ("markexpr", "out"),
+    [
+        ("", set()),
+        ("not slow", set()),  # a test marked nix alone would run
+        ("example", set()),  # every example test runs nix and reads the model
+        ("not nix", {"nix"}),
+        ("not example and not model", {"example", "model"}),
+        (CHECK, {"nix", "example", "model"}),
+    ],
+)
+def test_a_run_leaves_out_what_no_selected_test_may_carry(markexpr: str, out: set[str]) -> None:
+    assert left_out(markexpr) == out
+
+
+def test_a_test_gets_the_marks_of_fixtures_it_uses_through_others(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        """
+        def test_on_the_example(pair):
+            pass
+
+        def test_plain():
+            pass
+        """
+    )
+    heavy = suite.runpytest_subprocess("--collect-only", "-q", "-m", "example and nix and model and slow")
+    assert "test_on_the_example" in heavy.stdout.str() and "test_plain" not in heavy.stdout.str()
+    check = suite.runpytest_subprocess("--collect-only", "-q", "-m", CHECK)
+    assert "test_plain" in check.stdout.str() and "test_on_the_example" not in check.stdout.str()
+    # Run together, the check tier comes first.
+    listed = suite.runpytest_subprocess("--collect-only", "-q").stdout.str()
+    assert listed.index("test_plain") < listed.index("test_on_the_example"), listed
+
+
+NIX_SUITE = """
+import shutil
+import subprocess
+
+import pytest
+
+
+def test_runs_nix_itself():
+    subprocess.run(["nix", "eval", "--expr", "1"], check=True)
+
+
+@pytest.mark.skipif(shutil.which("nix") is None, reason="nix is not installed")
+def test_takes_a_missing_nix_in_its_stride():
+    subprocess.run(["nix-store", "--query", "--requisites", "/nix/store/x"], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def locked():
+    subprocess.run(["nix", "flake", "lock"], capture_output=True)
+
+
+def test_on_a_fixture_that_runs_nix(locked):
+    pass
+
+
+def test_asks_only_its_version():
+    subprocess.run(["nix", "--version"], capture_output=True)
+
+
+def test_needs_the_version_it_asks_for():
+    assert subprocess.run(["nix", "--version"], capture_output=True).returncode == 0
+
+
+@pytest.mark.nix
+def test_marked():
+    subprocess.run(["nix", "eval", "--expr", "1"], check=True)
+"""
+
+
+def test_the_check_tier_fails_a_test_that_runs_nix_without_the_mark(suite: pytest.Pytester) -> None:
+    suite.makepyfile(NIX_SUITE)
+    result = suite.runpytest_subprocess("-m", CHECK)
+    # The version probe qualify makes in every run passes, unless the test fails after it; the
+    # marked test is not run; each other test fails (in its call, or in the setup of its
+    # fixture), whether nix is installed or not.
+    result.assert_outcomes(passed=1, failed=3, errors=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_on_a_fixture_that_runs_nix*",
+            "this test runs `nix flake lock`, but nix is left out of this run (-m excludes nix): mark it nix, *",
+            "*_ test_runs_nix_itself _*",
+            "Command '['nix', 'eval', '--expr', '1']' returned non-zero exit status 127.",
+            "this test runs `nix eval --expr 1`, but nix is left out of this run (-m excludes nix): mark it nix, *",
+            "*_ test_takes_a_missing_nix_in_its_stride _*",
+            "this test runs `nix-store --query --requisites /nix/store/x`, but nix is left out of this run *",
+            "*_ test_needs_the_version_it_asks_for _*",
+            "*assert 127 == 0*",
+            "this test failed after asking `nix --version`, and nix is left out of this run (-m excludes nix): if *",
+        ]
+    )
+
+
+def test_the_check_tier_fails_a_test_that_reads_the_model_without_the_mark(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        """
+        import os
+
+        from tiers import require
+
+
+        def test_reads_the_model():
+            require("model", "reads the example's model")
+
+
+        def test_nothing_is_left_out_of_a_full_run():
+            assert os.environ["QUALIFY_TESTS_LEFT_OUT"] == ""
+        """
+    )
+    result = suite.runpytest_subprocess("-m", CHECK, "-k", "not nothing_is_left_out")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*this test reads the example's model, which this run leaves out (-m excludes model): mark it model*"
+        ]
+    )
+    suite.runpytest_subprocess("-m", "not slow").assert_outcomes(passed=2)
+
+
+def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        """
+        import pytest
+
+        def test_plain():
+            pass
+
+        @pytest.mark.slow
+        def test_slow():
+            pass
+        """
+    )
+    times = suite.path / "tiers.json"
+    result = suite.runpytest_subprocess(f"--tier-times={times}")
+    # The check tier's line as the rest starts (a phase of its own in a CI log), then both.
+    check = "::: tests: check tier (make check), 1 test, took * s"
+    result.stdout.fnmatch_lines([check, "*.*", check, "::: tests: the rest, 1 test, took * s"])
+    written = json.loads(times.read_text())
+    assert {name: figures["tests"] for name, figures in written.items()} == {"check": 1, "rest": 1}

@@ -1,0 +1,290 @@
+"""The suite's tiers: the marks a test gets from the fixtures it uses, and a run that leaves a
+mark out refusing what that mark stands for.
+
+`make check` runs every test that needs no nix, no bundled example built and no model (14
+minutes on 2 cores busy with other runs); `make test` runs them all (about 52 minutes there). A test gets the marks of
+every fixture it uses, directly or through another fixture (`item.fixturenames` is the closure),
+so a new test on `example_runs` is slow without anyone remembering to say so.
+
+A test that runs nix or reads the model by other means (its own `nix build`, a helper) carries
+the mark by hand. Where one forgets it, a run whose -m leaves the mark out catches it: nix on
+PATH is a stand-in that answers as if nix were not installed and notes the call, and the helpers
+that need the example or its model refuse; either way the test fails naming the mark it lacks,
+instead of passing on a machine that has nix and skipping on one that has not.
+
+Loaded by tests/conftest.py as a plugin (`pytest_plugins`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Generator, Iterable
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from _pytest.mark.expression import Expression  # what -m is evaluated with; no public name
+
+#: A test with any of these marks is out of the check tier: `make check` deselects them (its -m
+#: is the one `check_markexpr` writes; tests/test_tiers.py holds the Makefile to it).
+HEAVY = ("nix", "example", "model", "slow")
+
+#: The marks whose resource a run can leave out (a slow test needs nothing a machine may lack).
+RESOURCES = ("nix", "example", "model")
+
+#: Fixture -> the marks of every test that uses it, directly or through other fixtures. Names
+#: are matched across the suite: a fixture listed here has a name no other fixture has.
+FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
+    # The llama.cpp example's three arms through nix (about 21 minutes on 2 cores, once per
+    # store), after its setup.sh made the model and corpus; example_runs, example_kvq4_run and
+    # every fixture built on them (llama_pair) run on them.
+    "example_outs": ("example", "nix", "model", "slow"),
+    # The c-kernels example's arms through nix, and its engine built from its sources alone.
+    "c_kernels_outs": ("example", "nix", "slow"),
+    "built_engine": ("example", "nix", "slow"),
+    # The fixture flakes of tests/nixflakes.py, locked and built by real nix.
+    "rocm_project": ("nix",),
+    "rocm_run": ("nix",),
+    # A nix remote builder on loopback.
+    "remote_builder": ("nix",),
+    # Real nix with flakes enabled, for a test that runs it (tests/conftest.py).
+    "nix_flakes": ("nix",),
+}
+
+#: Debian's nix-bin's commands: each gets a stand-in where nix is left out.
+NIX_COMMANDS = (
+    "nix",
+    "nix-build",
+    "nix-channel",
+    "nix-collect-garbage",
+    "nix-copy-closure",
+    "nix-daemon",
+    "nix-env",
+    "nix-hash",
+    "nix-instantiate",
+    "nix-prefetch-url",
+    "nix-shell",
+    "nix-store",
+)
+
+#: The marks a run leaves out, space-separated, for the helpers in this process and the
+#: processes its tests start.
+LEFT_OUT_ENV = "QUALIFY_TESTS_LEFT_OUT"
+
+STAND_IN = """#!/bin/sh
+# nix is left out of this test run (-m deselects the tests marked nix): answer as a missing
+# command does, and note the call for the test that made it.
+printf '%s\\n' "{name} $*" >> '{log}'
+echo "{name}: left out of this test run (-m excludes nix): a test that runs nix is marked nix" >&2
+exit 127
+"""
+
+#: What a test that ran nix with nix left out is told.
+NIX_LEFT_OUT = "nix is left out of this run (-m excludes nix)"
+MARK_IT = "mark it nix, or give it a fixture tests/tiers.py marks"
+
+_stand_ins = pytest.StashKey[Path]()
+_seen = pytest.StashKey[int]()
+_tier_of = pytest.StashKey[dict[str, str]]()
+_saved_env = pytest.StashKey[dict[str, str | None]]()
+
+
+def check_markexpr() -> str:
+    """The -m of `make check`."""
+    return " and ".join(f"not {mark}" for mark in HEAVY)
+
+
+def marks_for(fixturenames: Iterable[str]) -> set[str]:
+    """The marks a test using these fixtures gets."""
+    return {mark for name in fixturenames for mark in FIXTURE_MARKS.get(name, ())}
+
+
+def tier(marks: Iterable[str]) -> str:
+    """The tier of a test with these marks: `check` (make check runs it) or `rest`."""
+    return "rest" if set(marks) & set(HEAVY) else "check"
+
+
+def left_out(markexpr: str) -> set[str]:
+    """The resources a run with this -m leaves out: those no test carrying their mark can be
+    selected by it, whatever other marks of HEAVY the test has (`-m example` keeps nix, as every
+    example test also runs nix)."""
+    if not markexpr.strip():
+        return set()
+    expression = Expression.compile(markexpr)
+    out = set()
+    for resource in RESOURCES:
+        others = [mark for mark in HEAVY if mark != resource]
+        combinations = (
+            {resource, *chosen}
+            for size in range(len(others) + 1)
+            for chosen in itertools.combinations(others, size)
+        )
+        if not any(
+            expression.evaluate(lambda name, /, marks=marks, **_: name in marks) for marks in combinations
+        ):
+            out.add(resource)
+    return out
+
+
+def require(mark: str, what: str) -> None:
+    """Fail the calling test where this run leaves `mark` out: it `what` (reads the model, ...)
+    without carrying the mark, and would otherwise do it anyway or skip without saying why."""
+    if mark in os.environ.get(LEFT_OUT_ENV, "").split():
+        pytest.fail(
+            f"this test {what}, which this run leaves out (-m excludes {mark}): mark it {mark}", pytrace=False
+        )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier-times",
+        metavar="PATH",
+        help="write each tier's test count and seconds (setup, call and teardown summed) to PATH as JSON",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_tier_of] = {}
+    config.pluginmanager.register(_TierClock(config), "tier-clock")
+    out = left_out(config.getoption("markexpr", "") or "")
+    # Set before collection: a module's `skipif(shutil.which("nix") is None)` then finds the
+    # stand-in and the test runs, and fails, rather than skipping on a machine without nix.
+    config.stash[_saved_env] = {name: os.environ.get(name) for name in (LEFT_OUT_ENV, "PATH")}
+    os.environ[LEFT_OUT_ENV] = " ".join(sorted(out))
+    if "nix" in out:
+        stand_ins = Path(tempfile.mkdtemp(prefix="no-nix-"))
+        log = stand_ins / "calls"
+        log.touch()
+        for name in NIX_COMMANDS:
+            script = stand_ins / name
+            script.write_text(STAND_IN.format(name=name, log=log))
+            script.chmod(0o755)
+        config.stash[_stand_ins] = stand_ins
+        config.stash[_seen] = 0
+        os.environ["PATH"] = f"{stand_ins}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name, value in config.stash.get(_saved_env, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    if _stand_ins in config.stash:
+        shutil.rmtree(config.stash[_stand_ins], ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: it reads these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in sorted(marks_for(item.fixturenames)):
+            item.add_marker(mark)
+        config.stash[_tier_of][item.nodeid] = tier(m.name for m in item.iter_markers())
+    # The check tier first, in collection order: its failures show in minutes, and its time is
+    # a phase of its own. A module with tests of both tiers is visited twice; none of them has
+    # a module fixture that both tiers use.
+    items.sort(key=lambda item: config.stash[_tier_of][item.nodeid] != "check")
+
+
+def _nix_calls(config: pytest.Config) -> list[str]:
+    """The nix commands run since the last look, where nix is left out."""
+    if _stand_ins not in config.stash:
+        return []
+    lines = (config.stash[_stand_ins] / "calls").read_text().splitlines()
+    new = lines[config.stash[_seen] :]
+    config.stash[_seen] = len(lines)
+    return new
+
+
+def _refusing_nix(item: pytest.Item) -> Generator[None, object, object]:
+    """A phase of a test (setup, call, teardown) that fails if it ran nix where nix is left out:
+    whatever the test made of the missing command (an error, a skip, a pass), it lacks the mark.
+    `nix --version` alone only adds a note where the phase failed: qualify records the tool's
+    version in every run's provenance and takes a missing nix there in its stride."""
+    try:
+        result = yield
+    except pytest.skip.Exception:
+        _fail_on_nix_calls(item.config, failed=False)
+        raise
+    except BaseException:
+        _fail_on_nix_calls(item.config, failed=True)  # chained: the test's own error shows first
+        raise
+    _fail_on_nix_calls(item.config, failed=False)
+    return result
+
+
+def _fail_on_nix_calls(config: pytest.Config, failed: bool) -> None:
+    calls = _nix_calls(config)
+    ran = [call for call in calls if call.split(" ", 1)[1:] != ["--version"]]
+    if ran:
+        more = f" (and {len(ran) - 1} more nix commands)" if len(ran) > 1 else ""
+        pytest.fail(f"this test runs `{ran[0]}`{more}, but {NIX_LEFT_OUT}: {MARK_IT}", pytrace=False)
+    if calls and failed:  # a note beside the test's own error, which may have another cause
+        pytest.fail(
+            f"this test failed after asking `{calls[0]}`, and {NIX_LEFT_OUT}: if it needs nix, {MARK_IT}",
+            pytrace=False,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _refusing_nix(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _refusing_nix(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _refusing_nix(item))
+
+
+class _TierClock:
+    """Each tier's tests and seconds: every phase's duration summed by the test's tier. Session
+    fixtures count in the first test that uses them (the example's build in the rest). The check
+    tier's line is written as the rest starts, so that a CI log shows it as a phase of its own,
+    and again with the rest's at the end."""
+
+    LABELS: ClassVar[dict[str, str]] = {"check": "check tier (make check)", "rest": "the rest"}
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.times: dict[str, list[float]] = {"check": [], "rest": []}
+
+    def line(self, name: str) -> str:
+        seen = self.times[name]
+        count = f"{len(seen)} test" + ("s" if len(seen) != 1 else "")
+        return f"::: tests: {self.LABELS[name]}, {count}, took {sum(seen):.0f} s"
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        name = self.config.stash[_tier_of].get(nodeid, "rest")
+        if name == "rest" and not self.times["rest"] and self.times["check"]:
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:
+                terminal.ensure_newline()
+                terminal.write_line(self.line("check"))
+        self.times[name].append(0.0)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        times = self.times[self.config.stash[_tier_of].get(report.nodeid, "rest")]
+        if times:
+            times[-1] += report.duration
+
+    @pytest.hookimpl(trylast=True)  # after the slowest durations: the last lines a CI log shows
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for name, seen in self.times.items():
+            if seen:
+                terminalreporter.write_line(self.line(name))
+        path = self.config.getoption("tier_times")
+        if path:
+            summary = {
+                name: {"tests": len(seen), "seconds": round(sum(seen), 1)}
+                for name, seen in self.times.items()
+            }
+            Path(path).write_text(json.dumps(summary, indent=1) + "\n")
