@@ -169,3 +169,13 @@ def example_kvq4_run(example_runs: dict[str, tuple[int, Path, str]]) -> tuple[in
     by the set for the build and numerics stages only. It comes after the other members, so the
     reference's artifact comes from the numerics cache."""
     return example_runs["kvq4"]
+
+
+def built_wheel(folder: Path) -> Path:
+    """The checkout built as a wheel into `folder` (no build isolation: the venv has the backend)."""
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(folder), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    return next(folder.glob("qualify-*.whl"))

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, built_wheel
 from recorded_runs import unpack
 
 FLOOR = Path("/usr/bin/python3.11")
@@ -30,13 +30,7 @@ def _version(python: Path) -> tuple[int, int, int]:
 @pytest.mark.skipif(not FLOOR.is_file(), reason="no system Python 3.11 (Debian 12's) on this machine")
 def test_the_core_runs_on_the_systems_python_3_11(tmp_path: Path) -> None:
     assert _version(FLOOR)[:2] == (3, 11)  # the floor pyproject names: requires-python >= 3.11
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    wheel = next(dist.glob("qualify-*.whl"))
+    wheel = built_wheel(tmp_path / "dist")
     env_dir = tmp_path / "venv"
     subprocess.run([str(FLOOR), "-m", "venv", "--without-pip", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"

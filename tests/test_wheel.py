@@ -9,19 +9,13 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, built_wheel
 from recorded_runs import unpack
 
 
 @pytest.mark.slow
 def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    wheel = next(dist.glob("qualify-*.whl"))
+    wheel = built_wheel(tmp_path / "dist")
     # A fresh venv with the wheel and its dependencies (from pip's cache after set-up): the
     # checkout is not importable from there, so every file found comes from the wheel.
     env_dir = tmp_path / "venv"

@@ -87,24 +87,10 @@ def kernel_tables(results: Sequence[KernelDiff]) -> list[Table]:
         tables.append(
             Table(title=f"{_TITLES[family]}: changed ({len(changed)})", columns=columns, rows=tuple(changed))
         )
-        if same:
-            tables.append(
-                Table(
-                    title=f"{_TITLES[family]}: unchanged ({len(same)})",
-                    columns=columns,
-                    rows=tuple(same),
-                    collapsed=True,
-                )
-            )
-        if stubs:
-            tables.append(
-                Table(
-                    title=f"{_TITLES[family]}: stubs set apart ({len(stubs)})",
-                    columns=columns,
-                    rows=tuple(stubs),
-                    collapsed=True,
-                )
-            )
+        for what, kept in (("unchanged", same), ("stubs set apart", stubs)):
+            if kept:
+                title = f"{_TITLES[family]}: {what} ({len(kept)})"
+                tables.append(Table(title=title, columns=columns, rows=tuple(kept), collapsed=True))
     return tables
 
 

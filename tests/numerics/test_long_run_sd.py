@@ -6,16 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from chunkseries import ar1
 
 from qualify.numerics.bounds import long_run_sd
-
-
-def ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
-    e = rng.normal(size=n + 200)
-    y = np.zeros(n + 200)
-    for i in range(1, n + 200):
-        y[i] = phi * y[i - 1] + e[i]
-    return y[200:] * (1 - phi * phi) ** 0.5
 
 
 def test_independent_chunks_keep_about_their_plain_sd() -> None:

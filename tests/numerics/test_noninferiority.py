@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from chunkseries import ar1
 
 from qualify.numerics.judge import Settings
 from qualify.numerics.looks import sequential
@@ -165,15 +166,6 @@ def test_the_guard_holds_at_every_look_at_once() -> None:
     assert at_first.guard is not None and alone.guard is not None
     assert at_first.guard[1] == pytest.approx(2 * alone.guard[1])
     assert at_first.bound - at_first.estimate == pytest.approx(2 * (alone.bound - alone.estimate))
-
-
-def ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
-    """A stationary AR(1) series of unit variance (its own generator: the judge shares none of it)."""
-    e = rng.normal(size=n + 200)
-    y = np.zeros(n + 200)
-    for i in range(1, n + 200):
-        y[i] = phi * y[i - 1] + e[i]
-    return y[200:] * (1 - phi * phi) ** 0.5
 
 
 def test_chunks_autocorrelated_in_corpus_order_keep_both_errors_at_the_level() -> None:
