@@ -152,7 +152,8 @@ KIND = CheckKind(
             help="planned looks at most: at min_chunks, twice it, … and the corpus' end; the "
             "judgement (and with `stream`, the scoring) stops at the first that decides, each "
             "look's BCa bounds at 1 − α/K for the K looks planned, its Cantelli guard at 1 − α stretched by "
-            "√(N/n) (qualify.numerics.looks)",
+            "√(N/n), or on a large corpus (the last look eight times the first) a fifth of α set apart "
+            "for the first look (qualify.numerics.looks)",
             allowed=at_least(1),
         ),
         Param("resamples", "integer", 10_000, help="bootstrap resamples", allowed=at_least(100)),
