@@ -32,7 +32,7 @@ python=${PYTHON:-python3}
 export NIX_CONFIG
 mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
 
-(cd "$out/c1/nixdeb" && apt-get download -q nix-bin $(
+(cd "$out/c1/nixdeb" && apt-get download -q nix-bin bubblewrap $(
   ldd /usr/bin/nix | awk '$3 ~ /^\// {print $3}' | xargs -n1 readlink -f | xargs dpkg -S 2>/dev/null \
     | cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libstdc\+\+6|libgcc-s1|nix-bin')) 2>&1 | tail -1
 # With their dependencies, resolved for the host's Python: host.sh installs these without pip
