@@ -45,11 +45,11 @@ STATE = Path("/tmp/qualify-host")
 # name: (command prefix, llama-bench arguments, the plan profile whose bench unit this is)
 VARIANTS: dict[str, tuple[list[str], list[str], str | None]] = {
     "as today": ([], [], "decide"),
-    "ASLR off": (["setarch", "x86_64", "-R"], [], None),
-    "eager modules": (["env", "CUDA_MODULE_LOADING=EAGER"], [], None),
-    "no pinned memory": (["env", "GGML_CUDA_NO_PINNED=1"], [], None),
-    "no fusion": (["env", "GGML_CUDA_DISABLE_FUSION=1"], [], None),
-    "cuBLAS": (["env", "GGML_CUDA_FORCE_CUBLAS=1"], [], None),
+    "ASLR off": (["setarch", "x86_64", "-R"], [], "decide-aslr-off"),
+    "eager modules": (["env", "CUDA_MODULE_LOADING=EAGER"], [], "decide-eager"),
+    "no pinned memory": (["env", "GGML_CUDA_NO_PINNED=1"], [], "decide-no-pinned"),
+    "no fusion": (["env", "GGML_CUDA_DISABLE_FUSION=1"], [], "decide-no-fusion"),
+    "cuBLAS": (["env", "GGML_CUDA_FORCE_CUBLAS=1"], [], "decide-cublas"),
 }
 TG = "tg128"
 
