@@ -19,15 +19,23 @@ time outside their timed repetitions (start, model load, warm-up) plus two pp204
 
     .venv/bin/python examples/llama-cpp-cuda/process_units.py SET_DIR...      # the sizing
     .venv/bin/python examples/llama-cpp-cuda/process_units.py --states SET_DIR...
+    .venv/bin/python examples/llama-cpp-cuda/process_units.py --long PROBES
 
-SET_DIR is an unpacked decide set (`tar -xJf recorded/20261202-151725-cuda135.tar.xz`).
+`--long PROBES` (`recorded/host-20261206/state-probes.tar.xz`) reads the long processes of the
+2026-12-06 lease (an H100): pinned's llama-bench with 80 or 200 repetitions of pp2048 and
+nothing else (`long-*`, `longer-*`), and the variants with one thread, one thread on one CPU,
+and eight threads on CPUs 0-7 not spinning (`v-*`, three processes each, 60 repetitions): per
+process, the repetitions in order (F above 53 000 t/s, s below), how often the speed switched,
+and the share of fast repetitions.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -148,10 +156,38 @@ def states(run_sets: list[Path]) -> None:
         )
 
 
+FAST = 53_000.0  # t/s of pp2048 between the two speeds (about 41 000 and 57 000 on the H100)
+
+
+def long_processes(archive: Path) -> dict[str, str]:
+    """Process name -> its pp2048 repetitions in order, F fast and s slow."""
+    states = {}
+    with tarfile.open(archive) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if not member.name.endswith(".jsonl"):
+                continue
+            handle = tar.extractfile(member)
+            assert handle is not None
+            rows = [json.loads(line) for line in handle.read().decode().splitlines() if line.startswith("{")]
+            speeds = rows[0]["samples_ts"]
+            states[member.name.removesuffix(".jsonl")] = "".join("F" if t > FAST else "s" for t in speeds)
+    return states
+
+
+def long(archive: Path) -> None:
+    print("process             reps  switches  fast share  repetitions in order")
+    for name, states in long_processes(archive).items():
+        switches = sum(a != b for a, b in itertools.pairwise(states))
+        fast = states.count("F") / len(states)
+        print(f"{name:18} {len(states):5} {switches:9} {fast:11.2f}  {states[:80]}")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--states"] and args[1:]:
         states([Path(a) for a in args[1:]])
+    elif args[:1] == ["--long"] and len(args) == 2:
+        long(Path(args[1]))
     elif args and not args[0].startswith("-"):
         sizing([Path(a) for a in args])
     else:
