@@ -146,15 +146,25 @@ def new_key(path: Path, name: str) -> str:
     ).stdout
     path.write_bytes(secret)
     path.chmod(0o600)
-    return subprocess.run(
-        ["nix", "key", "convert-secret-to-public"], input=secret, env=nix_env(), check=True, capture_output=True
-    ).stdout.decode().strip()
+    return (
+        subprocess.run(
+            ["nix", "key", "convert-secret-to-public"],
+            input=secret,
+            env=nix_env(),
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
 
 
 def force_push_away(fork: Path) -> str:
     """Replace `main` of `fork` by an unrelated commit and collect the old one for good, as a
     force-push followed by the server's garbage collection does; the commit that was dropped."""
-    old = subprocess.run(["git", "-C", str(fork), "rev-parse", "main"], capture_output=True, text=True, check=True)
+    old = subprocess.run(
+        ["git", "-C", str(fork), "rev-parse", "main"], capture_output=True, text=True, check=True
+    )
     git(fork, "checkout", "-q", "--orphan", "rewritten")
     (fork / "flake.nix").write_text(FORK.replace("TAG", "rewritten"))
     git(fork, "add", "-A")

@@ -91,7 +91,9 @@ def test_the_signing_key_never_enters_a_record_a_log_or_the_cache(made: tuple[Pa
                 assert encoded.encode() not in data and encoded[:40].encode() not in data, path
 
 
-def test_a_cache_a_host_cannot_trust_is_refused(made: tuple[Path, Path, int, str], nix_flakes: dict[str, str]) -> None:
+def test_a_cache_a_host_cannot_trust_is_refused(
+    made: tuple[Path, Path, int, str], nix_flakes: dict[str, str]
+) -> None:
     """A NAR corrupted in the cache, then a cache whose paths were copied there unsigned: nix
     refuses each as the empty store substitutes, and the check FAILs saying which, never ERROR."""
     project, _, _, _ = made
@@ -102,7 +104,9 @@ def test_a_cache_a_host_cannot_trust_is_refused(made: tuple[Path, Path, int, str
     nar.write_bytes(bytes(data))
     run_dir, out = rerun(project, nix_flakes)
     tampered = result(run_dir, "cache")
-    assert tampered["verdict"] == "FAIL" and "does not match its hash" in tampered["reason"], tampered["reason"]
+    assert tampered["verdict"] == "FAIL" and "does not match its hash" in tampered["reason"], tampered[
+        "reason"
+    ]
 
     shutil.rmtree(cache)
     out_path = json.loads((run_dir / "run.json").read_text())["roles"]["candidate"]["out"]
@@ -110,7 +114,9 @@ def test_a_cache_a_host_cannot_trust_is_refused(made: tuple[Path, Path, int, str
     subprocess.run(unsigned, env=nix_flakes, check=True, capture_output=True)
     run_dir, out = rerun(project, nix_flakes)
     untrusted = result(run_dir, "cache")
-    assert untrusted["verdict"] == "FAIL" and "lacks a valid signature by engine-cache-1" in untrusted["reason"]
+    assert (
+        untrusted["verdict"] == "FAIL" and "lacks a valid signature by engine-cache-1" in untrusted["reason"]
+    )
     assert "NOT QUALIFIED" in out
 
     shutil.rmtree(cache)  # made again, signed, by the next run
@@ -131,7 +137,7 @@ def test_an_input_its_origin_lost_is_restored_from_the_mirror_else_named(
     assert sources["verdict"] == "PASS" and sources["facts"]["from_mirror_only"] == 1, sources
     fork = next(p for p in measured(run_dir, "sources")["inputs"] if p["name"] == "fork")
     assert fork["rev"] == dropped and not fork["origin"]["ok"] and fork["mirror"]["held_before"]
-    assert ["fork", "git"] == [cell for cell in sources["tables"][0]["rows"][1][:2]]
+    assert sources["tables"][0]["rows"][1][:2] == ["fork", "git"]
 
     shutil.rmtree(project.parent / "dist" / "sources")
     deleted = subprocess.run(
@@ -141,7 +147,9 @@ def test_an_input_its_origin_lost_is_restored_from_the_mirror_else_named(
     run_dir, _ = rerun(project, nix_flakes)
     lost = result(run_dir, "sources")
     assert lost["verdict"] == "FAIL" and lost["facts"]["lost"] == ["fork"], lost
-    assert lost["reason"].startswith(f"input 'fork' (file://{project.parent / 'fork'} (main) at {dropped[:12]})")
+    assert lost["reason"].startswith(
+        f"input 'fork' (file://{project.parent / 'fork'} (main) at {dropped[:12]})"
+    )
     assert "is gone from its origin" in lost["reason"]
 
 
@@ -167,7 +175,9 @@ allow_unqualified = "the self-test is known to fail on this host"
 """
 
 
-def test_the_pin_moves_only_after_the_stages_before_qualified(tmp_path: Path, nix_flakes: dict[str, str]) -> None:
+def test_the_pin_moves_only_after_the_stages_before_qualified(
+    tmp_path: Path, nix_flakes: dict[str, str]
+) -> None:
     """A candidate that fails its compile stage, run past the gate (--no-gate): no patch; with
     `allow_unqualified` the patch is written, WARN, and the report says so where a reviewer
     reads what the run does not prove. Then the signing key is gone: the next run is refused
@@ -208,4 +218,6 @@ def test_a_key_file_that_is_no_key_is_named_never_quoted(tmp_path: Path, nix_fla
     bad = tmp_path / "bad.sec"
     bad.write_text("hunter2-but-longer-than-a-word:notbase64!!\n")
     said = secret_key_problem(bad)
-    assert said is not None and str(bad) in said and "hunter2" not in said and "nix key generate-secret" in said
+    assert (
+        said is not None and str(bad) in said and "hunter2" not in said and "nix key generate-secret" in said
+    )
