@@ -124,7 +124,7 @@ def _probe(
         return probe
     log = name.replace("/", ".")
     with scratch("origin") as folder:
-        origin, made = nix.fetch_tree(locked, folder, f"{log}-origin")
+        origin, made = nix.fetch_tree(fetchable(locked), folder, f"{log}-origin")
         store_path = made if origin.ok and made else _fixed(nix, locked, nar_hash)
         kept = None
         if mirror is not None and store_path is not None:
@@ -172,6 +172,19 @@ def _mirrored(nix: Nix, path: str, nar_hash: str, mirror: Path, fetched: str | N
     return MirrorState(
         held_before=held, archived=archived, archive_error=archive_error, restored=restored, nar_hash=got
     )
+
+
+def fetchable(locked: Mapping[str, Any]) -> dict[str, Any]:
+    """A lock's attributes as the fetcher takes them: `dir` (the flake's folder inside the source,
+    in the attributes and in a URL's query) is the flake's, not the fetcher's, and the source is
+    the whole tree either way."""
+    attrs = {k: v for k, v in locked.items() if k != "dir"}
+    url = attrs.get("url")
+    if isinstance(url, str) and "?" in url:
+        base, _, query = url.partition("?")
+        kept = [part for part in query.split("&") if part and not part.startswith("dir=")]
+        attrs["url"] = base + (f"?{'&'.join(kept)}" if kept else "")
+    return attrs
 
 
 def describe(locked: Mapping[str, Any]) -> str:

@@ -111,8 +111,9 @@ run = "sed -i 's/default = engine (tool \\"1\\")/default = engine (tool \\"2\\")
 
 
 def make_project(root: Path, distribution: str = DISTRIBUTION, tag: str = "fork-1") -> Path:
-    """`fork/` and the committed, locked `engine/` project under `root`; `root/dist` holds a
-    fresh signing key."""
+    """`fork/`, `dist/` (a fresh signing key in it) and the committed, locked project under
+    `root`: the project's flake is the folder `engine/` of the repository `repo/`, as a flake in
+    a folder of a larger repository is (the example's, in qualify's own)."""
     fork = root / "fork"
     fork.mkdir(parents=True)
     (fork / "flake.nix").write_text(FORK.replace("TAG", tag))
@@ -122,7 +123,8 @@ def make_project(root: Path, distribution: str = DISTRIBUTION, tag: str = "fork-
     dist = root / "dist"
     dist.mkdir()
     new_key(dist / "cache-key.sec", "engine-cache-1")
-    project = root / "engine"
+    repo = root / "repo"
+    project = repo / "engine"
     (project / "stages").mkdir(parents=True)
     flake = ENGINE.replace("FORK", str(fork)).replace("NONCE", uuid.uuid4().hex)
     (project / "flake.nix").write_text(flake)
@@ -130,13 +132,19 @@ def make_project(root: Path, distribution: str = DISTRIBUTION, tag: str = "fork-
     for name, body in STAGES.items():
         (project / "stages" / name).write_text(body)
     (project / "stages" / "70-distribution.toml").write_text(distribution)
-    (project / ".gitignore").write_text("runs/\n")
-    git(project, "init", "-q", "-b", "main")
-    git(project, "add", "-A")
+    (repo / "README").write_text("the engine's repository; its flake is engine/\n")
+    (repo / ".gitignore").write_text("runs/\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
     subprocess.run(["nix", "flake", "lock"], cwd=project, env=nix_env(), check=True, capture_output=True)
-    git(project, "add", "-A")
-    git(project, "commit", "-qm", "engine")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "engine")
     return project
+
+
+def outside(project: Path, name: str) -> Path:
+    """`fork` or `dist` of the project `make_project` made."""
+    return project.parent.parent / name
 
 
 def new_key(path: Path, name: str) -> str:

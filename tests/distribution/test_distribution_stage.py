@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import qualify_proc
-from distflakes import force_push_away, make_project, new_key
+from distflakes import force_push_away, make_project, new_key, outside
 from nixflakes import have_nix
 
 pytestmark = [pytest.mark.nix, pytest.mark.skipif(not have_nix(), reason="nix is not installed")]
@@ -53,7 +53,7 @@ def test_a_qualified_candidate_has_its_sources_kept_its_cache_proved_and_its_pat
 ) -> None:
     project, run_dir, code, out = made
     assert code == 0 and "QUALIFIED" in out, out[-3000:]
-    dist = project.parent / "dist"
+    dist = outside(project, "dist")
     sources = result(run_dir, "sources")
     assert sources["verdict"] == "PASS" and sources["facts"]["from_origin"] == 2, sources
     fork = next(p for p in measured(run_dir, "sources")["inputs"] if p["name"] == "fork")
@@ -74,7 +74,9 @@ def test_a_qualified_candidate_has_its_sources_kept_its_cache_proved_and_its_pat
     patch = (run_dir / "70-distribution" / "pin-move" / "candidate" / "pin-move.patch").read_text()
     assert patch.startswith("From ") and "Subject: [PATCH] Move the pin to cand (.#candidate)" in patch
     assert "QUALIFIED before this stage" in patch and '+      default = engine (tool "2") "1";' in patch
-    applies = subprocess.run(["git", "-C", str(project), "apply", "--check", "-"], input=patch, text=True)
+    repo = project.parent  # the flake is the repository's folder engine/: the patch names engine/flake.nix
+    assert "--- a/engine/flake.nix" in patch
+    applies = subprocess.run(["git", "-C", str(repo), "apply", "--check", "-"], input=patch, text=True)
     assert applies.returncode == 0
     # After the patch the default is the candidate's very derivation (the check evaluated it).
     assert measured(run_dir, "pin-move")["default_drv"] == measured(run_dir, "pin-move")["candidate_drv"]
@@ -82,9 +84,9 @@ def test_a_qualified_candidate_has_its_sources_kept_its_cache_proved_and_its_pat
 
 def test_the_signing_key_never_enters_a_record_a_log_or_the_cache(made: tuple[Path, Path, int, str]) -> None:
     project, run_dir, _, _ = made
-    secret = (project.parent / "dist" / "cache-key.sec").read_text().strip()
+    secret = (outside(project, "dist") / "cache-key.sec").read_text().strip()
     encoded = secret.partition(":")[2]
-    for root in (run_dir, project.parent / "dist" / "cache", project.parent / "dist" / "sources"):
+    for root in (run_dir, outside(project, "dist") / "cache", outside(project, "dist") / "sources"):
         for path in root.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 data = path.read_bytes()
@@ -97,7 +99,7 @@ def test_a_cache_a_host_cannot_trust_is_refused(
     """A NAR corrupted in the cache, then a cache whose paths were copied there unsigned: nix
     refuses each as the empty store substitutes, and the check FAILs saying which, never ERROR."""
     project, _, _, _ = made
-    cache = project.parent / "dist" / "cache"
+    cache = outside(project, "dist") / "cache"
     nar = sorted(cache.glob("nar/*.nar.zst"))[0]
     data = bytearray(nar.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -131,7 +133,7 @@ def test_an_input_its_origin_lost_is_restored_from_the_mirror_else_named(
     locked source (PASS); with the mirror emptied and this host's copy deleted, nothing holds it
     and the check FAILs naming the input."""
     project, _, _, _ = made
-    dropped = force_push_away(project.parent / "fork")
+    dropped = force_push_away(outside(project, "fork"))
     run_dir, _ = rerun(project, nix_flakes)
     sources = result(run_dir, "sources")
     assert sources["verdict"] == "PASS" and sources["facts"]["from_mirror_only"] == 1, sources
@@ -139,7 +141,7 @@ def test_an_input_its_origin_lost_is_restored_from_the_mirror_else_named(
     assert fork["rev"] == dropped and not fork["origin"]["ok"] and fork["mirror"]["held_before"]
     assert sources["tables"][0]["rows"][1][:2] == ["fork", "git"]
 
-    shutil.rmtree(project.parent / "dist" / "sources")
+    shutil.rmtree(outside(project, "dist") / "sources")
     deleted = subprocess.run(
         ["nix", "store", "delete", fork["store_path"]], env=nix_flakes, capture_output=True, text=True
     )
@@ -148,7 +150,7 @@ def test_an_input_its_origin_lost_is_restored_from_the_mirror_else_named(
     lost = result(run_dir, "sources")
     assert lost["verdict"] == "FAIL" and lost["facts"]["lost"] == ["fork"], lost
     assert lost["reason"].startswith(
-        f"input 'fork' (file://{project.parent / 'fork'} (main) at {dropped[:12]})"
+        f"input 'fork' (file://{outside(project, 'fork')} (main) at {dropped[:12]})"
     )
     assert "is gone from its origin" in lost["reason"]
 
@@ -195,7 +197,7 @@ def test_the_pin_moves_only_after_the_stages_before_qualified(
     report = json.loads((run_dir / "report.json").read_text())
     assert any("written although the stages before it are NOT QUALIFIED" in n for n in report["not_proven"])
 
-    (project.parent / "dist" / "cache-key.sec").unlink()
+    (outside(project, "dist") / "cache-key.sec").unlink()
     before = sorted((project / "runs").iterdir())
     code, _, out = run(project, nix_flakes, "--candidate", "broken")
     assert code == 4 and "70-distribution.toml: check 'cache': secret_key_file" in out, out[-2000:]
