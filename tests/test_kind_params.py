@@ -20,6 +20,7 @@ from qualify.checks.testsparams import TestsParams
 from qualify.compile.params import CompileParams
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
+from qualify.distribution.params import CacheParams, InputsParams, PinMoveParams
 from qualify.kinds import KINDS
 from qualify.numerics.params import NumericsParams
 from qualify.serving.params import ServingParams
@@ -34,6 +35,9 @@ TYPES: dict[str, type[KindParams]] = {
     "openai-suite": ServingParams,
     "soak": SoakParams,
     "bench": BenchParams,
+    "flake-inputs": InputsParams,
+    "binary-cache": CacheParams,
+    "pin-move": PinMoveParams,
 }
 #: The field type of each parameter type.
 FIELD_TYPES: dict[str, Any] = {

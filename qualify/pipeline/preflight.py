@@ -80,6 +80,25 @@ def require_flake(plan: Plan, config: ProjectConfig) -> None:
     )
 
 
+def require_host(plan: Plan, config: ProjectConfig, selected: set[str] | None) -> None:
+    """What a check about to run needs of this host (a signing key, a cache's folder: each kind's
+    `preflight`), refused now (exit 4) naming the stage file and the check, not as an ERROR once
+    the stages before it have run for hours. `selected`: the stages this invocation runs (None:
+    every stage of the plan)."""
+    problems = [
+        f"{stage.file}: check {spec.name!r}: {problem}"
+        for stage in plan.stages
+        if selected is None or stage.name in selected
+        for spec in stage.checks
+        if (problem := kind_named(spec.kind, spec.name).preflight(spec, config)) is not None
+    ]
+    if problems:
+        raise ConfigError(
+            "; ".join(problems),
+            "fix it before the run starts (`qualify kinds` describes each check's parameters)",
+        )
+
+
 def will_build(run: RunDir | None, plan: Plan, selected: set[str] | None) -> bool:
     """Whether this invocation may run a stage that builds the arms."""
     builders = [s for s in plan.stages if any(kind_named(c.kind, c.name).builds_arms for c in s.checks)]

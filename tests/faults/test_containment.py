@@ -24,7 +24,7 @@ from conftest import PY, Project, command_stage, qualify_proc
 from qualify.core import cgroups, proctree
 from qualify.core.groups import boot_id
 
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 CONFIG = """
 [arms.pinned]
 installable = ".#default"

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from qualify.cli import app
 
 runner = CliRunner()
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 
 #: A check that exits with the code its stage file gives, for the candidate only, and waits
 #: first while a file `slow-<stage>` exists beside it (so a test can stop it mid-stage without

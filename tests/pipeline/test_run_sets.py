@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import Project
+from conftest import Project, command_stage
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -77,6 +77,7 @@ def make(project: Callable[..., Project], controls: str = "", fails: dict[str, s
         'format = "metrics"\nwarmup = false\nlooks = 1\nmax_pairs = 12\n'
         "run = '{py} {project}/speed.py {arm} {out_file}'\n",
     )
+    p.stage("70-distribution.toml", command_stage("distribution", "{py} -c pass"))
     return p
 
 

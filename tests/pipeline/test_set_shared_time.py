@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from conftest import Project
+from conftest import Project, command_stage
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -58,6 +58,7 @@ def make(project: Callable[..., Project]) -> Project:
         'name = "bench"\n[[check]]\nkind = "bench"\nname = "speed"\nformat = "metrics"\n'
         "warmup = false\nlooks = 1\nmax_pairs = 10\nrun = '{py} {project}/unit.py {out_file}'\n",
     )
+    p.stage("70-distribution.toml", command_stage("distribution", "{py} -c pass"))
     return p
 
 

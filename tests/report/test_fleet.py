@@ -49,7 +49,8 @@ def host_project(project: Callable[..., Project], fail_serving: bool, extra_vars
             """
         )
     )
-    for index, name in enumerate(("build", "compile", "numerics", "serving", "soak", "bench"), start=1):
+    stages = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
+    for index, name in enumerate(stages, start=1):
         p.stage(
             f"{index}0-{name}.toml",
             command_stage(

@@ -180,7 +180,7 @@ def test_a_host_that_cannot_be_rejudged_is_shown_as_such(
     # Every stage of it is an error in junit.xml: nothing there was judged here.
     suites = {x.get("name"): x for x in ET.parse(out / "junit.xml").getroot()}
     odd_suites = [x for name, x in suites.items() if str(name).startswith("odd-host/")]
-    assert len(odd_suites) == 6 and all(x.get("errors") == "1" for x in odd_suites)
+    assert len(odd_suites) == 7 and all(x.get("errors") == "1" for x in odd_suites)
     assert all(x.get("errors") == "0" for name, x in suites.items() if str(name).startswith("good-host/"))
     assert ".fleet." not in odd_view["verdict_reason"]  # named where the fleet keeps it
     # Read back from the folder alone, it stays so.

@@ -48,7 +48,11 @@ def kernels(run: Path) -> dict:
 def test_the_headline_leads_with_the_reasons_that_decide_it(rendered: Path) -> None:
     summary = (rendered / "summary.md").read_text()
     lines = summary.splitlines()
-    assert lines[0] == "## Toolchain qualification: **NOT QUALIFIED** — compile failed"
+    # Recorded before the default order had the distribution stage: its plan never configured it.
+    assert (
+        lines[0]
+        == "## Toolchain qualification: **NOT QUALIFIED** — compile failed, distribution not configured"
+    )
     reason = next(line for line in lines if line.startswith("- compile · kernel-resources: "))
     counts = next(t for t in kernels(rendered)["tables"] if t["title"] == "Kernels found and judged")
     failing = dict(zip(counts["columns"], counts["rows"][0], strict=True))["FAIL"]

@@ -25,7 +25,7 @@ from qualify.report.model import build_model
 from qualify.report.render import SUMMARY_CAP, VERDICT_CLASS, SummaryLinks, render, render_summary
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 CONFIG = """
 [arms.pinned]
 installable = ".#default"
