@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from qualify.core import provenance, seal
+from qualify.core.commanduser import chosen_user, require_reachable
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.containment import chosen, contained, runs_root
 from qualify.core.context import RoleArm
@@ -97,6 +98,9 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     remember_ambient(settings=request.nix_options)
     remember_urls(ref for _, ref in request.override_inputs)
     runs_dir = runs_dir_for(config, request.runs_dir)
+    # The commands run as another user: one that cannot reach the project or its runs is
+    # refused now, not after the builds, with each command failing on "permission denied".
+    require_reachable(chosen_user(), config.root, runs_dir)
     existing: RunDir | None = None
     saved: RunRecord | None = None
     if request.run_id is not None or request.only or request.from_stage:

@@ -187,7 +187,7 @@ def _measure_jointly(
     )
     kind = kind_named(spec.kind, check_name)
     try:
-        with writing(folder, run.path / "gcroots"):
+        with writing(folder, gcroots=run.path / "gcroots"):
             kind.measure(ctx)
     except QualifyError as exc:
         return f"the set's shared measurement failed: {exc}".replace("\n", " — ")

@@ -287,7 +287,7 @@ class StageRunner:
         try:
             # The check's commands may write its own folder (and nix its GC roots), nothing
             # else of the runs directory.
-            with writing(check_dir, self.run.path / "gcroots"):
+            with writing(check_dir, gcroots=self.run.path / "gcroots"):
                 if measured is not None:
                     measured(ctx)  # measured with other runs (a run set's bench): this fills its folder
                 else:
