@@ -136,6 +136,9 @@ def contained(root: Path, run_id: str, hidden: Sequence[Path] = ()) -> Iterator[
     missing += box.missing
     if user.missing is not None:
         missing.append(user.missing)
+    if hidden and not user.switched and box.bwrap is None:
+        # Of qualify's own user and in no mount namespace: the key's folder is theirs to read.
+        missing.append("a seal key out of the commands' reach (they are qualify's user, without bubblewrap)")
     before, _jail = _jail, Jail(root, secrets.token_hex(8), cell, box, user, processes, tuple(missing))
     try:
         yield _jail

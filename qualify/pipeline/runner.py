@@ -29,6 +29,7 @@ from qualify.core.redaction import remember_urls
 from qualify.core.runlist import new_run, open_run
 from qualify.core.runstore import LockLostError, RunDir, now_iso
 from qualify.core.seal import sealing
+from qualify.core.sealkey import key_folder
 from qualify.core.secretsources import remember_ambient
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
@@ -245,8 +246,10 @@ def _run_members(
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")
         try:
-            jail = stack.enter_context(contained(runs_root(run.path), run.run_id))
+            # The seal is entered first and left last: it is saved once the run's last process
+            # has ended, and no command sees the folder of the key that authenticates it.
             stack.enter_context(sealing(run.path))
+            jail = stack.enter_context(contained(runs_root(run.path), run.run_id, hidden=[key_folder()]))
             update_run(run, containment=jail.describe())
             with recording_groups(run.path / PROCESSES):
                 try:

@@ -187,6 +187,7 @@ def _measure_jointly(
     )
     kind = kind_named(spec.kind, check_name)
     try:
+        seal.measuring(folder)
         with writing(folder, gcroots=run.path / "gcroots"):
             kind.measure(ctx)
     except QualifyError as exc:
@@ -197,6 +198,7 @@ def _measure_jointly(
     finally:
         events.progress(None)
     seal.check()  # the shared measurement's commands have ended: had one changed a record, stop
+    seal.note_folder(folder)  # what every member's judge reads of it, sealed now
     return None
 
 

@@ -413,7 +413,7 @@ class HostVerdict:
 def host_verdict(run: RunDir, record: RunRecord) -> HostVerdict:
     """A host's run or set verdict derived from its folders (`ondisk`)."""
     if record.is_set:
-        found = set_on_disk(run)
+        found = set_on_disk(run, seal_required=False)
         return HostVerdict(found.verdict.value, found.reason, found.controls_behaved)
-    one = run_on_disk(run)
+    one = run_on_disk(run, seal_required=False)
     return HostVerdict(one.verdict.value, one.unfinished or "", None)
