@@ -100,6 +100,8 @@ def show(
         return
     note = f" — {safe(model.verdict_note)}" if model.verdict_note else ""
     console.print(f"run {safe(model.run_id)}: {badge(model.verdict)}{note}  ({safe(model.status)})")
+    if model.unprotected:
+        console.print(f"[yellow]not protected:[/] {safe('; '.join(model.unprotected))}")
     console.print(
         " → ".join(
             f"{safe(s.name)} {badge(s.outcome)}" + (" [yellow](ungated)[/]" if s.ungated else "")

@@ -144,12 +144,12 @@ def shown(p: Project, *run: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("how", ["deleted", "emptied", "cut short", "recomputed"])
 def test_records_edited_then_the_seal_deleted_emptied_cut_or_recomputed_never_qualify(
-    project: Callable[..., Project], how: str
+    project: Callable[..., Project], tmp_path: Path, how: str
 ) -> None:
     """compile FAILed; its records are edited to PASS, then seal.json deleted, emptied, cut short
-    or its digests computed again to match (anyone can compute a digest): `show` said QUALIFIED.
-    Now the run's seal is not authentic (or not there, for a run its runs directory made): the
-    compile stage is UNREADABLE, "not sealed"."""
+    or its digests computed again to match (anyone can compute a digest): `show` and `merge` said
+    QUALIFIED. Now the run's seal is not authentic (or not there, for a run its runs directory
+    made): the compile stage is UNREADABLE, "not sealed", and a merge does not qualify it."""
     p = six_plain(project, compile_code=1)
     done = qualify_proc("run", "--candidate", "cand", "--project", str(p.root))
     assert done.returncode == 1, done.stdout + done.stderr
@@ -172,6 +172,9 @@ def test_records_edited_then_the_seal_deleted_emptied_cut_or_recomputed_never_qu
     stages = {s["name"]: s for s in view["stages"]}  # type: ignore[attr-defined]
     assert stages["compile"]["outcome"] == "UNREADABLE", stages["compile"]
     assert "not sealed" in json.dumps(stages["compile"]), stages["compile"]
+    # Merged from where it was made: not passed off as a run sealed on another host.
+    merged = qualify_proc("merge", str(run), "--out", str(tmp_path / "fleet"), "--json")
+    assert verdict_of(merged.stdout) != "QUALIFIED", merged.stdout + merged.stderr
 
 
 def test_a_run_copied_in_with_a_higher_sequence_is_not_the_latest(project: Callable[..., Project]) -> None:
