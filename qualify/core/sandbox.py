@@ -5,9 +5,11 @@ bubblewrap (`bwrap`) makes both: `/` as it is (devices included, so the GPU's no
 usable; the network as it is, so servers listen on loopback), a new PID namespace with a /proc
 that shows only the command's processes, a cgroup namespace rooted at the command's cgroup (it
 cannot move itself above it), the run folder bound read-only but for the check's own folder,
-and the folder of qualify's seal key covered by an empty tmpfs. Where bubblewrap cannot, and
-util-linux's `unshare` can, the command gets the PID and cgroup namespaces without the
-read-only run folder; where neither can, none, and the run says so.
+and the folder of qualify's seal key covered by an empty tmpfs. Where the mount namespace is
+not chosen (`QUALIFY_CONTAINMENT` without `mount`) or bubblewrap cannot make one, util-linux's
+`unshare` gives the command the PID and cgroup namespaces (in a user namespace of its own where
+qualify is not root) without the read-only run folder; where neither can, none, and the run
+says so.
 """
 
 from __future__ import annotations

@@ -298,6 +298,9 @@ def stage_problem(folder: Path, records: list[Path], run: Path) -> tuple[str | N
     prefix = folder.resolve().relative_to(root.resolve()).as_posix() + "/"
     kept = prefix + ATTEMPTS + "/"
     mine = {k: v for k, v in sealed.items() if k.startswith(prefix) and not k.startswith(kept)}
+    if not mine and any(p.is_file() for p in records):
+        # Written by an attempt whose seal could not be vouched for, and kept since.
+        return f"not sealed: no file of {folder} is in {root / SEAL}", state
     changed = [root / k for k, v in mine.items() if digest(root / k) != v]
     if state.document.version >= 2:
         changed += [p for p in files(folder, skip_attempts=True) if _key(root, p) not in mine]

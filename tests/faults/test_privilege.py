@@ -176,3 +176,24 @@ def test_a_command_of_a_run_made_by_a_user_gets_out_by_no_way_it_tries(
         assert "a read-only run folder" in held["missing"], held
     else:
         assert held["records"].startswith("read-only mount"), held
+
+
+@pytest.mark.parametrize("user", [None, "no-such-user-here"], ids=["nobody", "unknown user"])
+def test_a_project_the_command_user_cannot_reach_is_refused_before_anything_runs(
+    tmp_path: Path, user: str | None
+) -> None:
+    """pytest's folders are root's alone (0700): as nobody, every command would fail on them with
+    a bare "permission denied". The run is refused first, naming the folder and what to do; a
+    QUALIFY_COMMAND_USER that names no user is refused naming the variable."""
+    root = six(tmp_path / "proj", compile_code=0)
+    env = base_env(None, **({"QUALIFY_COMMAND_USER": user} if user else {}))
+    done = qualify("run", "--candidate", "cand", "--project", str(root), env=env)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "internal error" not in said, said
+    if user is None:
+        assert done.returncode == 2, said
+        assert "cannot reach" in said and "is not searchable by that user" in said, said
+        assert "QUALIFY_COMMAND_USER" in said, said
+    else:
+        assert done.returncode == 4 and "QUALIFY_COMMAND_USER='no-such-user-here'" in said, said
+    assert not (root / "runs").exists(), said
