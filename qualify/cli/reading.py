@@ -146,11 +146,14 @@ def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
     console.print(safe(model.verdict_reason))
     if isinstance(model, MatrixModel) and model.controls_line:
         console.print(safe(model.controls_line))
+    if isinstance(model, MatrixModel) and model.unprotected:
+        console.print(f"[yellow]not protected:[/] {safe('; '.join(model.unprotected))}")
     if isinstance(model, FleetModel):
         for host in model.hosts:
             gpus = "; ".join(host.gpus) or "no GPU"
+            sealed = "" if host.seal in ("", "sealed and verified") else f"  ({safe(host.seal)})"
             console.print(
-                f"  {safe(host.key)}: {badge(host.verdict)}  {safe(gpus)}, kernel {safe(host.kernel)}"
+                f"  {safe(host.key)}: {badge(host.verdict)}  {safe(gpus)}, kernel {safe(host.kernel)}{sealed}"
             )
         for line in model.differences:
             console.print(f"  differs: {safe(line)}")

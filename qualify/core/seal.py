@@ -59,6 +59,11 @@ class Tampered(QualifyError):
     """A record changed after qualify wrote it."""
 
 
+#: Digests already read by this process, by the file's signature (`_signature`): a reader that
+#: derives a verdict several times (a report, a set's members) reads each file once.
+_read: dict[tuple[int, ...], str] = {}
+
+
 def digest(path: Path) -> str | None:
     """The SHA-256 of the plain file `path` (None where it is missing, a link or not a plain
     file: a FIFO a command left is never opened for reading)."""
@@ -67,12 +72,19 @@ def digest(path: Path) -> str | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return None
+        # Taken before the read: a change while it reads moves the change time, so the digest
+        # stored under this signature is never taken for the file as it is after.
+        signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if signature in _read:
+            return _read[signature]
         hashed = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             hashed.update(chunk)
-        return hashed.hexdigest()
+        _read[signature] = hashed.hexdigest()
+        return _read[signature]
     except OSError:
         return None
     finally:

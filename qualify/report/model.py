@@ -148,11 +148,20 @@ def build_model(run: RunDir) -> ReportModel:
     return _with_protection(presented, record, derived)
 
 
+def protection_missing(record: RunRecord) -> list[str]:
+    """The protections the host could not give the run's commands, as run.json recorded them
+    (a set's member: as its set's did, which held them)."""
+    held = record.containment
+    if held is None and record.set_label is not None and (record.run.path.parent / "run.json").is_file():
+        held = RunRecord.load(RunDir(record.run.path.parent)).containment
+    missing = held.missing if held is not None else None
+    return [f"not given here: {missing}"] if missing else []
+
+
 def _with_protection(model: ReportModel, record: RunRecord, derived: RunOnDisk) -> ReportModel:
     """The protections the run lacked and how its seal reads, on the report's first screen; and
     why a run whose stages passed is not QUALIFIED, where its seal or its last attempt is why."""
-    missing = record.containment.missing if record.containment is not None else None
-    unprotected = [f"not given here: {missing}"] if missing else []
+    unprotected = protection_missing(record)
     if derived.seal and derived.seal != "sealed and verified":
         unprotected.append(derived.seal)
     note = model.verdict_note
