@@ -1,9 +1,10 @@
 """What containing a command costs: the same short command run N times through qualify's one
 process runner, bare (outside a run) and inside a run's containment (a cgroup per command, the
-run folder read-only through bubblewrap), in interleaved rounds.
+run folder read-only through bubblewrap, the command in its own PID namespace as another user
+with no privilege), in interleaved rounds.
 
 It prints the mean wall time of one command in each way, and the difference: the price of a
-cgroup made and removed and of a mount namespace per command. The figures are this machine's,
+cgroup made and removed, of the namespaces and of dropping the privileges per command. The figures are this machine's,
 printed, never judged; which containment the host gave is printed first.
 
     python benchmarks/containment.py [--commands 200] [--rounds 5]
@@ -48,6 +49,7 @@ def main() -> None:
         log = check / "logs" / "bench.log"
         with contained(run, "containment-bench") as jail:
             print(f"processes: {jail.processes}\nrecords:   {jail.records}")
+            print(f"privileges: {jail.describe()['privileges']}")
         for _ in range(args.rounds):
             bare.append(batch(args.commands, log))
             with contained(run, "containment-bench"), writing(check):

@@ -24,6 +24,12 @@ kinds.install()
 pytest_plugins = ["tiers", "pytester"]
 
 PY = sys.executable
+# As root, qualify runs checked commands as nobody (`qualify.core.commanduser`). The commands
+# the tests write run this interpreter and live in pytest's temporary folders, which are root's
+# alone (mode 0700), so the suite keeps them root's; tests/faults/test_privilege.py runs commands
+# as the default user, from folders that user can reach.
+if os.geteuid() == 0:
+    os.environ.setdefault("QUALIFY_COMMAND_USER", "root")
 REPO = Path(__file__).resolve().parent.parent
 
 DEFAULT_CONFIG = """

@@ -69,7 +69,9 @@ def probe(uris: Sequence[str], env: Mapping[str, str], timeout_s: float = PROBE_
     for uri in uris:
         if uri in ("auto", "local", "daemon"):
             continue
-        code, text = capture(["nix", "store", "ping", "--store", uri], env=env, timeout_s=timeout_s)
+        code, text = capture(
+            ["nix", "store", "ping", "--store", uri], env=env, timeout_s=timeout_s, privileged=True
+        )
         if code != 0:
             tail = " ".join(line.strip() for line in text.strip().splitlines()[-3:])
             raise QualifyError(

@@ -3,6 +3,9 @@
 `nix build --json` / `--dry-run --json`, `--log-format internal-json`, `nix flake metadata
 --json`, `nix eval --json` and the legacy `nix-store --query` family. JSON shapes are detected,
 never inferred from the version string.
+
+Every call is `privileged`: inside a run nix keeps qualify's user, since a single-user store is
+written by its owner (`qualify.core.commanduser`); the checked commands do not.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ class NixError(QualifyError):
 
 
 def _query(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None) -> str:
-    code, text = process.capture(argv, env=env, cwd=cwd, timeout_s=600)
+    code, text = process.capture(argv, env=env, cwd=cwd, timeout_s=600, privileged=True)
     if code == 127:
         raise NixError(f"{argv[0]}: not installed", "install nix (Debian: apt-get install nix-bin)")
     if code != 0:
@@ -116,6 +119,7 @@ def plan(ref: str, extra: Sequence[str], env: Mapping[str, str], log: Path) -> P
         on_line=[lines.append],
         separate_stdout=True,
         timeout_s=1800,
+        privileged=True,
     )
     if not done.ok:
         raise NixError(
@@ -199,6 +203,7 @@ def build(
         on_line=[take],
         separate_stdout=True,
         timeout_s=timeout_s,
+        privileged=True,
     )
     drv: str | None = None
     outputs: dict[str, str] = {}
@@ -235,14 +240,16 @@ def invalid_outputs(drvs: Sequence[str], env: Mapping[str, str]) -> list[str]:
     failed: list[str] = []
     for drv in drvs:
         outputs = _query(["nix-store", "--query", "--outputs", drv], env).split()
-        code, text = process.capture(["nix-store", "--check-validity", "--print-invalid", *outputs], env=env)
+        code, text = process.capture(
+            ["nix-store", "--check-validity", "--print-invalid", *outputs], env=env, privileged=True
+        )
         if code != 0 or text.strip():
             failed.append(drv)
     return failed
 
 
 def version(env: Mapping[str, str]) -> str | None:
-    code, text = process.capture(["nix", "--version"], env=env)
+    code, text = process.capture(["nix", "--version"], env=env, privileged=True)
     return text.strip() if code == 0 else None
 
 

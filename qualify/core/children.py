@@ -74,10 +74,11 @@ def spawn(
     cwd: Path | None,
     stdin: int | IO[bytes] | None,
     separate_stdout: bool = False,
+    privileged: bool = False,
 ) -> Child:
     if not argv:
         raise QualifyError("empty command line", "the check's `run` template produced nothing")
-    held = containment.wrap(argv, env)
+    held = containment.wrap(argv, env, privileged=privileged)
     if len(held.argv) != len(argv):  # behind a wrapper, a missing program would be its exit 127
         _found(argv[0], env, cwd)
     try:

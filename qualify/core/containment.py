@@ -1,22 +1,30 @@
-"""Checked commands, contained: nothing they start outlives them, and the run's records are
-out of their reach.
+"""Checked commands, contained: nothing they start outlives them, they hold no privilege over
+qualify, and the run's records are out of their reach.
 
 During a run every command qualify starts (the engine's build through nix, its tests, its
-servers, its benchmarks) may be wrong or hostile. Two things hold it, each the strongest the
+servers, its benchmarks) may be wrong or hostile. Four things hold it, each the strongest the
 host gives:
 
 - Processes. A cgroup v2 per command (`qualify.core.cgroups`): every descendant, whatever
   session or group it moves to, is in it and is ended with `cgroup.kill` when the command ends.
   Where the host lets qualify make no cgroup, the process tree (`qualify.core.proctree`):
   descendants by parent link, a mark in the environment, and qualify as child subreaper.
+- Privilege. Commands run as another user with no capabilities and `no_new_privs`
+  (`qualify.core.commanduser`), in a PID namespace of their own with its own /proc and cgroup
+  namespace (`qualify.core.sandbox`): they cannot see, trace, signal or enter qualify, nor
+  leave their cgroup.
 - Records. A mount namespace (bubblewrap) in which the run folder is read-only except the
-  folder of the check being measured (and the run's GC roots, which nix writes): a command
-  cannot change another check's or stage's records, the seal or the lock. Where bubblewrap
-  cannot make one, the records are sealed (`qualify.core.seal`) and a change is found.
+  folder of the check being measured (and, for nix, the run's GC roots): a command cannot
+  change another check's or stage's records, the seal or the lock. The folder of qualify's seal
+  key is hidden from it.
+- The seal (`qualify.core.seal`): every file a verdict derives from is digested and the digests
+  authenticated with a key only qualify's user reads, so a change is found by every reader.
 
-`QUALIFY_CONTAINMENT` chooses among them: a comma list of `cgroup` and `mount` (the default is
-both, each where the host allows it); an empty value keeps only the fallbacks. Any other word is
-refused: a misspelt protection must not quietly become no protection.
+`QUALIFY_CONTAINMENT` chooses among the first and the third: a comma list of `cgroup` and
+`mount` (the default is both, each where the host allows it); an empty value keeps only the
+fallbacks. Any other word is refused: a misspelt protection must not quietly become no
+protection. The user, the PID namespace and the seal are not a choice: they are given wherever
+the host can give them, and run.json says which were not.
 """
 
 from __future__ import annotations
@@ -24,16 +32,16 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-import shutil
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qualify.core import cgroups, proctree
+from qualify.core import cgroups, commanduser, proctree, sandbox
 from qualify.core.cgroups import Cell
+from qualify.core.commanduser import CommandUser
 from qualify.core.errors import QualifyError, UsageError
+from qualify.core.sandbox import Sandbox
 
 ENV = "QUALIFY_CONTAINMENT"
 FACILITIES = ("cgroup", "mount")
@@ -46,14 +54,30 @@ class Jail:
     root: Path  # read-only to commands: the run's folder
     mark: str  # every command's environment carries QUALIFY_RUN=<mark>.<n>
     cell: Cell | None
-    bwrap: str | None
+    box: Sandbox
+    user: CommandUser
     processes: str  # how processes are held, in words
-    records: str  # how records are kept out of reach, in words
+    #: What the host could not give, each in words (none on a host that gives everything).
+    missing: tuple[str, ...] = ()
     writable: tuple[Path, ...] = ()
+    #: Written by nix only (a privileged command): the run's GC roots.
+    nix_writable: tuple[Path, ...] = ()
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
+    @property
+    def records(self) -> str:
+        return self.box.records
+
     def describe(self) -> dict[str, str]:
-        return {"processes": self.processes, "records": self.records}
+        described = {
+            "processes": self.processes,
+            "records": self.box.records,
+            "privileges": f"commands run {self.user.words}; {self.box.namespace}; nix runs as qualify's "
+            "user, and its builders with it",
+        }
+        if self.missing:
+            described["missing"] = "; ".join(self.missing)
+        return described
 
 
 @dataclass(frozen=True)
@@ -90,37 +114,32 @@ def chosen() -> set[str]:
     return set(words)
 
 
-def _bwrap(root: Path) -> tuple[str | None, str]:
-    found = shutil.which("bwrap")
-    if found is None:
-        return None, "sealed: bubblewrap (bwrap) is not installed, so commands can write the run folder"
-    probe = [found, "--dev-bind", "/", "/", "--ro-bind", str(root), str(root), "--", "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"sealed: bubblewrap could not start ({exc})"
-    if done.returncode != 0:
-        why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason given"]
-        return None, f"sealed: bubblewrap cannot make a mount namespace here ({why[0]})"
-    return found, f"read-only mount (bubblewrap): {root} read-only to commands but for their check's folder"
-
-
 @contextmanager
-def contained(root: Path, run_id: str) -> Iterator[Jail]:
+def contained(root: Path, run_id: str, hidden: Sequence[Path] = ()) -> Iterator[Jail]:
     """Contain every command started inside the block (see the module's docstring); on leaving,
-    end whatever is still in the run's cgroup, or re-parented to qualify."""
+    end whatever is still in the run's cgroup, or re-parented to qualify. `hidden`: folders no
+    command may see (the seal key's)."""
     global _jail  # noqa: PLW0603  (one run per process; set and restored here only)
     wanted = chosen()
+    user = commanduser.chosen_user()
     cell, how = cgroups.run_cell(run_id) if "cgroup" in wanted else (None, "not chosen")
+    missing: list[str] = []
     if cell is None:
         subreaper = proctree.become_subreaper()
         processes = f"process tree ({how}): descendants, an environment mark" + (
             ", qualify as child subreaper" if subreaper else ""
         )
+        missing.append(f"a cgroup per command ({how})")
     else:
         processes = how
-    bwrap, records = _bwrap(root) if "mount" in wanted else (None, f"sealed: mount not chosen ({ENV})")
-    before, _jail = _jail, Jail(root, secrets.token_hex(8), cell, bwrap, processes, records)
+    box = sandbox.probe(root, read_only="mount" in wanted, hidden=hidden, unprivileged=user.drop)
+    missing += box.missing
+    if user.missing is not None:
+        missing.append(user.missing)
+    if hidden and not user.switched and box.bwrap is None:
+        # Of qualify's own user and in no mount namespace: the key's folder is theirs to read.
+        missing.append("a seal key out of the commands' reach (they are qualify's user, without bubblewrap)")
+    before, _jail = _jail, Jail(root, secrets.token_hex(8), cell, box, user, processes, tuple(missing))
     try:
         yield _jail
     finally:
@@ -134,22 +153,27 @@ def contained(root: Path, run_id: str) -> Iterator[Jail]:
 
 
 @contextmanager
-def writing(*folders: Path) -> Iterator[None]:
-    """Let the commands started inside the block write `folders` (a check's own folder)."""
+def writing(folder: Path, gcroots: Path | None = None) -> Iterator[None]:
+    """Let the commands started inside the block write `folder` (a check's own folder), and nix
+    `gcroots`; when the block ends (every command of the check has ended), everything in the
+    folder is qualify's again, so that no later check can change it."""
     jail = _jail
     if jail is None:
         yield
         return
-    before = jail.writable
-    jail.writable = tuple(f.resolve() for f in folders)
+    before = jail.writable, jail.nix_writable
+    jail.writable = (folder.resolve(),)
+    jail.nix_writable = () if gcroots is None else (gcroots.resolve(),)
     try:
         yield
     finally:
-        jail.writable = before
+        jail.writable, jail.nix_writable = before
+        commanduser.take_back(jail.user, folder)
 
 
-def wrap(argv: Sequence[str], env: Mapping[str, str]) -> Wrapped:
-    """`argv` as it starts inside the run's containment (as it is, outside a run)."""
+def wrap(argv: Sequence[str], env: Mapping[str, str], *, privileged: bool = False) -> Wrapped:
+    """`argv` as it starts inside the run's containment (as it is, outside a run). `privileged`:
+    nix, which writes the store as its owner, keeps qualify's user."""
     jail = _jail
     if jail is None:
         return Wrapped(list(argv), dict(env), None, None)
@@ -167,12 +191,15 @@ def wrap(argv: Sequence[str], env: Mapping[str, str]) -> Wrapped:
                 "to hold commands by the process tree instead",
             ) from None
         prefix += cgroups.entering(cell)
-    if jail.bwrap is not None:
-        prefix += [jail.bwrap, "--dev-bind", "/", "/", "--ro-bind", str(jail.root), str(jail.root)]
-        for folder in jail.writable:
-            if folder.is_dir() and jail.root in folder.parents:
-                prefix += ["--bind", str(folder), str(folder)]
-        prefix += ["--die-with-parent", "--"]
+    writable = [f for f in jail.writable if f.is_dir() and jail.root in f.parents]
+    if privileged:
+        writable += [f for f in jail.nix_writable if f.is_dir() and jail.root in f.parents]
+    else:
+        for folder in writable:
+            commanduser.hand_over(jail.user, folder)
+    prefix += jail.box.prefix(writable)
+    if not privileged:
+        prefix += jail.user.drop
     return Wrapped([*prefix, *argv], {**env, proctree.MARK: mark}, cell, mark)
 
 

@@ -91,6 +91,7 @@ def run(
     stdin: IO[bytes] | None = None,
     tail: int = 40,
     separate_stdout: bool = False,
+    privileged: bool = False,
 ) -> Completed:
     """Run `argv` to completion in its own process group.
 
@@ -99,6 +100,8 @@ def run(
     data, such as `nix build --json`), stdout is returned whole in `Completed.stdout` and only
     stderr goes to the log and callbacks. On timeout the group is killed and the result says
     `timed_out`; on KeyboardInterrupt the group is killed and the interrupt propagates.
+    `privileged`: the command keeps qualify's user inside a run (nix, which writes the store as
+    its owner; `qualify.core.commanduser`); every other command runs without privilege.
     """
     remember_named(env)  # its secrets' values are redacted wherever they appear from now on
     shown = command_line(argv, env)
@@ -116,7 +119,9 @@ def run(
     watch: _GroupWatch | None = None
     child: Child | None = None
     try:
-        child = spawn(argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout)
+        child = spawn(
+            argv, env=env, cwd=cwd, stdin=stdin, separate_stdout=separate_stdout, privileged=privileged
+        )
         proc = child.proc
         assert proc.stdout is not None
         data: list[bytes] = []
@@ -190,6 +195,7 @@ def capture(
     cwd: Path | None = None,
     timeout_s: float = 60.0,
     log: Path | None = None,
+    privileged: bool = False,
 ) -> tuple[int, str]:
     """Run a query (a version, a git rev, a store path list); return (exit code, stdout).
 
@@ -206,6 +212,7 @@ def capture(
             timeout_s=timeout_s,
             tail=20,
             separate_stdout=True,
+            privileged=privileged,
         )
     except ToolMissing as exc:
         return 127, exc.message

@@ -3,7 +3,9 @@ and the run a command names (or the latest).
 
 "The latest run" is the one made last on this host, by the number each run gets when it is made
 (`runs/.sequence`), never by a saved clock: a host's clock may be wrong, and a run dated in the
-future would otherwise stay the latest for good.
+future would otherwise stay the latest for good. Only the runs the runs directory's
+authenticated index lists (`qualify.core.runindex`) can be the latest: a folder copied in, or a
+run.json whose `sequence` was raised, is never taken for the run made last.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from qualify.core import runfolder
+from qualify.core import runfolder, runindex
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import RunDir, read_json
 
@@ -63,7 +65,7 @@ def new_run(runs_dir: Path, candidate: str) -> RunDir:
                 f"make {runs_dir} writable, {_WHERE_RUNS_GO}",
             ) from None
         try:
-            return RunDir(path, _next_sequence(runs_dir))
+            return RunDir(path, _next_sequence(runs_dir, path.name))
         except BaseException:
             # Not numbered, not a run: the empty folder goes.
             with suppress(OSError):
@@ -73,10 +75,10 @@ def new_run(runs_dir: Path, candidate: str) -> RunDir:
     raise RunStoreError(f"{runs_dir}: no free run name for {base}")
 
 
-def _next_sequence(runs_dir: Path) -> int:
+def _next_sequence(runs_dir: Path, run_id: str) -> int:
     """The next number of the runs directory's counter, taken under its flock (so two runs
-    made at once get two numbers). A missing or unreadable counter goes on from the highest
-    number the runs here have saved."""
+    made at once get two numbers), and listed with `run_id` in the runs directory's index. A
+    missing or unreadable counter goes on from the highest number the runs here have saved."""
     path = runs_dir / SEQUENCE_FILE
     for _ in range(8):
         try:
@@ -95,6 +97,7 @@ def _next_sequence(runs_dir: Path) -> int:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{number}\n".encode(), 0)
             os.fsync(fd)
+            runindex.add(runs_dir, run_id, number)
             return number
         finally:
             os.close(fd)
@@ -132,7 +135,14 @@ def open_run(runs_dir: Path, run_id: str | None) -> RunDir:
         runs = list_runs(runs_dir)
         if not runs:
             raise UsageError(f"no runs in {runs_dir}", "start one with `qualify run --candidate ARM`")
-        return _checked(runs[-1])
+        index = runindex.read(runs_dir)
+        made = sorted((index.runs[r.run_id], r.run_id) for r in runs if r.run_id in index.runs)
+        if not made:
+            raise UsageError(
+                f"no run in {runs_dir} is one this runs directory made ({index.problem or 'none listed'})",
+                "name the run to read (`qualify runs` lists them)",
+            )
+        return _checked(RunDir(runs_dir / made[-1][1], made[-1][0]))
     as_path = Path(run_id)
     if as_path.is_dir() and (as_path / "run.json").is_file():
         return _checked(RunDir(as_path.resolve()))

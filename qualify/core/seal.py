@@ -1,122 +1,203 @@
-"""The seal of a run's records: a digest of every record qualify wrote, so that a record changed
-by anything else is found and the stage it belongs to is never taken as judged.
+"""The seal of a run: the digest of every file a verdict derives from, authenticated, so that a
+file changed by anything but qualify is found, and the stage it belongs to is never taken as
+judged.
 
-The commands a run starts are its own engine's, and where the host gives no mount namespace
-(`qualify.core.containment`) they could write the run folder. qualify keeps, in memory for the
-whole run, the digest of each record (run set, run, stage and check records) it writes, and
-compares the folder with it after every check's commands ended and at the end of the run: a
-difference stops the run and names the file. `seal.json` holds the same digests for every later
-reader; a stage whose records differ from it is shown as tampered.
+The commands a run starts are its own engine's. They run as another user in a namespace where
+the run folder is read-only (`qualify.core.containment`), where the host gives that; the seal
+holds on every host. qualify keeps, in memory for the whole run, the digest of each record it
+writes (run, stage and check records, `note`) and of every file of a check's folder once the
+check's commands have ended (`note_folder`: measurements, data, logs, whatever a judge or a
+rejudgement reads), and compares the folder with them after every check and at the end of the
+run: a difference stops the run and names the file. `seal.json` holds the same digests,
+authenticated with qualify's key (`qualify.core.sealdoc`, `qualify.core.sealkey`); readers
+(`stage_problem`) take a stage as judged only when every file of it is as sealed and the seal
+verifies (see sealdoc for a seal of another host).
 
-What the seal cannot see: a command that rewrote a record *and* seal.json consistently in an
-attempt that was then killed before qualify compared them (the next attempt trusts the seal it
-finds). The mount namespace leaves no such window; the README says which the host gave.
+The seal is saved as each record is written and once more when the run's last process has
+ended (`qualify.pipeline.runner` leaves `sealing` after `contained`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qualify.core import jsontext
-from qualify.core.errors import RUN_FOLDER_HINT, QualifyError, RunStoreError
+from qualify.core import sealkey
+from qualify.core.errors import QualifyError
+from qualify.core.sealdoc import SEAL, SealDocument, SealState, Trust, root_of, state_of
 
-SEAL = "seal.json"
-#: How far above a record its run's seal may be: a check's folder in a stage, in a member, in a set.
-_DEPTH = 5
+__all__ = [
+    "SEAL",
+    "SealDocument",
+    "SealState",
+    "Tampered",
+    "Trust",
+    "check",
+    "digest",
+    "measuring",
+    "moved_aside",
+    "note",
+    "note_folder",
+    "root_of",
+    "run_problem",
+    "sealing",
+    "stage_problem",
+    "state_of",
+]
+
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+#: A folder of a stage's earlier attempts: sealed where it was moved, never part of the stage.
+ATTEMPTS = "attempts"
 
 
 class Tampered(QualifyError):
     """A record changed after qualify wrote it."""
 
 
+#: Digests already read by this process, by the file's signature (`_signature`): a reader that
+#: derives a verdict several times (a report, a set's members) reads each file once.
+_read: dict[tuple[int, ...], str] = {}
+
+
 def digest(path: Path) -> str | None:
+    """The SHA-256 of the plain file `path` (None where it is missing, a link or not a plain
+    file: a FIFO a command left is never opened for reading)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        fd = os.open(path, _FLAGS)
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        # Taken before the read: a change while it reads moves the change time, so the digest
+        # stored under this signature is never taken for the file as it is after.
+        signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if signature in _read:
+            return _read[signature]
+        hashed = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            hashed.update(chunk)
+        _read[signature] = hashed.hexdigest()
+        return _read[signature]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
-@dataclass(frozen=True)
-class SealDocument:
-    """seal.json: the digest of each record qualify wrote, by its path under the seal's folder.
-    A dataclass checked by hand: `qualify.core` stays below the evidence types."""
+def _signature(path: Path) -> tuple[int, ...] | None:
+    """What changes whenever the file's content can have: its inode, size and times (the change
+    time cannot be set back by a process)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
-    records: dict[str, str]
 
-    @staticmethod
-    def read(document: object, where: str | Path) -> SealDocument:
-        """`document` (as seal.json holds it, with the store's `schema_version`), refused naming
-        the key that is missing, of the wrong type or not one qualify writes."""
-        hint = "the seal was not written by qualify as it is"
-        if not isinstance(document, dict):
-            raise RunStoreError(f"{where}: the document is not an object", hint)
-        for key in document:
-            if key not in ("schema_version", "records"):
-                raise RunStoreError(f"{where}: {key}: not a field this qualify knows", hint)
-        if "records" not in document:
-            raise RunStoreError(f"{where}: records: missing", hint)
-        records = document["records"]
-        if not isinstance(records, dict):
-            raise RunStoreError(f"{where}: records is {type(records).__name__}, not an object", hint)
-        for key, value in records.items():
-            if not isinstance(value, str):
-                raise RunStoreError(f"{where}: records.{key} is {type(value).__name__}, not a digest", hint)
-        return SealDocument(dict(records))
-
-    def to_json(self) -> dict[str, object]:
-        return {"records": dict(sorted(self.records.items()))}
+def files(folder: Path, *, skip_attempts: bool = False) -> Iterator[Path]:
+    """Every plain file below `folder` (links are not followed), its earlier attempts left out
+    where `skip_attempts` (a stage's folder)."""
+    for path, dirs, names, dirfd in os.fwalk(folder, follow_symlinks=False):
+        if skip_attempts and Path(path) == folder and ATTEMPTS in dirs:
+            dirs.remove(ATTEMPTS)
+        for name in names:
+            with suppress(OSError):
+                if stat.S_ISREG(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode):
+                    yield Path(path) / name
 
 
 @dataclass
 class _Seal:
     root: Path
+    key: bytes | None
+    #: Re-sign when saved: the seal read verified (or qualify makes it now).
+    signs: bool
     digests: dict[str, str] = field(default_factory=dict)
-    #: Records already changed when this attempt began (by key, as they were then): readers
+    #: Files already changed when this attempt began (by key, as they were then): readers
     #: still see them as tampered, but no command of this attempt changed them.
     found: dict[str, str | None] = field(default_factory=dict)
+    #: Each file's signature when its digest was taken: compared first, so that a run's seal
+    #: check does not read every sealed byte again after every check.
+    signatures: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
+    #: The seal as it was read, where it is kept unsigned (another host's, or broken).
+    read_as: SealDocument | None = None
 
     @staticmethod
-    def read(root: Path) -> _Seal:
-        seal = _Seal(root)
-        try:
-            saved = SealDocument.read(jsontext.loads((root / SEAL).read_text(encoding="utf-8")), root / SEAL)
-        except jsontext.TooDeep as exc:
-            # Not a seal qualify wrote, and not one to pass over as empty: named, not a crash.
-            raise RunStoreError(f"{root / SEAL}: unreadable: {exc}", RUN_FOLDER_HINT) from None
-        except (OSError, ValueError, RunStoreError):
-            return seal  # a seal that does not read holds no digest to compare with
-        seal.digests = dict(saved.records)
+    def in_run(root: Path) -> _Seal:
+        """The seal a run's attempt keeps: the digests of the one on disk where it verifies,
+        else none (what an earlier attempt wrote is then not vouched for: its stages read as
+        not sealed until they run again)."""
+        key = sealkey.load(create=True)
+        state = state_of(root)
+        seal = _Seal(root, key, True)
+        if state.trust is Trust.VERIFIED and state.document is not None:
+            seal.digests = dict(state.document.records)
         return seal
 
-    def key(self, path: Path) -> str | None:
+    @staticmethod
+    def on_disk(root: Path) -> _Seal | None:
+        """The seal a write outside a run (a rejudgement) updates, re-signed only where it
+        verified: a seal of another host, or a broken one, never becomes this host's by it."""
+        state = state_of(root)
+        if state.document is None:
+            return None
+        seal = _Seal(root, sealkey.load(create=False), state.trust is Trust.VERIFIED)
+        seal.digests = dict(state.document.records)
+        seal.read_as = state.document
+        return seal
+
+    def key_of(self, path: Path) -> str | None:
         try:
             return path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return None
 
-    def note(self, path: Path) -> None:
-        key = self.key(path)
+    def take(self, path: Path) -> None:
+        key = self.key_of(path)
         if key is None or (value := digest(path)) is None:
             return
         self.digests[key] = value
+        self.signatures[key] = _signature(path)
         self.found.pop(key, None)
-        self.save()
+
+    def take_folder(self, folder: Path) -> None:
+        prefix = self.key_of(folder)
+        if prefix is None:
+            return
+        for key in [k for k in self.digests if k.startswith(prefix + "/")]:
+            del self.digests[key]
+        for path in files(folder):
+            self.take(path)
 
     def save(self) -> None:
         from qualify.core.runstore import write_json  # the store writes records and notes them
 
-        write_json(self.root / SEAL, SealDocument(self.digests).to_json())
+        if self.signs and self.key is not None:
+            document = SealDocument(self.digests).signed(self.key)
+        elif self.read_as is not None:
+            document = SealDocument(self.digests, self.read_as.key, self.read_as.mac, self.read_as.version)
+        else:
+            return
+        write_json(self.root / SEAL, document.to_json(), version=document.version)
 
     def differences(self) -> list[str]:
         changed = []
         for key, value in self.digests.items():
-            now = digest(self.root / key)
+            path = self.root / key
+            if key in self.signatures and self.signatures[key] == _signature(path) is not None:
+                continue
+            now = digest(path)
             if now != value and (key not in self.found or self.found[key] != now):
                 changed.append(key)
+            elif now == value:
+                self.signatures[key] = _signature(path)
         return changed
 
 
@@ -128,7 +209,7 @@ def sealing(root: Path) -> Iterator[None]:
     """Seal every record written inside the block under `root` (a run's or a set's folder); on
     leaving, compare the folder with what was written and save the seal."""
     global _active
-    before, _active = _active, _Seal.read(root)
+    before, _active = _active, _Seal.in_run(root)
     _active.found = {key: digest(root / key) for key in _active.differences()}
     try:
         yield
@@ -139,14 +220,42 @@ def sealing(root: Path) -> Iterator[None]:
 
 def note(path: Path) -> None:
     """`path` (a record) was just written by qualify: its digest is the one to expect."""
-    if _active is not None and _active.key(path) is not None:
-        _active.note(path)
+    if _active is not None and _active.key_of(path) is not None:
+        _active.take(path)
+        _active.save()
         return
-    # Outside a run (a rejudgement): the run's seal on disk, when it has one, follows. The
-    # outermost is the run's (or its set's); one further in was not written by qualify.
-    found = [folder for folder in list(path.parents)[:_DEPTH] if (folder / SEAL).is_file()]
-    if found:
-        _Seal.read(found[-1]).note(path)
+    # Outside a run (a rejudgement): the run's seal on disk, when it has one, follows.
+    root = root_of(path)
+    if root is not None and (seal := _Seal.on_disk(root)) is not None:
+        seal.take(path)
+        seal.save()
+
+
+def note_folder(folder: Path) -> None:
+    """Every file of `folder` (a check's, once its commands have ended, and again once it is
+    judged) is as qualify will read it: its digests are the ones to expect, and a file no
+    longer there is no longer expected."""
+    if _active is not None and _active.key_of(folder) is not None:
+        _active.take_folder(folder)
+        _active.save()
+        return
+    root = root_of(folder)
+    if root is not None and (seal := _Seal.on_disk(root)) is not None:
+        seal.take_folder(folder)
+        seal.save()
+
+
+def measuring(folder: Path) -> None:
+    """`folder` (a check's) is about to be measured into: what was sealed there before (by an
+    attempt whose folder is gone) is no longer expected; the measurement is sealed when it ends."""
+    seal = _active
+    prefix = seal.key_of(folder) if seal is not None else None
+    if seal is None or prefix is None:
+        return
+    for key in [k for k in seal.digests if k.startswith(prefix + "/")]:
+        del seal.digests[key]
+        seal.signatures.pop(key, None)
+        seal.found.pop(key, None)
 
 
 def moved_aside(stage: Path, target: Path | None) -> None:
@@ -155,20 +264,21 @@ def moved_aside(stage: Path, target: Path | None) -> None:
     seal = _active
     if seal is None or target is None:
         return
-    old, new = seal.key(stage), seal.key(target)
+    old, new = seal.key_of(stage), seal.key_of(target)
     if old is None or new is None:
         return
-    kept = f"{old}/attempts/"
+    kept = f"{old}/{ATTEMPTS}/"
     for key in [k for k in seal.digests if k.startswith(old + "/") and not k.startswith(kept)]:
         moved = new + key[len(old) :]
         seal.digests[moved] = seal.digests.pop(key)
+        seal.signatures.pop(key, None)
         if key in seal.found:
             seal.found[moved] = seal.found.pop(key)
     seal.save()
 
 
 def check() -> None:
-    """Raise Tampered when a record of the run in progress differs from what qualify wrote."""
+    """Raise Tampered when a sealed file of the run in progress differs from what qualify wrote."""
     if _active is None:
         return
     changed = _active.differences()
@@ -183,17 +293,60 @@ def check() -> None:
         )
 
 
-def tampered(records: list[Path]) -> list[Path]:
-    """Which of `records` differ from their run's seal (none for a run sealed by no one)."""
-    changed: list[Path] = []
-    seals: dict[Path, _Seal] = {}
-    for path in records:
-        for folder in list(path.parents)[:_DEPTH]:
-            if not (folder / SEAL).is_file():
-                continue
-            seal = seals.setdefault(folder, _Seal.read(folder))
-            key = seal.key(path)
-            if key is not None and key in seal.digests and digest(path) != seal.digests[key]:
-                changed.append(path)
-                break
-    return changed
+def stage_problem(folder: Path, records: list[Path], run: Path) -> tuple[str | None, SealState]:
+    """Why the stage in `folder` (of the run in `run`) cannot be taken as judged by its seal, or
+    None; and the seal's state. Every file sealed under it must be as sealed, no file may have
+    come since, and each of `records` (its stage.json and results) must be sealed."""
+    root = root_of(folder, run if not (run.parent / "run.json").is_file() else run.parent)
+    assert root is not None  # the run's folder is the last resort
+    state = state_of(root)
+    if state.trust is Trust.BROKEN:
+        return f"not sealed: {state.why}", state
+    if state.document is None:
+        return None, state  # a run made elsewhere, before seals: nothing to compare
+    sealed = state.document.records
+    if not folder.resolve().is_relative_to(root.resolve()):
+        return f"not sealed: {folder} leads out of {root}", state
+    prefix = folder.resolve().relative_to(root.resolve()).as_posix() + "/"
+    kept = prefix + ATTEMPTS + "/"
+    mine = {k: v for k, v in sealed.items() if k.startswith(prefix) and not k.startswith(kept)}
+    if not mine and any(p.is_file() for p in records):
+        # Written by an attempt whose seal could not be vouched for, and kept since.
+        return f"not sealed: no file of {folder} is in {root / SEAL}", state
+    changed = [root / k for k, v in mine.items() if digest(root / k) != v]
+    if state.document.version >= 2:
+        changed += [p for p in files(folder, skip_attempts=True) if _key(root, p) not in mine]
+    if changed:
+        names = ", ".join(str(p) for p in sorted(set(changed)))
+        return f"tampered: {names} changed after qualify sealed it", state
+    unsealed = [p for p in records if p.is_file() and _key(root, p) not in mine]
+    if unsealed:
+        return f"not sealed: {', '.join(map(str, unsealed))} is not in {root / SEAL}", state
+    return None, state
+
+
+def run_problem(run: Path) -> tuple[str | None, SealState]:
+    """Why the run in `run` (a run, a set, or a set's member) is not as sealed outside its
+    stages (its run.json), or None; and its seal's state."""
+    root = root_of(run / "run.json", run if not (run.parent / "run.json").is_file() else run.parent)
+    assert root is not None  # the run's folder is the last resort
+    state = state_of(root)
+    if state.trust is Trust.BROKEN:
+        return f"not sealed: {state.why}", state
+    if state.document is None:
+        return None, state
+    record = run / "run.json"
+    key = _key(root, record)
+    expected = None if key is None else state.document.records.get(key)
+    if expected is None:
+        return f"not sealed: {record} is not in {root / SEAL}", state
+    if digest(record) != expected:
+        return f"tampered: {record} changed after qualify sealed it", state
+    return None, state
+
+
+def _key(root: Path, path: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None  # leads out of the sealed folder: never a sealed file

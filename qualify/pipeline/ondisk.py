@@ -78,6 +78,9 @@ class RunOnDisk:
     undecided: tuple[str, ...] = ()
     #: The stages of the plan the run records, in order (the others are NOT CONFIGURED).
     planned: tuple[str, ...] = ()
+    #: How the run's seal reads here ("sealed and verified", "not sealed: …", "seal not
+    #: verifiable here: …"; `qualify.core.sealdoc`).
+    seal: str = ""
 
     def open_stages(self, *, own_plan_only: bool = False) -> list[str]:
         """The stages that keep the run from a decision, as a verdict line names them
@@ -135,10 +138,11 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
         saved = Verdict(str(record.verdict))
     except ValueError:
         return StageOnDisk(name, folder, StageState.UNREADABLE, f"{path}: no stage verdict saved")
-    changed = seal.tampered([path, *(path.parent / e.name / RESULT for e in record.checks)])
-    if changed:
-        why = "tampered: " + ", ".join(str(p) for p in changed) + " changed after qualify wrote it"
-        return StageOnDisk(name, folder, StageState.UNREADABLE, why, saved)
+    sealed, _ = seal.stage_problem(
+        path.parent, [path, *(path.parent / e.name / RESULT for e in record.checks)], run_path
+    )
+    if sealed is not None:
+        return StageOnDisk(name, folder, StageState.UNREADABLE, sealed, saved)
     trouble = _disagreement(record, planned, saved)
     if trouble is not None:
         return StageOnDisk(name, folder, StageState.UNREADABLE, trouble, saved)
@@ -187,9 +191,14 @@ def stages_on_disk(run: RunDir, saved: Mapping[str, Any] | None = None) -> list[
     return [stage_on_disk(run.path, entry.spec) for entry in record.stages]
 
 
-def run_on_disk(run: RunDir, saved: RunRecord | None = None) -> RunOnDisk:
+def run_on_disk(
+    run: RunDir, saved: RunRecord | None = None, *, seal_required: bool | None = None
+) -> RunOnDisk:
     """The run's verdict and exit code from its stages as they are now (`saved`: its record,
-    when the caller has read it)."""
+    when the caller has read it). A run whose seal does not verify here, or whose run.json is not
+    as sealed, is never QUALIFIED; `seal_required=False` (a fleet merge, of hosts whose keys it
+    does not hold) takes a seal of another host as it reads, and says so. By default a run is
+    read as a fleet's host where it is one (in a fleet's `hosts/`), else with its seal required."""
     record = RunRecord.parse(run, run.read()) if saved is None else saved
     stages = [stage_on_disk(run.path, entry.spec) for entry in record.stages]
     outcomes: dict[str, Outcome] = {s.name: s.outcome for s in stages}
@@ -209,11 +218,33 @@ def run_on_disk(run: RunDir, saved: RunRecord | None = None) -> RunOnDisk:
         # rerun, a new plan) is not in those stages, so they cannot speak for it.
         unfinished = f"its last attempt is {status}, not complete"
         verdict = RunVerdict.INCOMPLETE
+    problem, state = seal.run_problem(run.path)
+    if problem is None and state.trust is not seal.Trust.VERIFIED and _required(run, seal_required):
+        problem = state.words
+    if problem is not None and verdict is RunVerdict.QUALIFIED:
+        # Its stages say QUALIFIED, but who wrote them cannot be told here.
+        unfinished, verdict = problem, RunVerdict.INCOMPLETE
     undecided = tuple(s.name for s in stages if s.undecided)
     planned = tuple(s.name for s in stages)
     return RunOnDisk(
-        verdict, exit_code_for(verdict), status, outcomes, reasons, unfinished, undecided, planned
+        verdict,
+        exit_code_for(verdict),
+        status,
+        outcomes,
+        reasons,
+        unfinished,
+        undecided,
+        planned,
+        state.words,
     )
+
+
+def _required(run: RunDir, given: bool | None) -> bool:
+    """Whether the run's seal must verify here for it to qualify: yes, but for a fleet's host (a
+    run, or a set's member, in `hosts/<key>/`), whose key this host does not hold."""
+    if given is not None:
+        return given
+    return "hosts" not in (run.path.parent.name, run.path.parent.parent.name)
 
 
 def _open_members(found: list[MemberOnDisk]) -> str:
@@ -239,9 +270,11 @@ def status_of(run: RunDir, record: RunRecord) -> str:
     return record.status
 
 
-def set_on_disk(run: RunDir, saved: RunRecord | None = None) -> SetOnDisk:
+def set_on_disk(
+    run: RunDir, saved: RunRecord | None = None, *, seal_required: bool | None = None
+) -> SetOnDisk:
     """A set's verdict from its members' folders as they are now (`saved`: its record, when the
-    caller has read it)."""
+    caller has read it; `seal_required` as for `run_on_disk`)."""
     saved_set = RunRecord.parse(run, run.read()) if saved is None else saved
     members = list(saved_set.members)
     found: list[MemberOnDisk] = []
@@ -256,7 +289,7 @@ def set_on_disk(run: RunDir, saved: RunRecord | None = None) -> SetOnDisk:
             found.append(MemberOnDisk(m, None, missing))
             verdicts[m.label], behaviours[m.label] = None, missing
             continue
-        derived = run_on_disk(member, RunRecord.parse(member, mine))
+        derived = run_on_disk(member, RunRecord.parse(member, mine), seal_required=seal_required)
         outcomes = {name: derived.stages[name] for name in derived.planned}
         behaved = behaviour(m, outcomes, derived.undecided)
         # A member that did not finish has not decided anything yet, whatever its stages say.
@@ -293,6 +326,11 @@ def set_on_disk(run: RunDir, saved: RunRecord | None = None) -> SetOnDisk:
     )
     if status != "complete" and verdict is RunVerdict.QUALIFIED:
         verdict, why = RunVerdict.INCOMPLETE, f"{why}, but the set's last attempt is {status}"
+    problem, state = seal.run_problem(run.path)
+    if problem is None and state.trust is not seal.Trust.VERIFIED and _required(run, seal_required):
+        problem = state.words
+    if problem is not None and verdict is RunVerdict.QUALIFIED:
+        verdict, why = RunVerdict.INCOMPLETE, f"{why}, but {problem}"
     controls = [f for f in found if f.member.is_control]
     behaved_all: bool | None = None
     if controls:

@@ -35,7 +35,14 @@ from qualify.pipeline.members import Member
 from qualify.pipeline.migrations import RUN_STEPS, migrate
 from qualify.pipeline.recordparts import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.pipeline.rejudgements import Rejudgement, rejudgements
-from qualify.pipeline.rundocument import RecordedPlan, RecordedPlanFiles, RoleInfo, RunDocument, Status
+from qualify.pipeline.rundocument import (
+    RecordedContainment,
+    RecordedPlan,
+    RecordedPlanFiles,
+    RoleInfo,
+    RunDocument,
+    Status,
+)
 
 #: The statuses a writer may save (`ondisk` reads a dead writer's as "dead").
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -135,6 +142,8 @@ class RunRecord(Document):
     timings: Mapping[str, float] = field(default_factory=dict)
     #: Each `qualify run` of the run, as it was asked for.
     invocations: tuple[Mapping[str, Any], ...] = ()
+    #: How its commands were held, and what the host could not give (None: not recorded).
+    containment: RecordedContainment | None = None
     #: The whole document in the current layout, for fields no accessor covers yet.
     document: Mapping[str, Any] = field(default_factory=dict)
 
@@ -201,6 +210,7 @@ class RunRecord(Document):
             options=typed.options,
             timings=dict(typed.timings),
             invocations=tuple(typed.invocations),
+            containment=typed.containment,
             document=document,
         )
 
@@ -223,6 +233,8 @@ class RunRecord(Document):
             plan["not_applicable"] = dict(value)
         elif name == "builtin_plan":
             plan["builtin"] = value
+        elif name == "containment":
+            out[name] = value.model_dump(exclude_none=True) if value is not None else None
         elif name in ("provenance", "options"):
             out[name] = value.as_json()
         elif name == "plan_files":

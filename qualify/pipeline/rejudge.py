@@ -22,6 +22,7 @@ from typing import Any
 
 from qualify.checks.base import SavedCheck
 from qualify.checks.registry import kind_named
+from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
 from qualify.core.errors import QualifyError, RunStoreError
@@ -148,6 +149,8 @@ def _rejudge_stage(
     for listed in stage.checks:
         entry = listed
         change = _rejudge_check(folder / entry.name, current.get((name, entry.name)))
+        # What the judge wrote beside the result (its tables, a log) is sealed with it.
+        seal.note_folder(folder / entry.name)
         if change is not None:
             changes.append(change)
             entry = entry.model_copy(update={"verdict": change.after})

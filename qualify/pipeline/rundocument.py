@@ -109,6 +109,18 @@ class RecordedProject(Part):
     flake: str | None = None
 
 
+class RecordedContainment(Part):
+    """How the run's commands were held (`qualify.core.containment.Jail.describe`): its processes,
+    its records, the commands' privileges, and the protections the host could not give."""
+
+    processes: str = ""
+    records: str = ""
+    #: None: a run made before commands ran without qualify's privilege.
+    privileges: str | None = None
+    #: None: nothing missing, or a run made before the protections missing were recorded.
+    missing: str | None = None
+
+
 class RunDocument(Part):
     """The keys of run.json qualify reads, each of its type (absent: what a run made before qualify
     wrote the key meant)."""
@@ -135,6 +147,8 @@ class RunDocument(Part):
     timings: dict[str, float] = Field(default_factory=dict)
     #: Each `qualify run` of the run, as it was asked for.
     invocations: list[dict[str, Any]] = Field(default_factory=list)
+    #: None: a run made before containment was recorded (or not started yet).
+    containment: RecordedContainment | None = None
 
     @staticmethod
     def read(document: Mapping[str, Any], where: str | Path) -> RunDocument:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from qualify.core import provenance, seal
+from qualify.core.commanduser import chosen_user, require_reachable
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.containment import chosen, contained, runs_root
 from qualify.core.context import RoleArm
@@ -28,6 +29,7 @@ from qualify.core.redaction import remember_urls
 from qualify.core.runlist import new_run, open_run
 from qualify.core.runstore import LockLostError, RunDir, now_iso
 from qualify.core.seal import sealing
+from qualify.core.sealkey import key_folder
 from qualify.core.secretsources import remember_ambient
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
@@ -98,6 +100,9 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     remember_ambient(settings=request.nix_options)
     remember_urls(ref for _, ref in request.override_inputs)
     runs_dir = runs_dir_for(config, request.runs_dir)
+    # The commands run as another user: one that cannot reach the project or its runs is
+    # refused now, not after the builds, with each command failing on "permission denied".
+    require_reachable(chosen_user(), config.root, runs_dir)
     existing: RunDir | None = None
     saved: RunRecord | None = None
     if request.run_id is not None or request.only or request.from_stage:
@@ -244,8 +249,10 @@ def _run_members(
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")
         try:
-            jail = stack.enter_context(contained(runs_root(run.path), run.run_id))
+            # The seal is entered first and left last: it is saved once the run's last process
+            # has ended, and no command sees the folder of the key that authenticates it.
             stack.enter_context(sealing(run.path))
+            jail = stack.enter_context(contained(runs_root(run.path), run.run_id, hidden=[key_folder()]))
             update_run(run, containment=jail.describe())
             with recording_groups(run.path / PROCESSES):
                 try:

@@ -187,7 +187,8 @@ def _measure_jointly(
     )
     kind = kind_named(spec.kind, check_name)
     try:
-        with writing(folder, run.path / "gcroots"):
+        seal.measuring(folder)
+        with writing(folder, gcroots=run.path / "gcroots"):
             kind.measure(ctx)
     except QualifyError as exc:
         return f"the set's shared measurement failed: {exc}".replace("\n", " — ")
@@ -197,6 +198,7 @@ def _measure_jointly(
     finally:
         events.progress(None)
     seal.check()  # the shared measurement's commands have ended: had one changed a record, stop
+    seal.note_folder(folder)  # what every member's judge reads of it, sealed now
     return None
 
 

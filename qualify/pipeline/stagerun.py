@@ -255,12 +255,12 @@ class StageRunner:
         arms = self.roles_for(spec, kind)
         source = self.source if kind.builds_arms else None
         check_hash = inputs_hash(spec.as_json(), arms, self.config, source=source)
-        reused = _reusable(previous, spec.name, check_hash)
+        reused = _reusable(previous, spec.name, check_hash, self.run.path)
         if reused is not None:
             # Copied as it is, links as links, into a stage folder that is no link itself.
             self.run.folder(stage.folder)
             shutil.copytree(reused, check_dir, symlinks=True)
-            seal.note(check_dir / RESULT)  # sealed where it was; the kept copy is sealed too
+            seal.note_folder(check_dir)  # sealed where it was; the kept copy is sealed too
             kept = CheckResult.load(check_dir / RESULT)
             judgement = Judgement(Verdict(kept.verdict), kept.reason)
             self.events.echo(f"{spec.name}: kept from the interrupted attempt (inputs unchanged)")
@@ -289,7 +289,8 @@ class StageRunner:
         try:
             # The check's commands may write its own folder (and nix its GC roots), nothing
             # else of the runs directory.
-            with writing(check_dir, self.run.path / "gcroots"):
+            seal.measuring(check_dir)
+            with writing(check_dir, gcroots=self.run.path / "gcroots"):
                 if measured is not None:
                     measured(ctx)  # measured with other runs (a run set's bench): this fills its folder
                 else:
@@ -304,6 +305,7 @@ class StageRunner:
             events.progress(None)
             _record_arms(self.run, ctx.learned)
         seal.check()  # the check's commands have ended: had one changed a record, stop here
+        seal.note_folder(check_dir)  # what the judge reads is what the commands left, sealed now
         # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
         judgement = (
             crashed(crash) if crash is not None else judge_saved(kind, SavedCheck(check_dir, spec, roles))
@@ -325,6 +327,7 @@ class StageRunner:
                 **judgement.as_json(),
             },
         ).save()
+        seal.note_folder(check_dir)  # and what the judge wrote beside its result
         events.check_end(stage.name, spec.name, judgement)
         return judgement
 
@@ -340,7 +343,7 @@ def _record_arms(run: RunDir, learned: Mapping[str, Mapping[str, str | None]]) -
     update_run(run, roles=roles)
 
 
-def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
+def _reusable(previous: Path | None, name: str, check_hash: str, run_path: Path) -> Path | None:
     """A finished check of an interrupted attempt whose inputs are unchanged, if any."""
     if previous is None or not (previous / STAGE).is_file():
         return None
@@ -348,8 +351,9 @@ def _reusable(previous: Path | None, name: str, check_hash: str) -> Path | None:
         if StageRecord.load(previous / STAGE).complete:
             return None  # a finished stage is rerun on purpose: never reuse its checks
         result = previous / name / RESULT
-        if seal.tampered([result]):
-            return None  # changed since qualify wrote it: measured again, never kept
+        problem, _ = seal.stage_problem(previous / name, [result], run_path)
+        if problem is not None:
+            return None  # changed since qualify sealed it: measured again, never kept
         if result.is_file() and CheckResult.load(result).inputs_hash == check_hash:
             return previous / name
     except RunStoreError:

@@ -25,8 +25,8 @@ from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
 from qualify.pipeline.record import RunRecord
 from qualify.pipeline.stageorder import with_default_order
+from qualify.report import fleetjudge
 from qualify.report.fleetinputs import HostRun, identity
-from qualify.report.fleetjudge import not_rejudged_model
 from qualify.report.fleetrecord import fleet_part
 from qualify.report.headline import members_note
 from qualify.report.matrix import Cell, Column
@@ -65,6 +65,8 @@ class HostView:
     href: str
     #: Whether the host's controls behaved, then each one's behaviour: could its gates tell?
     controls: str = ""
+    #: How the host's seal reads here: "sealed and verified" only where this host made it.
+    seal: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def build_fleet_model(
                 continue
             model = build_model(run)
             if h.not_rejudged is not None:
-                model = not_rejudged_model(model, h.not_rejudged)
+                model = fleetjudge.not_rejudged_model(model, h.not_rejudged)
             models.append(model)
             href = f"{run.path.relative_to(out)}/report.html"
             columns.append(Column(key, h.key, "candidate", candidate, model.verdict, None, "", href))
@@ -206,6 +208,7 @@ def _host_view(host: HostRun) -> HostView:
         dirty=bool(origin.dirty),
         href=f"hosts/{host.key}/report.html",
         controls=_controls_words(host, derived),
+        seal=fleetjudge.seal_words(host.run),
     )
 
 
@@ -375,14 +378,9 @@ def _not_proven(hosts: list[HostView], mixed: list[str], runs: list[HostRun]) ->
             notes.append(f"{h.key}: its controls did not all behave ({h.verdict_reason}).")
         if h.kind == "run":
             notes.append(f"{h.key} ran without controls: nothing there shows its gates could tell.")
+    notes += fleetjudge.seal_notes([(h.key, h.seal) for h in hosts])
     notes += [f"Merged although they differ — {line}." for line in mixed]
-    notes += [
-        f"{h.key} was not re-judged from its measurements here, so nothing its records say is "
-        f"taken: {h.not_rejudged}"
-        for h in runs
-        if h.not_rejudged is not None
-    ]
-    return notes
+    return notes + fleetjudge.not_rejudged_notes(runs)
 
 
 def is_fleet(out: Path) -> bool:
@@ -413,7 +411,7 @@ class HostVerdict:
 def host_verdict(run: RunDir, record: RunRecord) -> HostVerdict:
     """A host's run or set verdict derived from its folders (`ondisk`)."""
     if record.is_set:
-        found = set_on_disk(run)
+        found = set_on_disk(run, seal_required=False)
         return HostVerdict(found.verdict.value, found.reason, found.controls_behaved)
-    one = run_on_disk(run)
+    one = run_on_disk(run, seal_required=False)
     return HostVerdict(one.verdict.value, one.unfinished or "", None)

@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from qualify.core import seal
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.labels import MAX_LENGTH
 from qualify.core.runstore import RunDir
@@ -80,8 +81,12 @@ def collect(
             target = out / "hosts" / key
             if target.exists():
                 shutil.rmtree(target)
+            # A run its own runs directory here made, whose seal no longer verifies, was changed
+            # since: its copy must not pass for one merely sealed on another host.
+            state = seal.state_of(found)
+            broken = state.words if state.trust is seal.Trust.BROKEN else None
             _copy_run(found, target, given)
-        hosts.append(HostRun(key, RunDir(target), str(given)))
+        hosts.append(HostRun(key, RunDir(target), str(given), broken))
     unknown = [name for name in pick if name not in used]
     if unknown:
         raise UsageError(

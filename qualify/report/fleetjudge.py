@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from qualify.core import seal
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RunDir
@@ -27,6 +28,7 @@ from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.record import RunRecord
 from qualify.pipeline.recordplan import recorded_stages
+from qualify.report.fleetinputs import HostRun
 from qualify.report.model import ReportModel
 
 #: What a record that qualify did not write as it is raises while it is read (named, not internal).
@@ -120,6 +122,38 @@ def _kinds_agree(folder: Path, plan: Plan) -> None:
                     f"{path}: a result of kind {kind!r}, where the plan its run records has {check.kind!r}",
                     "merge the run folder as qualify wrote it",
                 )
+
+
+#: How a host's seal reads where this host made it (`qualify.core.sealdoc.SealState.words`).
+VERIFIED = "sealed and verified"
+
+
+def seal_words(run: RunDir) -> str:
+    """Whether the host's records are as its qualify sealed them, and whether this host can
+    vouch for that seal (only one made with this host's key verifies here)."""
+    problem, state = seal.run_problem(run.path)
+    return problem or state.words
+
+
+def seal_notes(seals: list[tuple[str, str]]) -> list[str]:
+    """What the fleet does not prove of each host (key, seal words) whose seal this host cannot
+    verify: its records are judged as its folder holds them."""
+    return [
+        f"{key}: {words}: its folder is judged as it holds it; that its own qualify wrote it "
+        "cannot be checked here."
+        for key, words in seals
+        if words not in ("", VERIFIED)
+    ]
+
+
+def not_rejudged_notes(hosts: list[HostRun]) -> list[str]:
+    """What the fleet does not prove of the hosts that could not be re-judged here."""
+    return [
+        f"{h.key} was not re-judged from its measurements here, so nothing its records say is "
+        f"taken: {h.not_rejudged}"
+        for h in hosts
+        if h.not_rejudged is not None
+    ]
 
 
 def not_rejudged_model(model: ReportModel, why: str) -> ReportModel:

@@ -53,7 +53,7 @@ def merge(
             )
         # No host's verdict is taken from its records: each is decided again from what it
         # measured, by the plan its run records (the one compared across hosts above).
-        hosts = [replace(h, not_rejudged=rejudge_host(h.run)) for h in hosts]
+        hosts = [replace(h, not_rejudged=h.not_rejudged or rejudge_host(h.run)) for h in hosts]
         for host in hosts:
             _render_host(host)
         created = now_iso()

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from qualify import __version__
+from qualify.core import seal
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report.headline import changed_plans, members_note
-from qualify.report.model import ReportModel, build_model, json_ready
+from qualify.report.model import ReportModel, build_model, json_ready, protection_missing
 from qualify.report.views import with_shared
 
 #: A stage a member does not run (a negative control runs only what it must fail).
@@ -75,6 +76,8 @@ class MatrixModel:
     not_proven: list[str] = field(default_factory=list)
     #: What kept the verdict from a plain one ("bench undecided"), empty when nothing did.
     verdict_note: str = ""
+    #: What did not protect the set's records from its commands (as `ReportModel.unprotected`).
+    unprotected: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str:
@@ -162,9 +165,15 @@ def build_set_model(run: RunDir) -> MatrixModel:
         controls_line=controls_line,
         members=list(models.values()),
         verdict_note=_verdict_note(derived.verdict.value, undecided, members, models),
+        unprotected=protection_missing(saved) + _seal_unverified(run),
         not_proven=_not_proven(members, models, plans, derived.controls_behaved)
         + [f"{f.member.label}: not created ({f.behaviour.why})" for f in derived.members if f.run is None],
     )
+
+
+def _seal_unverified(run: RunDir) -> list[str]:
+    problem, state = seal.run_problem(run.path)
+    return [said] if (said := problem or state.words) != "sealed and verified" else []
 
 
 def _verdict_note(

@@ -64,6 +64,9 @@ class ReportModel:
     toolchain: list[str] = field(default_factory=list)
     #: The source as recorded: git revision, else the flake's revision or narHash.
     source_line: str = "unknown"
+    #: What did not protect this run's records from its commands: the protections the host could
+    #: not give (run.json's `containment.missing`), and a seal that does not verify here.
+    unprotected: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str:
@@ -141,7 +144,31 @@ def build_model(run: RunDir) -> ReportModel:
         rejudged=list(record.rejudged),
     )
     last = record.rejudged[-1].changed if record.rejudged else ()
-    return _presented(run, _with_limits_of_evidence(model), {(c.stage, c.check): c.before for c in last})
+    presented = _presented(run, _with_limits_of_evidence(model), {(c.stage, c.check): c.before for c in last})
+    return _with_protection(presented, record, derived)
+
+
+def protection_missing(record: RunRecord) -> list[str]:
+    """The protections the host could not give the run's commands, as run.json recorded them
+    (a set's member: as its set's did, which held them)."""
+    held = record.containment
+    if held is None and record.set_label is not None and (record.run.path.parent / "run.json").is_file():
+        held = RunRecord.load(RunDir(record.run.path.parent)).containment
+    missing = held.missing if held is not None else None
+    return [f"not given here: {missing}"] if missing else []
+
+
+def _with_protection(model: ReportModel, record: RunRecord, derived: RunOnDisk) -> ReportModel:
+    """The protections the run lacked and how its seal reads, on the report's first screen; and
+    why a run whose stages passed is not QUALIFIED, where its seal or its last attempt is why."""
+    unprotected = protection_missing(record)
+    if derived.seal and derived.seal != "sealed and verified":
+        unprotected.append(derived.seal)
+    note = model.verdict_note
+    if derived.unfinished is not None and derived.unfinished not in note:
+        measured_nothing = note == "no stage but the build measured the engine"
+        note = derived.unfinished if measured_nothing or not note else f"{derived.unfinished}; {note}"
+    return replace(model, unprotected=unprotected, verdict_note=note)
 
 
 def _presented(run: RunDir, model: ReportModel, changed: Mapping[tuple[str, str], str]) -> ReportModel:

@@ -1,4 +1,5 @@
-"""seal.json is written and read through `SealDocument`."""
+"""seal.json is written and read through `SealDocument`, authenticated with qualify's key, and
+every file of a check's folder is sealed with the records."""
 
 from __future__ import annotations
 
@@ -7,29 +8,93 @@ from pathlib import Path
 
 import pytest
 
-from qualify.core import seal
+from qualify.core import seal, sealkey
 from qualify.core.errors import RunStoreError
-from qualify.core.seal import SealDocument, sealing, tampered
+from qualify.core.seal import SealDocument, Trust, sealing, stage_problem, state_of
+
+
+@pytest.fixture(autouse=True)
+def own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A key of this test's own, in a state folder of its own."""
+    state = tmp_path / "state"
+    monkeypatch.setenv(sealkey.ENV, str(state))
+    return state
 
 
 def sealed_run(tmp_path: Path) -> Path:
-    record = tmp_path / "10-build" / "stage.json"
-    record.parent.mkdir()
-    with sealing(tmp_path):
+    """A run folder with one stage whose check left a measurement, sealed as a run seals it."""
+    run = tmp_path / "run"
+    record = run / "10-build" / "stage.json"
+    data = run / "10-build" / "check" / "pinned" / "measurement.json"
+    data.parent.mkdir(parents=True)
+    with sealing(run):
         record.write_text('{"status": "complete"}')
         seal.note(record)
+        data.write_text('{"samples": [1, 2, 3]}')
+        seal.note_folder(data.parent.parent)
     return record
 
 
 def test_a_seal_reads_back_as_written_and_finds_a_changed_record(tmp_path: Path) -> None:
     record = sealed_run(tmp_path)
-    saved = json.loads((tmp_path / "seal.json").read_text())
-    document = SealDocument.read(saved, tmp_path / "seal.json")
-    assert list(document.records) == ["10-build/stage.json"]
+    run = record.parent.parent
+    saved = json.loads((run / "seal.json").read_text())
+    document = SealDocument.read(saved, run / "seal.json")
+    assert sorted(document.records) == ["10-build/check/pinned/measurement.json", "10-build/stage.json"]
     assert document.records["10-build/stage.json"] == seal.digest(record)
-    assert tampered([record]) == []
+    assert state_of(run).trust is Trust.VERIFIED
+    assert stage_problem(record.parent, [record], run)[0] is None
     record.write_text('{"status": "complete", "verdict": "PASS"}')
-    assert tampered([record]) == [record]
+    problem, _ = stage_problem(record.parent, [record], run)
+    assert problem is not None and problem.startswith("tampered") and str(record) in problem
+
+
+def test_a_measurement_changed_or_a_file_added_later_is_found(tmp_path: Path) -> None:
+    """Not only the records: a check's data, and a file nobody sealed."""
+    record = sealed_run(tmp_path)
+    run = record.parent.parent
+    data = run / "10-build" / "check" / "pinned" / "measurement.json"
+    data.write_text('{"samples": [9, 9, 9]}')
+    assert "measurement.json" in str(stage_problem(record.parent, [record], run)[0])
+    data.write_text('{"samples": [1, 2, 3]}')
+    assert stage_problem(record.parent, [record], run)[0] is None
+    extra = data.parent / "more.parquet"
+    extra.write_bytes(b"forged")
+    assert "more.parquet" in str(stage_problem(record.parent, [record], run)[0])
+
+
+@pytest.mark.parametrize("how", ["recomputed", "deleted", "emptied", "malformed", "key of another host"])
+def test_a_seal_made_again_without_the_key_is_not_taken(
+    tmp_path: Path, how: str, own_key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digests written again to match an edit (anyone can compute one) break the MAC; a
+    seal deleted, emptied or cut short is no seal; one made with another key is not this
+    host's to vouch for."""
+    record = sealed_run(tmp_path)
+    run = record.parent.parent
+    path = run / "seal.json"
+    record.write_text('{"status": "complete", "verdict": "PASS"}')
+    document = json.loads(path.read_text())
+    if how == "recomputed":
+        document["records"]["10-build/stage.json"] = seal.digest(record)
+        path.write_text(json.dumps(document))
+    elif how == "deleted":
+        path.unlink()
+    elif how == "emptied":
+        path.write_text("")
+    elif how == "malformed":
+        path.write_text(path.read_text()[:40])
+    else:
+        monkeypatch.setenv(sealkey.ENV, str(tmp_path / "other-host"))
+    problem, state = stage_problem(record.parent, [record], run)
+    assert state.trust is not Trust.VERIFIED, state
+    if how in ("recomputed", "emptied", "malformed"):
+        assert state.trust is Trust.BROKEN and problem is not None and problem.startswith("not sealed"), (
+            problem
+        )
+    else:
+        # Not made in a runs directory of this host: read as made elsewhere, never verified.
+        assert state.trust is Trust.ELSEWHERE and "not verifiable here" in state.words, state
 
 
 def test_a_wrong_field_is_refused_naming_the_file_and_the_key() -> None:
@@ -39,3 +104,13 @@ def test_a_wrong_field_is_refused_naming_the_file_and_the_key() -> None:
         SealDocument.read({"records": {}, "digests": {}}, "r/seal.json")
     with pytest.raises(RunStoreError, match=r"r/seal.json: records: missing"):
         SealDocument.read({"schema_version": 1}, "r/seal.json")
+    with pytest.raises(RunStoreError, match=r"r/seal.json: mac is int, not text"):
+        SealDocument.read({"schema_version": 2, "records": {}, "key": "k", "mac": 5}, "r/seal.json")
+
+
+def test_the_key_is_this_users_alone(tmp_path: Path, own_key: Path) -> None:
+    key = sealkey.load(create=True)
+    assert key is not None and len(key) == 32
+    path = own_key / "qualify" / sealkey.KEY
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (own_key / "qualify").stat().st_mode & 0o077 == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -52,8 +53,9 @@ for path in pathlib.Path(sys.argv[1]).rglob("*.json"):
 pathlib.Path(sys.argv[3]).write_text("\\n".join(done))
 """
 
-#: Starts a process in a session of its own that outlives its parent; writes its pid.
-ESCAPE = "import os, subprocess, sys; p = subprocess.Popen(['setsid', 'sleep', '300']); open(sys.argv[1], 'w').write(str(p.pid))"
+#: Starts a process in a session of its own that outlives its parent (a sleep of a length no
+#: other process has, found again by it: in a PID namespace its own pid means nothing outside).
+ESCAPE = "import subprocess, sys; subprocess.Popen(['setsid', 'sleep', sys.argv[1]])"
 
 MODES = {
     "cgroup and mount": None,
@@ -91,6 +93,20 @@ def shown(p: Project, run: Path, env: dict[str, str]) -> dict[str, object]:
 def alive(pid: int) -> bool:
     found = proctree.entry(pid)
     return found is not None and not found.zombie
+
+
+def running_with(word: str) -> list[int]:
+    """The live processes with `word` among their arguments (a command's pid in its own PID
+    namespace is no pid here)."""
+    found = []
+    for pid in proctree.table():
+        try:
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if word.encode() in argv:
+            found.append(pid)
+    return found
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -138,19 +154,17 @@ def test_a_detached_child_is_ended_with_its_command_and_forges_nothing_after_the
     env = env_for(MODES[mode])
     p = project(CONFIG)
     six(p, compile_code=1)
-    pid_file, said = p.root / "forger.pid", p.root / "forged.txt"
+    said = p.root / "forged.txt"
     p.script(
         "detach.py",
         "import subprocess, sys\n"
         f"p = subprocess.Popen(['setsid', '{PY}', '{p.root / 'forger.py'}', sys.argv[1], '3', '{said}'])\n"
-        f"open('{pid_file}', 'w').write(str(p.pid))\n"
         "sys.exit(1 if sys.argv[2] == 'candidate' else 0)\n",
     )
     stage(p, "compile", f"{PY} {p.root / 'detach.py'} {{run_dir}} {{role}}")
     done = qualify_proc("run", "--candidate", "cand", "--project", str(p.root), env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    forger = int(pid_file.read_text())
-    assert not alive(forger), f"the detached forger {forger} outlived the run"
+    assert not running_with(str(said)), f"the detached forger outlived the run: {running_with(str(said))}"
     time.sleep(4)
     assert not said.exists(), said.read_text()
     (run,) = p.run_dirs()
@@ -165,16 +179,16 @@ def test_a_child_in_its_own_session_does_not_outlive_its_command(
     env = env_for(MODES[mode])
     p = project(CONFIG)
     six(p, compile_code=0)
-    pid_file = p.root / "escaped.pid"
-    stage(p, "numerics", f"{PY} {p.root / 'escape.py'} {pid_file}")
+    length = f"300.{secrets.randbelow(10**9):09d}"
+    stage(p, "numerics", f"{PY} {p.root / 'escape.py'} {length}")
     done = qualify_proc("run", "--candidate", "cand", "--project", str(p.root), env=env)
     assert done.returncode in (0, 3), done.stdout + done.stderr
-    escaped = int(pid_file.read_text())
+    escaped = running_with(length)
     try:
-        assert not alive(escaped), f"pid {escaped} ({mode}) outlived the run"
+        assert not escaped, f"{escaped} ({mode}) outlived the run"
     finally:
-        if alive(escaped):
-            os.kill(escaped, signal.SIGKILL)
+        for pid in escaped:
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_resume_leaves_a_stranger_with_a_recorded_group_number_alone(

@@ -11,7 +11,9 @@ merged verdict of each host must be what `qualify report --rejudge` of the same 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import secrets
 import shutil
 import tarfile
 import xml.etree.ElementTree as ET
@@ -71,6 +73,20 @@ def reseal(run: Path) -> None:
     for key in seal.get("records", {}):
         seal["records"][key] = hashlib.sha256((run / key).read_bytes()).hexdigest()
     seal_path.write_text(json.dumps(seal))
+
+
+def sealed_elsewhere(run: Path) -> None:
+    """The run's seal made again as another host's qualify makes it: its digests, authenticated
+    with a key this host does not hold (a host whose qualify writes a kind this one lacks)."""
+    key = secrets.token_bytes(32)
+    records = {}
+    for key_path in json.loads((run / "seal.json").read_text())["records"]:
+        records[key_path] = hashlib.sha256((run / key_path).read_bytes()).hexdigest()
+    named = hashlib.sha256(key).hexdigest()[:16]
+    payload = json.dumps({"key": named, "records": records}, sort_keys=True, separators=(",", ":"))
+    mac = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+    document = {"schema_version": 2, "key": named, "records": records, "mac": mac}
+    (run / "seal.json").write_text(json.dumps(document))
 
 
 def slow_bench_host(project: Callable[..., Project]) -> Project:
@@ -152,7 +168,7 @@ def of_kind(run: Path, kind: str, everywhere: bool) -> None:
                 if check.get("name") == "serving-check":
                     check["kind"] = kind
         path.write_text(json.dumps(document))
-    reseal(run)
+    sealed_elsewhere(run)
 
 
 @pytest.mark.parametrize("everywhere", [False, True], ids=["result of another kind", "kind unknown here"])
@@ -161,7 +177,8 @@ def test_a_host_that_cannot_be_rejudged_is_shown_as_such(
 ) -> None:
     """A result whose kind is not its plan's check's (it would be re-decided by its own saved
     limits), or a check of a kind this qualify does not know: the host is INCOMPLETE, named with
-    why, never QUALIFIED on its own word."""
+    why, never QUALIFIED on its own word. The host's folder is sealed as another host's qualify
+    seals it (a forger's seal, made without this host's key, makes the host not sealed)."""
     good = run_on(host_project(project, fail_serving=False), "good-host")
     odd = copy(run_on(host_project(project, fail_serving=False), "odd-host"), tmp_path / "odd")
     of_kind(odd, "teleport", everywhere)
