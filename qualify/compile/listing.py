@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from qualify.compile.diff import KernelDiff, Limits, aggregate, diff
-from qualify.compile.kind import DEFAULT_PATTERNS
+from qualify.compile.params import DEFAULT_PATTERNS
 from qualify.compile.scan import FAMILIES, KernelScan, scan
 from qualify.compile.tables import kernel_tables
 from qualify.core.errors import ExitCode, UsageError
