@@ -22,7 +22,8 @@ HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "pyarrow", "httpx", "numba")
 #: the console's renderer.
 BODIES = ("pydantic", "jinja2", "rich")
 
-# The console script's path (qualify.cli.main), then the names of what was imported, on stderr.
+# The console script's path (qualify.cli.main), then on stderr the libraries imported and the
+# pydantic models qualify's own modules define (the records' and the evidence's types).
 PROBE = """
 import json, sys
 from qualify.cli import main
@@ -32,19 +33,32 @@ try:
 except SystemExit:
     pass
 heavy = sorted({name.split(".")[0] for name in sys.modules} & set(HEAVY))
-print("IMPORTED " + json.dumps(heavy), file=sys.stderr)
+base = getattr(sys.modules.get("pydantic"), "BaseModel", None)
+models = [
+    f"{name}.{k}"
+    for name, module in list(sys.modules.items()) if base is not None and name.startswith("qualify.")
+    for k, v in vars(module).items()
+    if isinstance(v, type) and issubclass(v, base) and v.__module__ == name
+]
+print("IMPORTED " + json.dumps({"libraries": heavy, "models": sorted(models)}), file=sys.stderr)
 """.replace("HEAVY", repr(HEAVY + BODIES))
 
 
-def imported_heavy(*args: str, of: tuple[str, ...] = HEAVY) -> list[str]:
-    """Which of `of` a real `qualify ARGS` process has imported when the command returns."""
+def probed(*args: str) -> dict[str, list[str]]:
+    """What a real `qualify ARGS` process has imported when the command returns: `libraries`
+    (of HEAVY and BODIES) and `models` (qualify's pydantic models)."""
     done = subprocess.run(
         [PY, "-c", PROBE, *args], capture_output=True, text=True, cwd=REPO, timeout=120, check=False
     )
     line = next((x for x in done.stderr.splitlines() if x.startswith("IMPORTED ")), None)
     assert line is not None, done.stderr
-    names: list[str] = json.loads(line.removeprefix("IMPORTED "))
-    return [name for name in names if name in of]
+    found: dict[str, list[str]] = json.loads(line.removeprefix("IMPORTED "))
+    return found
+
+
+def imported_heavy(*args: str, of: tuple[str, ...] = HEAVY) -> list[str]:
+    """Which of `of` a real `qualify ARGS` process has imported when the command returns."""
+    return [name for name in probed(*args)["libraries"] if name in of]
 
 
 @pytest.mark.parametrize(
@@ -87,42 +101,13 @@ def test_version_and_help_run_without_what_the_bodies_import(args: tuple[str, ..
     assert imported_heavy(*args, of=BODIES) == []
 
 
-# The records' types a process has defined: pydantic models in qualify's own modules.
-RECORDS = """
-import json, sys
-from qualify.cli import main
-sys.argv = ["qualify", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
-models = []
-base = getattr(sys.modules.get("pydantic"), "BaseModel", None)
-for name, module in list(sys.modules.items()):
-    if base is not None and name.startswith("qualify."):
-        models += [
-            f"{name}.{k}" for k, v in vars(module).items()
-            if isinstance(v, type) and issubclass(v, base) and v.__module__ == name
-        ]
-print("MODELS " + json.dumps(sorted(models)), file=sys.stderr)
-"""
-
-
 def test_plan_defines_no_record_model() -> None:
     """`qualify plan` reads the project's TOML and qualify's declarations, never a run: no record
     or evidence model of qualify's is built (typer may import pydantic for its own conversion
     of the arguments; that is typer's, not a record's)."""
-    done = subprocess.run(
-        [PY, "-c", RECORDS, "plan", "-C", "examples/llama-cpp"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
-    line = next((x for x in done.stderr.splitlines() if x.startswith("MODELS ")), None)
-    assert line is not None, done.stderr
-    assert json.loads(line.removeprefix("MODELS ")) == []
+    assert probed("plan", "-C", "examples/llama-cpp")["models"] == []
+    # The probe sees them where they are: `kinds --json` shows each kind's evidence types.
+    assert "qualify.checks.evidence.Evidence" in probed("kinds", "--json")["models"]
 
 
 def test_the_probe_sees_a_stage_implementation() -> None:
