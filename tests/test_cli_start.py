@@ -15,12 +15,31 @@ import json
 import subprocess
 
 import pytest
-from conftest import PY, REPO
+from conftest import PY, REPO, qualify_proc
 
 HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "pyarrow", "httpx", "numba")
 #: What only a command's body needs: the records' and evidence's models, the report templates,
 #: the console's renderer.
 BODIES = ("pydantic", "jinja2", "rich")
+
+
+def test_help_lists_every_command_with_its_help() -> None:
+    """Declared apart from what they run, the commands are all still there, each with the first
+    words of its docstring."""
+    from typer.main import get_command
+
+    from qualify.cli import app
+
+    done = qualify_proc("--help")
+    assert done.returncode == 0, done.stderr
+    listed = dict(
+        line.split(maxsplit=1) for line in done.stdout.partition("Commands:")[2].splitlines() if line.strip()
+    )
+    commands = get_command(app).commands  # the group's
+    assert sorted(listed) == sorted(commands)
+    for name, command in commands.items():
+        assert command.help and listed[name].startswith(command.help.split()[0]), name
+
 
 # The console script's path (qualify.cli.main), then on stderr the libraries imported and the
 # pydantic models qualify's own modules define (the records' and the evidence's types).
