@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from qualify.core.ranges import ANY, NON_NEGATIVE, SECONDS, Range
-from qualify.core.runstore import read_json
 from qualify.core.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -141,6 +140,8 @@ class SavedCheck:
         return self.folder / role
 
     def measurement(self, role: str) -> dict[str, Any] | None:
+        from qualify.core.runstore import read_json  # the run store: not for a plan's declarations
+
         path = self.role_dir(role) / "measurement.json"
         return read_json(path) if path.is_file() else None
 

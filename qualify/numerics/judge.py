@@ -35,6 +35,13 @@ DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
 
 @dataclass(frozen=True)
 class Settings:
+    """What the judgement at one look reads: the plan's bootstrap parameters, taken from the
+    check's `NumericsParams` (`of`, which fills every field: none keeps a default of its own),
+    and what the look changes (`at_look`: its share of α as `confidence`, and the Cantelli
+    guard's confidence and stretch as planned across the looks). Not the parameters type
+    itself: a look's confidence is not the plan's, and the judge reads none of the other
+    parameters."""
+
     min_chunks: int
     resamples: int
     seed: int
