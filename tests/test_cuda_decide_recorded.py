@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from recorded_runs import assert_provenance, bench_tests, rejudged_copy
+from recorded_runs import Rejudge, assert_provenance, bench_tests, unpack
 from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -30,8 +30,8 @@ REVISION = "e49ade408a6a4ab2fa3ad79a05693792be59bccf"
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVE, tmp_path_factory.mktemp("recorded")))
 
 
 def test_the_set_names_the_revision_it_qualified(rejudged: Path) -> None:
