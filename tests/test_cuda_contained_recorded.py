@@ -20,7 +20,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from recorded_runs import bench_tests, rejudged_copy
+from recorded_runs import Rejudge, bench_tests, unpack
 from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -30,8 +30,8 @@ REVISION = "c620d712267b7bb94c0e0c037ac379f91a4bc49d"
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVE, tmp_path_factory.mktemp("recorded")))
 
 
 def test_the_run_was_contained_on_the_gpu_host(rejudged: Path) -> None:
