@@ -67,7 +67,8 @@ from pathlib import Path
 from qualify.checks.base import CANDIDATE, CheckKind, Param
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
-from qualify.distribution.params import CacheParams, InputsParams
+from qualify.core.placeholders import stray_brace
+from qualify.distribution.params import CacheParams, InputsParams, PinMoveParams
 from qualify.distribution.paths import PathProblem, preflight_path
 
 #: `closure` values: what of the arm the cache must hold.
@@ -130,6 +131,13 @@ def _cache_invalid(spec: CheckSpec) -> str | None:
         return f"compression {params.compression!r} is not one of {', '.join(COMPRESSIONS)}"
     if params.public_key is not None and not key_bytes(params.public_key, 32):
         return "public_key is not a nix public key (name:base64, from nix key convert-secret-to-public)"
+    return None
+
+
+def _pin_move_invalid(spec: CheckSpec) -> str | None:
+    run = PinMoveParams.of(spec).run
+    if run is not None and stray_brace(run):
+        return f"run {run!r} holds a brace that is no placeholder: write {{{{ or }}}} for a literal brace"
     return None
 
 
@@ -212,4 +220,5 @@ PIN_MOVE = CheckKind(
     ),
     default_roles=(CANDIDATE,),
     limits=(),
+    invalid=_pin_move_invalid,
 )

@@ -96,8 +96,9 @@ def test_the_signing_key_never_enters_a_record_a_log_or_the_cache(made: tuple[Pa
 def test_a_cache_a_host_cannot_trust_is_refused(
     made: tuple[Path, Path, int, str], nix_flakes: dict[str, str]
 ) -> None:
-    """A NAR corrupted in the cache, then a cache whose paths were copied there unsigned: nix
-    refuses each as the empty store substitutes, and the check FAILs saying which, never ERROR."""
+    """A NAR corrupted in the cache, a cache whose paths were copied there unsigned, and one
+    signed by a key the plan no longer trusts: nix refuses each as the empty store substitutes,
+    and the check FAILs saying which, never ERROR."""
     project, _, _, _ = made
     cache = outside(project, "dist") / "cache"
     nar = sorted(cache.glob("nar/*.nar.zst"))[0]
@@ -124,6 +125,16 @@ def test_a_cache_a_host_cannot_trust_is_refused(
     shutil.rmtree(cache)  # made again, signed, by the next run
     run_dir, _ = rerun(project, nix_flakes)
     assert result(run_dir, "cache")["verdict"] == "PASS"
+
+    # The key replaced by a new one: the cache's paths are still signed by the old key, which the
+    # new trust (its public half) does not cover.
+    key = outside(project, "dist") / "cache-key.sec"
+    kept = key.read_bytes()
+    new_key(key, "engine-cache-2")
+    run_dir, _ = rerun(project, nix_flakes)
+    rotated = result(run_dir, "cache")
+    assert rotated["verdict"] == "FAIL" and "lacks a valid signature by engine-cache-2" in rotated["reason"]
+    key.write_bytes(kept)
 
 
 def test_an_input_its_origin_lost_is_restored_from_the_mirror_else_named(
