@@ -102,7 +102,12 @@ def merged_hosts(*runs: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[i
 
 @pytest.mark.parametrize(
     "case",
-    ["qualified", "fails", "measured nothing", "limits loosened"],
+    [
+        pytest.param("qualified", marks=pytest.mark.slow),
+        pytest.param("fails", marks=pytest.mark.slow),
+        "measured nothing",
+        pytest.param("limits loosened", marks=pytest.mark.slow),
+    ],
 )
 def test_each_hosts_merged_verdict_is_what_rejudge_decides(
     project: Callable[..., Project], tmp_path: Path, case: str
@@ -155,6 +160,7 @@ def of_kind(run: Path, kind: str, everywhere: bool) -> None:
     reseal(run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("everywhere", [False, True], ids=["result of another kind", "kind unknown here"])
 def test_a_host_that_cannot_be_rejudged_is_shown_as_such(
     project: Callable[..., Project], tmp_path: Path, everywhere: bool
@@ -201,6 +207,7 @@ def two_runs(project: Callable[..., Project]) -> tuple[Project, Path, Path]:
     return p, older, newer
 
 
+@pytest.mark.slow
 def test_an_archive_of_several_runs_is_refused_unless_one_is_named(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -223,6 +230,7 @@ def test_an_archive_of_several_runs_is_refused_unless_one_is_named(
     assert code == 0 and hosts == {"box": "QUALIFIED"}
 
 
+@pytest.mark.slow
 def test_a_folder_of_several_runs_is_refused_unless_one_is_named(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
