@@ -367,6 +367,7 @@ def test_a_pull_request_changing_a_build_file_is_qualified() -> None:
 # -- the packed run ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_run_is_packed_without_following_its_links_and_merge_reads_it(tmp_path: Path) -> None:
     """Before: upload-artifact was given `runs/`, and follows links: `gcroots/<role>` leads into
     /nix/store, so whole engine builds went into the artifact. The step's script is run here on

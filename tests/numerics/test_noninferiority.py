@@ -39,7 +39,9 @@ def test_an_estimated_margin_lets_no_more_passes_through_than_its_level(chunks: 
     assert passed / SETS <= LIMIT, passed
 
 
-@pytest.mark.parametrize(("chunks", "noise"), [(32, 0.5), (100, 0.5), (32, 0.2)])
+@pytest.mark.parametrize(
+    ("chunks", "noise"), [(32, 0.5), pytest.param(100, 0.5, marks=pytest.mark.slow), (32, 0.2)]
+)
 def test_equal_builds_fail_no_more_often_than_the_level(chunks: int, noise: float) -> None:
     """Builds equal in truth, chunk KL lognormal σ 1.5 and the candidate's chunk pinned's times
     a lognormal noise: FAIL on the point estimate failed 26 % of these at 32 chunks (σ 0.5);
@@ -107,6 +109,7 @@ def in_looks(pinned: np.ndarray, candidate: np.ndarray, seed: int) -> tuple[str,
     return stop.outcome, stop.chunks
 
 
+@pytest.mark.slow
 def test_looks_on_the_margin_pass_no_more_often_than_one_look_would() -> None:
     """Three looks at 48, 96 and 192 chunks, stopping at the first that decides: the truth on
     the margin (multiplicative, heavy-tailed chunks) still passes at most 5 % of the time."""

@@ -239,6 +239,7 @@ def test_an_unchanged_plan_reruns_as_before(project: Callable[..., Project]) -> 
     assert "the plan the run was made with" in (run / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_run_set_reruns_its_recorded_plan_and_names_each_member_rerun_under_another(
     project: Callable[..., Project],
 ) -> None:

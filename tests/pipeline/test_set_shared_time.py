@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from conftest import Project, command_stage
 from typer.testing import CliRunner
 
@@ -73,6 +74,7 @@ def bench_check(model: dict[str, Any]) -> dict[str, Any]:
     return dict(check)
 
 
+@pytest.mark.slow
 def test_a_shared_bench_shows_the_time_of_the_set_s_measurement_and_with_whom(
     project: Callable[..., Project],
 ) -> None:

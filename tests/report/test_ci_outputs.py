@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import PY, Project, command_stage, qualify_proc
 from junitparser import Error, Failure, JUnitXml, Skipped
 
@@ -90,6 +91,7 @@ def test_no_annotations_for_a_passing_run(project: Callable[..., Project]) -> No
     assert list(error_commands(build_model(RunDir(run)))) == []
 
 
+@pytest.mark.slow
 def test_a_long_finding_is_cut_in_its_annotation(project: Callable[..., Project]) -> None:
     """Before, an annotation carried its finding whole: 7.7 kB of one command's output beside
     the pull request's files. Now at most MAX_MESSAGE characters, saying it was cut, how long it

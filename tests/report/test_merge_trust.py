@@ -118,7 +118,12 @@ def merged_hosts(*runs: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[i
 
 @pytest.mark.parametrize(
     "case",
-    ["qualified", "fails", "measured nothing", "limits loosened"],
+    [
+        pytest.param("qualified", marks=pytest.mark.slow),
+        pytest.param("fails", marks=pytest.mark.slow),
+        "measured nothing",
+        pytest.param("limits loosened", marks=pytest.mark.slow),
+    ],
 )
 def test_each_hosts_merged_verdict_is_what_rejudge_decides(
     project: Callable[..., Project], tmp_path: Path, case: str
@@ -171,6 +176,7 @@ def of_kind(run: Path, kind: str, everywhere: bool) -> None:
     sealed_elsewhere(run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("everywhere", [False, True], ids=["result of another kind", "kind unknown here"])
 def test_a_host_that_cannot_be_rejudged_is_shown_as_such(
     project: Callable[..., Project], tmp_path: Path, everywhere: bool
@@ -218,6 +224,7 @@ def two_runs(project: Callable[..., Project]) -> tuple[Project, Path, Path]:
     return p, older, newer
 
 
+@pytest.mark.slow
 def test_an_archive_of_several_runs_is_refused_unless_one_is_named(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -240,6 +247,7 @@ def test_an_archive_of_several_runs_is_refused_unless_one_is_named(
     assert code == 0 and hosts == {"box": "QUALIFIED"}
 
 
+@pytest.mark.slow
 def test_a_folder_of_several_runs_is_refused_unless_one_is_named(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
