@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qualify.cli.reading import _candidates
+from qualify.cli.runentries import _candidates
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
 from qualify.pipeline.record import RunRecord
