@@ -51,6 +51,7 @@ def metric_project(
     return p
 
 
+@pytest.mark.slow
 def test_a_metric_gate_flips_where_the_metric_crosses_its_limit(project: Callable[..., Project]) -> None:
     """s0..s3 measure 100, 97, 94, 91 (within min_speed 90), s4..s6 88, 85, 82 (beyond): the flip
     is s4, every probe keeps its figure, and bisect.md shows it per step with the flip marked."""

@@ -123,6 +123,7 @@ def test_a_shared_bench_shows_the_time_of_the_set_s_measurement_and_with_whom(
             assert check["duration"].startswith(f"{joint['duration_s']:.1f} s, shared with 2 members")
 
 
+@pytest.mark.slow
 def test_junit_gives_a_shared_bench_the_time_of_the_set_s_measurement(
     project: Callable[..., Project],
 ) -> None:
