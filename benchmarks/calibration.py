@@ -87,7 +87,7 @@ from qualify.numerics.bootstrap import BootstrapBound, RatioOfSums, Side, bca_bo
 from qualify.numerics.bounds import cantelli_guarded, mean_bound, with_exact
 from qualify.numerics.judge import DEFAULT_NI_MARGIN, Settings, noninferiority_delta
 from qualify.numerics.kind import KIND
-from qualify.numerics.looks import planned_looks, sequential
+from qualify.numerics.looks import GuardPlan, guard_plan, planned_looks, sequential
 from qualify.numerics.noninferiority import MeanBound, decide, margin_tests
 from qualify.soak.check import _unbounded
 from qualify.soak.trend import LEAK, MEMORY_RULES, judge_series, trend
@@ -615,6 +615,70 @@ def numerics_looks(runs: int, resamples: int = 2000) -> list[Cell]:
     return cells
 
 
+LARGE = planned_looks(MIN_CHUNKS, 4, 12 * MIN_CHUNKS)  # 48, 96, 192, 576
+LARGE_MODELS = ("near-normal", "near-normal, AR(1) 0.8", "right tail", "multiplicative")
+
+
+def large_looks(
+    pinned: np.ndarray, candidate: np.ndarray, seed: int, resamples: int, guard: GuardPlan
+) -> tuple[str, int, int]:
+    """(verdict, look, chunks scored) of non-inferiority judged in the large corpus's looks with
+    the guard planned as `guard` says, the BCa bounds at each look's share of α as the stage's."""
+    sizes = np.full(len(pinned), 512.0)
+    d = (candidate - (1 + DEFAULT_NI_MARGIN) * pinned) * 512
+
+    def at(n: int, confidence: float) -> str:
+        guard_confidence, stretch = guard.at(n)
+        tests = margin_tests(
+            {"margin": ("", d[:n])}, sizes[:n], confidence=confidence, n_resamples=resamples, seed=seed,
+            guard_confidence=guard_confidence, stretch=stretch,
+        )  # fmt: skip
+        return decide(tests)
+
+    stop = sequential(LARGE, len(d), 1 - ALPHA, at, lambda verdict: verdict != "INCONCLUSIVE")
+    return stop.outcome, stop.look, stop.chunks
+
+
+def numerics_large(runs: int, resamples: int = 2000) -> list[Cell]:
+    """A corpus of 576 chunks judged in looks at 48, 96, 192 and 576: the guard as the plan
+    chooses it (`guard_plan`: "first apart", 1 − α/5 at the first look, 1 − 4α/5 stretched by
+    √(576/n) at the others) against the stretched guard (1 − α, √(576/n)) and the split one
+    (1 − α/4 at every look), on the same data sets: wrong PASS and FAIL with the truth on the
+    margin and for equal builds, how often equal builds PASS and at the first look, and the chunks
+    scored."""
+    cells: list[Cell] = []
+    plans = {
+        "planned": guard_plan(LARGE, 1 - ALPHA),
+        "stretched": GuardPlan("stretched", 1 - ALPHA, LARGE),
+        "split": GuardPlan("split", 1 - ALPHA, LARGE),
+    }
+    rng = np.random.default_rng(20261206)
+    for model in LARGE_MODELS:
+        for excess, what in (
+            (DEFAULT_NI_MARGIN, "truth on the margin: PASS"),
+            (0.0, "candidate = pinned: FAIL"),
+        ):
+            data = [ni_chunks(rng, model, LARGE[-1], excess) for _ in range(runs)]
+            for name, guard in plans.items():
+                outcomes = [large_looks(*data[k], k, resamples, guard) for k in range(runs)]
+                verdicts = [v for v, _, _ in outcomes]
+                label = f"looks {'/'.join(map(str, LARGE))}, {guard.shape} guard, {model}, {what}"
+                wrong = "PASS" if excess == DEFAULT_NI_MARGIN else "FAIL"
+                gate = "numerics large corpus" if name == "planned" else f"numerics large corpus, {name}"
+                cells.append(Cell(gate, label, verdicts.count(wrong) / runs, ALPHA, runs))
+                if excess == 0.0:
+                    first = sum(v == "PASS" and look == 1 for v, look, _ in outcomes) / runs
+                    cells.append(
+                        info(gate + " power", "  candidate = pinned: PASS", verdicts.count("PASS") / runs)
+                    )
+                    cells.append(info(gate + " power", "  ... PASS at the first look (48)", first))
+                chunks = float(np.mean([n for _, _, n in outcomes]))
+                cells.append(
+                    info(gate + " chunks", "  chunks scored per decision (mean)", chunks, count=True)
+                )
+    return cells
+
+
 def student_bound(
     statistic: RatioOfSums, n_units: int, *, side: Side, confidence: float, **_: object
 ) -> BootstrapBound:
@@ -826,6 +890,7 @@ SECTIONS: dict[str, Callable[[int], list[Cell]]] = {
     "not-slower": not_slower,
     "numerics": numerics,
     "numerics-looks": numerics_looks,
+    "numerics-large": numerics_large,
     "numerics-bounds": numerics_bounds,
     "soak": soak,
     "soak-bound": soak_bound,

@@ -4,8 +4,9 @@ run folder read-only through bubblewrap, the command in its own PID namespace as
 with no privilege), in interleaved rounds.
 
 It prints the mean wall time of one command in each way, and the difference: the price of a
-cgroup made and removed, of the namespaces and of dropping the privileges per command. The figures are this machine's,
-printed, never judged; which containment the host gave is printed first.
+cgroup made and removed, of the namespaces and of dropping the privileges per command. The
+figures are this machine's, printed, never judged; which containment the host gave is printed
+first.
 
     python benchmarks/containment.py [--commands 200] [--rounds 5]
 """

@@ -10,6 +10,9 @@ Off a terminal nothing is wrapped at a width and no line is padded (`open_consol
 each line whole and a run id or a path stays copyable. Text from outside (engine output, test
 names, reasons quoting them) goes through `plain` first: control sequences cannot move a
 terminal's cursor or retitle it, and no line can begin a CI workflow command.
+
+rich is imported where it is used, never when this module is: `qualify --version` and `--help`
+import this module and print nothing through rich.
 """
 
 from __future__ import annotations
@@ -25,14 +28,11 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import IO, TYPE_CHECKING, TextIO, cast
 
-from rich.console import Console, Group, RenderableType
-from rich.markup import escape
-from rich.text import Text
-
 from qualify.core.plaintext import clean
 from qualify.pipeline.events import Events
 
 if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
     from rich.live import Live
     from rich.spinner import Spinner
 
@@ -62,6 +62,8 @@ STYLE = {
 
 
 def badge(value: str) -> str:
+    from rich.markup import escape
+
     return f"[{STYLE.get(value, 'white')}]{escape(value)}[/]"
 
 
@@ -80,6 +82,8 @@ def plain(text: str) -> str:
 
 def safe(text: str) -> str:
     """Outside text for rich's markup: made `plain`, then its brackets escaped."""
+    from rich.markup import escape
+
     return escape(plain(text))
 
 
@@ -150,6 +154,8 @@ def open_console(*, stderr: bool = False) -> Console:
     """The console a command prints with: rich's own on a terminal; off one (a CI log, a pipe, a
     file) one that never wraps at a width, never pads a line, never colours and never draws a
     live display (even where FORCE_COLOR asks rich to act as if on a terminal)."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
         return Console(stderr=stderr)
@@ -244,7 +250,9 @@ class LiveView:
         self._safely(self._stop)
 
     def render(self) -> RenderableType:
+        from rich.console import Group
         from rich.spinner import Spinner
+        from rich.text import Text
 
         now = time.monotonic()
         head = Text(" › ".join(p for p in (self.stage, self.check) if p), style="bold")
@@ -267,6 +275,8 @@ class LiveView:
         try:
             return self.render()
         except Exception:
+            from rich.text import Text
+
             self._fail()
             return Text("")
 

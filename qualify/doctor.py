@@ -27,6 +27,7 @@ from qualify.core.process import capture
 from qualify.core.recordredaction import redact_ref
 from qualify.core.redaction import hides, redact_known
 from qualify.core.secretsources import remember_named
+from qualify.distribution.hostcache import cache_round_trip
 from qualify.pipeline.plan import Plan, load_plan
 
 #: What enables the nix commands a run uses, in every nix a run may meet (Nix 2.8 on, Lix).
@@ -146,6 +147,16 @@ def machine(env: Mapping[str, str] | None = None) -> list[Probe]:
     )
     ok, detail = _compact_memory()
     out.append(Probe("compact_memory", ok, detail, "soak: memory pressure", fix="run as root"))
+    ok, detail = cache_round_trip(env)
+    out.append(
+        Probe(
+            "binary caches",
+            ok,
+            detail,
+            "distribution: the sources' mirror, the signed cache",
+            fix='a nix with `nix copy`, `nix key` and zstd (Nix 2.8 or later); or compression = "xz"',
+        )
+    )
     return out
 
 
@@ -221,7 +232,27 @@ def project_probes(project: Path) -> list[Probe]:
             out += list(_flake_probes(config, _nix_env(project)))
     out += list(_data_files(config, plan))
     out += list(_numerics_disk(config, plan))
+    out += list(_host_needs(config, plan))
     return out
+
+
+def _host_needs(config: ProjectConfig, plan: Plan) -> Iterator[Probe]:
+    """What each check needs of this host before a run starts (a signing key, a folder it
+    writes: its kind's `preflight`), as `qualify run` will ask it."""
+    from qualify.checks.registry import kind_named
+
+    for stage in plan.stages:
+        for check in stage.checks:
+            problem = kind_named(check.kind, check.name).preflight(check, config)
+            if problem is not None:
+                yield Probe(
+                    f"{stage.name}/{check.name}",
+                    False,
+                    problem,
+                    "running the check",
+                    required=True,
+                    fix=f"see {stage.file}",
+                )
 
 
 def _problem(what: str, exc: Exception, needed_for: str) -> Probe:

@@ -18,6 +18,7 @@ from qualify.build import kind as build
 from qualify.checks import command, registry, tests
 from qualify.checks.base import CheckKind, EvidenceTypes, Judge, Measure, MemberView
 from qualify.compile import kind as compile_
+from qualify.distribution import kind as distribution
 from qualify.numerics import kind as numerics
 from qualify.serving import kind as serving
 from qualify.soak import kind as soak
@@ -30,8 +31,8 @@ def _build() -> tuple[Measure, Judge]:
 
 
 def _build_evidence() -> EvidenceTypes:
-    from qualify.build.evidence import BuildMeasurement
     from qualify.checks.buildfacts import BuildFacts
+    from qualify.checks.buildrecord import BuildMeasurement
 
     return EvidenceTypes(BuildMeasurement, BuildFacts)
 
@@ -124,6 +125,42 @@ def _bench() -> tuple[Measure, Judge]:
     return measure, judge
 
 
+def _flake_inputs() -> tuple[Measure, Judge]:
+    from qualify.distribution.inputs import judge, measure
+
+    return measure, judge
+
+
+def _flake_inputs_evidence() -> EvidenceTypes:
+    from qualify.distribution.evidence import InputsFacts, InputsMeasurement
+
+    return EvidenceTypes(InputsMeasurement, InputsFacts)
+
+
+def _binary_cache() -> tuple[Measure, Judge]:
+    from qualify.distribution.cache import judge, measure
+
+    return measure, judge
+
+
+def _binary_cache_evidence() -> EvidenceTypes:
+    from qualify.distribution.evidence import CacheFacts, CacheMeasurement
+
+    return EvidenceTypes(CacheMeasurement, CacheFacts)
+
+
+def _pin_move() -> tuple[Measure, Judge]:
+    from qualify.distribution.pinmove import judge, measure
+
+    return measure, judge
+
+
+def _pin_move_evidence() -> EvidenceTypes:
+    from qualify.distribution.evidence import PinMoveFacts, PinMoveMeasurement
+
+    return EvidenceTypes(PinMoveMeasurement, PinMoveFacts)
+
+
 def _role_members() -> MemberView:
     from qualify.checks.roleview import role_view
 
@@ -157,6 +194,9 @@ KINDS: tuple[CheckKind, ...] = (
     serving.KIND.implemented_by(_serving, _serving_members, _serving_evidence),
     soak.KIND.implemented_by(_soak, _role_members, _soak_evidence),
     bench.KIND.implemented_by(_bench, _bench_members, _bench_evidence),
+    distribution.INPUTS.implemented_by(_flake_inputs, evidence=_flake_inputs_evidence),
+    distribution.CACHE.implemented_by(_binary_cache, evidence=_binary_cache_evidence),
+    distribution.PIN_MOVE.implemented_by(_pin_move, evidence=_pin_move_evidence),
 )
 
 

@@ -61,8 +61,10 @@ engine_args = []
 #: What a project's .gitignore needs for qualify: the runs are written inside the project, and a
 #: tracked tree with them in it would make every build "dirty" (uncommitted changes). The links
 #: `nix build` leaves (`result`, `result-dev`, ...) lead into this machine's nix store: committed,
-#: they lead nowhere on another; left untracked, every run's report lists them.
-IGNORED = ("runs/", "result", "result-*")
+#: they lead nowhere on another; left untracked, every run's report lists them. `.qualify/` holds
+#: the distribution stage's cache, sources' mirror and signing key (the default plan's paths):
+#: a secret key must never be committed.
+IGNORED = ("runs/", "result", "result-*", ".qualify/")
 
 
 #: The default plan's stage file holding the kernel check `init` fits to the engine.
@@ -192,7 +194,10 @@ def ignore_runs(gitignore: Path) -> bool:
     if not missing:
         return False
     lead = "" if not text or text.endswith("\n") else "\n"
-    block = "# qualify's runs (reports, logs, measurements) and nix build's links: not sources\n"
+    block = (
+        "# qualify's runs (reports, logs, measurements), nix build's links, and the distribution\n"
+        "# stage's cache and signing key: not sources\n"
+    )
     gitignore.write_text(text + lead + block + "\n".join(missing) + "\n", encoding="utf-8")
     return True
 
@@ -212,6 +217,14 @@ def next_steps(directory: Path) -> list[str]:
     for stage in sorted((directory / "stages").glob("*.toml")):
         if SKELETON in stage.read_text(encoding="utf-8"):
             steps.append(f"edit {stage}: its run line names {SKELETON}…, the engine's own program to run")
+    key = directory / ".qualify" / "cache-key.sec"
+    if not key.is_file():
+        # The default plan's distribution stage signs its binary cache with it (docs/distribution.md).
+        name = re.sub(r"[^A-Za-z0-9-]", "-", directory.resolve().name) or "engine"
+        steps.append(
+            f"mkdir -p {key.parent} && nix key generate-secret --key-name {name}-cache-1 > {key}"
+            "    # the binary cache's signing key (stages/70-distribution.toml)"
+        )
     steps += [
         f"qualify doctor{where}    # nix with flakes, the flake, the arms, the data files, the GPU",
         f"qualify plan{where}      # the stages and checks as they will run",

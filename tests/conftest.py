@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from recorded_runs import Rejudge, rejudge
 
 from qualify import kinds
 
@@ -123,6 +124,14 @@ def nix_flakes() -> dict[str, str]:
     if shutil.which("nix") is None:
         pytest.skip("nix is not installed")
     return {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+
+
+@pytest.fixture(scope="session")
+def rejudge_recorded() -> Rejudge:
+    """`qualify report --rejudge` on one of the examples' recorded runs (tests/recorded_runs.py):
+    tens of seconds to minutes each on 2 cores, so a test using it is marked slow
+    (tests/tiers.py)."""
+    return rejudge
 
 
 @pytest.fixture(scope="module")

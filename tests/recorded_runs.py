@@ -1,5 +1,9 @@
 """Recorded run folders: unpacked from their archives, re-decided with their example's plan as
-`qualify report --rejudge` does."""
+`qualify report --rejudge` does.
+
+Re-deciding one of the examples' recorded runs takes from tens of seconds to minutes on 2 cores
+(its numerics are bootstrapped again, its kernels compared again): a test does it through the
+`rejudge_recorded` fixture (tests/conftest.py), which tests/tiers.py marks slow."""
 
 from __future__ import annotations
 
@@ -8,18 +12,27 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
-def rejudge(example: Path, run: Path) -> None:
-    """`qualify report -C EXAMPLE --rejudge RUN` in a process of its own; it must succeed."""
+class Rejudge(Protocol):
+    """What the `rejudge_recorded` fixture gives: `rejudge` below."""
+
+    def __call__(self, example: Path, run: Path, env: dict[str, str] | None = None) -> Path: ...
+
+
+def rejudge(example: Path, run: Path, env: dict[str, str] | None = None) -> Path:
+    """`qualify report -C EXAMPLE --rejudge RUN` in a process of its own (in `env` where given);
+    it must succeed. Returns RUN."""
     proc = subprocess.run(
         [sys.executable, "-m", "qualify", "report", "-C", str(example), "--rejudge", str(run)],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return run
 
 
 def unpack(archive: Path, where: Path) -> Path:
@@ -40,13 +53,6 @@ def check_result(run: Path, member: str, stage: str, check: str) -> dict[str, An
     """One check's saved result.json in a member of a recorded run set."""
     saved: dict[str, Any] = json.loads((run / member / stage / check / "result.json").read_text())
     return saved
-
-
-def rejudged_copy(example: Path, archive: Path, where: Path) -> Path:
-    """A recorded run set unpacked under `where` and re-decided with EXAMPLE's plan."""
-    run = unpack(archive, where)
-    rejudge(example, run)
-    return run
 
 
 def assert_provenance(run: Path, revision: str, profile: str) -> None:

@@ -81,7 +81,7 @@ def test_plan_shows_not_configured_stages(project: Callable[..., Project]) -> No
     p.stage("30-numerics.toml", command_stage("numerics", "true"))
     result = runner.invoke(app, ["plan", "--project", str(p.root)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for name in ("build", "compile", "serving", "soak", "bench"):
+    for name in ("build", "compile", "serving", "soak", "bench", "distribution"):
         assert re.search(rf"{name}\s.*NOT CONFIGURED", result.output), name
     assert "numerics-check" in result.output
 
@@ -117,6 +117,7 @@ def test_runs_show_and_report(project: Callable[..., Project]) -> None:
         "serving",
         "soak",
         "bench",
+        "distribution",
     ]
 
 

@@ -183,9 +183,12 @@ def test_init_ignores_runs_and_says_what_comes_next(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (project / ".gitignore").read_text().splitlines()[0] == "build/"
     assert "runs/" in (project / ".gitignore").read_text().splitlines()
+    # The distribution stage's cache and signing key (the default plan's): never committed.
+    assert ".qualify/" in (project / ".gitignore").read_text().splitlines()
     assert "next:" in done.stdout
     for step in (
         "flake.nix",
+        f"nix key generate-secret --key-name engine-cache-1 > {project / '.qualify' / 'cache-key.sec'}",
         f"qualify doctor -C {project}",
         f"qualify plan -C {project}",
         "git",

@@ -16,12 +16,13 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from recorded_runs import rejudge, unpack
+from recorded_runs import Rejudge, unpack
 
 from qualify.bisect.answers import Answer, Finding
 from qualify.bisect.drive import drive
@@ -71,12 +72,26 @@ FIRST_FAILS = {
 }
 
 
+@pytest.fixture(scope="module")
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Each archive unpacked, and every step's run in it re-judged, once for the module: the
+    series is read by the search's test and by the chart's."""
+    done: dict[str, Path] = {}
+
+    def folder(name: str) -> Path:
+        if name not in done:
+            done[name] = unpack(ARCHIVES[name], tmp_path_factory.mktemp(name))
+            for run in runs(done[name]):
+                rejudge_recorded(PROJECT, run)
+        return done[name]
+
+    return folder
+
+
 @pytest.fixture(scope="module", params=sorted(ARCHIVES))
-def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = unpack(ARCHIVES[request.param], tmp_path_factory.mktemp(request.param))
+def recorded(request: pytest.FixtureRequest, rejudged: Callable[[str], Path]) -> Path:
+    folder = rejudged(request.param)
     assert state(folder)["mode"] == request.param
-    for run in runs(folder):
-        rejudge(PROJECT, run)
     return folder
 
 
@@ -177,11 +192,8 @@ def test_the_figures_at_the_flip_are_cuobjdumps(step: str, tmp_path: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def series(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = unpack(ARCHIVES["series"], tmp_path_factory.mktemp("every-step"))
-    for run in runs(folder):
-        rejudge(PROJECT, run)
-    return folder
+def series(rejudged: Callable[[str], Path]) -> Path:
+    return rejudged("series")
 
 
 def test_every_release_measured_gives_the_series_chart(series: Path) -> None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from recorded_runs import assert_provenance, bench_tests, rejudged_copy
+from recorded_runs import Rejudge, assert_provenance, bench_tests, unpack
 from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -28,8 +30,8 @@ REVISION = "e49ade408a6a4ab2fa3ad79a05693792be59bccf"
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVE, tmp_path_factory.mktemp("recorded")))
 
 
 def test_the_set_names_the_revision_it_qualified(rejudged: Path) -> None:
@@ -108,3 +110,26 @@ def test_the_machine_state_does_not_explain_the_pp_noise(rejudged: Path) -> None
     assert len(fast) > 80 and len(slow) > 30
     assert statistics.median(fast) / statistics.median(slow) > 1.25
     assert statistics.median(spreads) < 0.03
+
+
+def test_the_speed_is_the_process_s_own_and_the_process_cannot_be_the_unit(rejudged: Path) -> None:
+    """examples/llama-cpp-cuda/process_units.py on this set (README, "The process as the unit"):
+    a process lands in its speed independently of the one that ran seconds before it, so pairing
+    neighbouring processes cannot cancel the state; and drawing processes from the recorded
+    mixture through the bench's own judge, an A/A's pp2048 seldom passes at ±3 % even with 96
+    short processes a role (8 minutes of four roles), while a candidate slower by exactly the
+    margin passes no more often than the level allows."""
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        import process_units as pu
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    bench = pu.bench_dir(rejudged)
+    processes, fast, same, _switched = pu.speed_states(bench)
+    assert processes == 144 and 0.55 < fast < 0.8
+    independent = fast**2 + (1 - fast) ** 2
+    assert abs(same - independent) < 0.08, (same, independent)
+    logs = pu.process_logs(bench)
+    passes, caught, at_margin = pu.shares(logs, 96, np.random.default_rng(pu.SEED), runs=60)
+    assert passes < 0.4 and caught < 0.5, (passes, caught)
+    assert at_margin <= 0.05

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from recorded_runs import assert_provenance, bench_tests, rejudged_copy
+from recorded_runs import Rejudge, assert_provenance, bench_tests, unpack
 from recorded_runs import check_result as result
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
@@ -26,8 +26,8 @@ REVISION = "7cca46d6669019c7f2a8f7cf06d1f77e2964ec02"
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVE, tmp_path_factory.mktemp("recorded")))
 
 
 def test_the_set_names_its_revision_and_profile(rejudged: Path) -> None:

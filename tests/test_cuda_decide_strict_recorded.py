@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from recorded_runs import assert_provenance, bench_tests, rejudged_copy
+from recorded_runs import Rejudge, assert_provenance, bench_tests, unpack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261203-092533-cuda135.tar.xz"
@@ -26,8 +26,8 @@ REVISION = "02f47980b48e1443bbfc7e6561d2a84f70932aad"
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVE, tmp_path_factory.mktemp("recorded")))
 
 
 def test_the_set_names_its_revision_and_profile(rejudged: Path) -> None:

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 from junitparser import JUnitXml
-from recorded_runs import rejudged_copy
+from recorded_runs import Rejudge, unpack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rejudged_copy(EXAMPLE, ARCHIVE, tmp_path_factory.mktemp("recorded"))
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVE, tmp_path_factory.mktemp("recorded")))
 
 
 def report(run: Path) -> dict:
@@ -66,10 +66,12 @@ def test_every_stage_keeps_its_verdict(rejudged: Path) -> None:
         "serving": "WARN",  # a tool-calling case the model fails in both builds
         "soak": "PASS",
         "bench": "INCONCLUSIVE",  # pp512 too noisy for ±3 % in 12 pairs
+        "distribution": "NOT CONFIGURED",  # recorded before the default order had the stage
     }
     assert data["verdict"] == "NOT QUALIFIED"
     suites = {s.name: s for s in JUnitXml.fromfile(str(rejudged / "junit.xml"))}
-    assert set(suites) == {"qualify", "build", "compile", "numerics", "serving", "soak", "bench"}
+    stages = {"build", "compile", "numerics", "serving", "soak", "bench", "distribution"}
+    assert set(suites) == {"qualify", *stages}
     [verdict] = list(suites["qualify"])  # the run's verdict, a case of its own: it did not qualify
     assert not verdict.is_passed and verdict.result[0].type == "NOT QUALIFIED"
 

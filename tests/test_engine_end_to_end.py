@@ -52,7 +52,7 @@ pytestmark = [
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "c-kernels"
 SOURCES = ("src", "build.sh", "flake.nix", ".gitignore")
-NOTE = "serving, soak not applicable: the engine has no server"
+NOTE = "serving, soak not applicable: the engine has no server; distribution not applicable: nothing of it is published: each host builds it from its sources"
 LINE = f"QUALIFIED — {NOTE}"
 
 

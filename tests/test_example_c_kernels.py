@@ -206,8 +206,8 @@ def test_plan_loads(project: Path) -> None:
 def test_run_with_controls_decides_every_stage_of_the_plan(project: Path, tmp_path: Path) -> None:
     """`qualify run --candidate clang19` with the project's controls: clang19 passes (or WARNs)
     each stage of the plan, pinned against itself passes every stage, and the bench catches the
-    -O0 build; serving and soak are declared not applicable (no server), so the set qualifies
-    and says so in its first line."""
+    -O0 build; serving and soak are declared not applicable (no server), and so is distribution
+    (nothing published), so the set qualifies and says so in its first line."""
     runs = tmp_path / "runs"
     done = subprocess.run(
         [
@@ -237,7 +237,10 @@ def test_run_with_controls_decides_every_stage_of_the_plan(project: Path, tmp_pa
     assert saved["controls_behaved"] is True
     assert done.returncode == 0, out[-3000:]
     line = json.loads((run_dir / "report.json").read_text())["verdict_line"]
-    assert line == "QUALIFIED — serving, soak not applicable: the engine has no server", line
+    assert line == (
+        "QUALIFIED — serving, soak not applicable: the engine has no server; "
+        "distribution not applicable: nothing of it is published: each host builds it from its sources"
+    ), line
     # The stages measured what they say: every kernel read and every test case run, per role.
     compile_dir = run_dir / "clang19" / "20-compile"
     kernels = json.loads((compile_dir / "kernel-resources" / "result.json").read_text())

@@ -31,7 +31,7 @@ from nixflakes import have_nix, nix_env
 from qualify.checks.base import SavedCheck
 from qualify.checks.registry import kind_named
 from qualify.compile.enginedetect import detect, guess_patterns
-from qualify.compile.kind import DEFAULT_PATTERNS
+from qualify.compile.params import DEFAULT_PATTERNS
 from qualify.compile.scan import scan
 from qualify.core.groups import KILL_GRACE_S
 from qualify.pipeline.plan import load_plan

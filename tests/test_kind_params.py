@@ -1,11 +1,13 @@
-"""Every kind's parameters type holds what the kind declares: the same names in the same order,
-each of the declared type and default, so that `measure` and `judge` read by attribute what
-`qualify plan` checked and shows; and a saved parameter of the wrong type is refused naming the
-file and the key."""
+"""Every kind's parameters are declared once, as the fields of its parameters type, and the
+kind's `Param`s are derived from them: the same names in the same order, each of the field's
+type and default, so that `measure` and `judge` read by attribute what `qualify plan` checked
+and shows; a field that is no parameter is refused where the type is declared; and a saved
+parameter of the wrong type is refused naming the file and the key."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -13,6 +15,7 @@ import pytest
 
 from qualify.bench.params import BenchParams
 from qualify.build.params import BuildParams
+from qualify.checks import kindparams
 from qualify.checks.base import CheckKind, Param
 from qualify.checks.commandparams import CommandParams
 from qualify.checks.kindparams import KindParams
@@ -20,6 +23,7 @@ from qualify.checks.testsparams import TestsParams
 from qualify.compile.params import CompileParams
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
+from qualify.distribution.params import CacheParams, InputsParams, PinMoveParams
 from qualify.kinds import KINDS
 from qualify.numerics.params import NumericsParams
 from qualify.serving.params import ServingParams
@@ -34,6 +38,9 @@ TYPES: dict[str, type[KindParams]] = {
     "openai-suite": ServingParams,
     "soak": SoakParams,
     "bench": BenchParams,
+    "flake-inputs": InputsParams,
+    "binary-cache": CacheParams,
+    "pin-move": PinMoveParams,
 }
 #: The field type of each parameter type.
 FIELD_TYPES: dict[str, Any] = {
@@ -78,6 +85,42 @@ def test_every_kind_reads_its_parameters_through_a_type_of_the_declared_ones(kin
 
 def test_every_kind_has_a_parameters_type() -> None:
     assert set(TYPES) == {k.name for k in KINDS}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_every_kind_declares_its_parameters_through_its_type(kind: CheckKind) -> None:
+    assert kind.params == TYPES[kind.name].declared()
+
+
+def test_a_declaration_shows_a_list_as_a_plan_writes_it_and_a_table_fresh() -> None:
+    @dataclass(frozen=True)
+    class Declared(KindParams):
+        run: str = kindparams.param(help="r")
+        globs: tuple[str, ...] = kindparams.param(("*",), help="g")
+        body: dict[str, Any] = kindparams.param(factory=dict, help="b")
+        level: float | None = kindparams.param(None, help="l", only_when=("run", "x"))
+
+    run, globs, body, level = Declared.declared()
+    assert (run.type, run.required, run.default) == ("string", True, None)
+    assert (globs.type, globs.default) == ("strings", ["*"])
+    assert (body.type, body.default) == ("table", {})
+    assert (level.type, level.default, level.only_when) == ("number", None, ("run", "x"))
+
+
+def test_a_field_that_is_no_parameter_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Undeclared(KindParams):
+        run: str = "x"
+
+    with pytest.raises(TypeError, match=r"Undeclared\.run is not declared with param"):
+        Undeclared.declared()
+
+    @dataclass(frozen=True)
+    class Untyped(KindParams):
+        when: list[int] = kindparams.param(factory=list, help="w")
+
+    with pytest.raises(TypeError, match="no parameter is of type"):
+        Untyped.declared()
 
 
 def _spec(kind: str, **params: Any) -> CheckSpec:

@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "qualify"
 
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 
 #: Layer of each top-level part of the package; an import may only point to a lower layer or
 #: within its own part. Parts of one layer are independent of each other.

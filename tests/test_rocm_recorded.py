@@ -17,16 +17,16 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from recorded_runs import rejudged_copy
+from recorded_runs import Rejudge, unpack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-rocm"
 ARCHIVES = sorted((EXAMPLE / "recorded").glob("*-rocm72.tar.xz"))
 
 
 @pytest.fixture(scope="module")
-def rejudged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def rejudged(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert ARCHIVES, "examples/llama-cpp-rocm/recorded/ holds no run"
-    return rejudged_copy(EXAMPLE, ARCHIVES[-1], tmp_path_factory.mktemp("recorded"))
+    return rejudge_recorded(EXAMPLE, unpack(ARCHIVES[-1], tmp_path_factory.mktemp("recorded")))
 
 
 def report(run: Path) -> dict[str, Any]:

@@ -47,7 +47,15 @@ def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> No
     )
     assert plan.returncode == 0, plan.stderr
     assert "operator-tests" in plan.stdout
-    for stage in ("10-build", "20-compile", "30-numerics", "40-serving", "50-soak", "60-bench"):
+    for stage in (
+        "10-build",
+        "20-compile",
+        "30-numerics",
+        "40-serving",
+        "50-soak",
+        "60-bench",
+        "70-distribution",
+    ):
         assert stage in plan.stdout, stage  # the default plan configures every stage
     # The installed qualify runs a plan and renders the report with its own templates.
     project = tmp_path / "proj"

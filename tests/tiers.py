@@ -51,6 +51,9 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "rocm_run": ("nix",),
     # A nix remote builder on loopback.
     "remote_builder": ("nix",),
+    # One of the examples' recorded runs re-decided by `qualify report --rejudge`: from tens of
+    # seconds (the CUDA quick run) to minutes (a run set, the bisects' every step) each.
+    "rejudge_recorded": ("slow",),
     # Real nix with flakes enabled, for a test that runs it (tests/conftest.py).
     "nix_flakes": ("nix",),
 }

@@ -48,3 +48,14 @@ if [ -f "$corpus" ]; then
 else
   with_gemma "$here/make_corpus.py" "$store" "$corpus"
 fi
+
+# The distribution stage's signing key (stages/70-distribution.toml), never committed: .qualify/
+# is ignored by git. Its public half is what a host that substitutes from the cache trusts.
+key="$here/.qualify/cache-key.sec"
+if [ -f "$key" ]; then
+  echo "cache key: $key"
+else
+  mkdir -p "$here/.qualify"
+  (umask 077 && nix key generate-secret --key-name llama-cpp-example-cache-1 > "$key")
+  echo "cache key: $key (public: $(nix key convert-secret-to-public < "$key"))"
+fi

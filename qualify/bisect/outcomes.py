@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from qualify.bisect.stepevidence import StepEvidence
+if TYPE_CHECKING:
+    # Only named in a field's type: `qualify bisect --help` reads DEFAULT_RETRIES from here
+    # without the evidence models (pydantic).
+    from qualify.bisect.stepevidence import StepEvidence
 
 
 class Outcome(StrEnum):

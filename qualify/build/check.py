@@ -16,15 +16,7 @@ import pandas as pd
 
 from qualify.build import builders, flakeinputs, nix, toolchain
 from qualify.build.closure import diff_summary, store_name
-from qualify.build.evidence import (
-    BuildMeasurement,
-    BuildPlan,
-    DerivationBuilt,
-    FailedDerivation,
-    InputsUsed,
-    InputUsed,
-    RolePlan,
-)
+from qualify.build.evidence import BuildPlan, InputsUsed, InputUsed, RolePlan
 from qualify.build.internaljson import BuildLog
 from qualify.build.params import BuildParams
 from qualify.build.tables import (
@@ -46,6 +38,7 @@ from qualify.checks.buildfacts import (
     SourceProblem,
     read_source,
 )
+from qualify.checks.buildrecord import BuildMeasurement, DerivationBuilt, FailedDerivation
 from qualify.checks.findings import headline, worst
 from qualify.checks.runoptions import RunOptions
 from qualify.core.context import CheckContext

@@ -22,38 +22,13 @@ declaration or by a probe package, and may stay "unknown".
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Param
-from qualify.core.ranges import NON_NEGATIVE
+from qualify.build.params import BuildParams
+from qualify.checks.base import CheckKind
 
 KIND = CheckKind(
     name="nix-build",
     summary="build every role's arm through nix from one locked revision; closures and toolchains",
-    params=(
-        Param("toolchain", "table", None, help="component -> regex with a (?P<version>) group"),
-        Param("single_version", "strings", None, help="components an arm may hold in one version"),
-        Param(
-            "max_jobs",
-            "integer",
-            None,
-            help="nix --max-jobs, the same for every arm",
-            allowed=NON_NEGATIVE,
-        ),
-        Param(
-            "cores",
-            "integer",
-            None,
-            help="nix --cores, the same for every arm (0: every core)",
-            allowed=NON_NEGATIVE,
-        ),
-        Param(
-            "builders",
-            "string",
-            None,
-            help="nix's builders setting (remote builders; max_jobs = 0 builds on them alone)",
-        ),
-        Param("builders_use_substitutes", "boolean", None, help="let remote builders substitute"),
-        Param("system", "string", None, help="the system for input probes (default: this host's)"),
-    ),
+    params=BuildParams.declared(),
     verdict_rules=(
         "FAIL if the candidate fails to build or holds a mixed toolchain; ERROR if nix, the "
         "flake, a dirty tree or the baseline's build stops the check; WARN for an allowed dirty "

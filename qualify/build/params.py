@@ -1,22 +1,28 @@
-"""The `nix-build` kind's parameters as a typed value (`qualify.checks.kindparams`): the names,
-types and defaults `qualify.build.kind` declares, read by attribute."""
+"""The `nix-build` kind's parameters, declared once (`qualify.checks.kindparams`): the plan's
+names, types, defaults, ranges and help, and the typed value `measure` and `judge` read them
+through."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.checks.kindparams import KindParams
+from qualify.checks.kindparams import KindParams, param
+from qualify.core.ranges import NON_NEGATIVE
 
 
 @dataclass(frozen=True)
 class BuildParams(KindParams):
-    """A `nix-build` check's parameters, as `KIND.params` declares them."""
+    """A `nix-build` check's parameters."""
 
-    toolchain: dict[str, Any] | None = None
-    single_version: tuple[str, ...] | None = None
-    max_jobs: int | None = None
-    cores: int | None = None
-    builders: str | None = None
-    builders_use_substitutes: bool | None = None
-    system: str | None = None
+    toolchain: dict[str, Any] | None = param(None, help="component -> regex with a (?P<version>) group")
+    single_version: tuple[str, ...] | None = param(None, help="components an arm may hold in one version")
+    max_jobs: int | None = param(None, help="nix --max-jobs, the same for every arm", allowed=NON_NEGATIVE)
+    cores: int | None = param(
+        None, help="nix --cores, the same for every arm (0: every core)", allowed=NON_NEGATIVE
+    )
+    builders: str | None = param(
+        None, help="nix's builders setting (remote builders; max_jobs = 0 builds on them alone)"
+    )
+    builders_use_substitutes: bool | None = param(None, help="let remote builders substitute")
+    system: str | None = param(None, help="the system for input probes (default: this host's)")

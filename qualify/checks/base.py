@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from qualify.core.ranges import ANY, NON_NEGATIVE, SECONDS, Range
-from qualify.core.runstore import read_json
 from qualify.core.verdicts import Verdict
 
 if TYPE_CHECKING:
     from qualify.checks.evidence import Evidence
     from qualify.checks.figures import Chart, Table
     from qualify.core.checkspec import CheckSpec
+    from qualify.core.config import ProjectConfig
     from qualify.core.context import CheckContext
 
 E = TypeVar("E", bound="Evidence")
@@ -140,6 +140,8 @@ class SavedCheck:
         return self.folder / role
 
     def measurement(self, role: str) -> dict[str, Any] | None:
+        from qualify.core.runstore import read_json  # the run store: not for a plan's declarations
+
         path = self.role_dir(role) / "measurement.json"
         return read_json(path) if path.is_file() else None
 
@@ -188,6 +190,11 @@ class CheckKind:
     #: Why these parameters cannot be measured or judged soundly (None when they can); the
     #: plan is refused before anything runs.
     invalid: Callable[[CheckSpec], str | None] = lambda _spec: None
+    #: What this check, as configured, lacks on this host before it can run (a key file it
+    #: signs with, a folder it writes), with what to do; None when nothing. Asked by `qualify
+    #: run` of each check it is about to run, before anything slow starts; never by a command
+    #: that only reads a plan (another host's run is shown and re-judged without these files).
+    preflight: Callable[[CheckSpec, ProjectConfig], str | None] = lambda _spec, _config: None
     #: Parameters that only the judgement reads (which saved samples it analyses): a rejudge
     #: takes them, like the limits, from the current plan.
     judge_params: tuple[str, ...] = ()

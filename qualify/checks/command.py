@@ -19,7 +19,8 @@ belong in a `bench` check, which interleaves repetitions and tests significance.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Param
+from qualify.checks.base import CheckKind
+from qualify.checks.commandparams import CommandParams
 from qualify.core.checkspec import CheckSpec
 
 
@@ -31,10 +32,7 @@ def _needs_pinned(spec: CheckSpec) -> str | None:
 KIND = CheckKind(
     name="command",
     summary="run a command per role; PASS on exit 0; optional metrics judged against limits",
-    params=(
-        Param("run", "string", required=True, help="the command template"),
-        Param("metrics", "boolean", False, help="read the metrics JSON written to {out_file}"),
-    ),
+    params=CommandParams.declared(),
     needs_pinned=_needs_pinned,
     verdict_rules=(
         "FAIL if the candidate fails, crosses a max_/min_ limit, or is worse than pinned beyond "

@@ -24,3 +24,11 @@ def headline(verdict: Verdict, findings: Sequence[Finding], ok: str) -> str:
     first = bad[0].message.splitlines()[0] if bad[0].message else ""
     more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
     return (f"{bad[0].role}: {first}" if bad[0].role else first) + more
+
+
+def reason_line(verdict: Verdict, findings: Sequence[Finding], summary: str, first: str | None = None) -> str:
+    """A judgement's reason: what made `verdict` (`first`, else the first finding that did, as
+    `headline` says it), then the check's `summary` after a dash; the summary alone when no
+    finding made the verdict."""
+    said = first or headline(verdict, findings, summary)
+    return f"{said} — {summary}" if summary and said != summary else said

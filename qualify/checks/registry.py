@@ -8,10 +8,14 @@ depends on the contract, never the other way round.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from qualify.checks.base import CheckKind, EvidenceTypes
 from qualify.core.errors import ConfigError
-from qualify.core.tomlfile import suggest
+
+if TYPE_CHECKING:
+    # Named in types only: the CLI installs its loader here before any command runs, and
+    # `qualify --version` or `--help` reads no kind.
+    from qualify.checks.base import CheckKind, EvidenceTypes
 
 _installed: dict[str, CheckKind] = {}
 _loader: Callable[[], Iterable[CheckKind]] | None = None
@@ -44,6 +48,8 @@ def installed() -> tuple[CheckKind, ...]:
 
 
 def kind_named(name: str, where: str) -> CheckKind:
+    from qualify.core.tomlfile import suggest
+
     kinds = installed()
     for kind in kinds:
         if kind.name == name:

@@ -20,16 +20,13 @@ roles says nothing.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Param
+from qualify.checks.base import CheckKind
+from qualify.checks.testsparams import TestsParams
 
 KIND = CheckKind(
     name="tests",
     summary="run a test command per role writing JUnit XML; no test the pinned role passes may fail",
-    params=(
-        Param("run", "string", required=True, help="the test command template"),
-        Param("junit", "string", "{out_file}", help="where the command writes JUnit XML"),
-        Param("copy", "string", None, help="a directory to run the command in, copied first"),
-    ),
+    params=TestsParams.declared(),
     verdict_rules=(
         "FAIL if a test passing in pinned does not pass in the candidate, if either role executed "
         "zero tests, or the candidate wrote no JUnit; WARN for tests failing in both roles; "

@@ -11,7 +11,7 @@ from typing import Any
 
 from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
 from qualify.checks.figures import Table
-from qualify.checks.findings import headline, worst
+from qualify.checks.findings import reason_line, worst
 from qualify.checks.junit import (
     ERROR,
     FAILED,
@@ -144,9 +144,7 @@ def judge(saved: SavedCheck) -> Judgement:
         role: f"{sum(s == PASSED for s in r.values())}/{executed(r)} passed" for role, r in results.items()
     }
     summary = "; ".join(f"{role} {text}" for role, text in counts.items())
-    reason = headline(verdict, findings, summary)
-    if reason != summary and summary:
-        reason += f" — {summary}"
+    reason = reason_line(verdict, findings, summary)
     return Judgement(
         verdict,
         reason,

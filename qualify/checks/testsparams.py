@@ -1,20 +1,20 @@
-"""The `tests` kind's parameters as a typed value (`qualify.checks.kindparams`): the names,
-types and defaults `qualify.checks.tests` declares, read by attribute."""
+"""The `tests` kind's parameters, declared once (`qualify.checks.kindparams`): the plan's names,
+types, defaults and help, and the typed value `measure` and `judge` read them through."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qualify.checks.kindparams import KindParams
+from qualify.checks.kindparams import KindParams, param
 
 
 @dataclass(frozen=True)
 class TestsParams(KindParams):
-    """A `tests` check's parameters, as `KIND.params` declares them."""
+    """A `tests` check's parameters."""
 
     #: Not a test class, whatever its name says (pytest collects `Test*` from a test module).
     __test__ = False
 
-    run: str
-    junit: str = "{out_file}"
-    copy: str | None = None
+    run: str = param(help="the test command template")
+    junit: str = param("{out_file}", help="where the command writes JUnit XML")
+    copy: str | None = param(None, help="a directory to run the command in, copied first")

@@ -20,7 +20,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
 from qualify import __version__
@@ -30,6 +29,8 @@ from qualify.core.asciitext import fit_streams
 from qualify.core.errors import ConfigError, ExitCode, QualifyError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from qualify.checks.base import CheckKind
 
 
@@ -53,7 +54,7 @@ class QualifyGroup(TyperGroup):
         kwargs["standalone_mode"] = False
         _plain_argument_help(self)
         fit_streams()  # an ASCII console gets `->` for `→`, not an error
-        err = Console(stderr=True, soft_wrap=True, emoji=False)  # paths and commands stay copyable
+        err = _Stderr()
         try:
             code = super().main(*args, **kwargs)
         except BrokenPipeError:
@@ -86,6 +87,22 @@ class QualifyGroup(TyperGroup):
             err.print("[dim]hint:[/] rerun with --debug for the traceback")
             sys.exit(ExitCode.HARNESS_ERROR)
         sys.exit(int(code or 0))
+
+
+class _Stderr:
+    """Where errors are printed: rich's console on stderr, made when the first error is (rich
+    is not imported for a command that ends well)."""
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self._console is None:
+            from rich.console import Console
+
+            # soft_wrap: paths and commands stay copyable
+            self._console = Console(stderr=True, soft_wrap=True, emoji=False)
+        self._console.print(*objects, **kwargs)
 
 
 def _plain_argument_help(group: TyperGroup) -> None:

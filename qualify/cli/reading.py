@@ -245,8 +245,8 @@ def kernels(
     ] = None,
 ) -> None:
     """List the kernels of a build, or compare two builds' kernels (exit 1 on a regression)."""
-    from qualify.compile.kind import DEFAULT_PATTERNS
     from qualify.compile.listing import show_kernels
+    from qualify.compile.params import DEFAULT_PATTERNS
 
     patterns = () if no_host else tuple(host_pattern or DEFAULT_PATTERNS)
     code = show_kernels(

@@ -13,7 +13,7 @@ from typing import Any
 
 from qualify.checks.base import Finding, Judgement, SavedCheck
 from qualify.checks.figures import Table
-from qualify.checks.findings import headline, worst
+from qualify.checks.findings import reason_line, worst
 from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
 from qualify.compile.causes import associations, cause_table, lead
@@ -163,13 +163,9 @@ def judge(saved: SavedCheck) -> Judgement:
     failed = _failures(results)
     # A kernel comparison that failed says why in counts of kinds of failure; anything else
     # (a role not scanned, no kernels found) by its first finding.
-    reason = (
-        failed
-        if failed and verdict in (Verdict.FAIL, Verdict.ERROR)
-        else headline(verdict, findings, summary)
+    reason = reason_line(
+        verdict, findings, summary, failed if verdict in (Verdict.FAIL, Verdict.ERROR) else None
     )
-    if reason != summary and summary:
-        reason += f" — {summary}"
     # Then the change that goes with most of them, the strongest association the rules do not
     # read themselves (`qualify.compile.causes`): the failures' if any, else the warnings'.
     named = lead(causes, "FAIL") or (lead(causes, "WARN") if verdict is Verdict.WARN else None)

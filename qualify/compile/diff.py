@@ -1,12 +1,8 @@
 """Compare the kernels of two builds: which changed, how, and how much that matters.
 
 Contract of `diff(pinned, candidate, limits)`: both sides are the per-family tables of
-`qualify.compile.scan`. GPU kernels are matched by (target processor or sm, name with `.kd` and
-`.intern.<hash>` stripped; CUDA names with nvcc's translation-unit hashes and CCCL's versioned
-namespaces folded, `qualify.compile.cudanames`), host kernels by their folded name. A kernel
-present several times on one side (template instances in several translation units, a kernel
-linked into two libraries) is compared by its worst copy per figure, and its copy count is kept. Occupancy
-comes from `qualify.compile.occupancy` for both sides alike, never from a compiler.
+`qualify.compile.scan`; the kernels of the two are matched, each by its worst copy per figure
+(`qualify.compile.matching`), and each pair judged by the rules below.
 
 Each result carries a severity and the reasons for it:
 
@@ -30,33 +26,20 @@ Each result carries a severity and the reasons for it:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
-from qualify.compile.cudanames import match_key
-from qualify.compile.figures import AmdFigures, CudaFigures, GpuFigures, HostFigures, amd_waves, cuda_warps
+from qualify.compile.figures import AmdFigures, CudaFigures, GpuFigures, HostFigures
 from qualify.compile.instmix import Mix
 from qualify.compile.kind import KIND
+from qualify.compile.matching import aggregate, concretize
 from qualify.compile.mixdiff import mix_findings
 from qualify.compile.stubs import stub_rule
 
 SEVERITIES = ("FAIL", "ERROR", "WARN", "INFO", "same", "stub")
-# The processors each code object V6 generic target runs on (llvm.org AMDGPUUsage, "Generic
-# Processor Versioning"): a generic build is compared against each of these the other has.
-GENERIC_MEMBERS: dict[str, frozenset[str]] = {
-    "gfx9-generic": frozenset({"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}),
-    "gfx9-4-generic": frozenset({"gfx940", "gfx941", "gfx942", "gfx950"}),
-    "gfx10-1-generic": frozenset({"gfx1010", "gfx1011", "gfx1012", "gfx1013"}),
-    "gfx10-3-generic": frozenset(f"gfx103{n}" for n in range(7)),
-    "gfx11-generic": frozenset(
-        {"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}
-    ),
-    "gfx12-generic": frozenset({"gfx1200", "gfx1201"}),
-}
 LDS_LIMIT = 64 * 1024  # the most one workgroup can address on every AMDGPU target
 
 
@@ -124,100 +107,15 @@ def diff(
         "candidate": concretize(candidate["amdgpu"], pinned["amdgpu"]),
     }
     for family, compare in (("amdgpu", _compare_amd), ("cuda", _compare_cuda), ("host", _compare_host)):
-        before = aggregate(family, amd["pinned"] if family == "amdgpu" else pinned[family], limits)
-        after = aggregate(family, amd["candidate"] if family == "amdgpu" else candidate[family], limits)
+        block = limits.cuda_block_size
+        before = aggregate(family, amd["pinned"] if family == "amdgpu" else pinned[family], block)
+        after = aggregate(family, amd["candidate"] if family == "amdgpu" else candidate[family], block)
         for target, key in sorted(set(before) | set(after)):
             p, c = before.get((target, key)), after.get((target, key))
             severity, reasons = compare(p, c, limits)
             results.append(KernelDiff(family, target, key, severity, tuple(reasons), p, c))
     results.sort(key=lambda d: (d.rank, d.family, d.target, d.key))
     return results
-
-
-def concretize(table: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
-    """`table` with each generic-target kernel restated for every chip its generic target
-    covers on which `other` has that kernel and `table` has not, so the two builds' kernels
-    match and occupancy is computed for the real chip. `target` keeps the generic target id.
-    A generic kernel matched to no chip stays as it is."""
-    if table.empty or other.empty:
-        return table
-    own = set(zip(table["processor"], table["key"], strict=True))
-    theirs = set(zip(other["processor"], other["key"], strict=True))
-    their_processors = {processor for processor, _ in theirs}
-    parts: list[pd.DataFrame] = []
-    restated = pd.Series(False, index=table.index)
-    for generic, members in GENERIC_MEMBERS.items():
-        if generic in their_processors:
-            continue  # both builds have the generic target: compare it as it is
-        rows = table[table["processor"] == generic]
-        for chip in sorted(members & their_processors):
-            wanted = pd.Series(
-                [(chip, key) in theirs and (chip, key) not in own for key in rows["key"]],
-                index=rows.index,
-                dtype=bool,
-            )
-            if wanted.any():
-                parts.append(rows[wanted].assign(processor=chip))
-                restated |= table.index.isin(rows[wanted].index)
-    if not parts:
-        return table
-    return pd.concat([table[~restated], *parts], ignore_index=True)
-
-
-def aggregate(family: str, table: pd.DataFrame, limits: Limits) -> dict[tuple[str, str], dict[str, Any]]:
-    """(target, key) -> the worst figure of each field over that kernel's copies, with occupancy."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in _records(table):
-        if family == "host":
-            target = ""
-        elif family == "amdgpu":
-            target = row["processor"]
-            row["occupancy"], row["occupancy_limiter"] = amd_waves(row)
-        else:
-            target = row["target"]
-            row["occupancy"], row["occupancy_limiter"] = cuda_warps(row, limits.cuda_block_size)
-            row["key"] = match_key(row["key"])
-        groups.setdefault((target, row["key"]), []).append(row)
-    return {key: _worst(family, rows) for key, rows in groups.items()}
-
-
-def _records(table: pd.DataFrame) -> Iterable[dict[str, Any]]:
-    for row in table.to_dict("records"):
-        # Parquet's nullable columns come back as pd.NA; the rules below read None.
-        yield {
-            str(k): (None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v)
-            for k, v in row.items()
-        }
-
-
-_LOWEST = ("occupancy",)
-_ANY = ("uses_dynamic_stack",)
-_SET = ("wavefront_size", "target", "file", "descriptor_problems", "stack_qualifiers")
-
-
-def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"copies": len(rows)}
-    for field in rows[0]:
-        values = [r[field] for r in rows if r[field] is not None]
-        if field in _SET:
-            out[field] = ", ".join(sorted({str(v) for v in values})) or None
-        elif field in _ANY:
-            out[field] = any(values) if values else None
-        elif field in _LOWEST:
-            out[field] = min(values) if values else None
-            # What limits the lowest copy's occupancy (None: not modelled for any copy).
-            out["occupancy_limiter"] = (
-                next(r["occupancy_limiter"] for r in rows if r[field] == out[field]) if values else None
-            )
-        elif field == "occupancy_limiter":
-            continue
-        elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            out[field] = max(values)
-        else:
-            out[field] = values[0] if values else None
-    if family == "amdgpu":
-        out["wavefront_sizes"] = sorted({r["wavefront_size"] for r in rows})
-    return out
 
 
 def _grew(before: Any, after: Any) -> bool:
@@ -279,16 +177,55 @@ def _scratch_rule(name: str, before: Any, after: Any, limits: Limits) -> tuple[s
     return ("WARN", f"{name} {before} → {after} B")
 
 
-def _compare_amd(
-    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
+Rule = tuple[str, str]  # (severity, reason)
+F = TypeVar("F", bound=GpuFigures)
+
+
+def _compare_gpu(
+    pinned: dict[str, Any] | None,
+    candidate: dict[str, Any] | None,
+    limits: Limits,
+    figures: Callable[[dict[str, Any]], F],
+    rules: Callable[[F, F, Limits], list[Rule]],
 ) -> tuple[str, list[str]]:
+    """A GPU kernel of both builds: a stub set apart, a kernel on one side only, else the
+    family's `rules` on its figures and the instruction mix's."""
     stub = stub_rule(pinned, candidate)
     if stub is not None:
         return stub
     if pinned is None or candidate is None:
         return _missing_or_new(pinned, candidate, gpu=True)
-    p, c = AmdFigures.of(pinned), AmdFigures.of(candidate)
-    found: list[tuple[str, str]] = []
+    return _decide(rules(figures(pinned), figures(candidate), limits) + _mix(pinned, candidate, limits))
+
+
+def _resource_rules(
+    p: GpuFigures,
+    c: GpuFigures,
+    limits: Limits,
+    unit: str,
+    grown: list[tuple[str, Any, Any]],
+    notes: list[Rule],
+    shrunk: list[tuple[str, Any, Any]],
+) -> list[Rule]:
+    """What every GPU family judges alike: occupancy, then each of the `grown` resources that
+    grew (WARN, with what it did to occupancy), the family's `notes`, and each of the `shrunk`
+    that shrank (INFO). (label, pinned's, candidate's) each."""
+    known, found = _occupancy_rules(p, c, limits, unit)
+    growth = _growth_note(known, found)
+    found += [
+        ("WARN", f"{_change(label, before, after)}{growth}")
+        for label, before, after in grown
+        if _grew(before, after)
+    ]
+    found += notes
+    found += [
+        ("INFO", _change(label, before, after)) for label, before, after in shrunk if _grew(after, before)
+    ]
+    return found
+
+
+def _amd_rules(p: AmdFigures, c: AmdFigures, limits: Limits) -> list[Rule]:
+    found: list[Rule] = []
     if p.wavefront_sizes != c.wavefront_sizes:
         found.append(("FAIL", f"wave size {p.wavefront_size} → {c.wavefront_size}"))
     if c.vgpr_spill_count > p.vgpr_spill_count + limits.spill_growth:
@@ -305,33 +242,30 @@ def _compare_amd(
         found.append(("FAIL", f"LDS {c.group_segment_fixed_size} B exceeds 64 KiB"))
     if c.descriptor_problems:
         found.append(("ERROR", f"kernel descriptor disagrees with metadata: {c.descriptor_problems}"))
-    known, occupancy = _occupancy_rules(p, c, limits, "waves/SIMD")
-    found += occupancy
-    growth = _growth_note(known, occupancy)
-    for label, before, after in (
-        ("VGPRs", p.vgpr_count, c.vgpr_count),
-        ("AGPRs", p.agpr_count, c.agpr_count),
-    ):
-        if _grew(before, after):
-            found.append(("WARN", f"{_change(label, before, after)}{growth}"))
+    notes: list[Rule] = []
     if _grew(p.group_segment_fixed_size, c.group_segment_fixed_size):
-        found.append(("WARN", f"{_change('LDS', p.group_segment_fixed_size, c.group_segment_fixed_size)} B"))
+        notes.append(("WARN", f"{_change('LDS', p.group_segment_fixed_size, c.group_segment_fixed_size)} B"))
     if p.sgpr_count != c.sgpr_count:
         # From GFX10 on, SGPRs are not an occupancy limit; before, occupancy covers them.
-        found.append(("INFO", _change("SGPRs", p.sgpr_count, c.sgpr_count)))
-    for label, before, after in (
-        ("VGPRs", p.vgpr_count, c.vgpr_count),
-        ("VGPR spills", p.vgpr_spill_count, c.vgpr_spill_count),
-    ):
-        if _grew(after, before):
-            found.append(("INFO", _change(label, before, after)))
+        notes.append(("INFO", _change("SGPRs", p.sgpr_count, c.sgpr_count)))
+    found += _resource_rules(
+        p,
+        c,
+        limits,
+        "waves/SIMD",
+        grown=[("VGPRs", p.vgpr_count, c.vgpr_count), ("AGPRs", p.agpr_count, c.agpr_count)],
+        notes=notes,
+        shrunk=[
+            ("VGPRs", p.vgpr_count, c.vgpr_count),
+            ("VGPR spills", p.vgpr_spill_count, c.vgpr_spill_count),
+        ],
+    )
     if p.target != c.target:
         found.append(("INFO", f"target {p.target} → {c.target}"))
-    found += _mix(pinned, candidate, limits)
-    return _decide(found)
+    return found
 
 
-def _mix(p: dict[str, Any], c: dict[str, Any], limits: Limits) -> list[tuple[str, str]]:
+def _mix(p: dict[str, Any], c: dict[str, Any], limits: Limits) -> list[Rule]:
     return mix_findings(
         Mix.of(p),
         Mix.of(c),
@@ -341,16 +275,8 @@ def _mix(p: dict[str, Any], c: dict[str, Any], limits: Limits) -> list[tuple[str
     )
 
 
-def _compare_cuda(
-    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
-) -> tuple[str, list[str]]:
-    stub = stub_rule(pinned, candidate)
-    if stub is not None:
-        return stub
-    if pinned is None or candidate is None:
-        return _missing_or_new(pinned, candidate, gpu=True)
-    p, c = CudaFigures.of(pinned), CudaFigures.of(candidate)
-    found: list[tuple[str, str]] = []
+def _cuda_rules(p: CudaFigures, c: CudaFigures, limits: Limits) -> list[Rule]:
+    found: list[Rule] = []
     for label, before, after in (
         ("spill stores", p.spill_store_bytes, c.spill_store_bytes),
         ("spill loads", p.spill_load_bytes, c.spill_load_bytes),
@@ -362,19 +288,20 @@ def _compare_cuda(
         rule = _scratch_rule(label, before, after, limits)
         if rule:
             found.append(rule)
-    known, occupancy = _occupancy_rules(p, c, limits, "warps/SM")
-    found += occupancy
-    growth = _growth_note(known, occupancy)
-    for label, before, after in (
-        ("registers", p.registers, c.registers),
-        ("shared memory", p.shared, c.shared),
-    ):
-        if _grew(before, after):
-            found.append(("WARN", f"{_change(label, before, after)}{growth}"))
-        elif _grew(after, before):
-            found.append(("INFO", _change(label, before, after)))
-    found += _mix(pinned, candidate, limits)
-    return _decide(found)
+    resources = [("registers", p.registers, c.registers), ("shared memory", p.shared, c.shared)]
+    return found + _resource_rules(p, c, limits, "warps/SM", grown=resources, notes=[], shrunk=resources)
+
+
+def _compare_amd(
+    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
+) -> tuple[str, list[str]]:
+    return _compare_gpu(pinned, candidate, limits, AmdFigures.of, _amd_rules)
+
+
+def _compare_cuda(
+    pinned: dict[str, Any] | None, candidate: dict[str, Any] | None, limits: Limits
+) -> tuple[str, list[str]]:
+    return _compare_gpu(pinned, candidate, limits, CudaFigures.of, _cuda_rules)
 
 
 def _compare_host(

@@ -30,7 +30,7 @@ from typing import Any
 from qualify.compile.containers import ELF_MAGIC
 from qualify.compile.enginekind import EngineKind, family_words
 from qualify.compile.enginesources import from_sources
-from qualify.compile.kind import DEFAULT_PATTERNS
+from qualify.compile.params import DEFAULT_PATTERNS
 from qualify.core.process import capture
 
 #: How long nix may take to evaluate the flake's default package: a flake whose inputs are all

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from qualify.compile.enginekind import EngineKind, family_words
-from qualify.compile.kind import DEFAULT_PATTERNS
+from qualify.compile.params import DEFAULT_PATTERNS
 
 MAX_FILES = 20_000
 #: How much of a build file is read: the lines enabling a language come near the top.

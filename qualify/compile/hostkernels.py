@@ -29,7 +29,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from qualify.compile.kind import DEFAULT_PATTERNS
+from qualify.compile.params import DEFAULT_PATTERNS
 
 # Clone suffixes gcc and clang append to specialised copies of one function. The number is
 # optional because gcc's .su files name clones without it ("helper.constprop").

@@ -44,17 +44,10 @@ a kernel compiled at run time (JIT, Triton) is not in the files and is not seen.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Limit, Param
-from qualify.core.ranges import NON_NEGATIVE, Range
+from qualify.checks.base import CheckKind, Limit
+from qualify.compile.params import CompileParams
+from qualify.core.ranges import NON_NEGATIVE
 
-#: Host functions compared by default: ggml's vector dot products, per-op forward passes and
-#: quantizers (llama.cpp's CPU kernels); also `qualify kernels`' default.
-DEFAULT_PATTERNS: tuple[str, ...] = (
-    "ggml_vec_dot_*",
-    "ggml_compute_forward_*",
-    "quantize_*",
-    "dequantize_row_*",
-)
 #: The limits of `qualify.compile.diff.Limits`, as the plan names them, with the defaults it
 #: judges by.
 LIMITS = (
@@ -101,36 +94,7 @@ LIMITS = (
 KIND = CheckKind(
     name="kernel-resources",
     summary="per-kernel registers, spills, scratch, LDS and occupancy of both builds; no regression",
-    params=(
-        Param("root", "string", "{out}", help="where the arm's kernels are (a directory or a file)"),
-        Param("paths", "strings", ["*"], help="globs relative to root that narrow the files read"),
-        Param("host_patterns", "strings", list(DEFAULT_PATTERNS), help="host function globs ([] for none)"),
-        Param(
-            "stack_usage", "string", None, help="-fstack-usage .su files (default: {root}/share/stack-usage)"
-        ),
-        Param("ptxas_logs", "strings", [], help="saved `ptxas -v` outputs (CUDA spill bytes)"),
-        Param("require", "strings", [], help="families that must have kernels: amdgpu, cuda, host"),
-        Param(
-            "objdump",
-            "string",
-            "auto",
-            help="AMDGPU disassembler for the instruction mix, run for both builds with the "
-            'candidate\'s values (auto: llvm-objdump on PATH; "": no mix)',
-        ),
-        Param(
-            "cuobjdump",
-            "string",
-            "auto",
-            help="CUDA disassembler for the instruction mix, as objdump (auto: cuobjdump on PATH)",
-        ),
-        Param(
-            "cuda_block_size",
-            "integer",
-            256,
-            help="threads per block for undeclared CUDA kernels",
-            allowed=Range(1, 1024),
-        ),
-    ),
+    params=CompileParams.declared(),
     needs_pinned=lambda _spec: "its judgement is the per-kernel diff against the pinned build",
     verdict_rules=(
         "FAIL on a missing GPU kernel, new or grown spills or scratch, a wave-size change, dynamic "

@@ -20,8 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from qualify.compile.diff import KernelDiff, Limits, aggregate, diff
-from qualify.compile.kind import DEFAULT_PATTERNS
+from qualify.compile.diff import KernelDiff, Limits, diff
+from qualify.compile.matching import aggregate
+from qualify.compile.params import DEFAULT_PATTERNS
 from qualify.compile.scan import FAMILIES, KernelScan, scan
 from qualify.compile.tables import kernel_tables
 from qualify.core.errors import ExitCode, UsageError
@@ -94,7 +95,7 @@ def _figures(row: dict[str, Any]) -> dict[str, Any]:
 
 def _list(found: KernelScan, limits: Limits, as_json: bool, console: Console) -> None:
     for family in FAMILIES:
-        rows = aggregate(family, found.tables[family], limits) if as_json else None
+        rows = aggregate(family, found.tables[family], limits.cuda_block_size) if as_json else None
         if as_json:
             assert rows is not None
             for (target, key), row in sorted(rows.items()):

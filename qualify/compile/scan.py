@@ -36,10 +36,10 @@ from qualify.compile.containers import ARCHIVE_MAGIC, ELF_MAGIC
 from qualify.compile.cubin import CudaKernel, read_cubin
 from qualify.compile.hostkernels import HostKernelError, identifier, read_stack_usage, read_symbols
 from qualify.compile.instmix import MIX_COLUMNS
-from qualify.compile.kind import DEFAULT_PATTERNS
 from qualify.compile.mixreading import MixReading
 from qualify.compile.nvfatbin import CubinError, iter_cubins
 from qualify.compile.offloadbundle import BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_BINARY_MAGIC, CodeObjectError
+from qualify.compile.params import DEFAULT_PATTERNS
 from qualify.compile.ptxaslog import attach_spills, read_ptxas_log
 from qualify.core.runstore import write_parquet
 

@@ -65,6 +65,23 @@ def rounds_order(roles: Sequence[str], rounds: int) -> list[tuple[str, ...]]:
     return order
 
 
+@dataclass(frozen=True)
+class StageSoFar:
+    """A stage before the one being measured, as the run's files say it ended: what a check that
+    closes a run (the distribution stage's) reads of the run so far, without importing the
+    pipeline that derives it."""
+
+    name: str
+    #: Its outcome: a verdict (PASS, FAIL, ...) or what the stage shows without one (NOT
+    #: CONFIGURED, NOT APPLICABLE, BLOCKED, ...).
+    outcome: str
+    reason: str
+    #: Its folder in the run; None for a stage the plan does not run.
+    folder: Path | None = None
+    #: Its checks as the plan has them: (name, kind).
+    checks: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(kw_only=True)
 class CheckContext:
     """Handed to `measure`: everything a check needs to run its roles."""
@@ -87,6 +104,9 @@ class CheckContext:
     role_names: Mapping[str, str] = field(default_factory=dict)
     #: What a build check learned about each role's arm (`record_arm`), by role.
     learned: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    #: The stages before this check's, in the default order (with those the plan leaves out or
+    #: declares not applicable), read from the run's files when called.
+    earlier: Callable[[], tuple[StageSoFar, ...]] = lambda: ()
 
     @property
     def roles(self) -> tuple[str, ...]:

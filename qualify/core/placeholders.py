@@ -145,3 +145,10 @@ def expand(template: str | Sequence[str], values: Mapping[str, Value]) -> list[s
 
 def placeholders_in(template: str) -> set[str]:
     return {m.group(1) for m in _FIELD.finditer(template) if m.group(1)}
+
+
+def stray_brace(template: str) -> bool:
+    """Whether `template` holds a brace that is neither a placeholder's nor doubled (`{{`, `}}`):
+    filling it would be refused, so a kind whose parameter is always a template refuses it when
+    the plan is loaded."""
+    return any(m.group(0) in ("{", "}") for m in _FIELD.finditer(template))

@@ -11,8 +11,9 @@ CREDENTIAL, AUTHORIZATION or KEY, or the word PASS, in any case and with any sep
 (`hf_token`, `API-KEY`, `db_pass`, `access-tokens`); not a public key
 (`trusted-public-keys`), a count of tokens (`max_tokens`) or a tokenizer. A name that says its
 value is a file (`netrc-file`, `api-key-file`, nix's `ssh-key`) keeps a value that is an absolute
-path: the secret is in the file, which qualify never records (a netrc file nix reads is read
-only to redact its passwords by value, below). By form,
+path, or one in the home folder (`~/`) or the project (`{project}/`): the secret is in the file,
+which qualify never records (a netrc file nix reads is read only to redact its passwords by
+value, below). By form,
 wherever text is recorded: a URL's password (`scheme://user:PASSWORD@`), an `Authorization:`
 header's credentials, a `Bearer` token, a netrc `password`, and the tokens of the services a
 model or a source comes from by their prefix (`hf_`, `ghp_`, `github_pat_`, `glpat-`, `sk-`, ...).
@@ -80,6 +81,9 @@ def is_secret(name: str) -> bool:
 
 #: Names whose value is where a secret lives, not the secret: the file is never read or saved.
 _NAMES_A_FILE = re.compile(r"(?:FILE|FILES|PATH|DIR|SOCK)$|^SSHKEY$")
+#: A path such a name may hold and keep: absolute, in the home folder, or in the project (a plan's
+#: `secret_key_file = "{project}/.qualify/cache-key.sec"`).
+_A_PATH = re.compile(r"(?:/|~/|\{project\}/)[^\s]*")
 
 
 def hides(name: str, value: str) -> bool:
@@ -89,7 +93,7 @@ def hides(name: str, value: str) -> bool:
     if not is_secret(name):
         return False
     joined = re.sub(r"[^A-Z0-9]", "", name.upper())
-    return not (_NAMES_A_FILE.search(joined) and re.fullmatch(r"/[^\s]*", value))
+    return not (_NAMES_A_FILE.search(joined) and _A_PATH.fullmatch(value))
 
 
 def remember(values: Iterable[str]) -> None:

@@ -72,15 +72,19 @@ _QUALIFYING = (Verdict.PASS, Verdict.WARN, StageState.NOT_APPLICABLE)
 
 
 def run_verdict(
-    stages: dict[str, Verdict | StageState], required: Iterable[str], *, builds: str = "build"
+    stages: dict[str, Verdict | StageState],
+    required: Iterable[str],
+    *,
+    not_measuring: Iterable[str] = ("build", "distribution"),
 ) -> RunVerdict:
     """The run's verdict from the stage outcomes.
 
     `stages` maps every stage of the plan (and every stage of the default order that the plan
     leaves out, as NOT_CONFIGURED; or declares not applicable, as NOT_APPLICABLE) to its
     outcome; `required` is the default stage order. A run qualifies only when some stage other
-    than the one that builds the arms (`builds`) decided: building is not qualifying, and a
-    plan that declares every other stage not applicable has judged nothing of the engine.
+    than those that measure nothing of the engine (`not_measuring`: the one that builds the
+    arms, the one that caches them) decided: building is not qualifying, and a plan that
+    declares every other stage not applicable has judged nothing of the engine.
     """
     outcomes = dict(stages)
     for name in required:
@@ -88,7 +92,8 @@ def run_verdict(
     values = list(outcomes.values())
     if any(v in (Verdict.FAIL, Verdict.INCONCLUSIVE) for v in values):
         return RunVerdict.NOT_QUALIFIED
-    measured = [n for n, v in outcomes.items() if n != builds and v in (Verdict.PASS, Verdict.WARN)]
+    skipped = set(not_measuring)
+    measured = [n for n, v in outcomes.items() if n not in skipped and v in (Verdict.PASS, Verdict.WARN)]
     if measured and all(v in _QUALIFYING for v in values):
         return RunVerdict.QUALIFIED
     return RunVerdict.INCOMPLETE

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from qualify.checks.base import REFERENCE, Finding, Judgement, SavedCheck
-from qualify.checks.findings import headline, worst
+from qualify.checks.findings import reason_line, worst
 from qualify.checks.roleruns import run_findings
 from qualify.core.context import CheckContext
 from qualify.core.progress import Progress
@@ -205,9 +205,7 @@ def judge(saved: SavedCheck) -> Judgement:
         )
     verdict = worst(findings)
     summary = _summary(facts)
-    reason = headline(verdict, findings, summary)
-    if reason != summary and summary:
-        reason += f" — {summary}"
+    reason = reason_line(verdict, findings, summary)
     return Judgement(verdict, reason, tuple(findings), tables, facts, charts, judged=tuple(judged))
 
 

@@ -23,7 +23,7 @@ from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds
 from qualify.numerics.evidence import BoundFacts, MarginTestFacts, NoninferiorityFacts, PairSummary, SkewGuard
 from qualify.numerics.kind import GATES, KIND, Gate
-from qualify.numerics.looks import Stop, sequential
+from qualify.numerics.looks import Stop, guard_plan, sequential
 from qualify.numerics.noninferiority import FLOOR_FACTOR, MarginTest, decide, margin_tests, quantities
 from qualify.numerics.params import NumericsParams
 from qualify.numerics.summary import KldSummary, summarize
@@ -35,27 +35,29 @@ DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
 
 @dataclass(frozen=True)
 class Settings:
+    """What the judgement at one look reads: the plan's bootstrap parameters, taken from the
+    check's `NumericsParams` (`of`, which fills every field: none keeps a default of its own),
+    and what the look changes (`at_look`: its share of α as `confidence`, and the Cantelli
+    guard's confidence and stretch as planned across the looks). Not the parameters type
+    itself: a look's confidence is not the plan's, and the judge reads none of the other
+    parameters."""
+
     min_chunks: int
     resamples: int
     seed: int
     confidence: float
     flip_margin: float
     looks: int = 1
-    #: At a look: the Cantelli guard's confidence (the plan's, while `confidence` is the look's
-    #: share of α) and its stretch √(N/n) (`qualify.numerics.bounds.cantelli_guarded`).
+    #: At a look: the Cantelli guard's confidence and stretch, as the guard was planned across
+    #: the looks (`qualify.numerics.looks.guard_plan`; `confidence` is the look's share of α).
     guard_confidence: float | None = None
     stretch: float = 1.0
 
     def at_look(self, planned: Sequence[int], chunks: int, confidence: float) -> Settings:
         """These settings at a look of `chunks` of the `planned` ones, its bounds at
         `confidence` (`qualify.numerics.looks.sequential` gives it)."""
-        last = planned[-1] if planned else chunks
-        return replace(
-            self,
-            confidence=confidence,
-            guard_confidence=self.confidence,
-            stretch=math.sqrt(max(last, chunks) / chunks) if chunks > 0 else 1.0,
-        )
+        guard_confidence, stretch = guard_plan(planned or (chunks,), self.confidence).at(chunks)
+        return replace(self, confidence=confidence, guard_confidence=guard_confidence, stretch=stretch)
 
     @classmethod
     def of(cls, params: NumericsParams) -> Settings:

@@ -66,11 +66,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qualify.checks.base import CheckKind, Limit, Param
+from qualify.checks.base import CheckKind, Limit
 from qualify.core.checkspec import CheckSpec
-from qualify.core.ranges import NON_NEGATIVE, POSITIVE, UNIT, Range, at_least
-
-DEFAULT_CACHE = "{run_dir}/../.cache/kld"
+from qualify.core.ranges import NON_NEGATIVE, UNIT, Range
+from qualify.numerics.params import NumericsParams
 
 
 @dataclass(frozen=True)
@@ -115,63 +114,7 @@ def _needs_pinned(spec: CheckSpec) -> str | None:
 KIND = CheckKind(
     name="kld",
     summary="matched-token KL, NLL and top-1 against a reference within limits; non-inferior to pinned",
-    params=(
-        Param(
-            "run", "string", required=True, help="the scoring command; it leaves an artifact at `artifact`"
-        ),
-        Param("artifact", "string", "{out_file}", help="where the command leaves its log-prob artifact"),
-        Param("keep", "boolean", False, help="keep every role's artifact (default: only the reference's)"),
-        Param(
-            "stream",
-            "boolean",
-            False,
-            help="score pinned, pinned.2 and the candidate at once into named pipes reduced as they "
-            "are written (llama.cpp _logits_ output): only the reference is stored",
-        ),
-        Param("floor_rerun", "boolean", True, help="score pinned twice (pinned.2) for the noise floor"),
-        Param("cache", "string", DEFAULT_CACHE, help='the reference cache\'s folder ("" turns caching off)'),
-        Param(
-            "artifact_bytes",
-            "integer",
-            None,
-            help="one artifact's size, checked before the first run",
-            allowed=POSITIVE,
-        ),
-        Param(
-            "min_chunks",
-            "integer",
-            48,
-            help="fewer scored chunks is INCONCLUSIVE: below 48 the 95 % bound on a mean of "
-            "heavy-tailed chunks covers less than 95 %; the first look is here",
-            allowed=at_least(2),
-        ),
-        Param(
-            "looks",
-            "integer",
-            4,
-            help="planned looks at most: at min_chunks, twice it, … and the corpus' end; the "
-            "judgement (and with `stream`, the scoring) stops at the first that decides, each "
-            "look's BCa bounds at 1 − α/K for the K looks planned, its Cantelli guard at 1 − α stretched by "
-            "√(N/n) (qualify.numerics.looks)",
-            allowed=at_least(1),
-        ),
-        Param("resamples", "integer", 10_000, help="bootstrap resamples", allowed=at_least(100)),
-        Param("seed", "integer", 0, help="bootstrap seed", allowed=NON_NEGATIVE),
-        Param(
-            "confidence",
-            "number",
-            0.95,
-            help="one-sided confidence of every bound (below 0.5 a bound falls short of its estimate)",
-            allowed=Range(0.5, 1, high_included=False),
-        ),
-        Param(
-            "flip_margin",
-            "number",
-            0.1,
-            help="reference top-1/top-2 gap (nats) making a flip confident",
-            allowed=NON_NEGATIVE,
-        ),
-    ),
+    params=NumericsParams.declared(),
     needs_pinned=_needs_pinned,
     verdict_rules=(
         "FAIL if a limit's estimate is beyond it, inferiority to pinned is shown (the margin "

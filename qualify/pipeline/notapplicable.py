@@ -13,6 +13,11 @@ from qualify.core.tomlfile import Table
 #: The stage that builds the arms: every other stage measures what it built, so it applies to
 #: every engine, and passing it alone qualifies nothing.
 BUILD_STAGE = "build"
+#: The stage that makes the candidate durable (its sources mirrored, its closure in a binary
+#: cache) and writes the pin's move: it measures nothing of the engine either.
+DISTRIBUTION_STAGE = "distribution"
+#: The stages that do not measure the engine: a run in which only they decided qualifies nothing.
+NOT_MEASURING = (BUILD_STAGE, DISTRIBUTION_STAGE)
 #: The most characters a not-applicable reason may have: it is printed in every verdict line.
 _REASON_CHARS = 160
 

@@ -38,7 +38,7 @@ from qualify.core.verdicts import (
 )
 from qualify.pipeline.checkrecords import CheckResult, StageRecord
 from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
-from qualify.pipeline.notapplicable import BUILD_STAGE
+from qualify.pipeline.notapplicable import NOT_MEASURING
 from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord
 from qualify.pipeline.rundocument import PlanStage
@@ -210,7 +210,7 @@ def run_on_disk(
         if name not in outcomes:
             outcomes[name] = StageState.NOT_CONFIGURED
             reasons[name] = "the plan has no such stage"
-    verdict = run_verdict(outcomes, DEFAULT_ORDER, builds=BUILD_STAGE)
+    verdict = run_verdict(outcomes, DEFAULT_ORDER, not_measuring=NOT_MEASURING)
     status = status_of(run, record)
     unfinished = None
     if status != "complete" and verdict is RunVerdict.QUALIFIED:

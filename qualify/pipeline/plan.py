@@ -25,10 +25,10 @@ from qualify.core.errors import ConfigError, UsageError
 from qualify.core.redaction import token_in_name
 from qualify.core.resources import data_dir
 from qualify.core.tomlfile import Table, read_toml, suggest
-from qualify.pipeline.notapplicable import BUILD_STAGE, NotApplicable, not_applicable
+from qualify.pipeline.notapplicable import BUILD_STAGE, NOT_MEASURING, NotApplicable, not_applicable
 
 #: The default stage order; a stage of it that a plan leaves out is NOT CONFIGURED.
-DEFAULT_ORDER = ("build", "compile", "numerics", "serving", "soak", "bench")
+DEFAULT_ORDER = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 
 _CHECK_COMMON = ("kind", "name", "description", "timeout", "env", "roles", "limits", "vars")
 _STAGE_KEYS = ("name", "description", "inconclusive", "requires", "check", "profiles", "not_applicable")
@@ -110,10 +110,10 @@ class Plan:
                 f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in the plan, and a "
                 f"stage of the default order that is missing keeps every run INCOMPLETE: {how}"
             )
-        if not any(s.name != BUILD_STAGE for s in self.stages):
+        if not any(s.name not in NOT_MEASURING for s in self.stages):
             why.append(
-                "no stage but the build measures the engine: building is not qualifying, so a run "
-                "stays INCOMPLETE; give the plan a stage with checks"
+                "no stage but the build measures the engine: building (and distributing) is not "
+                "qualifying, so a run stays INCOMPLETE; give the plan a stage with checks"
             )
         return why
 

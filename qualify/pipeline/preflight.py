@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+from typing import TYPE_CHECKING
 
 from qualify.checks.registry import kind_named
-from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError, QualifyError, UsageError
-from qualify.core.gitstatus import listed, tree_changes, uncommitted
-from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import read_toml
 from qualify.core.verdicts import Verdict
-from qualify.pipeline.plan import Plan
-from qualify.pipeline.planfiles import BUILTIN, PlanChange, PlanFiles
-from qualify.pipeline.record import RunRecord
-from qualify.pipeline.stagerun import stage_outcome
+
+if TYPE_CHECKING:
+    # What only a run's checks read (git, the run records) is imported where they are made:
+    # `qualify plan` checks the flake through this module, and reads no run.
+    from qualify.core.config import ProjectConfig
+    from qualify.core.runstore import RunDir
+    from qualify.pipeline.plan import Plan
+    from qualify.pipeline.planfiles import PlanChange, PlanFiles
+    from qualify.pipeline.record import RunRecord
 
 #: The stages' libraries (pyproject.toml's `stages` extra) by the name they are imported as.
 STAGE_LIBRARIES = {
@@ -80,8 +83,29 @@ def require_flake(plan: Plan, config: ProjectConfig) -> None:
     )
 
 
+def require_host(plan: Plan, config: ProjectConfig, selected: set[str] | None) -> None:
+    """What a check about to run needs of this host (a signing key, a cache's folder: each kind's
+    `preflight`), refused now (exit 4) naming the stage file and the check, not as an ERROR once
+    the stages before it have run for hours. `selected`: the stages this invocation runs (None:
+    every stage of the plan)."""
+    problems = [
+        f"{stage.file}: check {spec.name!r}: {problem}"
+        for stage in plan.stages
+        if selected is None or stage.name in selected
+        for spec in stage.checks
+        if (problem := kind_named(spec.kind, spec.name).preflight(spec, config)) is not None
+    ]
+    if problems:
+        raise ConfigError(
+            "; ".join(problems),
+            "fix it before the run starts (`qualify kinds` describes each check's parameters)",
+        )
+
+
 def will_build(run: RunDir | None, plan: Plan, selected: set[str] | None) -> bool:
     """Whether this invocation may run a stage that builds the arms."""
+    from qualify.pipeline.stagerun import stage_outcome
+
     builders = [s for s in plan.stages if any(kind_named(c.kind, c.name).builds_arms for c in s.checks)]
     if run is None:
         return bool(builders)
@@ -93,6 +117,8 @@ def will_build(run: RunDir | None, plan: Plan, selected: set[str] | None) -> boo
 def require_clean_tree(config: ProjectConfig, allow_dirty: bool) -> None:
     """Arms built from a local flake with uncommitted changes would come from no one revision:
     refuse it now (exit 4) unless --allow-dirty, not as a build ERROR after the work started."""
+    from qualify.core.gitstatus import listed, tree_changes
+
     if allow_dirty or ":" in config.flake:
         return
     root = (config.root / config.flake).resolve()
@@ -136,6 +162,9 @@ def require_recorded_plan(saved: RunRecord, now: PlanFiles, config: ProjectConfi
 
 def _where_changed(changes: list[PlanChange], config: ProjectConfig) -> list[str]:
     """Each change, with whether it is still uncommitted in the working tree (a git checkout's)."""
+    from qualify.core.gitstatus import uncommitted
+    from qualify.pipeline.planfiles import BUILTIN
+
     edited = uncommitted(config.root, [c.name for c in changes if not c.name.startswith(BUILTIN)])
     out = []
     for change in changes:
@@ -152,6 +181,8 @@ def _restore(changes: list[PlanChange], revision: str | None) -> str:
     """How to put the plan back as the run recorded it: the recorded revision, or its plan's
     files alone, where the run was made from a clean checkout; qualify's own plan from the
     qualify the run was made with."""
+    from qualify.pipeline.planfiles import BUILTIN
+
     own = [c for c in changes if c.name.startswith(BUILTIN)]
     project = [c for c in changes if c not in own]
     steps = ["run the qualify the run was made with"] if own else []

@@ -39,6 +39,7 @@ from qualify.pipeline.planfiles import PlanStamp, plan_files, stamp
 from qualify.pipeline.preflight import (
     require_clean_tree,
     require_flake,
+    require_host,
     require_nix,
     require_recorded_plan,
     will_build,
@@ -133,6 +134,8 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         check_templates(plans[m.label], config, arms[m.label])
     require_nix(plan)
     require_flake(plan, config)
+    for m in shape.chosen:
+        require_host(plans[m.label], config, selected_stages(plans[m.label], plan, request))
     allowed = request.allow_dirty or (saved is not None and saved.options.allow_dirty)
     builds = (
         will_build(

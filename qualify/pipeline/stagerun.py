@@ -30,6 +30,7 @@ from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
 from qualify.pipeline.planfiles import PlanStamp
 from qualify.pipeline.record import RunRecord, update_run
+from qualify.pipeline.sofar import stages_before
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 
@@ -279,6 +280,7 @@ class StageRunner:
             roles_override=roles,
             progress=events.progress,
             advance=events.advance,
+            earlier=lambda: stages_before(self.run, stage.name),
         )
         events.check_start(stage.name, spec.name)
         started = now_iso()

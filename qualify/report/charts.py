@@ -19,17 +19,13 @@ A chart whose data cannot be drawn raises `ValueError` naming the chart.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")  # no display: draw to files only
-import matplotlib.pyplot as plt  # the backend must be chosen first
 
 from qualify.checks.figures import (
     Chart,
@@ -68,6 +64,9 @@ def render_svg(chart: Chart | Mapping[str, Any], index: int) -> str:
         "font.family": "sans-serif",
         "figure.dpi": 96,
     }
+    _file_backend()
+    import matplotlib.pyplot as plt  # on the first chart drawn: see _file_backend
+
     with plt.rc_context(style):  # type: ignore[arg-type]  # the stub wants literal keys
         fig, ax = plt.subplots(figsize=(7.2, 3.0))
         try:
@@ -103,6 +102,16 @@ def render_svg(chart: Chart | Mapping[str, Any], index: int) -> str:
         finally:
             plt.close(fig)
     return _inline(buffer.getvalue(), typed.alt, f"c{index}-")
+
+
+@functools.cache
+def _file_backend() -> None:
+    """matplotlib drawing to files only, chosen before pyplot is first imported. Imported with
+    the first chart drawn, not with this module: `qualify run`, `show` and `report` load this
+    module whether or not a chart is drawn, and matplotlib takes about half a second of CPU."""
+    import matplotlib
+
+    matplotlib.use("Agg")
 
 
 def _draw(ax: Any, chart: Chart) -> None:

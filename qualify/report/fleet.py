@@ -11,7 +11,7 @@ checks could not be re-decided is shown as such, each of its stages ERROR, and i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.fleetrecord import fleet_part
 from qualify.report.headline import members_note
 from qualify.report.matrix import Cell, Column
-from qualify.report.model import ReportModel, build_model, json_ready
+from qualify.report.model import ReportModel, VerdictView, build_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,7 +70,7 @@ class HostView:
 
 
 @dataclass(frozen=True)
-class FleetModel:
+class FleetModel(VerdictView):
     schema_version: int
     qualify_version: str
     kind: str
@@ -97,14 +97,6 @@ class FleetModel:
     not_proven: list[str] = field(default_factory=list)
     #: What each host that did not qualify lacks, and the stages declared not applicable.
     verdict_note: str = ""
-
-    @property
-    def verdict_line(self) -> str:
-        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
-
-    def as_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json_ready(asdict(self))
-        return {**document, "verdict_line": self.verdict_line}
 
 
 def _members(host: HostRun) -> list[tuple[str, RunDir]]:

@@ -8,7 +8,7 @@ stage), says whether the controls behaved, and lists what the set's evidence doe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.stageorder import with_default_order
 from qualify.report.headline import changed_plans, members_note
-from qualify.report.model import ReportModel, build_model, json_ready, protection_missing
+from qualify.report.model import ReportModel, VerdictView, build_model, protection_missing
 from qualify.report.views import with_shared
 
 #: A stage a member does not run (a negative control runs only what it must fail).
@@ -52,7 +52,7 @@ class Column:
 
 
 @dataclass(frozen=True)
-class MatrixModel:
+class MatrixModel(VerdictView):
     schema_version: int
     qualify_version: str
     kind: str
@@ -78,14 +78,6 @@ class MatrixModel:
     verdict_note: str = ""
     #: What did not protect the set's records from its commands (as `ReportModel.unprotected`).
     unprotected: list[str] = field(default_factory=list)
-
-    @property
-    def verdict_line(self) -> str:
-        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
-
-    def as_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json_ready(asdict(self))
-        return {**document, "verdict_line": self.verdict_line}
 
     @property
     def candidates(self) -> list[Column]:

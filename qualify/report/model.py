@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
@@ -36,8 +36,35 @@ class RoleView:
     out: str | None
 
 
+class _Noted(Protocol):
+    """A view model as `VerdictView` reads it: a dataclass with a verdict and its note."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def verdict_note(self) -> str: ...
+    @property
+    def verdict_line(self) -> str: ...
+
+
+class VerdictView:
+    """What a run's, a run set's and a fleet's view models say alike: the verdict as its line,
+    and the whole view as report.json holds it."""
+
+    @property
+    def verdict_line(self: _Noted) -> str:
+        """The verdict as a reviewer should read it: "QUALIFIED — bench undecided"."""
+        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
+
+    def as_json(self: _Noted) -> dict[str, Any]:
+        document: dict[str, Any] = json_ready(asdict(self))
+        return {**document, "verdict_line": self.verdict_line}
+
+
 @dataclass(frozen=True)
-class ReportModel:
+class ReportModel(VerdictView):
     schema_version: int
     qualify_version: str
     run_id: str
@@ -69,17 +96,8 @@ class ReportModel:
     unprotected: list[str] = field(default_factory=list)
 
     @property
-    def verdict_line(self) -> str:
-        """The verdict as a reviewer should read it: "QUALIFIED — bench undecided"."""
-        return f"{self.verdict} — {self.verdict_note}" if self.verdict_note else self.verdict
-
-    @property
     def ungated(self) -> list[StageView]:
         return [s for s in self.stages if s.ungated]
-
-    def as_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = json_ready(asdict(self))
-        return {**document, "verdict_line": self.verdict_line}
 
     def role(self, name: str) -> RoleView | None:
         return next((r for r in self.roles if r.role == name), None)

@@ -22,9 +22,9 @@ from qualify.serving.evidence import (
     StartError,
 )
 from qualify.serving.judgement import CASES, TIMING, SavedServing, assess
-from qualify.serving.kind import DEFAULT_PROMPTS, KIND
+from qualify.serving.kind import KIND
 from qualify.serving.lifecycle import RoleServer, ServerStartFailed, role_server
-from qualify.serving.params import ServingParams
+from qualify.serving.params import DEFAULT_PROMPTS, ServingParams
 from qualify.serving.suites import SUITES, run_suites
 from qualify.serving.tables import serving_tables
 from qualify.serving.timing import REQUEST_TYPES, design_timing, run_timing
@@ -44,7 +44,7 @@ def measure(ctx: CheckContext) -> None:
     suites = _selected(list(p.suites), tuple(SUITES), "suites")
     types = _selected(list(p.timing), REQUEST_TYPES, "timing")
     settings = Settings(
-        prompts=p.prompts or tuple(DEFAULT_PROMPTS),
+        prompts=p.prompts or DEFAULT_PROMPTS,
         n_predict=p.n_predict,
         n_probs=p.n_probs,
         concurrency=p.concurrency,

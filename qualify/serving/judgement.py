@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qualify.checks.base import CANDIDATE, PINNED, Finding, SavedCheck
-from qualify.checks.findings import headline, worst
+from qualify.checks.findings import reason_line, worst
 from qualify.core.verdicts import Verdict
 from qualify.serving.compare import CaseRow, compare_cases
 from qualify.serving.evidence import (
@@ -131,9 +131,7 @@ def assess(data: SavedServing, limits: Mapping[str, float]) -> ServingJudgement:
     verdict = worst(findings)
     counts = {r: f"{sum(not c.problems for c in cs)}/{len(cs)} cases pass" for r, cs in by_role.items() if cs}
     summary = "; ".join(f"{r} {t}" for r, t in counts.items())
-    reason = headline(verdict, findings, summary)
-    if reason != summary and summary:
-        reason += f" — {summary}"
+    reason = reason_line(verdict, findings, summary)
     return ServingJudgement(
         verdict,
         reason,

@@ -35,27 +35,10 @@ inside the bound (or inside the noise) is not detected.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Limit, Param
-from qualify.core.ranges import NON_NEGATIVE, OPEN_UNIT, POSITIVE, SECONDS
+from qualify.checks.base import CheckKind, Limit
+from qualify.core.ranges import NON_NEGATIVE
+from qualify.serving.params import ServingParams
 
-#: The suites in the order they run (`qualify.serving.suites.SUITES` holds them by these names).
-SUITE_NAMES = (
-    "readiness",
-    "completion",
-    "streaming",
-    "chat",
-    "long-context",
-    "prefix-cache",
-    "tools",
-    "structured-output",
-    "sampling",
-    "concurrency",
-)
-DEFAULT_PROMPTS = [
-    "The capital of France is",
-    "Once upon a time, there was a little robot who",
-    "def fibonacci(n):",
-]
 LIMITS = (
     Limit(
         "tie_margin",
@@ -71,47 +54,7 @@ LIMITS = (
 KIND = CheckKind(
     name="openai-suite",
     summary="functional suites over each role's OpenAI-compatible server; strict across roles; timing gate",
-    params=(
-        Param("server", "string", required=True, help="the server command template, with {port}"),
-        Param("suites", "strings", list(SUITE_NAMES), help="suites to run, of: " + ", ".join(SUITE_NAMES)),
-        Param("prompts", "strings", DEFAULT_PROMPTS, help="prompts of the greedy comparisons"),
-        Param("n_predict", "integer", 16, help="tokens generated per greedy case", allowed=POSITIVE),
-        Param(
-            "n_probs",
-            "integer",
-            2,
-            help="top log-probs per token (≥ 2 for the near-tie rule)",
-            allowed=POSITIVE,
-        ),
-        Param(
-            "concurrency", "integer", 4, help="parallel requests of the concurrency suite", allowed=POSITIVE
-        ),
-        Param("slot_save", "boolean", False, help="check slot save/restore (needs --slot-save-path)"),
-        Param("ready_timeout", "number", 120, help="seconds to wait for /health", allowed=SECONDS),
-        Param("request_timeout", "number", 300, help="seconds per HTTP request", allowed=SECONDS),
-        Param("timing", "strings", ["completion", "long-prompt"], help="timing request types ([] for none)"),
-        Param("timing_tokens", "integer", 16, help="tokens generated per timing request", allowed=POSITIVE),
-        Param(
-            "timing_prompt_tokens",
-            "integer",
-            256,
-            help="prompt length of the long-prompt type",
-            allowed=POSITIVE,
-        ),
-        Param(
-            "warmup",
-            "integer",
-            2,
-            help="warm-up requests per role and type, thrown away",
-            allowed=NON_NEGATIVE,
-        ),
-        Param(
-            "repeats", "integer", None, help="timing pairs (at least the computed minimum)", allowed=POSITIVE
-        ),
-        Param(
-            "alpha", "number", 0.05, help="family-wise level of the timing tests (Holm)", allowed=OPEN_UNIT
-        ),
-    ),
+    params=ServingParams.declared(),
     verdict_rules=(
         "FAIL if the candidate's server does not start or dies, a case passing in pinned fails in the "
         "candidate, a strict value differs across roles, greedy tokens differ away from a near-tie, or a "

@@ -47,9 +47,9 @@ a driver fault that names no process cannot be told apart by role.
 
 from __future__ import annotations
 
-from qualify.checks.base import CheckKind, Limit, Param
+from qualify.checks.base import CheckKind, Limit
 from qualify.core.checkspec import CheckSpec
-from qualify.core.ranges import NON_NEGATIVE, OPEN_UNIT, POSITIVE, SECONDS, above
+from qualify.core.ranges import NON_NEGATIVE
 from qualify.soak.params import SoakParams
 
 #: Each a series' most growth over the horizon (`qualify.soak.trend.RULES` names which series).
@@ -85,114 +85,7 @@ KIND = CheckKind(
     name="soak",
     summary="long concurrent load under memory pressure; FAIL on failed or stalled requests, GPU driver "
     "errors in the kernel log, or a leak or drift beyond budget and beyond pinned's",
-    params=(
-        Param("server", "string", required=True, help="the server template, with {port}"),
-        Param("duration_s", "number", 28800, help="seconds of load per role", allowed=SECONDS),
-        Param("warmup_s", "number", 900, help="seconds left out of the trend tests", allowed=NON_NEGATIVE),
-        Param("sample_s", "number", 5, help="seconds between telemetry samples", allowed=SECONDS),
-        Param(
-            "window_s",
-            "number",
-            60,
-            help="seconds per window of the trend tests (medians, p50/p99)",
-            allowed=SECONDS,
-        ),
-        Param(
-            "seed",
-            "integer",
-            42,
-            help="the workload's seed (the same requests on every role)",
-            allowed=NON_NEGATIVE,
-        ),
-        Param(
-            "rate",
-            "number",
-            0.5,
-            help="mean arrivals per second (Poisson): keep below saturation",
-            allowed=above(0),
-        ),
-        Param(
-            "concurrency",
-            "integer",
-            4,
-            help="most requests in flight (capped at the server's slots)",
-            allowed=POSITIVE,
-        ),
-        Param("turns", "integer", 4, help="turns per conversation", allowed=POSITIVE),
-        Param("prefix_words", "integer", 120, help="words of the shared system prompt", allowed=NON_NEGATIVE),
-        Param("turn_words", "integer", 24, help="words per user message", allowed=POSITIVE),
-        Param(
-            "reply_words",
-            "integer",
-            16,
-            help="words per generated assistant message in the history",
-            allowed=NON_NEGATIVE,
-        ),
-        Param("max_tokens", "integer", 64, help="tokens generated per request", allowed=POSITIVE),
-        Param("max_requests", "integer", 100000, help="the most requests per role", allowed=POSITIVE),
-        Param(
-            "grace_s",
-            "number",
-            30,
-            help="seconds after the soak for requests in flight to finish",
-            allowed=NON_NEGATIVE,
-        ),
-        Param(
-            "stall_s",
-            "number",
-            60,
-            help="seconds without stream progress that count as a stall",
-            allowed=SECONDS,
-        ),
-        Param(
-            "compact_every_s",
-            "number",
-            600,
-            help="seconds between compactions after the warm-up; 0: none",
-            allowed=NON_NEGATIVE,
-        ),
-        Param("compact_path", "string", "/proc/sys/vm/compact_memory", help="where compaction is asked for"),
-        Param(
-            "block_s",
-            "number",
-            0,
-            help="interleave the roles in ABBA blocks of this many seconds of each role's soak "
-            "(both servers stay up); 0: one role after the other",
-            allowed=NON_NEGATIVE,
-        ),
-        Param(
-            "concurrent",
-            "boolean",
-            False,
-            help="load every role at once for the whole duration (one duration instead of one per "
-            "role); the roles then contend for the machine",
-        ),
-        Param("alpha", "number", 0.01, help="level of the Mann–Kendall tests", allowed=OPEN_UNIT),
-        Param(
-            "horizon_s",
-            "number",
-            None,
-            help="budgets apply over this many seconds (default: the soak)",
-            allowed=SECONDS,
-        ),
-        Param(
-            "bound_budgets",
-            "boolean",
-            False,
-            help="INCONCLUSIVE unless the soak bounds each memory budget: the candidate's upper "
-            "growth over the horizon at most the budget",
-        ),
-        Param(
-            "ready_timeout_s",
-            "number",
-            300,
-            help="seconds for the server to answer its health check",
-            allowed=SECONDS,
-        ),
-        Param("endpoint", "string", "/v1/chat/completions", help="the streaming chat endpoint"),
-        Param("health", "string", "/health", help="the readiness endpoint (200 when ready)"),
-        Param("body", "table", {}, help="extra fields of every request body"),
-    ),
+    params=SoakParams.declared(),
     invalid=_invalid,
     verdict_rules=(
         "FAIL on a failed or stalled candidate request, a candidate server that never started or exited, "

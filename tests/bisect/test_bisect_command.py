@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import PY, Project, qualify_proc
 
 #: The gate: FAIL at or above `threshold`, else the arm's `samples` as metrics judged on a
@@ -138,6 +139,7 @@ def test_the_flip_is_found_at_the_first_failing_arm(project: Callable[..., Proje
     assert json.loads(again.stdout)["answer"] == document["answer"]
 
 
+@pytest.mark.slow
 def test_a_step_that_does_not_build_is_skipped_and_stepped_around(project: Callable[..., Project]) -> None:
     p = series_project(project, arms=7, threshold=5, broken=(3,))
     result = bisect(p, "move", "--gate", "compile")
@@ -150,6 +152,7 @@ def test_a_step_that_does_not_build_is_skipped_and_stepped_around(project: Calla
     assert "FOUND: first bad: s5 (step 5), last good: s4 (step 4)" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_undecided_step_is_retried_then_the_answer_is_a_range(project: Callable[..., Project]) -> None:
     p = series_project(project, arms=7, threshold=4, straddle=(3,))
     result = bisect(p, "move", "--gate", "compile/speed", "--retries", "1")
@@ -164,6 +167,7 @@ def test_an_undecided_step_is_retried_then_the_answer_is_a_range(project: Callab
     assert document["steps"][3]["verdict"] == "INCONCLUSIVE"
 
 
+@pytest.mark.slow
 def test_an_interrupted_bisect_resumes_with_the_same_answer(project: Callable[..., Project]) -> None:
     p = series_project(project, arms=7, threshold=4)
     (p.root / "hold-3").write_text("")  # step 3, the first midpoint, waits to be interrupted
@@ -226,6 +230,7 @@ def test_a_series_of_one_arm_is_refused(project: Callable[..., Project]) -> None
     assert not p.runs.exists()
 
 
+@pytest.mark.slow
 def test_an_unknown_gate_is_refused_with_the_closest_stage(project: Callable[..., Project]) -> None:
     p = series_project(project, arms=3)
     result = bisect(p, "move", "--gate", "compil")
@@ -236,6 +241,7 @@ def test_an_unknown_gate_is_refused_with_the_closest_stage(project: Callable[...
     assert unknown.returncode == 4 and "did you mean" in unknown.stderr and "speed" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_no_gate_runs_only_the_build_and_the_gate_s_stage(project: Callable[..., Project]) -> None:
     """--no-gate: a stage between the build and the gate (here one that always fails) neither
     runs nor blocks the gate; the step's plan holds the build and the gate's stage alone."""
@@ -255,6 +261,7 @@ def test_no_gate_runs_only_the_build_and_the_gate_s_stage(project: Callable[...,
     assert planned == ["build", "compile"]
 
 
+@pytest.mark.slow
 def test_a_dirty_tree_or_an_unknown_profile_is_refused_before_a_folder_is_made(
     project: Callable[..., Project],
 ) -> None:

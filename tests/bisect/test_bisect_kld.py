@@ -61,6 +61,7 @@ def kld_project(make: Callable[..., Project], tmp_path: Path) -> Project:
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["mean_kld", "noninferiority"])
 def test_a_kld_limit_or_noninferiority_flips_where_the_candidate_moved(
     project: Callable[..., Project], tmp_path: Path, metric: str

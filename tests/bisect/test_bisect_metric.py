@@ -83,6 +83,7 @@ def test_a_metric_gate_flips_where_the_metric_crosses_its_limit(project: Callabl
     assert widths["0"] > widths["3"] > widths["4"] > 0 and widths["1"] == 0
 
 
+@pytest.mark.slow
 def test_the_html_report_charts_every_probed_step(project: Callable[..., Project]) -> None:
     p = metric_project(project, arms=7, floor=90)
     result = bisect(p, "move", "--gate", "compile/speed/speed")
@@ -96,6 +97,7 @@ def test_the_html_report_charts_every_probed_step(project: Callable[..., Project
     assert "flip: s4" in page  # the flip's mark, drawn as the chart's text
 
 
+@pytest.mark.slow
 def test_an_unknown_metric_is_refused_before_anything_runs(project: Callable[..., Project]) -> None:
     p = metric_project(project, arms=3, floor=90)
     result = bisect(p, "move", "--gate", "compile/speed/sped")
@@ -107,6 +109,7 @@ def test_an_unknown_metric_is_refused_before_anything_runs(project: Callable[...
     assert other.returncode == 4 and "metrics its limits judge: speed" in other.stderr
 
 
+@pytest.mark.slow
 def test_a_step_missing_the_metric_is_undecided_with_the_reason(project: Callable[..., Project]) -> None:
     """s1 reports no speed: the check FAILs on it, yet the metric is neither within nor beyond
     its limit there, so the step is undecided and the flip a range around it."""
@@ -127,6 +130,7 @@ RESOURCES = Path(__file__).parent.parent / "compile" / "kernels" / "resources.cl
 CL = ["-x", "cl", "-cl-std=CL2.0", "--target=amdgcn-amd-amdhsa", "-O3", "-nogpulib", "-mcpu=gfx1100"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("clang-19") is None, reason="needs clang-19")
 def test_a_kernel_resources_gate_lists_the_kernels_that_changed_at_the_flip(
     project: Callable[..., Project], tmp_path: Path

@@ -204,6 +204,27 @@ CASES = [
 ]
 
 
+#: The cases `make check` compiles: those the tests after the first read too, and wave64 on
+#: RDNA. The others are marked slow: every case compiles for `make test`.
+CHECK_TIER_CASES = [
+    ("gfx900", ()),
+    ("gfx908", ()),
+    ("gfx90a", ()),
+    ("gfx1010", ()),
+    ("gfx1030", ()),
+    ("gfx1030", ("-mcumode",)),
+    ("gfx1100", ()),
+    ("gfx1100", ("-mwavefrontsize64",)),
+]
+#: One processor of each generation: `make check`'s share of the table's rows checked at the
+#: granule boundaries (every row for `make test`).
+CHECK_TIER_ROWS = {"gfx900", "gfx90a", "gfx942", "gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1200"}
+
+
+def slow_unless(kept: bool) -> tuple[pytest.MarkDecorator, ...]:
+    return () if kept else (pytest.mark.slow,)
+
+
 class Builds:
     """Compiles each (processor, flags) case once, on first use."""
 
@@ -226,7 +247,13 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
 
 
 @needs_clang19
-@pytest.mark.parametrize(("processor", "flags"), CASES, ids=[" ".join((p, *f)) for p, f in CASES])
+@pytest.mark.parametrize(
+    ("processor", "flags"),
+    [
+        pytest.param(p, f, id=" ".join((p, *f)), marks=slow_unless((p, f) in CHECK_TIER_CASES))
+        for p, f in CASES
+    ],
+)
 def test_model_matches_clang19_remarks(builds: Builds, processor: str, flags: tuple[str, ...]) -> None:
     result = builds[(processor, flags)]
     assert {k.name for k in result.kernels} == set(result.remark_occupancy)
@@ -257,7 +284,13 @@ BOUNDARIES += [lds(size, w) for size in (4096, 20000, 40000) for w in (64, 1024)
 
 
 @needs_clang19
-@pytest.mark.parametrize("processor", sorted(set(AMD_PROCESSORS) - NEWER_THAN_LLVM19))
+@pytest.mark.parametrize(
+    "processor",
+    [
+        pytest.param(p, marks=slow_unless(p in CHECK_TIER_ROWS))
+        for p in sorted(set(AMD_PROCESSORS) - NEWER_THAN_LLVM19)
+    ],
+)
 def test_every_table_row_matches_clang19_at_the_granule_boundaries(tmp_path: Path, processor: str) -> None:
     """Every processor of the table that clang-19 knows, in each wave size it has."""
     waves = [()] if processor.startswith("gfx9") else [(), ("-mwavefrontsize64",)]

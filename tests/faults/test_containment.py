@@ -25,7 +25,7 @@ from conftest import PY, Project, command_stage, qualify_proc
 from qualify.core import cgroups, proctree
 from qualify.core.groups import boot_id
 
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 CONFIG = """
 [arms.pinned]
 installable = ".#default"
@@ -145,7 +145,9 @@ def test_a_later_check_cannot_turn_a_failed_stage_into_a_pass(
         assert "tampered" in json.dumps(view), view
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize(
+    "mode", ["cgroup and mount", pytest.param("process tree and seal", marks=pytest.mark.slow)]
+)
 def test_a_detached_child_is_ended_with_its_command_and_forges_nothing_after_the_run(
     project: Callable[..., Project], mode: str
 ) -> None:
@@ -191,6 +193,7 @@ def test_a_child_in_its_own_session_does_not_outlive_its_command(
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_a_resume_leaves_a_stranger_with_a_recorded_group_number_alone(
     project: Callable[..., Project],
 ) -> None:

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import PY, Project, qualify_proc
 from typer.testing import CliRunner
 
 from qualify.cli import app
 
 runner = CliRunner()
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 
 #: A check that exits with the code its stage file gives, for the candidate only, and waits
 #: first while a file `slow-<stage>` exists beside it (so a test can stop it mid-stage without
@@ -122,6 +123,7 @@ def stop_a_failing_rerun(p: Project, run: Path, stage: str, sig: signal.Signals)
     return proc
 
 
+@pytest.mark.slow
 def test_a_rerun_stopped_by_sigterm_leaves_no_qualified_verdict(project: Callable[..., Project]) -> None:
     p, run = qualified_run(project)
     proc = stop_a_failing_rerun(p, run, "numerics", signal.SIGTERM)
@@ -189,6 +191,7 @@ def test_a_result_edited_to_pass_is_not_believed(project: Callable[..., Project]
     assert "bench UNREADABLE" in out, out
 
 
+@pytest.mark.slow
 def test_a_set_stopped_while_being_made_can_be_shown_and_resumed(project: Callable[..., Project]) -> None:
     """What a kill between the set's run.json and its members' folders leaves (a member's
     folder missing) is shown, and resumed into a complete set."""
@@ -208,6 +211,7 @@ def test_a_set_stopped_while_being_made_can_be_shown_and_resumed(project: Callab
     assert shown(p, run) == "QUALIFIED"
 
 
+@pytest.mark.slow
 def test_a_set_member_rerun_stopped_leaves_the_set_not_qualified(project: Callable[..., Project]) -> None:
     p = project(CONFIG)
     six(p)
@@ -272,6 +276,7 @@ def corrupt(run: Path, stage: str, how: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(
     max_examples=10,
     deadline=None,

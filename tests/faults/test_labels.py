@@ -114,7 +114,10 @@ def _hostile(label: str, tmp_path: Path) -> str:
     return str(tmp_path / "abs") if label == "/abs" else label
 
 
-@pytest.mark.parametrize("label", HOSTILE)
+# `make check` takes the first label through every command, `make test` every label.
+@pytest.mark.parametrize(
+    "label", [HOSTILE[0], *(pytest.param(label, marks=pytest.mark.slow) for label in HOSTILE[1:])]
+)
 @pytest.mark.parametrize(
     "command", [("report",), ("report", "--rejudge"), ("show",), ("run", "--run")], ids=" ".join
 )
@@ -171,6 +174,7 @@ def test_a_hostile_label_in_a_members_own_run_json_is_refused(a_set: Path, tmp_p
     assert done.returncode == 2 and str(member) in said and "'../cand2'" in said, said
 
 
+@pytest.mark.slow
 def test_a_hostile_host_key_in_a_fleet_is_refused(a_set: Path, tmp_path: Path) -> None:
     """`qualify report fleet/` reads its hosts from the fleet's run.json: a key is a folder."""
     out = tmp_path / "fleet"

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import PY, Project, command_stage, qualify_proc
 
 THREE = """
@@ -55,6 +56,7 @@ def said(done: object) -> str:
     return " ".join((getattr(done, "stdout", "") + getattr(done, "stderr", "")).split())
 
 
+@pytest.mark.slow
 def test_a_lock_that_is_a_link_is_refused_and_what_it_points_to_kept(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:

@@ -116,6 +116,7 @@ def test_the_latest_run_is_the_one_made_last_whatever_the_clocks_say(
     assert not (ahead / "10-build" / "attempts").exists()
 
 
+@pytest.mark.slow
 def test_runs_of_an_older_qualify_come_before_the_numbered_ones_by_name(
     project: Callable[..., Project],
 ) -> None:
@@ -134,7 +135,14 @@ def test_runs_of_an_older_qualify_come_before_the_numbered_ones_by_name(
     assert latest_shown(p) == numbered.name
 
 
-@pytest.mark.parametrize("created_at", [5, ["2025-01-01T00:00:00+00:00"], {"at": 1}])
+@pytest.mark.parametrize(
+    "created_at",
+    [
+        5,
+        pytest.param(["2025-01-01T00:00:00+00:00"], marks=pytest.mark.slow),
+        pytest.param({"at": 1}, marks=pytest.mark.slow),
+    ],
+)
 def test_a_created_at_that_is_not_text_names_that_run_and_lists_the_others(
     project: Callable[..., Project], created_at: object
 ) -> None:

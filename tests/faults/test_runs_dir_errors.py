@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from conftest import Project, command_stage, qualify_proc
 from readonly import read_only
 
@@ -39,6 +40,7 @@ def test_a_runs_dir_under_a_read_only_folder_names_it(project: Callable[..., Pro
     assert "internal error" not in said
 
 
+@pytest.mark.slow
 def test_a_kept_run_on_a_read_only_disk_is_shown_and_its_resume_named(
     project: Callable[..., Project],
 ) -> None:

@@ -106,6 +106,7 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(project: Callabl
     settled(run)
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_get_their_own_folders(project: Callable[..., Project]) -> None:
     p = project()
     p.stage("20-compile.toml", command_stage("compile", f"{PY} -c 'import time; time.sleep(1)'"))
@@ -134,6 +135,7 @@ def test_a_second_resume_of_one_run_is_refused(project: Callable[..., Project]) 
     settled(run)
 
 
+@pytest.mark.slow
 def test_a_corrupt_result_json_is_reported_and_rerun(project: Callable[..., Project]) -> None:
     p = project()
     p.stage("20-compile.toml", command_stage("compile", "true"))

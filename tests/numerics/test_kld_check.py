@@ -394,6 +394,7 @@ def test_a_reference_corrupt_mid_stream_is_blamed_on_the_reference(project, arms
     assert stopped[0]["message"].startswith("reference: " if stream else str(Path(result["folder"])))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_run_set_scores_reference_pinned_and_floor_once_for_every_member(
     project, arms, stream: bool

@@ -42,6 +42,7 @@ def without_server(project: Project) -> None:
     project.stage("40-serving.toml", NO_SERVER)
     project.stage("50-soak.toml", NO_SERVER)
     project.stage("60-bench.toml", command_stage("bench", f"{PY} -c 'pass'"))
+    project.stage("70-distribution.toml", command_stage("distribution", f"{PY} -c 'pass'"))
 
 
 def junit_verdict(run: Path) -> ET.Element:
@@ -108,7 +109,9 @@ def test_every_stage_but_the_build_declared_not_applicable_never_qualifies(
     """Building is not qualifying: a plan that judges nothing of the engine stays INCOMPLETE."""
     p = project()
     passing(p, "build")
-    for index, name in enumerate(("compile", "numerics", "serving", "soak", "bench"), start=2):
+    for index, name in enumerate(
+        ("compile", "numerics", "serving", "soak", "bench", "distribution"), start=2
+    ):
         p.stage(f"{index}0-{name}.toml", NO_SERVER)
     plan = load_plan(p.root / "stages")
     assert any("no stage but the build" in why for why in plan.never_qualifies())
@@ -120,7 +123,7 @@ def test_every_stage_but_the_build_declared_not_applicable_never_qualifies(
 
 def test_plan_and_doctor_say_when_a_plan_can_never_qualify(project: Callable[..., Project]) -> None:
     p = project()
-    passing(p, "build", "compile", "bench")
+    passing(p, "build", "compile", "bench", "distribution")
     text = plan_text(load_plan(p.root / "stages"))
     assert "never qualifies: numerics, serving, soak are not in the plan" in text
     assert "not_applicable" in text  # says how to declare them

@@ -37,7 +37,9 @@ def run_json(run: Path) -> dict:
 
 def six_stages(project: Project, failing: str | None = None) -> None:
     """Every stage of the default order, each a command check; `failing` exits 1."""
-    for index, name in enumerate(("build", "compile", "numerics", "serving", "soak", "bench"), start=1):
+    for index, name in enumerate(
+        ("build", "compile", "numerics", "serving", "soak", "bench", "distribution"), start=1
+    ):
         code = 1 if name == failing else 0
         project.stage(
             f"{index}0-{name}.toml",

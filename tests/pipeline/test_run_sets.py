@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import Project
+from conftest import Project, command_stage
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -77,6 +77,7 @@ def make(project: Callable[..., Project], controls: str = "", fails: dict[str, s
         'format = "metrics"\nwarmup = false\nlooks = 1\nmax_pairs = 12\n'
         "run = '{py} {project}/speed.py {arm} {out_file}'\n",
     )
+    p.stage("70-distribution.toml", command_stage("distribution", "{py} -c pass"))
     return p
 
 
@@ -146,6 +147,7 @@ def test_two_candidates_gate_apart_with_their_own_folders(project: Callable[...,
     assert 'href="cand2/report.html#stage-compile"' in html
 
 
+@pytest.mark.slow
 def test_controls_run_with_every_qualification_and_behave(project: Callable[..., Project]) -> None:
     controls = '[controls]\npositive = ["pinned"]\nnegative = { bad = ["numerics"] }\n'
     p = make(project, controls, fails={"bad": "numerics"})
@@ -200,6 +202,7 @@ def test_controls_run_with_every_qualification_and_behave(project: Callable[...,
     assert len(plain) == 1 and "kind" not in saved(plain[0] / "run.json")
 
 
+@pytest.mark.slow
 def test_a_negative_control_that_slips_through_means_the_gate_could_not_tell(
     project: Callable[..., Project],
 ) -> None:
@@ -227,6 +230,7 @@ def test_a_positive_control_that_fails_makes_the_set_not_qualified(project: Call
     assert top["controls_behaved"] is False and "positive control pinned" in top["verdict_reason"]
 
 
+@pytest.mark.slow
 def test_a_bench_regression_is_found_for_its_candidate_only(project: Callable[..., Project]) -> None:
     p = make(project)
     code, out = cli(p, "run", "--candidate", "cand", "--candidate", "bad")
@@ -239,6 +243,7 @@ def test_a_bench_regression_is_found_for_its_candidate_only(project: Callable[..
     assert bad["verdict"] == "FAIL" and "regression" in bad["reason"], bad["reason"]
 
 
+@pytest.mark.slow
 def test_a_member_decided_early_is_not_told_of_another_member_s_open_test(
     project: Callable[..., Project],
 ) -> None:
@@ -258,6 +263,7 @@ def test_a_member_decided_early_is_not_told_of_another_member_s_open_test(
     assert "for other members' tests; every test of this one was decided" in bad["reason"]
 
 
+@pytest.mark.slow
 def test_a_saved_set_is_rerun_and_rejudged_per_candidate(project: Callable[..., Project]) -> None:
     p = make(project, fails={"cand2": "compile"})
     code, _ = cli(p, "run", "--candidate", "cand", "--candidate", "cand2")
@@ -306,6 +312,7 @@ def test_a_candidate_given_twice_is_refused(project: Callable[..., Project]) -> 
     assert code == 4 and "given twice" in out
 
 
+@pytest.mark.slow
 def test_a_member_given_by_its_path_is_rerun_and_rejudged_with_its_share_of_the_plan(
     project: Callable[..., Project],
 ) -> None:

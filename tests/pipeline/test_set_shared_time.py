@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from conftest import Project
+import pytest
+from conftest import Project, command_stage
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -58,6 +59,7 @@ def make(project: Callable[..., Project]) -> Project:
         'name = "bench"\n[[check]]\nkind = "bench"\nname = "speed"\nformat = "metrics"\n'
         "warmup = false\nlooks = 1\nmax_pairs = 10\nrun = '{py} {project}/unit.py {out_file}'\n",
     )
+    p.stage("70-distribution.toml", command_stage("distribution", "{py} -c pass"))
     return p
 
 
@@ -72,6 +74,7 @@ def bench_check(model: dict[str, Any]) -> dict[str, Any]:
     return dict(check)
 
 
+@pytest.mark.slow
 def test_a_shared_bench_shows_the_time_of_the_set_s_measurement_and_with_whom(
     project: Callable[..., Project],
 ) -> None:

@@ -68,6 +68,9 @@ def test_the_set_names_the_undecided_check_and_the_plan_s_setting(project: Calla
             f"{index}0-{name}.toml", f'name = "{name}"\n[[check]]\nkind = "command"\nrun = "{PY} -c pass"\n'
         )
     p.stage("60-bench.toml", BENCH)
+    p.stage(
+        "70-distribution.toml", f'name = "distribution"\n[[check]]\nkind = "command"\nrun = "{PY} -c pass"\n'
+    )
     result = runner.invoke(
         app, ["run", "--candidate", "cand", "--candidate", "cand2", "--project", str(p.root)]
     )
@@ -102,6 +105,9 @@ def test_only_a_stage_whose_plan_counts_inconclusive_as_warn_reaches_the_qualifi
             f"{index}0-{name}.toml", f'name = "{name}"\n[[check]]\nkind = "command"\nrun = "{PY} -c pass"\n'
         )
     p.stage("60-bench.toml", BENCH)
+    p.stage(
+        "70-distribution.toml", f'name = "distribution"\n[[check]]\nkind = "command"\nrun = "{PY} -c pass"\n'
+    )
     result = runner.invoke(
         app, ["run", "--candidate", "cand", "--candidate", "cand2", "--project", str(p.root)]
     )

@@ -114,7 +114,9 @@ def test_stage_kept_by_only_goes_stale_when_its_inputs_change(project: Callable[
     """`--only compile` after changing a candidate variable that would make numerics fail:
     numerics is kept but STALE, and the run is no longer QUALIFIED until it is rerun."""
     p = project()
-    for index, name in enumerate(("build", "compile", "numerics", "serving", "soak", "bench"), start=1):
+    for index, name in enumerate(
+        ("build", "compile", "numerics", "serving", "soak", "bench", "distribution"), start=1
+    ):
         run = f"{PY} -c 'import sys; sys.exit({{level}} > 9)'" if name == "numerics" else "true"
         p.stage(f"{index}0-{name}.toml", command_stage(name, run))
     code, out = cli(p, "run", "--candidate", "cand")

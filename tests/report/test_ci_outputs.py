@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import PY, Project, command_stage, qualify_proc
 from junitparser import Error, Failure, JUnitXml, Skipped
 
@@ -37,7 +38,7 @@ def test_junit_has_a_suite_per_stage_and_reads_back(project: Callable[..., Proje
     run = three_stages(project())
     xml = JUnitXml.fromfile(str(run / "junit.xml"))
     suites = {suite.name: suite for suite in xml}
-    assert {"build", "compile", "numerics", "serving", "soak", "bench"} <= set(suites)
+    assert {"build", "compile", "numerics", "serving", "soak", "bench", "distribution"} <= set(suites)
     [build] = list(suites["build"])
     assert build.is_passed and build.name == "build-check (command)"
     properties = {p.name: p.value for p in suites["build"].properties()}
@@ -54,7 +55,7 @@ def test_junit_has_a_suite_per_stage_and_reads_back(project: Callable[..., Proje
     [verdict] = list(suites["qualify"])
     [not_qualified] = verdict.result
     assert isinstance(not_qualified, Failure) and not_qualified.type == "NOT QUALIFIED"
-    assert xml.failures == 2 and xml.errors == 0 and xml.skipped == 4 and xml.tests == 7
+    assert xml.failures == 2 and xml.errors == 0 and xml.skipped == 5 and xml.tests == 8
     assert not any(isinstance(r, Error) for s in xml for c in s for r in c.result)
 
 
@@ -90,6 +91,7 @@ def test_no_annotations_for_a_passing_run(project: Callable[..., Project]) -> No
     assert list(error_commands(build_model(RunDir(run)))) == []
 
 
+@pytest.mark.slow
 def test_a_long_finding_is_cut_in_its_annotation(project: Callable[..., Project]) -> None:
     """Before, an annotation carried its finding whole: 7.7 kB of one command's output beside
     the pull request's files. Now at most MAX_MESSAGE characters, saying it was cut, how long it

@@ -49,7 +49,8 @@ def host_project(project: Callable[..., Project], fail_serving: bool, extra_vars
             """
         )
     )
-    for index, name in enumerate(("build", "compile", "numerics", "serving", "soak", "bench"), start=1):
+    stages = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
+    for index, name in enumerate(stages, start=1):
         p.stage(
             f"{index}0-{name}.toml",
             command_stage(
@@ -122,6 +123,7 @@ def links_in(markdown_text: str) -> list[str]:
     return [str(c.attrs["href"]) for c in inline if c.type == "link_open"]
 
 
+@pytest.mark.slow
 def test_the_fleet_summary_links_the_ci_run_and_says_each_host_s_controls(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -190,6 +192,7 @@ def test_the_ci_run_s_address_is_taken_only_in_the_shape_github_gives_it(
         assert found is None
 
 
+@pytest.mark.slow
 def test_runs_of_another_plan_are_refused_unless_allowed(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -211,6 +214,7 @@ def test_runs_of_another_plan_are_refused_unless_allowed(
     assert "Merged although they differ" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_archives_merge_like_directories(project: Callable[..., Project], tmp_path: Path) -> None:
     p = host_project(project, fail_serving=False)
     first, second = run_on(p, "gfx1151-box"), run_on(p, "gfx1151-box")
@@ -235,6 +239,7 @@ def test_archives_merge_like_directories(project: Callable[..., Project], tmp_pa
     assert code == 4 and "not a fleet report" in output and (tmp_path / "busy" / "keep.txt").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("clang-19") is None, reason="needs clang-19 (AMDGPU code objects)")
 def test_a_kernel_spilling_on_one_target_only_is_called_out(
     project: Callable[..., Project], tmp_path: Path
@@ -269,6 +274,7 @@ def test_a_kernel_spilling_on_one_target_only_is_called_out(
     assert rows["acc_spill"] == ["spills (gfx1151)", "no spill (gfx942)"]
 
 
+@pytest.mark.slow
 @needs_browser
 def test_the_fleet_report_loads_in_a_browser_offline(project: Callable[..., Project], tmp_path: Path) -> None:
     """The merged report in headless chromium: no errors, nothing fetched, the hosts shown, and

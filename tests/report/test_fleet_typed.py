@@ -44,6 +44,7 @@ run = "{{py}} {HELPERS / "write_junit.py"} {{out_file}} 'x=passed'"
     return p
 
 
+@pytest.mark.slow
 def test_wrong_typed_facts_leave_the_host_not_rejudged_naming_file_and_key(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -62,6 +63,7 @@ def test_wrong_typed_facts_leave_the_host_not_rejudged_naming_file_and_key(
     assert "20-compile/ops/result.json" in why and "facts.counts.candidate.passed" in why, why
 
 
+@pytest.mark.slow
 def test_a_wrong_typed_provenance_field_is_refused_naming_file_and_key(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -74,6 +76,7 @@ def test_a_wrong_typed_provenance_field_is_refused_naming_file_and_key(
     assert "run.json" in output and "provenance.host.hostname is a list, not a string" in output, output
 
 
+@pytest.mark.slow
 def test_a_misspelt_key_in_a_hosts_plan_is_refused_naming_it(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -91,6 +94,7 @@ def test_a_misspelt_key_in_a_hosts_plan_is_refused_naming_it(
     assert "plan.stages[0].checks[0].limts: not a field this qualify knows" in output, output
 
 
+@pytest.mark.slow
 def test_the_fleets_own_record_is_read_through_its_types(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:

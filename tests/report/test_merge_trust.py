@@ -118,7 +118,12 @@ def merged_hosts(*runs: Path, out: Path, extra: tuple[str, ...] = ()) -> tuple[i
 
 @pytest.mark.parametrize(
     "case",
-    ["qualified", "fails", "measured nothing", "limits loosened"],
+    [
+        pytest.param("qualified", marks=pytest.mark.slow),
+        pytest.param("fails", marks=pytest.mark.slow),
+        "measured nothing",
+        pytest.param("limits loosened", marks=pytest.mark.slow),
+    ],
 )
 def test_each_hosts_merged_verdict_is_what_rejudge_decides(
     project: Callable[..., Project], tmp_path: Path, case: str
@@ -171,6 +176,7 @@ def of_kind(run: Path, kind: str, everywhere: bool) -> None:
     sealed_elsewhere(run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("everywhere", [False, True], ids=["result of another kind", "kind unknown here"])
 def test_a_host_that_cannot_be_rejudged_is_shown_as_such(
     project: Callable[..., Project], tmp_path: Path, everywhere: bool
@@ -197,7 +203,7 @@ def test_a_host_that_cannot_be_rejudged_is_shown_as_such(
     # Every stage of it is an error in junit.xml: nothing there was judged here.
     suites = {x.get("name"): x for x in ET.parse(out / "junit.xml").getroot()}
     odd_suites = [x for name, x in suites.items() if str(name).startswith("odd-host/")]
-    assert len(odd_suites) == 6 and all(x.get("errors") == "1" for x in odd_suites)
+    assert len(odd_suites) == 7 and all(x.get("errors") == "1" for x in odd_suites)
     assert all(x.get("errors") == "0" for name, x in suites.items() if str(name).startswith("good-host/"))
     assert ".fleet." not in odd_view["verdict_reason"]  # named where the fleet keeps it
     # Read back from the folder alone, it stays so.
@@ -218,6 +224,7 @@ def two_runs(project: Callable[..., Project]) -> tuple[Project, Path, Path]:
     return p, older, newer
 
 
+@pytest.mark.slow
 def test_an_archive_of_several_runs_is_refused_unless_one_is_named(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:
@@ -240,6 +247,7 @@ def test_an_archive_of_several_runs_is_refused_unless_one_is_named(
     assert code == 0 and hosts == {"box": "QUALIFIED"}
 
 
+@pytest.mark.slow
 def test_a_folder_of_several_runs_is_refused_unless_one_is_named(
     project: Callable[..., Project], tmp_path: Path
 ) -> None:

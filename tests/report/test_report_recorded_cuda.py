@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from recorded_runs import unpack
+from recorded_runs import Rejudge, unpack
 from test_report import CHROMIUM, sync_playwright
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda"
@@ -26,17 +24,10 @@ RUN_NAME = ARCHIVE.name.removesuffix(".tar.xz")
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def rendered(rejudge_recorded: Rejudge, tmp_path_factory: pytest.TempPathFactory) -> Path:
     copy = unpack(ARCHIVE, tmp_path_factory.mktemp("recorded"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "qualify", "report", "-C", str(EXAMPLE), "--rejudge", str(copy)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PATH": "/usr/bin:/bin"},  # no GITHUB_* variables: the summary names the run folder
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return copy
+    # No GITHUB_* variables: the summary names the run folder.
+    return rejudge_recorded(EXAMPLE, copy, env={"PATH": "/usr/bin:/bin"})
 
 
 def kernels(run: Path) -> dict:
@@ -48,7 +39,11 @@ def kernels(run: Path) -> dict:
 def test_the_headline_leads_with_the_reasons_that_decide_it(rendered: Path) -> None:
     summary = (rendered / "summary.md").read_text()
     lines = summary.splitlines()
-    assert lines[0] == "## Toolchain qualification: **NOT QUALIFIED** — compile failed"
+    # Recorded before the default order had the distribution stage: its plan never configured it.
+    assert (
+        lines[0]
+        == "## Toolchain qualification: **NOT QUALIFIED** — compile failed, distribution not configured"
+    )
     reason = next(line for line in lines if line.startswith("- compile · kernel-resources: "))
     counts = next(t for t in kernels(rendered)["tables"] if t["title"] == "Kernels found and judged")
     failing = dict(zip(counts["columns"], counts["rows"][0], strict=True))["FAIL"]

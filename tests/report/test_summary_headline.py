@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import Project, qualify_proc
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -25,7 +26,7 @@ from qualify.report.model import build_model
 from qualify.report.render import SUMMARY_CAP, VERDICT_CLASS, SummaryLinks, render, render_summary
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
-STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
+STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
 CONFIG = """
 [arms.pinned]
 installable = ".#default"
@@ -165,6 +166,7 @@ def test_the_summary_links_the_ci_run_and_stays_under_the_cap(project: Callable[
     assert len(cut) <= 600 and cut.rstrip().endswith("the rest is in report.html._")
 
 
+@pytest.mark.slow
 def test_summary_of_many_findings_is_capped(project: Callable[..., Project]) -> None:
     run_dir = undecided_run(project(CONFIG))
     result_json = run_dir / "60-bench" / "speed" / "result.json"
@@ -180,6 +182,7 @@ def test_summary_of_many_findings_is_capped(project: Callable[..., Project]) -> 
     assert "(the first 10 of 5000)" in summary
 
 
+@pytest.mark.slow
 def test_a_positive_control_whose_stage_decided_nothing_is_not_said_to_pass_it(
     project: Callable[..., Project],
 ) -> None:

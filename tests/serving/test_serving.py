@@ -291,7 +291,7 @@ def test_a_case_pinned_ran_and_the_candidate_did_not_fails() -> None:
 
 
 def test_the_declared_suites_are_those_that_run_in_their_order() -> None:
-    from qualify.serving.kind import SUITE_NAMES
+    from qualify.serving.params import SUITE_NAMES
     from qualify.serving.suites import SUITES
 
     assert tuple(SUITES) == SUITE_NAMES

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
 from conftest import Project, qualify_proc
 from test_serving import left_behind, serving_project
 
@@ -68,6 +69,7 @@ def test_a_member_reads_only_pinned_and_its_own_requests() -> None:
     assert ServingTiming.load(view.to_json(), "timing.json") == view
 
 
+@pytest.mark.slow
 def test_pinned_is_served_once_and_each_member_judged_from_the_shared_rounds(
     project: Callable[..., Project],
 ) -> None:

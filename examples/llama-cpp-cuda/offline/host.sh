@@ -65,6 +65,12 @@ if [ ! -x "$state/bin/nix" ] && [ -d "$bundles/c1/nixdeb" ]; then
     chmod +x "$state/bin/$b"
   done
   log "nix: $(nix --version)"
+  # bubblewrap from the same packages, where the host has none: qualify's commands then run in
+  # a mount namespace that keeps the run's records read-only, as on the hosts that build.
+  if ! command -v bwrap > /dev/null && [ -x "$nixp/usr/bin/bwrap" ]; then
+    ln -sfn "$nixp/usr/bin/bwrap" "$state/bin/bwrap"
+  fi
+  log "bwrap: $(command -v bwrap) $(bwrap --version 2>&1 | head -1)"
 fi
 # 2. qualify's Python dependencies that the host's Python lacks
 if [ ! -d "$state/site" ] && [ -d "$bundles/c1/whl" ]; then
@@ -189,6 +195,13 @@ maybe_start_run() {
 [ "${QUALIFY_HOLD:-0}" = 1 ] && return
 if [ ! -f "$state/run.started" ] && built reference && built default && built cuda135 && [ -f "$model" ]; then
   date +%s > "$state/run.started"
+  # Before the run: whether this host contains qualify's commands as the hosts that build do,
+  # and whether the GPU is reached from inside (this checkout's qualify, whatever the run's).
+  arm=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[0]["outputs"]["out"])' "$state/build-default.json")
+  PYTHONPATH=$state/site:$repo timeout 300 python3 "$ex/offline/gpu_contained.py" "$arm" "$model" \
+    "$state/gpu-contained.json" > "$state/gpu-contained.log" 2>&1
+  log "containment on this host: rc $? ($(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(d["containment"]["records"][:60], "| failed:", d["failed"] or "none")' "$state/gpu-contained.json" 2>&1 | tail -1))"
   # The run reads a clone of the committed tree (the next step's transfer replaces the checkout,
   # and a clone's index matches its files), so its record names the revision; a checkout
   # without .git is copied as it is, and its run names none.
@@ -295,7 +308,7 @@ fi
   [ -f "$state/run.log" ] && { echo "### run.log"; tail -60 "$state/run.log"; }
   for j in "$state"/run.json "$state"/run-*.json; do [ -s "$j" ] && { echo "### $(basename "$j")"; cat "$j"; }; done
 } > "$out/summary.txt" 2>&1
-(cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log 2>/dev/null)
+(cd "$state" && tar -cJf "$out/logs.tar.xz" host.txt host.log build-*.log build-*.json run.log gpu-contained.* 2>/dev/null)
 if [ -d "$state/runs" ]; then
   # The run directory without its bulk: per-token logits, copies of test trees, and any file of
   # 16 MiB or more (a numerics artifact still being written when the lease ends is gigabytes).

