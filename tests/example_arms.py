@@ -50,6 +50,8 @@ def ensure_setup() -> None:
     if (
         not (EXAMPLE / "data" / "corpus.txt").is_file()
         or not (EXAMPLE / "data" / "gemma-3-270m-q4_k_m.gguf").is_file()
+        # The distribution stage's signing key, which a run asks for before it starts.
+        or not (EXAMPLE / ".qualify" / "cache-key.sec").is_file()
     ):
         subprocess.run(
             [str(EXAMPLE / "setup.sh")], env={**example_env(), "PYTHON": sys.executable}, check=True

@@ -71,6 +71,7 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
     infos = nix.path_infos(paths, "path-info")
     cache.mkdir(parents=True, exist_ok=True)
     ctx.echo(f"candidate: {len(paths)} paths to {cache}")
+    held = sum(1 for path in paths if _narinfo(cache, path).is_file())
     settings = {"compression": params.compression, "secret-key": str(key)}
     copied = nix.copy(store_url(cache, **settings), paths, "copy")
     found = CacheMeasurement(
@@ -80,6 +81,7 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
         closure=params.closure,
         compression=params.compression,
         paths=len(paths),
+        held_before=held,
         nar_bytes=sum(int(info.get("narSize") or 0) for info in infos.values()),
         cache_bytes=sum(_cached_bytes(cache, path) for path in paths),
         cache_total_bytes=folder_bytes(cache),
@@ -91,9 +93,14 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
     return found.model_copy(update=_proved(nix, cache, paths, trusted))
 
 
+def _narinfo(cache: Path, path: str) -> Path:
+    """Where a binary cache keeps what it says of a store path."""
+    return cache / f"{Path(path).name.split('-', 1)[0]}.narinfo"
+
+
 def _cached_bytes(cache: Path, path: str) -> int:
     """What the cache holds of `path`: its narinfo and the compressed NAR it names."""
-    narinfo = cache / f"{Path(path).name.split('-', 1)[0]}.narinfo"
+    narinfo = _narinfo(cache, path)
     if not narinfo.is_file():
         return 0
     fields = dict(
@@ -226,7 +233,11 @@ def _table(m: CacheMeasurement) -> Table:
             f"{m.cache_bytes / _MIB:.1f} MiB ({m.compression}); "
             f"the folder {m.cache_total_bytes / _MIB:.1f} MiB",
         ],
-        ["copy to the cache (s)", seconds(m.copied)],
+        [
+            "copy to the cache (s)",
+            seconds(m.copied)
+            + (f" ({m.held_before} of {m.paths} paths held already)" if m.held_before else ""),
+        ],
         ["substitution into an empty store (s)", seconds(m.substitution)],
         ["verification (s)", seconds(m.verify)],
     ]

@@ -89,6 +89,9 @@ class CacheMeasurement(Evidence):
     nar_bytes: int = Field(default=0, description="the closure's NARs, uncompressed")
     cache_bytes: int = Field(default=0, description="the closure's compressed NARs and narinfos in the cache")
     cache_total_bytes: int = Field(default=0, description="the cache folder as a whole, after the copy")
+    held_before: int = Field(
+        default=0, description="closure paths the cache held before the copy (not signed again)"
+    )
     copied: Step | None = Field(default=None, description="the copy into the cache")
     substitution: Step | None = None
     substituted_paths: int = 0

@@ -110,16 +110,21 @@ run = "sed -i 's/default = engine (tool \\"1\\")/default = engine (tool \\"2\\")
 """
 
 
-def make_project(root: Path, distribution: str = DISTRIBUTION, tag: str = "fork-1") -> Path:
-    """`fork/`, `dist/` (a fresh signing key in it) and the committed, locked project under
-    `root`: the project's flake is the folder `engine/` of the repository `repo/`, as a flake in
-    a folder of a larger repository is (the example's, in qualify's own)."""
-    fork = root / "fork"
+def make_fork(fork: Path, tag: str) -> Path:
+    """A git repository holding the fork's flake, whose `lib.tag` is `tag`, on branch main."""
     fork.mkdir(parents=True)
     (fork / "flake.nix").write_text(FORK.replace("TAG", tag))
     git(fork, "init", "-q", "-b", "main")
     git(fork, "add", "-A")
     git(fork, "commit", "-qm", tag)
+    return fork
+
+
+def make_project(root: Path, distribution: str = DISTRIBUTION, arms: str = "") -> Path:
+    """`fork/`, `dist/` (a fresh signing key in it) and the committed, locked project under
+    `root`: the project's flake is the folder `engine/` of the repository `repo/`, as a flake in
+    a folder of a larger repository is (the example's, in qualify's own). `arms`: more arms."""
+    fork = make_fork(root / "fork", "fork-1")
     dist = root / "dist"
     dist.mkdir()
     new_key(dist / "cache-key.sec", "engine-cache-1")
@@ -128,7 +133,7 @@ def make_project(root: Path, distribution: str = DISTRIBUTION, tag: str = "fork-
     (project / "stages").mkdir(parents=True)
     flake = ENGINE.replace("FORK", str(fork)).replace("NONCE", uuid.uuid4().hex)
     (project / "flake.nix").write_text(flake)
-    (project / "qualify.toml").write_text('plan = "stages"\n' + CONFIG.replace("DIST", str(dist)))
+    (project / "qualify.toml").write_text('plan = "stages"\n' + CONFIG.replace("DIST", str(dist)) + arms)
     for name, body in STAGES.items():
         (project / "stages" / name).write_text(body)
     (project / "stages" / "70-distribution.toml").write_text(distribution)

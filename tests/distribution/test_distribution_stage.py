@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import qualify_proc
-from distflakes import force_push_away, make_project, new_key, outside
+from distflakes import force_push_away, make_fork, make_project, new_key, outside
 from nixflakes import have_nix
 
 pytestmark = [pytest.mark.nix, pytest.mark.skipif(not have_nix(), reason="nix is not installed")]
@@ -63,7 +63,7 @@ def test_a_qualified_candidate_has_its_sources_kept_its_cache_proved_and_its_pat
     cache = measured(run_dir, "cache")
     assert result(run_dir, "cache")["verdict"] == "PASS"
     assert cache["substituted_paths"] == cache["paths"] >= 2 and cache["verify"]["ok"]
-    assert cache["cache_bytes"] > 0 and cache["build"]["check"] == "build/arms"
+    assert cache["cache_bytes"] > 0 and cache["build"]["check"] == "build/arms" and cache["held_before"] == 0
     narinfos = list((dist / "cache").glob("*.narinfo"))
     assert len(narinfos) == cache["paths"]
     assert all("Sig: engine-cache-1:" in n.read_text() for n in narinfos)
@@ -134,6 +134,7 @@ def test_a_cache_a_host_cannot_trust_is_refused(
     run_dir, _ = rerun(project, nix_flakes)
     rotated = result(run_dir, "cache")
     assert rotated["verdict"] == "FAIL" and "lacks a valid signature by engine-cache-2" in rotated["reason"]
+    assert measured(run_dir, "cache")["held_before"] == measured(run_dir, "cache")["paths"]
     key.write_bytes(kept)
 
 
@@ -213,6 +214,28 @@ def test_the_pin_moves_only_after_the_stages_before_qualified(
     code, _, out = run(project, nix_flakes, "--candidate", "broken")
     assert code == 4 and "70-distribution.toml: check 'cache': secret_key_file" in out, out[-2000:]
     assert "nix key generate-secret" in out and sorted((project / "runs").iterdir()) == before
+
+
+def test_without_a_command_the_move_locks_the_input_the_candidate_overrides(
+    tmp_path: Path, nix_flakes: dict[str, str]
+) -> None:
+    """The candidate is pinned's installable with the fork input overridden (a toolchain pin
+    moved as an input): the default move locks that override into flake.lock, after which the
+    pinned arm is the candidate's derivation."""
+    moved = make_fork(tmp_path / "fork-2", "fork-2")
+    arms = f'[arms.moved]\ninstallable = ".#default"\nnix_args = ["--override-input", "fork", "git+file://{moved}?ref=main"]\n'
+    only_the_move = 'name = "distribution"\n[[check]]\nkind = "pin-move"\nname = "pin-move"\n'
+    project = make_project(tmp_path / "p", only_the_move, arms)
+    code, run_dir, out = run(project, nix_flakes, "--candidate", "moved")
+    assert code == 0, out[-3000:]
+    move = result(run_dir, "pin-move")
+    assert move["verdict"] == "PASS", move
+    assert measured(run_dir, "pin-move")["files"] == ["engine/flake.lock"]
+    patch = (run_dir / "70-distribution" / "pin-move" / "candidate" / "pin-move.patch").read_text()
+    assert (
+        f'+        "url": "file://{moved}"' in patch
+        and "nix flake lock" in dict(move["tables"][0]["rows"])["move"]
+    )
 
 
 def test_doctor_says_whether_this_host_makes_and_reads_caches(nix_flakes: dict[str, str]) -> None:
