@@ -273,3 +273,43 @@ def _reclaim_fd(fd: int, user: CommandUser, me: int, mine: int) -> None:
     kept = mode & ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | 0o022)
     if kept != mode or info.st_uid == user.uid:
         os.fchmod(fd, kept)
+
+
+def lend(user: CommandUser, folder: Path, keep: str) -> None:
+    """Give a folder qualify made outside the run (a clone a command edits) to `user`: every
+    file and folder below it but `keep` (its `.git`), the folder itself writable by all and
+    sticky (so that `keep`, qualify's, can be neither renamed nor removed), and the folder above
+    it searchable. A file of more than one name is not given: it would give its other names."""
+    if not user.switched:
+        return
+    folder.parent.chmod(stat.S_IMODE(folder.parent.stat().st_mode) | 0o711)
+    folder.chmod(0o1777)
+    for path, dirs, files, dirfd in os.fwalk(folder, follow_symlinks=False):
+        if Path(path) == folder and keep in dirs:
+            dirs.remove(keep)
+        for name in [*dirs, *files]:
+            if Path(path) == folder and name == keep:
+                continue
+            with suppress(OSError):
+                info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                if stat.S_ISLNK(info.st_mode):
+                    os.chown(name, user.uid, user.gid, dir_fd=dirfd, follow_symlinks=False)
+                elif stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink == 1):
+                    fd = os.open(
+                        name, _DIR_FLAGS if stat.S_ISDIR(info.st_mode) else _FILE_FLAGS, dir_fd=dirfd
+                    )
+                    try:
+                        _give(fd, user)
+                    finally:
+                        os.close(fd)
+
+
+def returned(user: CommandUser, folder: Path, keep: str) -> list[Path]:
+    """Take back what `lend` gave, once the command has ended; the entries named `keep` the
+    command made below the folder (a `.git` where a repository would be found before qualify's
+    own): the caller refuses to go on with them."""
+    if not user.switched:
+        return []
+    take_back(user, folder)
+    folder.chmod(0o755)
+    return [p for p in folder.rglob(keep) if p != folder / keep]

@@ -171,6 +171,28 @@ def writing(folder: Path, gcroots: Path | None = None) -> Iterator[None]:
         commanduser.take_back(jail.user, folder)
 
 
+@contextmanager
+def lending(folder: Path, keep: str = ".git") -> Iterator[None]:
+    """Let the commands started inside the block edit `folder`, a tree qualify made outside the
+    run (a clone of the project the pin's move is made in) but its `keep`; on leaving, it is
+    qualify's again, and a `keep` a command planted below it is refused: qualify's own tools
+    (git, nix) would take it for the repository."""
+    jail = _jail
+    user = jail.user if jail is not None else None
+    if user is not None:
+        commanduser.lend(user, folder, keep)
+    try:
+        yield
+    finally:
+        planted = commanduser.returned(user, folder, keep) if user is not None else []
+    if planted:
+        raise QualifyError(
+            f"a command made {', '.join(map(str, planted))}: qualify does not run git or nix where a "
+            "repository of a command's making would be taken for its own",
+            "let the command change the project's files only",
+        )
+
+
 def wrap(argv: Sequence[str], env: Mapping[str, str], *, privileged: bool = False) -> Wrapped:
     """`argv` as it starts inside the run's containment (as it is, outside a run). `privileged`:
     nix, which writes the store as its owner, keeps qualify's user."""

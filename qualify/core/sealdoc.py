@@ -133,9 +133,7 @@ def state_of(root: Path) -> SealState:
     except FileNotFoundError:
         if _made_here(root):
             return SealState(root, Trust.BROKEN, None, f"{path} is missing")
-        return SealState(
-            root, Trust.ELSEWHERE, None, f"{path} is missing (a run not made in this runs directory)"
-        )
+        return SealState(root, Trust.ELSEWHERE, None, f"no {SEAL} (a run not made in this runs directory)")
     except OSError as exc:
         return SealState(root, Trust.BROKEN, None, f"{path}: unreadable: {exc.strerror or exc}")
     try:
@@ -152,14 +150,14 @@ def state_of(root: Path) -> SealState:
         if _made_here(root):
             return SealState(root, Trust.BROKEN, document, f"{path} is not authenticated")
         return SealState(
-            root, Trust.ELSEWHERE, document, f"{path} was written before seals were authenticated"
+            root, Trust.ELSEWHERE, document, f"its {SEAL} was written before seals were authenticated"
         )
     if key is None or document.key != sealkey.key_id(key):
         if _made_here(root):
             return SealState(
                 root, Trust.BROKEN, document, f"{path} names a key this host did not make it with"
             )
-        return SealState(root, Trust.ELSEWHERE, document, f"{path} was made with another host's key")
+        return SealState(root, Trust.ELSEWHERE, document, f"its {SEAL} was made with another host's key")
     if not sealkey.verify(key, document.payload(), document.mac):
         return SealState(
             root, Trust.BROKEN, document, f"{path} is not authentic (changed since qualify wrote it)"

@@ -32,7 +32,13 @@ class Git:
         who = ["-c", f"user.name={identity[0]}", "-c", f"user.email={identity[1]}"] if identity else []
         argv = ["git", "-C", str(self.repo), *who, *args]
         done = process.run(
-            argv, log=self.log, env=_env(), timeout_s=600, echo=self.echo, separate_stdout=True
+            argv,
+            log=self.log,
+            env=_env(),
+            timeout_s=600,
+            echo=self.echo,
+            separate_stdout=True,
+            privileged=True,  # qualify's git in qualify's repositories (the project's, its clone)
         )
         if not done.ok:
             said = " / ".join(line.strip() for line in done.output_tail[-4:] if line.strip())
@@ -48,7 +54,9 @@ def _env() -> dict[str, str]:
 
 def toplevel(folder: Path) -> Path:
     """The root of the git checkout `folder` is in, or a QualifyError."""
-    code, text = process.capture(["git", "-C", str(folder), "rev-parse", "--show-toplevel"], env=_env())
+    code, text = process.capture(
+        ["git", "-C", str(folder), "rev-parse", "--show-toplevel"], env=_env(), privileged=True
+    )
     if code != 0:
         raise QualifyError(
             f"{folder} is not in a git checkout: the pin's move is a patch against the project's revision",
@@ -58,7 +66,7 @@ def toplevel(folder: Path) -> Path:
 
 
 def head(repo: Path) -> str | None:
-    code, text = process.capture(["git", "-C", str(repo), "rev-parse", "HEAD"], env=_env())
+    code, text = process.capture(["git", "-C", str(repo), "rev-parse", "HEAD"], env=_env(), privileged=True)
     return text.strip() if code == 0 else None
 
 
@@ -66,7 +74,7 @@ def identity(repo: Path) -> tuple[str, str]:
     """The project's own git identity (the patch is its maintainer's to apply), else qualify's."""
     values = []
     for key in ("user.name", "user.email"):
-        code, text = process.capture(["git", "-C", str(repo), "config", key], env=_env())
+        code, text = process.capture(["git", "-C", str(repo), "config", key], env=_env(), privileged=True)
         values.append(text.strip() if code == 0 else "")
     return (values[0], values[1]) if all(values) else FALLBACK_IDENTITY
 

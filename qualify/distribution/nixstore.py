@@ -58,6 +58,7 @@ class Nix:
                     echo=self.echo,
                     stdin=given,
                     separate_stdout=True,
+                    privileged=True,  # nix writes and reads the store as its owner
                 )
         except ToolMissing as exc:
             return Step(ok=False, seconds=0.0, error=exc.message), ""
@@ -90,7 +91,7 @@ class Nix:
         return out.strip()
 
     def version(self) -> str | None:
-        code, text = process.capture(["nix", "--version"], env=dict(self.env), timeout_s=60)
+        code, text = process.capture(["nix", "--version"], env=dict(self.env), timeout_s=60, privileged=True)
         return text.strip() if code == 0 else None
 
     def requisites(self, paths: Sequence[str], name: str, *, include_outputs: bool = False) -> list[str]:

@@ -14,6 +14,7 @@ from qualify.checks.base import CANDIDATE, PINNED, Finding, Judgement, SavedChec
 from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.core import process
+from qualify.core.containment import lending
 from qualify.core.context import CheckContext
 from qualify.core.errors import PlaceholderError, QualifyError
 from qualify.core.runstore import write_atomic
@@ -82,7 +83,7 @@ def _measure(
     with scratch("pin-move") as work:
         git = gitmove.clone(top, revision, work / "repo", log, ctx.echo)
         workdir = work / "repo" / flake_dir.relative_to(top)
-        how, step = _move(ctx, params, workdir)
+        how, step = _move(ctx, params, workdir, work / "repo")
         if not step.ok:
             return seen.model_copy(
                 update={
@@ -120,15 +121,17 @@ def _measure(
     )
 
 
-def _move(ctx: CheckContext, params: PinMoveParams, workdir: Path) -> tuple[str, Step]:
+def _move(ctx: CheckContext, params: PinMoveParams, workdir: Path, clone_root: Path) -> tuple[str, Step]:
     """Make the move in the clone: the plan's command, or the candidate's input overrides locked."""
     nix = Nix(ctx.env(CANDIDATE), ctx.folder / "logs", ctx.spec.timeout_s or DEFAULT_TIMEOUT_S, ctx.echo)
     if params.run is not None:
         argv = ctx.argv(params.run, CANDIDATE, project=str(workdir))
-        done = process.run(
-            argv, log=ctx.log(CANDIDATE, "move-command"), env=ctx.env(CANDIDATE), cwd=workdir,
-            timeout_s=ctx.spec.timeout_s or DEFAULT_TIMEOUT_S, echo=ctx.echo,
-        )  # fmt: skip
+        # The plan's command runs as the checked commands do: the clone is lent to their user.
+        with lending(clone_root):
+            done = process.run(
+                argv, log=ctx.log(CANDIDATE, "move-command"), env=ctx.env(CANDIDATE), cwd=workdir,
+                timeout_s=ctx.spec.timeout_s or DEFAULT_TIMEOUT_S, echo=ctx.echo,
+            )  # fmt: skip
         said = " / ".join(line.strip() for line in done.output_tail[-4:] if line.strip())
         return params.run, Step(
             ok=done.ok,

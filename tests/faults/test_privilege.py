@@ -197,3 +197,53 @@ def test_a_project_the_command_user_cannot_reach_is_refused_before_anything_runs
     else:
         assert done.returncode == 4 and "QUALIFY_COMMAND_USER='no-such-user-here'" in said, said
     assert not (root / "runs").exists(), said
+
+
+def test_a_clone_lent_to_a_command_comes_back_whole(reachable: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pin's move runs the plan's command in a clone of the project, lent to the command's
+    user: it edits and adds the project's files, but cannot rename or replace the clone's
+    `.git` (qualify's git and nix then run in it as root), and a `.git` it plants further down,
+    where nix would find it first, is refused. Everything is qualify's again afterwards."""
+    from qualify.core import process
+    from qualify.core.containment import contained, lending
+    from qualify.core.environment import child_env
+    from qualify.core.errors import QualifyError
+
+    monkeypatch.delenv("QUALIFY_COMMAND_USER", raising=False)  # the default user: nobody
+    run = reachable / "run"
+    run.mkdir()
+    work = Path(tempfile.mkdtemp(prefix="qualify-lend-"))  # root's alone, as the stage's scratch
+    clone = work / "repo"
+    (clone / ".git").mkdir(parents=True)
+    (clone / ".git" / "config").write_text("[core]\n")
+    (clone / "sub").mkdir()
+    (clone / "flake.lock").write_text("{}")
+    script = (
+        "import os, pathlib\n"
+        "root = pathlib.Path(os.getcwd())\n"
+        "(root / 'flake.lock').write_text('moved')\n"
+        "(root / 'new.nix').write_text('added')\n"
+        "said = []\n"
+        "for try_ in (lambda: os.rename(root / '.git', root / 'old-git'),\n"
+        "             lambda: (root / '.git' / 'config').write_text('[core]\\nfsmonitor = evil')):\n"
+        "    try:\n"
+        "        try_(); said.append('done')\n"
+        "    except OSError as exc:\n"
+        "        said.append(f'refused: {exc}')\n"
+        "print(said)\n"
+    )
+    try:
+        with contained(run, "lend-test"), lending(clone):
+            done = process.run([COMMAND_PY, "-c", script], log=None, env=child_env(), cwd=clone)
+        assert done.ok, done.output_tail
+        assert done.output_tail[-1].count("refused") == 2, done.output_tail
+        assert (clone / "flake.lock").read_text() == "moved" and (clone / "new.nix").read_text() == "added"
+        assert (clone / ".git" / "config").read_text() == "[core]\n"
+        owners = {p.stat().st_uid for p in [clone, *clone.rglob("*")]}
+        assert owners == {0}, owners
+        assert clone.stat().st_mode & 0o7777 == 0o755
+        with pytest.raises(QualifyError, match=r"sub/\.git"), contained(run, "lend-test"), lending(clone):
+            planted = "import pathlib; pathlib.Path('sub/.git').mkdir()"
+            assert process.run([COMMAND_PY, "-c", planted], log=None, env=child_env(), cwd=clone).ok
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
