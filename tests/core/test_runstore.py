@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from qualify.core import runindex
 from qualify.core.errors import RunStoreError
 from qualify.core.runlist import SEQUENCE_FILE, list_runs, new_run, open_run
 from qualify.core.runstore import (
@@ -191,6 +192,9 @@ def test_the_latest_is_the_last_numbered_then_unnumbered_by_name(tmp_path: Path)
     saved("20230101-000000-odd", sequence="3", created_at=7)
     (tmp_path / "20220101-000000-torn").mkdir()
     (tmp_path / "20220101-000000-torn" / "run.json").write_text("{")
+    # "Latest" is chosen among the runs this folder's index says it made.
+    runindex.add(tmp_path, "20990101-000000-b", 1)
+    runindex.add(tmp_path, "20200101-000000-a", 2)
     order = [r.run_id for r in list_runs(tmp_path)]
     assert order == [
         "20220101-000000-torn",
