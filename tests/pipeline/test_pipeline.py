@@ -326,14 +326,17 @@ def test_resume_after_a_killed_run_reuses_finished_checks(project: Callable[...,
     slow_stage(p, marker, 300)
     proc = start_background(p, "run", "--candidate", "cand")
     wait_for(marker)
-    # Both roles of `slow` write the same marker; wait until the pinned one is running.
-    sleeper = int(marker.read_text())
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     # An orphan of the killed run, ours to clean where its watcher did not yet: its group is
-    # led by the containment's wrapper, not by the command itself.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(os.getpgid(sleeper), signal.SIGKILL)
+    # led by the containment's wrapper, not by the command itself. It is found by its command
+    # line: the pid it wrote is its PID namespace's, and a group of 0 would be this test's own.
+    for orphan in running_with(str(marker)):
+        with contextlib.suppress(ProcessLookupError):
+            group = os.getpgid(orphan)
+            if group not in (0, os.getpgrp()):
+                os.killpg(group, signal.SIGKILL)
+            os.kill(orphan, signal.SIGKILL)
     run = p.run_dirs()[0]
     assert run_json(run)["status"] == "running"
     quick_result = json.loads((run / "30-numerics" / "quick" / "result.json").read_text())
