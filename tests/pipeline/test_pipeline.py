@@ -267,6 +267,19 @@ def wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def shell_writing(marker: Path) -> int:
+    """The pid, here, of the `sh -c` that writes `marker` (the pid it writes is its own in the
+    PID namespace it runs in)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if entry.name.isdigit() and argv[0] == b"sh" and any(str(marker).encode() in a for a in argv):
+            return int(entry.name)
+    raise AssertionError(f"no shell writes {marker}")
+
+
 def pid_state(pid: int) -> str | None:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -281,10 +294,11 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(project: Callable[..., Project
     slow_stage(p, marker, 300)
     proc = start_background(p, "run", "--candidate", "cand")
     wait_for(marker)
+    shell = shell_writing(marker)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
-    assert pid_state(int(marker.read_text())) in (None, "Z")  # the child's group was killed
+    assert pid_state(shell) in (None, "Z")  # the child's group was killed
     run = p.run_dirs()[0]
     assert run_json(run)["status"] == "interrupted"
     assert stage_json(run, "30-numerics")["status"] == "interrupted"
@@ -310,7 +324,7 @@ def test_resume_after_a_killed_run_reuses_finished_checks(project: Callable[...,
     proc = start_background(p, "run", "--candidate", "cand")
     wait_for(marker)
     # Both roles of `slow` write the same marker; wait until the pinned one is running.
-    sleeper = int(marker.read_text())
+    sleeper = shell_writing(marker)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     # An orphan of the killed run, ours to clean where its watcher did not yet: its group is
