@@ -99,8 +99,6 @@ def show(
         return
     note = f" — {safe(model.verdict_note)}" if model.verdict_note else ""
     console.print(f"run {safe(model.run_id)}: {badge(model.verdict)}{note}  ({safe(model.status)})")
-    if model.unprotected:
-        console.print(f"[yellow]not protected:[/] {safe('; '.join(model.unprotected))}")
     console.print(
         " → ".join(
             f"{safe(s.name)} {badge(s.outcome)}" + (" [yellow](ungated)[/]" if s.ungated else "")
@@ -145,14 +143,11 @@ def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
     console.print(safe(model.verdict_reason))
     if isinstance(model, MatrixModel) and model.controls_line:
         console.print(safe(model.controls_line))
-    if isinstance(model, MatrixModel) and model.unprotected:
-        console.print(f"[yellow]not protected:[/] {safe('; '.join(model.unprotected))}")
     if isinstance(model, FleetModel):
         for host in model.hosts:
             gpus = "; ".join(host.gpus) or "no GPU"
-            sealed = "" if host.seal in ("", "sealed and verified") else f"  ({safe(host.seal)})"
             console.print(
-                f"  {safe(host.key)}: {badge(host.verdict)}  {safe(gpus)}, kernel {safe(host.kernel)}{sealed}"
+                f"  {safe(host.key)}: {badge(host.verdict)}  {safe(gpus)}, kernel {safe(host.kernel)}"
             )
         for line in model.differences:
             console.print(f"  differs: {safe(line)}")

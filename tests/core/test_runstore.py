@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qualify.core import runindex
-from qualify.core.errors import RunStoreError
+from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runlist import SEQUENCE_FILE, list_runs, new_run, open_run
 from qualify.core.runstore import (
     SCHEMA_VERSION,
@@ -204,6 +204,12 @@ def test_the_latest_is_the_last_numbered_then_unnumbered_by_name(tmp_path: Path)
         "20990101-000000-b",
         "20200101-000000-a",
     ]
+    # The latest is taken among the runs the runs directory's index lists as made here only:
+    # none here, then the two numbered ones (a folder written by hand is listed by no index).
+    with pytest.raises(UsageError, match="is one this runs directory made"):
+        open_run(tmp_path, None)
+    runindex.add(tmp_path, "20990101-000000-b", 1)
+    runindex.add(tmp_path, "20200101-000000-a", 2)
     assert open_run(tmp_path, None).run_id == "20200101-000000-a"
 
 

@@ -132,6 +132,7 @@ def test_every_field_of_the_set_and_fleet_summaries_is_escaped(tmp_path: Path) -
         "stages": [H],
         "cells": {H: {"k": cell}},
         "members": [{"stages": [stage]}],
+        "unprotected": [H],
     }
     fleet_model = {
         **common,
