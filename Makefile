@@ -62,9 +62,10 @@ demo-full: example
 	@$(BIN)python -m qualify run -C examples/llama-cpp --candidate clang19 --profile full; code=$$?; \
 	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
 
-# The tests that need no nix, no example built and no model, in minutes: what a contributor
-# runs before each commit. A test gets these marks from the fixtures it uses (tests/tiers.py),
-# and one that runs nix or reads the model without its mark fails here, naming the mark.
+# The tests that need no nix, no example built and no model and are not slow (5.8 minutes of
+# CPU on 2 cores): what a contributor runs before each commit. A test gets these marks from the
+# fixtures it uses (tests/tiers.py), and one that runs nix or reads the model without its mark
+# fails here, naming the mark.
 check: setup
 	$(BIN)python -m pytest -q -m "not nix and not example and not model and not slow"
 

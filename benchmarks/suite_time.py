@@ -9,6 +9,10 @@ in the first test that uses it. Printed beside the figures on a 2-core machine: 
 should take under 5 minutes, the whole suite took 52.5 (CI, with its 21 minutes of set-up and
 example builds before it, must end within 60). The whole suite takes about an hour; --check-only
 runs `make check`'s selection alone, in minutes.
+
+On a machine shared with other work the minutes follow its load: the run's CPU time (pytest's
+and every process it waited for) and the load average before and after are printed with them,
+to compare runs made at different times.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import resource
 import signal
 import subprocess
 import sys
@@ -44,6 +50,7 @@ def main() -> None:
         if args.check_only:
             argv += ["-m", check_markexpr()]
         argv += args.pytest_args
+        load_before = os.getloadavg()[0]
         started = time.monotonic()
         with args.log.open("w") if args.log else contextlib.nullcontext() as out:
             done = subprocess.run(
@@ -57,12 +64,20 @@ def main() -> None:
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
         wall_s = time.monotonic() - started
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_s = used.ru_utime + used.ru_stime
+        load_after = os.getloadavg()[0]
         if not times.is_file():
             sys.exit(f"pytest exited {done.returncode} before its summary: no tier times")
         tiers = json.loads(times.read_text())
 
     check, rest = tiers["check"], tiers["rest"]
     print(f"\npytest exited {done.returncode}; {wall_s / 60:.1f} min wall, collection included")
+    print(
+        f"{cpu_s / 60:.1f} min of CPU (pytest and the processes it waited for), "
+        f"{cpu_s / wall_s:.2f} cores on average; load average {load_before:.1f} before, "
+        f"{load_after:.1f} after, on {os.cpu_count()} cores"
+    )
     print(f"{'tier':<26} {'tests':>6} {'measured':>10}   figure (2 cores)")
     print(
         f"{'check (make check)':<26} {check['tests']:>6} {check['seconds'] / 60:>6.1f} min"
