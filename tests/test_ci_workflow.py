@@ -48,6 +48,7 @@ from helpers.github_stand_in import GitHub, Serving
 from recorded_runs import unpack
 
 from qualify.cli import app
+from qualify.core import runindex
 from qualify.core.config import load_config
 
 WORKFLOW = REPO / "examples" / "ci" / "github-actions.yml"
@@ -238,8 +239,9 @@ def contexts(event: str = "pull_request", head_repo: str | None = REPOSITORY, **
 
 
 def base_env(*path: Path) -> dict[str, str]:
-    """What a runner's process has before a job: PATH, HOME, locale, pip's and nix's settings."""
-    kept = ("HOME", "LANG", "PIP_", "SSL_", "NIX_CONFIG")
+    """What a runner's process has before a job: PATH, HOME, locale, pip's and nix's settings,
+    and the suite's command user (its projects lie in root's pytest folders; tests/conftest.py)."""
+    kept = ("HOME", "LANG", "PIP_", "SSL_", "NIX_CONFIG", "QUALIFY_COMMAND_USER")
     env = {k: v for k, v in os.environ.items() if k.startswith(kept)}
     return {**env, "PATH": ":".join([*map(str, path), "/usr/bin", "/bin"])}
 
@@ -763,6 +765,7 @@ def test_the_jobs_steps_run_in_order_on_a_project_qualify_init_wrote(
         qualify.skip("Qualify")
         runs = Path(qualify.env["QUALIFY_RUNS_DIR"])
         run = unpack(RECORDED, runs)
+        runindex.add(runs, run.name, 1)  # as the skipped Qualify step's run would have listed it
         (run / "gcroots").mkdir(exist_ok=True)
         (run / "gcroots" / "candidate").symlink_to(tmp_path / "python")
         qualify.run()

@@ -64,7 +64,7 @@ import base64
 import binascii
 from pathlib import Path
 
-from qualify.checks.base import CANDIDATE, CheckKind, Param
+from qualify.checks.base import CANDIDATE, CheckKind
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
 from qualify.core.placeholders import stray_brace
@@ -144,15 +144,7 @@ def _pin_move_invalid(spec: CheckSpec) -> str | None:
 INPUTS = CheckKind(
     name="flake-inputs",
     summary="every locked input of the candidate's flake fetchable from its origin or a mirror",
-    params=(
-        Param(
-            "mirror",
-            "string",
-            None,
-            help="a binary cache folder (or file:// URL) the inputs' sources are kept in and "
-            "restored from; none: each must be fetchable from its origin",
-        ),
-    ),
+    params=InputsParams.declared(),
     verdict_rules=(
         "FAIL when an input is gone from its origin at the locked revision and no mirror holds it, "
         "or is not locked; ERROR when nix, the build's record or the flake stops the check; WARN "
@@ -166,23 +158,7 @@ INPUTS = CheckKind(
 CACHE = CheckKind(
     name="binary-cache",
     summary="the candidate's closure in a signed binary cache, substituted from it into an empty store",
-    params=(
-        Param("cache", "string", required=True, help="the binary cache folder (or file:// URL) to fill"),
-        Param(
-            "secret_key_file",
-            "string",
-            required=True,
-            help="the nix secret key the cache is signed with (nix key generate-secret); never recorded",
-        ),
-        Param(
-            "public_key",
-            "string",
-            None,
-            help="the public key hosts trust the cache by (name:base64); none: the secret key's own",
-        ),
-        Param("closure", "string", "runtime", help="runtime, or build: the build-time closure too"),
-        Param("compression", "string", "zstd", help="the NARs' compression: zstd, xz or none"),
-    ),
+    params=CacheParams.declared(),
     verdict_rules=(
         "FAIL when an empty store that trusts only the plan's key cannot substitute the arm from the "
         "cache (unsigned or untrusted paths, a tampered NAR, a missing path) or its copy fails "
@@ -198,21 +174,7 @@ CACHE = CheckKind(
 PIN_MOVE = CheckKind(
     name="pin-move",
     summary="the patch that makes the candidate the default, written once the stages before qualified",
-    params=(
-        Param(
-            "run",
-            "string",
-            None,
-            help="the command that makes the candidate the default in a clean clone of the run's "
-            "revision; none: lock the inputs the candidate overrides",
-        ),
-        Param(
-            "allow_unqualified",
-            "string",
-            None,
-            help="write the patch although a stage before did not qualify, for this reason (a WARN)",
-        ),
-    ),
+    params=PinMoveParams.declared(),
     verdict_rules=(
         "SKIPPED when a stage before did not qualify or the candidate is the pinned arm; ERROR when "
         "the move cannot be made; WARN when written by allow_unqualified, or when the pinned "

@@ -1,34 +1,49 @@
-"""The distribution stage's kinds' parameters as typed values (`qualify.checks.kindparams`): the
-names, types and defaults `qualify.distribution.kind` declares, read by attribute."""
+"""The distribution stage's kinds' parameters, declared once as typed fields
+(`qualify.checks.kindparams`): `qualify.distribution.kind` derives each kind's `Param`s from
+them, and `measure` reads them by attribute."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qualify.checks.kindparams import KindParams
+from qualify.checks.kindparams import KindParams, param
 
 
 @dataclass(frozen=True)
 class InputsParams(KindParams):
-    """A `flake-inputs` check's parameters, as `INPUTS.params` declares them."""
+    """A `flake-inputs` check's parameters."""
 
-    mirror: str | None = None
+    mirror: str | None = param(
+        None,
+        help="a binary cache folder (or file:// URL) the inputs' sources are kept in and "
+        "restored from; none: each must be fetchable from its origin",
+    )
 
 
 @dataclass(frozen=True)
 class CacheParams(KindParams):
-    """A `binary-cache` check's parameters, as `CACHE.params` declares them."""
+    """A `binary-cache` check's parameters."""
 
-    cache: str
-    secret_key_file: str
-    public_key: str | None = None
-    closure: str = "runtime"
-    compression: str = "zstd"
+    cache: str = param(help="the binary cache folder (or file:// URL) to fill")
+    secret_key_file: str = param(
+        help="the nix secret key the cache is signed with (nix key generate-secret); never recorded"
+    )
+    public_key: str | None = param(
+        None, help="the public key hosts trust the cache by (name:base64); none: the secret key's own"
+    )
+    closure: str = param("runtime", help="runtime, or build: the build-time closure too")
+    compression: str = param("zstd", help="the NARs' compression: zstd, xz or none")
 
 
 @dataclass(frozen=True)
 class PinMoveParams(KindParams):
-    """A `pin-move` check's parameters, as `PIN_MOVE.params` declares them."""
+    """A `pin-move` check's parameters."""
 
-    run: str | None = None
-    allow_unqualified: str | None = None
+    run: str | None = param(
+        None,
+        help="the command that makes the candidate the default in a clean clone of the run's "
+        "revision; none: lock the inputs the candidate overrides",
+    )
+    allow_unqualified: str | None = param(
+        None, help="write the patch although a stage before did not qualify, for this reason (a WARN)"
+    )
