@@ -161,6 +161,97 @@
           gpus = target;
         };
       };
+      # Remedy units: each HIP source of libggml-hip.so (hip-sources.txt, as the arms' ninja
+      # logs list them) compiled alone for the device, by the candidate's toolchain, with
+      # ggml's flags and a variant's. `qualify remedy` builds only the units of the sources whose
+      # kernels failed (`remedy-<variant>.<source's name>`) and compares them with both arms.
+      ggmlFlags = [
+        "-DGGML_BACKEND_BUILD"
+        "-DGGML_BACKEND_SHARED"
+        "-DGGML_HIP_GRAPHS"
+        "-DGGML_HIP_NO_VMM"
+        "-DGGML_SCHED_MAX_COPIES=4"
+        "-DGGML_SHARED"
+        "-DGGML_USE_HIP"
+        "-DUSE_PROF_API=1"
+        "-D_GNU_SOURCE"
+        "-D_XOPEN_SOURCE=600"
+        "-D__HIP_PLATFORM_AMD__=1"
+        "-D__HIP_ROCclr__=1"
+        "-Dggml_hip_EXPORTS"
+      ]
+      ++ faFlags
+      ++ [
+        "-O3"
+        "-DNDEBUG"
+        "-std=gnu++17"
+        "-fPIC"
+      ];
+      # GGML_CUDA_FA_QUANTS' default: the K/V type pairs the flash-attention sources instantiate.
+      faTypes = [ "BF16" "F16" "Q4_0" "Q4_1" "Q5_0" "Q5_1" "Q8_0" ];
+      faOn = [ "Q4_0-Q4_0" "Q8_0-Q8_0" "F16-F16" "BF16-BF16" ];
+      faFlags =
+        builtins.concatLists (
+          map (k: map (v: "-DGGML_CUDA_FA_${k}_${v}=${if builtins.elem "${k}-${v}" faOn then "1" else "0"}") faTypes) faTypes
+        )
+        ++ [ ''-DGGML_CUDA_FA_QUANTS="q4_0-q4_0,q8_0-q8_0,f16-f16,bf16-bf16"'' ];
+      hipSources = builtins.filter (s: builtins.isString s && s != "") (
+        builtins.split "\n" (builtins.readFile ./hip-sources.txt)
+      );
+      unitName = path: builtins.replaceStrings [ ".cu" ] [ "" ] (baseNameOf path);
+      unit =
+        {
+          rocm,
+          gpus,
+          variant,
+          flags,
+          path,
+        }:
+        builtins.derivation {
+          name = "hip-unit-${variant}-${unitName path}";
+          inherit system gpus;
+          builder = "/bin/sh";
+          PATH = "/usr/bin:/bin";
+          src = source;
+          rocm = rocm.root;
+          llvm = rocm.llvm;
+          enter = ./enter-root.sh;
+          source_path = path;
+          # What qualify reads to tie the unit to the library's kernels: the source's name as
+          # the compiler writes it into the library's symbol table.
+          source_file = baseNameOf path;
+          ggmlFlags = builtins.concatStringsSep "\n" ggmlFlags;
+          variantFlags = builtins.concatStringsSep "\n" flags;
+          args = [
+            "-c"
+            (builtins.readFile ./compile-hip-unit.sh)
+          ];
+        };
+      units =
+        rocm: gpus: variant: flags:
+        builtins.listToAttrs (
+          map (path: {
+            name = unitName path;
+            value = unit { inherit rocm gpus variant flags path; };
+          }) hipSources
+        );
+      # The variants: what each changes in the candidate's code generation for gfx1151.
+      remedies = {
+        # No flag: the candidate as the arm built it, to check a unit reproduces the library's kernels.
+        remedy-as-built = units rocm72 "gfx1151" "as-built" [ ];
+        # clang 22 turns on real 16-bit registers (the `real-true16` target feature) for gfx1151.
+        remedy-true16-off = units rocm72 "gfx1151" "true16-off" [
+          "-Xclang"
+          "-target-feature"
+          "-Xclang"
+          "-real-true16"
+        ];
+        # The SLP vectoriser off for the device code.
+        remedy-slp-off = units rocm72 "gfx1151" "slp-off" [
+          "-Xarch_device"
+          "-fno-slp-vectorize"
+        ];
+      };
       gfx1151 = arms "gfx1151";
       gfx942 = arms "gfx942";
       gfx950 = arms "gfx950";
@@ -186,5 +277,7 @@
         rocm-7_2 = root724;
         src = source;
       };
+      # Attribute sets of derivations, not derivations: `nix build .#remedy-true16-off.mmvq`.
+      legacyPackages.${system} = remedies;
     };
 }

@@ -5,7 +5,7 @@ registers the commands on it (typer's decorators), starting work in `running`, r
 exists in `reading`.
 """
 
-from qualify.cli import bisecting, merging, reading, running
+from qualify.cli import bisecting, merging, reading, remedying, running
 from qualify.cli.app import app, main
 
-__all__ = ["app", "bisecting", "main", "merging", "reading", "running"]
+__all__ = ["app", "bisecting", "main", "merging", "reading", "remedying", "running"]

@@ -12,6 +12,7 @@ from qualify.core.errors import ConfigError, UsageError
 from qualify.core.plaintext import describe, forbidden
 from qualify.core.recordredaction import redact_argv, redact_env, redact_ref, redact_values
 from qualify.core.redaction import remember_urls, token_in_name
+from qualify.core.remedies import RemedySpec, load_remedies
 from qualify.core.series import load_series
 from qualify.core.tomlfile import Table, TomlDoc, read_toml, suggest
 
@@ -92,6 +93,8 @@ class ProjectConfig:
     #: `[hosts]`: each host's label and the labels of the CI runners it runs on, in order; the
     #: CI example's matrix (`examples/ci/github-actions.yml`). Empty: one job on the runner's own.
     hosts: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: `[remedies.NAME]`: variants `qualify remedy` tries on failing source files.
+    remedies: dict[str, RemedySpec] = field(default_factory=dict)
     #: The file as read: a key checked later against something else (`profile` against the
     #: plan, when a run resolves it) is still named at its line.
     doc: TomlDoc | None = field(default=None, compare=False, repr=False)
@@ -173,6 +176,7 @@ def load_config(project: Path) -> ProjectConfig:
             "profile",
             "series",
             "hosts",
+            "remedies",
         ]
     )
     root = path.parent
@@ -219,6 +223,7 @@ def load_config(project: Path) -> ProjectConfig:
         profile=_load_profile(top),
         series=load_series(top.table("series"), arms),
         hosts=_load_hosts(top.table("hosts")),
+        remedies=load_remedies(top.table("remedies"), frozenset(arms)),
         doc=doc,
     )
 

@@ -1,0 +1,198 @@
+"""A remedy run: every variant asked for, on every failing source file asked for, each unit
+built, read and saved before the next starts, so that a stop loses one unit at most."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from qualify.checks.buildfacts import BuildSource, read_source
+from qualify.compile.disassembly import Tool
+from qualify.compile.evidence import KernelMeasurement
+from qualify.compile.scan import load_tables
+from qualify.core.errors import UsageError
+from qualify.core.remedies import RemedySpec
+from qualify.core.runstore import now_iso
+from qualify.core.tomlfile import suggest
+from qualify.remedy import state as saved
+from qualify.remedy.failing import FAMILY, CompileCheck, FailingSource
+from qualify.remedy.judge import SourceOutcome, judge_variant
+from qualify.remedy.units import RemedyError, build_unit, disassembler, list_units, read_unit, variant_ref
+
+
+@dataclass
+class Remedy:
+    """What a remedy found: per variant, each source file's outcome, and the units that could
+    not be built or read, with why."""
+
+    check: CompileCheck
+    failing: list[FailingSource]
+    variants: dict[str, RemedySpec]
+    outcomes: dict[str, list[SourceOutcome]] = field(default_factory=dict)
+    problems: dict[str, dict[str, str]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def chosen_variants(
+    declared: Mapping[str, RemedySpec], names: Sequence[str], arm: str
+) -> dict[str, RemedySpec]:
+    """The variants asked for (all declared when none is named) that remedy the run's candidate."""
+    if not declared:
+        raise UsageError(
+            "qualify.toml declares no remedy variant",
+            'add one: [remedies.NAME] with installable = ".#ATTRS" (docs/remedy.md)',
+        )
+    for name in names:
+        if name not in declared:
+            raise UsageError(
+                f"no remedy variant {name!r}{suggest(name, declared)}",
+                "declared: " + ", ".join(sorted(declared)),
+            )
+    picked = {n: declared[n] for n in (names or sorted(declared))}
+    wrong = [n for n, v in picked.items() if v.candidate is not None and v.candidate != arm]
+    if wrong:
+        raise UsageError(
+            f"remedy variant(s) {', '.join(wrong)} remedy another arm than the run's candidate, {arm}",
+            "name the variants for this candidate with --variant",
+        )
+    return picked
+
+
+def chosen_sources(failing: list[FailingSource], names: Sequence[str]) -> list[FailingSource]:
+    known = {f.source_file: f for f in failing}
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"{name!r} holds no failing kernel{suggest(name, known)}",
+                "source files with failures: "
+                + ", ".join(list(known)[:10])
+                + (" …" if len(known) > 10 else ""),
+            )
+    return [known[n] for n in names] if names else failing
+
+
+def locked_url(run: Path) -> str | None:
+    """The revision the run's arms were built from, as its build stage recorded it (None: the
+    run built nothing)."""
+    for path in sorted(run.glob("*/*/source.json")):
+        source = read_source(path)
+        if isinstance(source, BuildSource):
+            return source.locked_url
+    return None
+
+
+def candidate_tool(check: CompileCheck) -> list[str] | None:
+    """The disassembler the compile check read the candidate with (its argv), if it read a mix."""
+    measured = KernelMeasurement.read(check.folder / "candidate" / "measurement.json")
+    mix = measured.mix.get(FAMILY)
+    tool = getattr(mix, "tool", None) if mix is not None else None
+    return list(tool) if tool else None
+
+
+def run_remedy(
+    folder: Path,
+    check: CompileCheck,
+    failing: list[FailingSource],
+    variants: dict[str, RemedySpec],
+    env: Mapping[str, str],
+    echo: Callable[[str], None],
+) -> Remedy:
+    locked = locked_url(check.run)
+    tool = disassembler(candidate_tool(check), env)
+    state = saved.open_state(folder, check.run.name, check.label)
+    state = state.model_copy(
+        update={
+            "variants": {
+                **state.variants,
+                **{n: saved.Variant(installable=v.installable, flags=v.flags) for n, v in variants.items()},
+            },
+            "sources": sorted({*state.sources, *(f.source_file for f in failing)}),
+        }
+    )
+    saved.save(folder, state)
+    found = Remedy(check, failing, variants)
+    for name, variant in variants.items():
+        ref = variant_ref(locked, variant.installable)
+        units = list_units(ref, env)
+        tables: dict[str, pd.DataFrame] = {}
+        problems: dict[str, str] = {}
+        for failing_source in failing:
+            file = failing_source.source_file
+            if file not in units:
+                problems[file] = f"{variant.installable} has no unit for {file}"
+                continue
+            try:
+                tables[file], state = _unit(folder, state, name, file, ref, units[file], tool, env, echo)
+            except RemedyError as exc:
+                problems[file] = exc.message
+        found.outcomes[name] = judge_variant(check, tables)
+        found.problems[name] = problems
+        found.seconds[name] = round(
+            sum(u.seconds or 0.0 for u in state.units if u.variant == name and u.ok), 1
+        )
+    return found
+
+
+def _unit(
+    folder: Path,
+    state: saved.RemedyFile,
+    variant: str,
+    file: str,
+    ref: str,
+    attr: str,
+    tool: Tool | None,
+    env: Mapping[str, str],
+    echo: Callable[[str], None],
+) -> tuple[pd.DataFrame, saved.RemedyFile]:
+    """One unit: read from its folder when an attempt finished, else built and read now."""
+    last = state.last(variant, file)
+    if last is not None and last.ok and (folder / last.folder / f"{FAMILY}.parquet").is_file():
+        return load_tables(folder / last.folder)[FAMILY], state
+    unit = saved.Unit(
+        variant=variant,
+        source_file=file,
+        attr=attr,
+        attempt=1 if last is None else last.attempt + 1,
+        started=now_iso(),
+    )
+    state = _put(folder, state, unit)
+    echo(f"{variant}: building {file} (attempt {unit.attempt})")
+    where = folder / unit.folder
+    where.mkdir(parents=True, exist_ok=True)
+    built = build_unit(ref, attr, where, env)
+    done = unit.model_copy(
+        update={
+            "finished": now_iso(),
+            "ok": built.ok,
+            "drv": built.drv,
+            "out": built.out,
+            "seconds": built.seconds,
+        }
+    )
+    table = None
+    try:
+        if not built.ok or built.out is None:
+            raise RemedyError(built.error or f"{ref}.{attr}: no output")
+        table = read_unit(Path(built.out), file, where, tool)
+    except RemedyError as exc:
+        done = done.model_copy(update={"ok": False, "error": exc.message})
+        _put(folder, state, done)
+        raise
+    state = _put(folder, state, done)
+    echo(f"{variant}: {file}: {len(table)} kernels in {built.seconds:.1f} s")
+    return table, state
+
+
+def _put(folder: Path, state: saved.RemedyFile, unit: saved.Unit) -> saved.RemedyFile:
+    """`state` with `unit` in place of its attempt's earlier record, saved."""
+    kept = [
+        u
+        for u in state.units
+        if (u.variant, u.source_file, u.attempt) != (unit.variant, unit.source_file, unit.attempt)
+    ]
+    state = state.model_copy(update={"units": [*kept, unit]})
+    saved.save(folder, state)
+    return state

@@ -1,0 +1,114 @@
+"""A variant's units through nix: which source files it can compile, each built from the run's
+locked source revision, and its code objects scanned as the compile stage scans an arm.
+
+The variant's installable is an attribute set of derivations, one per source file, each naming
+its file in a `source_file` attribute (`nix eval --apply`, which Nix 2.8, current CppNix and Lix
+all have). A unit is built with `nix build --json` like an arm (`qualify.build.nix`), and read
+with the candidate's own disassembler, as the compile check read the candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from qualify.build import nix
+from qualify.compile.disassembly import DisassemblyError, Tool, probe
+from qualify.compile.mixreading import OBJDUMP_OPTIONS, MixReading
+from qualify.compile.scan import load_tables, save_tables, scan
+from qualify.core.errors import QualifyError
+from qualify.remedy.failing import FAMILY
+
+#: What `nix eval --apply` gives for each attribute: its source file, or null.
+_SOURCES = "v: builtins.mapAttrs (n: d: d.source_file or null) v"
+
+
+class RemedyError(QualifyError):
+    """A variant's units could not be listed, built or read."""
+
+
+def variant_ref(locked_url: str | None, installable: str) -> str:
+    """The installable as built from the run's locked flake (`.#x` and `#x` are the project's):
+    the units compile the revision the arms were built from, never the working tree's."""
+    if not installable.startswith((".#", "#")):
+        return installable
+    if locked_url is None:
+        raise RemedyError(
+            f"{installable} is of the project's flake, and the run recorded no revision it built",
+            "remedy a run whose build stage ran, or name the flake in the installable",
+        )
+    return f"{locked_url}#{installable.split('#', 1)[1]}"
+
+
+def list_units(ref: str, env: Mapping[str, str]) -> dict[str, str]:
+    """Source file → attribute name, for every attribute that names its source file."""
+    try:
+        found = nix.eval_json(ref, env, apply=_SOURCES)
+    except nix.NixError as exc:
+        raise RemedyError(
+            f"{ref}: its units could not be listed: {exc.message}",
+            "a remedy variant's installable is an attribute set of derivations, one per source file, "
+            "each with a `source_file` attribute (docs/remedy.md)",
+        ) from None
+    if not isinstance(found, dict):
+        raise RemedyError(f"{ref}: not an attribute set of derivations", "see docs/remedy.md")
+    units: dict[str, str] = {}
+    for attr, source in sorted(found.items()):
+        if isinstance(source, str) and source:
+            if source in units:
+                raise RemedyError(
+                    f"{ref}: {units[source]!r} and {attr!r} both compile {source}",
+                    "give each source file one attribute",
+                )
+            units[source] = attr
+    return units
+
+
+@dataclass(frozen=True)
+class BuiltUnit:
+    ok: bool
+    drv: str | None
+    out: str | None
+    seconds: float
+    error: str | None
+
+
+def build_unit(ref: str, attr: str, folder: Path, env: Mapping[str, str]) -> BuiltUnit:
+    """`nix build` of one unit; its output is kept alive by a link in `folder`."""
+    built = nix.build(f"{ref}.{attr}", folder / "result", [], env, folder / "build.log")
+    out = next(iter(built.outputs.values()), None)
+    error = None if built.ok else f"nix build exited {built.returncode}: see {folder / 'build.log'}"
+    return BuiltUnit(built.ok, built.drv, out, round(built.seconds, 3), error)
+
+
+def disassembler(argv: list[str] | None, env: Mapping[str, str]) -> Tool | None:
+    """The candidate's disassembler as the compile check ran it, or None where it read no mix."""
+    if not argv:
+        return None
+    try:
+        return probe(argv, OBJDUMP_OPTIONS, env)
+    except DisassemblyError as exc:
+        raise RemedyError(f"the candidate's disassembler: {exc.message}", exc.hint) from None
+
+
+def read_unit(out: Path, source_file: str, folder: Path, tool: Tool | None) -> pd.DataFrame:
+    """The unit's AMDGPU kernels, saved in `folder`; each tied to `source_file` where its code
+    object does not say (a device-only code object has no host symbol table)."""
+    reading = MixReading(amdgpu=tool, folder=folder) if tool is not None else None
+    try:
+        found = scan(out, host_patterns=(), mix=reading)
+    finally:
+        if reading is not None:
+            reading.close()
+    if found.unreadable:
+        first = found.unreadable[0]
+        raise RemedyError(f"{out}: {first['file']}: {first['message']}")
+    table = found.tables[FAMILY]
+    if table.empty:
+        raise RemedyError(f"{out}: no AMDGPU kernels in the unit of {source_file}")
+    table["source_file"] = table["source_file"].fillna(source_file) if "source_file" in table else source_file
+    save_tables(found, folder)
+    return load_tables(folder)[FAMILY]
