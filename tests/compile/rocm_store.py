@@ -1,0 +1,73 @@
+"""The ROCm example's fixed-output inputs in the nix store, made from what the compile tests
+already hold: the candidate's toolchain root (test-artifacts/rocm/<version>, ggml_rocm.py) and
+the trimmed llama.cpp source (from the sdist `make example` adds), as setup.sh adds them.
+
+nix names a path added with `--add-fixed` after the folder it reads, so each tree is presented
+under its store name through a folder of hard links beside it (no copy of 1.8 GB); the path it
+gets must be the one flake.nix pins, or the test fails.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from ggml_rocm import ARTIFACTS, EXAMPLE
+
+#: What setup.sh removes from the sdist's llama.cpp tree before it adds it.
+_TRIMMED = ("models", "docs", "benches", "media", ".github", "conversion", "gguf-py")
+
+
+def pinned_hash(name: str) -> str:
+    """The NAR hash flake.nix gives the fixed tree of that name."""
+    text = (EXAMPLE / "flake.nix").read_text()
+    found = re.search(rf'name = "{re.escape(name)}";\s*hash = "([0-9a-z]+)";', text)
+    assert found, f"flake.nix pins no tree named {name}"
+    return found[1]
+
+
+def store_path(name: str) -> str:
+    argv = ["nix-store", "--print-fixed-path", "--recursive", "sha256", pinned_hash(name), name]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def add_tree(name: str, tree: Path) -> str:
+    """`tree` in the store as `name` unless it is there; the path flake.nix pins, checked."""
+    expected = store_path(name)
+    if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
+        return expected
+    staging = ARTIFACTS / "store-add"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        subprocess.run(["cp", "-al", str(tree), str(staging / name)], check=True)
+        argv = ["nix-store", "--add-fixed", "--recursive", "sha256", str(staging / name)]
+        added = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    assert added == expected, f"{tree} went into the store as {added}, flake.nix pins {expected}"
+    return added
+
+
+def add_source(sdist: Path) -> str:
+    """The example's trimmed llama.cpp tree, from the sdist, as setup.sh makes it."""
+    name = "llama-cpp-src-0.3.36"
+    expected = store_path(name)
+    if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
+        return expected
+    work = ARTIFACTS / "source-add"
+    shutil.rmtree(work, ignore_errors=True)
+    prefix = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
+    with tarfile.open(sdist) as archive:
+        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+        archive.extractall(work, members, filter="data")
+    tree = work / prefix
+    for name_ in _TRIMMED:
+        shutil.rmtree(tree / name_, ignore_errors=True)
+    try:
+        return add_tree(name, tree)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
