@@ -242,3 +242,34 @@ def test_names_that_only_hold_a_token_s_prefix_inside_a_word_are_kept(tmp_path: 
         '[arms.pinned]\ninstallable = ".#a"\n[arms.task-scheduler-rewrite-2]\ninstallable = ".#b"\n',
     )
     assert "task-scheduler-rewrite-2" in load_config(tmp_path).arms
+
+
+REMEDY_ARMS = '[arms.pinned]\ninstallable = ".#default"\n[arms.rocm72]\ninstallable = ".#rocm72"\n'
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ('[remedies.t16]\nflags = "-x"\n', "missing required key 'installable'"),
+        ('[remedies.t16]\ninstallable = "remedy-true16-off"\n', "names no attribute"),
+        ('[remedies.t16]\ninstallable = ".#r"\ncandidate = "rocm71"\n', "names no arm 'rocm71'"),
+        ('[remedies.t16]\ninstallable = ".#r"\nflag = "-x"\n', "flag"),
+        ('[remedies."t 16"]\ninstallable = ".#r"\n', "is not a plain name"),
+    ],
+)
+def test_a_remedy_that_cannot_be_built_is_refused_naming_its_key(
+    tmp_path: Path, table: str, named: str
+) -> None:
+    write(tmp_path / "qualify.toml", REMEDY_ARMS + table)
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert named in str(err.value) and "qualify.toml" in str(err.value)
+
+
+def test_remedies_are_read_with_their_flags_and_arm(tmp_path: Path) -> None:
+    write(
+        tmp_path / "qualify.toml",
+        REMEDY_ARMS + '[remedies.t16]\ninstallable = ".#r"\nflags = "-Xclang -x"\ncandidate = "rocm72"\n',
+    )
+    remedy = load_config(tmp_path).remedies["t16"]
+    assert (remedy.installable, remedy.flags, remedy.candidate) == (".#r", "-Xclang -x", "rocm72")
