@@ -11,9 +11,7 @@ import typer
 
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
 from qualify.console import open_console, safe
-
-SUMMARY = "summary.md"
-REPORT = "remedy-report.json"
+from qualify.remedy.paths import REPORT, SUMMARY, folder_of
 
 
 @app.command()
@@ -50,7 +48,7 @@ def remedy(
     from qualify.pipeline.request import runs_dir_for
     from qualify.remedy.drive import chosen_sources, chosen_variants, run_remedy
     from qualify.remedy.failing import compile_check, failing_sources
-    from qualify.remedy.report import document, headline, markdown
+    from qualify.remedy.report import document, markdown
 
     console = open_console(stderr=as_json)
     # Everything that can be known wrong is refused before anything is built.
@@ -62,7 +60,7 @@ def remedy(
     compiled = compile_check(run.path, check)
     _, failing = failing_sources(compiled)
     failing = chosen_sources(failing, source or [])
-    folder = root / f"remedy-{run.path.name}"
+    folder = folder_of(run.path)
     folder.mkdir(parents=True, exist_ok=True)
     env = child_env(inherit=config.inherit_env)
     with RunDir(folder).locked():
@@ -70,11 +68,11 @@ def remedy(
             folder, compiled, failing, variants, env, lambda line: console.print(safe(line), highlight=False)
         )
         said = document(found)
-        write_json(folder / REPORT, said)
-        write_atomic(folder / SUMMARY, markdown(found).encode("utf-8"))
+        write_json(folder / REPORT, said.to_json())
+        write_atomic(folder / SUMMARY, markdown(said).encode("utf-8"))
     if as_json:
-        print_json({"remedy_dir": str(folder), **said})
-    console.print(f"\n{safe(headline(found))}", highlight=False)
+        print_json({"remedy_dir": str(folder), **said.to_json()})
+    console.print(f"\n{safe(said.headline)}", highlight=False)
     console.print(f"remedy {safe(str(folder))}\nsummary: {safe(str(folder / SUMMARY))}", highlight=False)
 
 

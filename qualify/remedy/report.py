@@ -1,131 +1,185 @@
-"""What a remedy says: per source file, what each variant brought back, broke and cost; in
-Markdown for the pull request and as a JSON document."""
+"""What a remedy says: per source file, what each variant brought back, broke and cost; as a
+typed document (remedy-report.json, `RemedyReport`) and in Markdown from that document, so that
+the run's own summary can show a remedy it finds beside the run (`qualify.remedy.beside`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field
 
+from qualify.checks.evidence import Evidence, Part
 from qualify.core.markdown import code, escape
 from qualify.remedy.drive import Remedy
 from qualify.remedy.judge import SourceOutcome
 
 #: Source files listed one by one in the Markdown before the rest are counted.
 LISTED = 40
-_NOTE = (
-    "Static evidence read from code objects: nothing ran on a GPU. A kernel is recovered when it no "
+NOTE = (
+    "Static evidence read from code objects: nothing ran on a GPU. A kernel is back when it no "
     "longer fails against pinned by the compile check's own rules and limits."
 )
 
 
-def cell(outcome: SourceOutcome | None, problem: str | None = None) -> str:
+class Failing(Part):
+    source_file: str
+    kernels: int
+    failing: list[str]
+
+
+class Outcome(Part):
+    """One source file rebuilt by one variant (`qualify.remedy.judge.SourceOutcome`)."""
+
+    source_file: str
+    kernels: int
+    failing_before: int
+    recovered: int
+    still_failing: int
+    newly_broken: int
+    warn_before: int
+    warn_after: int
+    code_bytes_before: int | None
+    code_bytes_after: int | None
+    code_change_pct: float | None
+    missing: int
+    extra: int
+    recovered_kernels: list[str]
+    newly_broken_kernels: list[str]
+
+
+class Totals(Part):
+    sources: int
+    failing_before: int
+    recovered: int
+    newly_broken: int
+    sources_fully_recovered: int
+    code_change_pct: float | None
+
+
+class VariantReport(Part):
+    installable: str
+    flags: str
+    build_seconds: float | None
+    totals: Totals
+    sources: list[Outcome]
+    not_built: dict[str, str] = Field(description="source file: why its unit was not built or read")
+
+
+class RemedyReport(Evidence):
+    """remedy-report.json."""
+
+    run: str
+    check: str
+    headline: str
+    failing: list[Failing]
+    variants: dict[str, VariantReport]
+
+    def outcome(self, variant: str, source_file: str) -> Outcome | None:
+        """What `variant` did to `source_file`, if it rebuilt it."""
+        return next((o for o in self.variants[variant].sources if o.source_file == source_file), None)
+
+
+def totals(outcomes: list[SourceOutcome]) -> Totals:
+    before = [o.code_bytes_before for o in outcomes]
+    after = [o.code_bytes_after for o in outcomes]
+    code_before = sum(b for b in before if b is not None)
+    code_after = sum(a for a in after if a is not None)
+    known = bool(outcomes) and None not in before and None not in after and code_before > 0
+    return Totals(
+        sources=len(outcomes),
+        failing_before=sum(o.failing_before for o in outcomes),
+        recovered=sum(o.recovered for o in outcomes),
+        newly_broken=sum(o.newly_broken for o in outcomes),
+        sources_fully_recovered=sum(o.failing_before > 0 and o.still_failing == 0 for o in outcomes),
+        code_change_pct=round(100.0 * (code_after - code_before) / code_before, 2) if known else None,
+    )
+
+
+def document(remedy: Remedy) -> RemedyReport:
+    failing = sum(len(f.failing) for f in remedy.failing)
+    variants = {
+        name: VariantReport(
+            installable=remedy.variants[name].installable,
+            flags=remedy.variants[name].flags,
+            build_seconds=remedy.seconds.get(name),
+            totals=totals(outcomes),
+            sources=[Outcome.model_validate(o.as_json()) for o in outcomes],
+            not_built=remedy.problems[name],
+        )
+        for name, outcomes in remedy.outcomes.items()
+    }
+    said = [
+        f"{name} brings back {v.totals.recovered} of {v.totals.failing_before} and breaks "
+        f"{v.totals.newly_broken}"
+        for name, v in variants.items()
+    ]
+    files = f"{failing} failing kernels in {len(remedy.failing)} source files"
+    return RemedyReport(
+        run=remedy.check.run.name,
+        check=remedy.check.label,
+        headline="; ".join([files, *said]) if said else f"{files}; no variant tried",
+        failing=[
+            Failing(source_file=f.source_file, kernels=f.kernels, failing=list(f.failing))
+            for f in remedy.failing
+        ],
+        variants=variants,
+    )
+
+
+def cell(outcome: Outcome | None, problem: str | None = None) -> str:
     if outcome is None:
         return "not built" if problem else ""
     said = f"{outcome.recovered} of {outcome.failing_before} back"
     if outcome.newly_broken:
         said += f", {outcome.newly_broken} broken"
-    change = outcome.code_change_pct
-    if change is not None:
-        said += f", code {change:+.1f} %"
+    if outcome.code_change_pct is not None:
+        said += f", code {outcome.code_change_pct:+.1f} %"
     if outcome.missing or outcome.extra:
         said += f" (unit differs: {outcome.missing} missing, {outcome.extra} extra)"
     return said
 
 
-def totals(outcomes: list[SourceOutcome]) -> dict[str, Any]:
-    before = [o.code_bytes_before for o in outcomes]
-    after = [o.code_bytes_after for o in outcomes]
-    known = all(b is not None for b in before) and all(a is not None for a in after) and outcomes
-    code_before = sum(b for b in before if b is not None)
-    code_after = sum(a for a in after if a is not None)
-    return {
-        "sources": len(outcomes),
-        "failing_before": sum(o.failing_before for o in outcomes),
-        "recovered": sum(o.recovered for o in outcomes),
-        "newly_broken": sum(o.newly_broken for o in outcomes),
-        "sources_fully_recovered": sum(o.failing_before > 0 and o.still_failing == 0 for o in outcomes),
-        "code_change_pct": round(100.0 * (code_after - code_before) / code_before, 2)
-        if known and code_before
-        else None,
-    }
-
-
-def headline(remedy: Remedy) -> str:
-    failing = sum(len(f.failing) for f in remedy.failing)
-    parts = []
-    for name, outcomes in remedy.outcomes.items():
-        t = totals(outcomes)
-        part = f"{name} brings back {t['recovered']} of {t['failing_before']} and breaks {t['newly_broken']}"
-        parts.append(part)
-    return (
-        f"{failing} failing kernels in {len(remedy.failing)} source files; " + "; ".join(parts)
-        if parts
-        else f"{failing} failing kernels in {len(remedy.failing)} source files; no variant tried"
-    )
-
-
-def markdown(remedy: Remedy) -> str:
-    names = list(remedy.outcomes)
+def markdown(report: RemedyReport, heading: str = "##", listed: int = LISTED) -> str:
+    """The remedy as Markdown: every value from the document escaped (it is read back from a
+    file in the runs folder)."""
+    names = list(report.variants)
     lines = [
-        f"## Remedies for {escape(remedy.check.label)} of run {escape(remedy.check.run.name)}",
+        f"{heading} Remedies for {escape(report.check)} of run {escape(report.run)}",
         "",
-        escape(headline(remedy)) + ".",
+        escape(report.headline) + ".",
         "",
-        _NOTE,
+        NOTE,
         "",
         "| variant | flags | brings back | breaks | code | unit builds |",
         "|---|---|---|---|---|---|",
     ]
     for name in names:
-        t = totals(remedy.outcomes[name])
-        size = "" if t["code_change_pct"] is None else f"{t['code_change_pct']:+.1f} %"
+        v = report.variants[name]
+        t = v.totals
+        size = "" if t.code_change_pct is None else f"{t.code_change_pct:+.1f} %"
+        seconds = "" if v.build_seconds is None else f"{v.build_seconds:.0f} s"
         lines.append(
-            f"| {escape(name)} | {code(remedy.variants[name].flags) or '—'} | {t['recovered']} of "
-            f"{t['failing_before']} | {t['newly_broken']} | {size} | {remedy.seconds.get(name, 0):.0f} s |"
+            f"| {escape(name)} | {code(v.flags) or '—'} | {t.recovered} of {t.failing_before} | "
+            f"{t.newly_broken} | {size} | {seconds} |"
         )
     lines += ["", "| source file | failing | " + " | ".join(escape(n) for n in names) + " |"]
     lines.append("|---|---|" + "---|" * len(names))
-    by_variant = {n: {o.source_file: o for o in remedy.outcomes[n]} for n in names}
-    for failing in remedy.failing[:LISTED]:
+    for failing in report.failing[:listed]:
         file = failing.source_file
-        cells = [cell(by_variant[n].get(file), remedy.problems[n].get(file)) for n in names]
+        cells = [cell(report.outcome(n, file), report.variants[n].not_built.get(file)) for n in names]
         lines.append(
             f"| {escape(file)} | {len(failing.failing)} of {failing.kernels} | " + " | ".join(cells) + " |"
         )
-    if len(remedy.failing) > LISTED:
-        lines.append(f"\n{len(remedy.failing) - LISTED} more source files in remedy-report.json.")
-    broken = [(n, o) for n in names for o in remedy.outcomes[n] if o.newly_broken_keys]
+    if len(report.failing) > listed:
+        lines.append(f"\n{len(report.failing) - listed} more source files in remedy-report.json.")
+    broken = [(n, o) for n in names for o in report.variants[n].sources if o.newly_broken_kernels]
     if broken:
         lines += ["", "Newly broken:"]
-        for name, outcome in broken[:LISTED]:
-            shown = ", ".join(code(k) for k in outcome.newly_broken_keys[:5])
-            more = len(outcome.newly_broken_keys) - 5
+        for name, outcome in broken[:listed]:
+            shown = ", ".join(code(k) for k in outcome.newly_broken_kernels[:5])
+            more = len(outcome.newly_broken_kernels) - 5
             rest = f" and {more} more" if more > 0 else ""
             lines.append(f"- {escape(name)}, {escape(outcome.source_file)}: {shown}{rest}")
-    unbuilt = [(n, f, why) for n in names for f, why in remedy.problems[n].items()]
+    unbuilt = [(n, f, why) for n in names for f, why in report.variants[n].not_built.items()]
     if unbuilt:
         lines += ["", "Not built:"]
-        lines += [f"- {escape(n)}, {escape(f)}: {escape(why)}" for n, f, why in unbuilt[:LISTED]]
+        lines += [f"- {escape(n)}, {escape(f)}: {escape(why)}" for n, f, why in unbuilt[:listed]]
     return "\n".join(lines) + "\n"
-
-
-def document(remedy: Remedy) -> dict[str, Any]:
-    return {
-        "run": remedy.check.run.name,
-        "check": remedy.check.label,
-        "headline": headline(remedy),
-        "failing": [
-            {"source_file": f.source_file, "kernels": f.kernels, "failing": list(f.failing)}
-            for f in remedy.failing
-        ],
-        "variants": {
-            name: {
-                "installable": remedy.variants[name].installable,
-                "flags": remedy.variants[name].flags,
-                "build_seconds": remedy.seconds.get(name),
-                "totals": totals(outcomes),
-                "sources": [o.as_json() for o in outcomes],
-                "not_built": remedy.problems[name],
-            }
-            for name, outcomes in remedy.outcomes.items()
-        },
-    }

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -59,9 +59,14 @@ VERDICT_CLASS = {
     "RUNNING": "notrun",
 }
 
+if TYPE_CHECKING:
+    from qualify.remedy.report import RemedyReport
+
 
 #: The most characters summary.md may have (GitHub refuses a comment past 65 536).
 SUMMARY_CAP = 60_000
+#: The source files a remedy lists in a run's summary.md (the rest are in its own summary).
+REMEDY_FILES = 15
 #: Per-check lines listed in summary.md, and the characters one line may take there.
 SUMMARY_FINDINGS = 10
 SUMMARY_LINE = 400
@@ -201,7 +206,10 @@ def render(run: RunDir) -> ReportFiles:
         if kind == "fleet":
             return render_fleet(run)
         model = build_model(run)
-        return _write(run, "report.html.j2", "summary.md.j2", model, junit_xml(model))
+        from qualify.remedy.beside import remedy_beside  # only a run's own report shows one
+
+        remedy = remedy_beside(run.path)
+        return _write(run, "report.html.j2", "summary.md.j2", model, junit_xml(model), remedy)
 
 
 def render_set(run: RunDir) -> ReportFiles:
@@ -220,19 +228,28 @@ def render_fleet(run: RunDir) -> ReportFiles:
 
 
 def _write(
-    run: RunDir, html: str, summary: str, model: ReportModel | MatrixModel | FleetModel, junit: bytes
+    run: RunDir,
+    html: str,
+    summary: str,
+    model: ReportModel | MatrixModel | FleetModel,
+    junit: bytes,
+    remedy: RemedyReport | str | None = None,
 ) -> ReportFiles:
-    """The four files of a report, each written atomically."""
+    """The four files of a report, each written atomically; a run's own report with the remedy
+    `qualify remedy` left beside it, or why it does not read."""
     env = _environment()
     css = (data_dir("reports") / "style.css").read_text(encoding="utf-8")
     files = ReportFiles(
         run.path / "report.html", run.path / "summary.md", run.path / "report.json", run.path / "junit.xml"
     )
-    write_atomic(files.html, env.get_template(html).render(m=model, css=css).encode("utf-8"))
+    page = env.get_template(html).render(m=model, css=css, remedy=remedy)
+    write_atomic(files.html, page.encode("utf-8"))
     write_atomic(files.junit, junit)
-    text = render_summary(summary, model, run.path, SummaryLinks.from_environ(os.environ))
+    text = render_summary(summary, model, run.path, SummaryLinks.from_environ(os.environ), remedy=remedy)
     write_atomic(files.markdown, text.encode("utf-8"))
     document = clean_tree(model.as_json())  # the same text as the pages show
+    if remedy is not None:
+        document["remedy"] = remedy if isinstance(remedy, str) else remedy.to_json()
     write_atomic(files.json, (json.dumps(document, indent=2, default=str) + "\n").encode())
     return files
 
@@ -243,15 +260,24 @@ def render_summary(
     folder: Path,
     links: SummaryLinks,
     cap: int = SUMMARY_CAP,
+    remedy: RemedyReport | str | None = None,
 ) -> str:
-    """summary.md: in full, else without per-check details, else cut at a line; always under `cap`."""
+    """summary.md: in full, else without per-check details, else cut at a line; always under `cap`.
+    A remedy beside the run is shown in either form, its source files cut to fit."""
     env = _markdown_environment()
+    said: markdown.MdSafe | None = None
+    if isinstance(remedy, str):
+        said = markdown.MdSafe(markdown.escape(remedy))
+    elif remedy is not None:
+        from qualify.remedy.report import markdown as remedy_markdown
+
+        said = markdown.MdSafe(remedy_markdown(remedy, heading="###", listed=REMEDY_FILES))
     # The CI run's address was checked character by character (`SummaryLinks.from_environ`).
     where = {"ci_run": markdown.MdSafe(links.ci_run) if links.ci_run else None, "folder": folder.name}
-    text = env.get_template(template).render(m=model, links=where, details=True)
+    text = env.get_template(template).render(m=model, links=where, details=True, remedy=said)
     if len(text) <= cap:
         return text
-    text = env.get_template(template).render(m=model, links=where, details=False)
+    text = env.get_template(template).render(m=model, links=where, details=False, remedy=said)
     if len(text) <= cap:
         return text
     note = (
