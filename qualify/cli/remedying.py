@@ -59,13 +59,18 @@ def remedy(
     variants = chosen_variants(config.remedies, variant or [], arm)
     compiled = compile_check(run.path, check)
     _, failing = failing_sources(compiled)
-    failing = chosen_sources(failing, source or [])
+    sources = chosen_sources(failing, source or [])
     folder = folder_of(run.path)
     folder.mkdir(parents=True, exist_ok=True)
     env = child_env(inherit=config.inherit_env)
     with RunDir(folder).locked():
         found = run_remedy(
-            folder, compiled, failing, variants, env, lambda line: console.print(safe(line), highlight=False)
+            folder,
+            compiled,
+            failing,
+            (variants, sources),
+            env,
+            lambda line: console.print(safe(line), highlight=False),
         )
         said = document(found)
         write_json(folder / REPORT, said.to_json())

@@ -7,8 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from qualify.checks.buildfacts import BuildSource, read_source
 from qualify.compile.disassembly import Tool
 from qualify.compile.evidence import KernelMeasurement
@@ -96,10 +94,13 @@ def run_remedy(
     folder: Path,
     check: CompileCheck,
     failing: list[FailingSource],
-    variants: dict[str, RemedySpec],
+    asked: tuple[dict[str, RemedySpec], list[FailingSource]],
     env: Mapping[str, str],
     echo: Callable[[str], None],
 ) -> Remedy:
+    """Build the units of the variants and source files `asked`, then judge every variant the
+    remedy's folder holds units of (earlier ones too) over every failing source it built."""
+    variants, sources = asked
     locked = locked_url(check.run)
     tool = disassembler(candidate_tool(check), env)
     state = saved.open_state(folder, check.run.name, check.label)
@@ -109,27 +110,31 @@ def run_remedy(
                 **state.variants,
                 **{n: saved.Variant(installable=v.installable, flags=v.flags) for n, v in variants.items()},
             },
-            "sources": sorted({*state.sources, *(f.source_file for f in failing)}),
+            "sources": sorted({*state.sources, *(f.source_file for f in sources)}),
         }
     )
     saved.save(folder, state)
-    found = Remedy(check, failing, variants)
+    problems: dict[str, dict[str, str]] = {name: {} for name in state.variants}
     for name, variant in variants.items():
         ref = variant_ref(locked, variant.installable)
         units = list_units(ref, env)
-        tables: dict[str, pd.DataFrame] = {}
-        problems: dict[str, str] = {}
-        for failing_source in failing:
-            file = failing_source.source_file
+        for file in (f.source_file for f in sources):
             if file not in units:
-                problems[file] = f"{variant.installable} has no unit for {file}"
+                problems[name][file] = f"{variant.installable} has no unit for {file}"
                 continue
             try:
-                tables[file], state = _unit(folder, state, name, file, ref, units[file], tool, env, echo)
+                state = _unit(folder, state, name, file, ref, units[file], tool, env, echo)
             except RemedyError as exc:
-                problems[file] = exc.message
+                problems[name][file] = exc.message
+    everything = {n: RemedySpec(n, v.installable, v.flags, None) for n, v in state.variants.items()}
+    found = Remedy(check, failing, everything, problems=problems)
+    for name in everything:
+        tables = {}
+        for file in (f.source_file for f in failing):
+            last = state.last(name, file)
+            if last is not None and last.ok and (folder / last.folder / f"{FAMILY}.parquet").is_file():
+                tables[file] = load_tables(folder / last.folder)[FAMILY]
         found.outcomes[name] = judge_variant(check, tables)
-        found.problems[name] = problems
         found.seconds[name] = round(
             sum(u.seconds or 0.0 for u in state.units if u.variant == name and u.ok), 1
         )
@@ -146,11 +151,11 @@ def _unit(
     tool: Tool | None,
     env: Mapping[str, str],
     echo: Callable[[str], None],
-) -> tuple[pd.DataFrame, saved.RemedyFile]:
-    """One unit: read from its folder when an attempt finished, else built and read now."""
+) -> saved.RemedyFile:
+    """One unit, built and read unless an attempt at it finished."""
     last = state.last(variant, file)
     if last is not None and last.ok and (folder / last.folder / f"{FAMILY}.parquet").is_file():
-        return load_tables(folder / last.folder)[FAMILY], state
+        return state
     unit = saved.Unit(
         variant=variant,
         source_file=file,
@@ -183,7 +188,7 @@ def _unit(
         raise
     state = _put(folder, state, done)
     echo(f"{variant}: {file}: {len(table)} kernels in {built.seconds:.1f} s")
-    return table, state
+    return state
 
 
 def _put(folder: Path, state: saved.RemedyFile, unit: saved.Unit) -> saved.RemedyFile:
