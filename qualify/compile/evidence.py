@@ -30,6 +30,11 @@ class ScannedFile(Part):
     amdgpu: int
     cuda: int
     host: int
+    no_source_file: str | None = Field(
+        default=None,
+        description="why some of its GPU kernels have no source file (translation unit); absent "
+        "when every one has, and in runs made before source files were read",
+    )
 
 
 class Unreadable(Part):

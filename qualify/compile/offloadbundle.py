@@ -11,6 +11,10 @@ nothing. Bitcode (`-fgpu-rdc` objects, `hip-` bundle entries, IR images) yields 
 carries no resource figures. Broken framing (truncated header, entry past the end, hash
 mismatch, unknown CCOB version or method) raises `CodeObjectError`, naming the place.
 
+Each code object of a host ELF's `.hip_fatbin` carries the source file (translation unit) it
+was compiled from where the file says it (`qualify.compile.sourcefiles`); every other code
+object, and one whose source cannot be said, carries why not instead (`source_note`).
+
 Formats: clang `OffloadBundler.cpp`, `OffloadBinary.h`, ROCm `hip_fatbin.h`.
 """
 
@@ -20,8 +24,8 @@ import hashlib
 import io
 import struct
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 
 import zstandard
 from elftools.common.exceptions import ELFError
@@ -35,6 +39,7 @@ from qualify.compile.containers import (
     elf_machine,
     join_origin,
 )
+from qualify.compile.sourcefiles import SourceFiles, source_files, unknown
 
 EM_AMDGPU = 224
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -59,11 +64,28 @@ class CodeObjectError(ValueError):
 
 @dataclass(frozen=True)
 class CodeObjectBlob:
-    """One AMDGPU code object: its bundle entry id (None outside bundles), origin, ELF bytes."""
+    """One AMDGPU code object: its bundle entry id (None outside bundles), origin, ELF bytes,
+    and the source file it was compiled from, or why that is not known (`source_note`)."""
 
     bundle_id: str | None
     source: str
     data: bytes
+    source_file: str | None = None
+    source_note: str | None = None
+
+
+#: Why a code object found outside a host ELF's `.hip_fatbin` has no source file.
+_ALONE = unknown("a code object or bundle outside a host ELF names no source file")
+_OFFLOADING = unknown("images of .llvm.offloading are not tied to source files")
+_RDC_SECTION = unknown("-fgpu-rdc: a __CLANG_OFFLOAD_BUNDLE__ section names no source file")
+
+
+def _tied(blobs: Iterable[CodeObjectBlob], sources: SourceFiles, start: int) -> Iterator[CodeObjectBlob]:
+    """`blobs`, read from the blob at `start`, with its source file or why it is not known (a
+    blob that a host ELF nested deeper already tied keeps its own)."""
+    name, note = sources.of(start)
+    for blob in blobs:
+        yield blob if blob.source_file is not None else replace(blob, source_file=name, source_note=note)
 
 
 def iter_code_objects(data: bytes, origin: str = "") -> Iterator[CodeObjectBlob]:
@@ -88,33 +110,38 @@ def _walk(data: bytes, origin: str, depth: int) -> Iterator[CodeObjectBlob]:
     if depth > MAX_DEPTH:
         raise CodeObjectError(f"{origin or 'input'}: containers nested deeper than {MAX_DEPTH} levels")
     if is_amdgpu_elf(data):
-        yield CodeObjectBlob(None, origin or "code object", data)
+        yield CodeObjectBlob(None, origin or "code object", data, source_note=_ALONE.reason)
     elif data.startswith(ELF_MAGIC):
         yield from _walk_host_elf(data, origin, depth)
     elif data.startswith(ARCHIVE_MAGIC):
         yield from _walk_archive(data, origin, depth)
     elif data.startswith((BUNDLE_MAGIC, CCOB_MAGIC)):
-        yield from _walk_fatbin(data, origin, None)
+        yield from _walk_fatbin(data, origin, None, _ALONE)
     elif data.startswith(OFFLOAD_BINARY_MAGIC):
         yield from _walk_offload_binaries(data, origin, depth)
 
 
-def _walk_fatbin(section: bytes, origin: str, starts: list[int] | None) -> Iterator[CodeObjectBlob]:
-    """Blobs at `starts`, or, without them, at 4096-aligned offsets past each blob's extent.
+def _walk_fatbin(
+    section: bytes, origin: str, starts: list[int] | None, sources: SourceFiles
+) -> Iterator[CodeObjectBlob]:
+    """Blobs at `starts`, or, without them, at 4096-aligned offsets past each blob's extent,
+    each tied to the source file `sources` names for its offset.
 
     Skipping each blob's exact extent (bundle entries, the CCOB size field, or where the V1
     compressed stream ends) is what keeps "CCOB" bytes inside compressed data from matching.
     """
     if starts is not None:
         for start in starts:
-            yield from _read_blob(section, start, join_origin(origin, f"@0x{start:x}"))[1]
+            yield from _tied(
+                _read_blob(section, start, join_origin(origin, f"@0x{start:x}"))[1], sources, start
+            )
         return
     pos, found = 0, 0
     while pos < len(section):
         if section.startswith((BUNDLE_MAGIC, CCOB_MAGIC), pos):
             end, blobs = _read_blob(section, pos, join_origin(origin, f"@0x{pos:x}"))
             found += 1
-            yield from blobs
+            yield from _tied(blobs, sources, pos)
             pos = -(-max(end, pos + 1) // FATBIN_ALIGN) * FATBIN_ALIGN
         else:
             pos += FATBIN_ALIGN
@@ -229,19 +256,24 @@ def _walk_host_elf(data: bytes, origin: str, depth: int) -> Iterator[CodeObjectB
         ]
         # Relocatable objects keep the wrapper pointers in relocations: see _wrapper_starts.
         order = "" if elf.elfclass != 64 or elf["e_type"] == "ET_REL" else "<>"[not elf.little_endian]
+        has_fatbin = any(name == ".hip_fatbin" for name, _, _ in sections)
+        sources = source_files(elf, data) if has_fatbin else _ALONE
     except ELF_ERRORS as exc:
         raise CodeObjectError(f"{origin or 'input'}: malformed ELF file: {exc!r}") from exc
     for name, address, contents in sections:
         if name == ".hip_fatbin":
             segment = next((c for n, _, c in sections if n == ".hipFatBinSegment"), b"")
             starts = _wrapper_starts(segment, order, address, contents)
-            yield from _walk_fatbin(contents, join_origin(origin, "section .hip_fatbin"), starts)
+            yield from _walk_fatbin(contents, join_origin(origin, "section .hip_fatbin"), starts, sources)
         elif name == ".llvm.offloading":
             where = join_origin(origin, "section .llvm.offloading")
-            yield from _walk_offload_binaries(contents, where, depth + 1)
+            yield from _tied(_walk_offload_binaries(contents, where, depth + 1), _OFFLOADING, 0)
         elif name.startswith(BUNDLE_MAGIC.decode()) and is_amdgpu_elf(contents):
             # The old driver's -fgpu-rdc objects: one section per entry, normally bitcode.
-            yield CodeObjectBlob(name[len(BUNDLE_MAGIC) :], join_origin(origin, f"section {name}"), contents)
+            entry = CodeObjectBlob(
+                name[len(BUNDLE_MAGIC) :], join_origin(origin, f"section {name}"), contents
+            )
+            yield from _tied([entry], _RDC_SECTION, 0)
 
 
 def _wrapper_starts(segment: bytes, order: str, base: int, fatbin: bytes) -> list[int] | None:

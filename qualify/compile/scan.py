@@ -7,16 +7,21 @@ its own files and never by the store paths it merely depends on. The result hold
 (pandas DataFrame, columns fixed below) per family:
 
 - ``amdgpu``: one row per kernel per code object (a kernel built into two translation units
-  or two libraries is two rows), figures as the metadata note names them;
-- ``cuda``: one row per kernel per cubin, with ptxas spill bytes when a log was given;
+  or two libraries is two rows), figures as the metadata note names them, and the source file
+  (translation unit) its code object was compiled from, where the host ELF says it
+  (`qualify.compile.sourcefiles`);
+- ``cuda``: one row per kernel per cubin, with ptxas spill bytes when a log was given (its
+  source file is not read: `CUDA_NO_SOURCE`);
 - ``host``: one row per host function per binary (clones folded), code size and stack frame.
 
 Given disassemblers (`mix`), each AMDGPU code object and each cubin is also disassembled, in the
 background while the files are read, and every GPU kernel's row gains its instruction mix
 (`qualify.compile.instmix.MIX_COLUMNS`; empty when the mix was not read).
 
-A file that looks like a container but cannot be read is listed in ``unreadable`` with the
-reader's message, never skipped in silence. Nothing is computed here that is not in the
+Each file's record in ``files`` says, as ``no_source_file``, why some of its GPU kernels have
+no source file (stripped, wrappers discarded, `-fgpu-rdc`), once per reason. A file that looks
+like a container but cannot be read is listed in ``unreadable`` with the reader's message,
+never skipped in silence. Nothing is computed here that is not in the
 files: occupancy and the comparison between arms come later (`qualify.compile.diff`).
 """
 
@@ -53,14 +58,21 @@ AMDGPU_COLUMNS = (
     "private_segment_fixed_size", "group_segment_fixed_size", "wavefront_size",
     "max_flat_workgroup_size", "uses_dynamic_stack", "workgroup_processor_mode",
     "reqd_workgroup_size", "kernarg_segment_size", "code_object_version", "allocated_vgprs",
-    "descriptor_problems", *MIX_COLUMNS,
+    "descriptor_problems", *MIX_COLUMNS, "source_file",
 )  # fmt: skip
 CUDA_COLUMNS = (
     "file", "origin", "target", "name", "key", "entry", "registers", "stack", "min_stack", "max_stack",
     "shared", "local", "constant", "max_threads", "reqntid", "maxreg_count",
-    "spill_store_bytes", "spill_load_bytes", *MIX_COLUMNS,
+    "spill_store_bytes", "spill_load_bytes", *MIX_COLUMNS, "source_file",
 )  # fmt: skip
 HOST_COLUMNS = ("file", "name", "key", "symbols", "code_size", "stack_bytes", "stack_qualifiers")
+#: Text columns that may be empty in every row: typed as text even then, and in tables saved
+#: before they existed.
+_TEXT_COLUMNS = ("source_file",)
+#: Why a CUDA kernel has no source file.
+CUDA_NO_SOURCE = "not read for CUDA fatbins"
+#: The reasons a file's record names at most, of why kernels have no source file.
+_NOTES = 3
 
 
 @dataclass
@@ -109,10 +121,13 @@ def scan(
             continue
         data = path.read_bytes()
         counts: dict[str, int] = dict.fromkeys(FAMILIES, 0)
+        notes: dict[str, None] = {}  # why kernels have no source file, in order, once each
         try:
             for blob, kernel in iter_kernels(data, rel):
-                amd_rows.append(_amd_row(rel, blob.bundle_id, blob.source, kernel))
+                amd_rows.append(_amd_row(rel, blob.bundle_id, blob.source, kernel, blob.source_file))
                 counts["amdgpu"] += 1
+                if blob.source_note is not None:
+                    notes[blob.source_note] = None
                 if mix is not None:
                     mix.amdgpu(blob.source, blob.data)
         except CodeObjectError as exc:
@@ -126,6 +141,8 @@ def scan(
                     mix.cuda(cubin.source, cubin.data)
         except CubinError as exc:
             found.unreadable.append({"file": rel, "reader": "cuda", "message": str(exc)})
+        if counts["cuda"]:
+            notes[CUDA_NO_SOURCE] = None
         if host_patterns and _is_linked_elf(data):
             try:
                 for host in read_symbols(path, host_patterns):
@@ -144,7 +161,12 @@ def scan(
                     counts["host"] += 1
             except HostKernelError as exc:
                 found.unreadable.append({"file": rel, "reader": "host", "message": str(exc)})
-        found.files.append({"file": rel, "bytes": len(data), **counts})
+        record: dict[str, Any] = {"file": rel, "bytes": len(data), **counts}
+        if notes:
+            said = list(notes)
+            more = f" (+{len(said) - _NOTES} more)" if len(said) > _NOTES else ""
+            record["no_source_file"] = "; ".join(said[:_NOTES]) + more
+        found.files.append(record)
     usage = {}
     for log in ptxas_logs:
         usage.update(read_ptxas_log(log.read_text(encoding="utf-8", errors="replace"), str(log)))
@@ -177,10 +199,11 @@ def load_tables(folder: Path) -> dict[str, pd.DataFrame]:
     for family in FAMILIES:
         path = folder / f"{family}.parquet"
         table = pd.read_parquet(path) if path.is_file() else _frame([], columns[family])
-        # Tables saved before a column existed (the instruction mix) read it as absent.
+        # Tables saved before a column existed (the instruction mix, source files) read it as absent.
         for column in columns[family]:
             if column not in table.columns:
-                table[column] = pd.Series([pd.NA] * len(table), index=table.index, dtype="Int64")
+                dtype = "string" if column in _TEXT_COLUMNS else "Int64"
+                table[column] = pd.Series([pd.NA] * len(table), index=table.index, dtype=dtype)
         tables[family] = table
     return tables
 
@@ -214,7 +237,9 @@ def _is_linked_elf(data: bytes) -> bool:
     return int.from_bytes(data[16:18], "little" if data[5] == 1 else "big") in (2, 3)
 
 
-def _amd_row(rel: str, bundle_id: str | None, origin: str, kernel: AmdKernel) -> dict[str, Any]:
+def _amd_row(
+    rel: str, bundle_id: str | None, origin: str, kernel: AmdKernel, source_file: str | None
+) -> dict[str, Any]:
     return {
         "file": rel,
         "origin": origin,
@@ -243,6 +268,7 @@ def _amd_row(rel: str, bundle_id: str | None, origin: str, kernel: AmdKernel) ->
         # What the descriptor allocates: above .vgpr_count when a waves-per-EU bound applies.
         "allocated_vgprs": kernel.descriptor_vgpr_granules * kernel.vgpr_granule,
         "descriptor_problems": "; ".join(kernel.descriptor_mismatches()) or None,
+        "source_file": source_file,
     }
 
 
@@ -262,10 +288,12 @@ def _cuda_row(rel: str, kernel: CudaKernel) -> dict[str, Any]:
     for dims in ("max_threads", "reqntid"):  # (x, y, z) as "x,y,z", like reqd_workgroup_size
         if row[dims] is not None:
             row[dims] = ",".join(map(str, row[dims]))
-    row.update(file=rel, origin=kernel.source, key=kernel.name)
+    row.update(file=rel, origin=kernel.source, key=kernel.name, source_file=None)
     return row
 
 
 def _frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
     # Nullable dtypes keep "absent" (None) apart from 0 through a Parquet round trip.
-    return pd.DataFrame(rows, columns=list(columns)).convert_dtypes()
+    frame = pd.DataFrame(rows, columns=list(columns)).convert_dtypes()
+    text = [c for c in _TEXT_COLUMNS if c in frame.columns]
+    return frame.astype(dict.fromkeys(text, "string")) if text else frame

@@ -24,6 +24,7 @@ import zstandard
 
 from qualify.compile.amdgpu import AmdKernel, CodeObjectError, base_name, iter_kernels, read_code_object
 from qualify.compile.offloadbundle import iter_code_objects
+from qualify.compile.scan import scan
 
 KERNELS = Path(__file__).parent / "kernels"
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -262,6 +263,16 @@ RECIPES: dict[str, Callable[[Artifacts, Path], None]] = {
     "two_tu_ccob.so": _link("tu_one_ccob.o", "tu_two_ccob.o", extra=("-shared",)),
     "two_tu.exe": _link("tu_one.o", "tu_two.o", "main.o", extra=("-Wl,--unresolved-symbols=ignore-all",)),
     "two_tu.a": lambda a, out: a.run("llvm-ar-19", "rcs", out, a.get("tu_one.o"), a.get("tu_two.o")),
+    # One object from two, as `ld -r` makes it: both units' wrappers and FILE symbols kept.
+    "two_tu_r.o": lambda a, out: a.run("ld.lld-19", "-r", a.get("tu_one.o"), a.get("tu_two.o"), "-o", out),
+    # The wrapper pointers as packed relative relocations (SHT_RELR): the address is in place.
+    "two_tu_relr.so": _link(
+        "tu_one.o", "tu_two.o", extra=("-shared", "-fuse-ld=lld", "-Wl,-z,pack-relative-relocs")
+    ),
+    "two_tu_stripped.so": lambda a, out: a.run("llvm-objcopy-19", "--strip-all", a.get("two_tu_lld.so"), out),
+    "two_tu_discarded.so": _link(
+        "tu_one.o", "tu_two.o", extra=("-shared", "-fuse-ld=lld", "-Wl,--discard-all")
+    ),
     # -fgpu-rdc links the device code once (with lld) into one code object per target.
     "rdc.so": lambda a, out: a.run(
         "clang++-19",
@@ -507,3 +518,85 @@ def test_damaged_files_raise_only_code_object_errors(artifacts: Artifacts, name:
             list(iter_kernels(bytes(data), name))
         except CodeObjectError as exc:
             assert str(exc).startswith(name)
+
+
+# --- source files ----------------------------------------------------------------------------
+
+#: Files that hold both units' code objects, each tied to its own source: GNU ld's and lld's
+#: libraries (lld also with packed relative relocations), an executable, an archive, `ld -r`.
+TWO_UNITS = ["two_tu.so", "two_tu_lld.so", "two_tu_relr.so", "two_tu_ccob.so", "two_tu.exe", "two_tu.a"]
+TWO_UNITS += ["two_tu_r.o"]
+
+
+def units_of(artifacts: Artifacts, one: str, two: str) -> set[tuple[str | None, str]]:
+    """(source, code object digest) of each unit's own object, named as clang was given it."""
+    return {
+        (f"{tu}.hip", sha(b.data))
+        for tu, name in (("tu_one", one), ("tu_two", two))
+        for b in iter_code_objects(artifacts.get(name).read_bytes(), name)
+    }
+
+
+def test_each_objects_code_objects_name_its_translation_unit(artifacts: Artifacts) -> None:
+    for tu in ("tu_one", "tu_two"):
+        blobs = list(iter_code_objects(artifacts.get(f"{tu}.o").read_bytes(), tu))
+        # One blob per target; the source file is clang's FILE symbol, as llvm-readelf lists it.
+        symbols = artifacts.run(READELF, "-s", "-W", artifacts.get(f"{tu}.o"))
+        assert re.findall(r"\bFILE\s+LOCAL\s+DEFAULT\s+ABS\s+(\S+)", symbols) == [f"{tu}.hip"]
+        assert len(blobs) == 2 and {(b.source_file, b.source_note) for b in blobs} == {(f"{tu}.hip", None)}
+
+
+@pytest.mark.parametrize("name", TWO_UNITS)
+def test_linked_files_tie_each_code_object_to_its_unit(artifacts: Artifacts, name: str) -> None:
+    """The code objects a link copies from each unit, byte for byte, carry that unit's name."""
+    blobs = list(iter_code_objects(artifacts.get(name).read_bytes(), name))
+    one, two = ("tu_one_ccob.o", "tu_two_ccob.o") if "ccob" in name else ("tu_one.o", "tu_two.o")
+    assert {(b.source_file, sha(b.data)) for b in blobs} == units_of(artifacts, one, two)
+    assert len(blobs) == 4 and all(b.source_note is None for b in blobs)
+
+
+def test_a_kernel_without_a_known_source_says_why(artifacts: Artifacts) -> None:
+    def notes(name: str) -> set[tuple[str | None, str | None]]:
+        return {
+            (b.source_file, b.source_note) for b in iter_code_objects(artifacts.get(name).read_bytes(), name)
+        }
+
+    assert notes("two_tu_stripped.so") == {(None, "stripped: no .symtab")}
+    discarded = notes("two_tu_discarded.so")
+    assert {n for _, n in discarded} == {
+        f"no __hip_fatbin_wrapper symbol for the blob at 0x{offset:x}"
+        for offset, _ in fatbin_slices(dump_fatbin(artifacts, "two_tu_discarded.so"))
+    }
+    # -fgpu-rdc links both units' device code into one blob that both wrappers point at.
+    assert notes("rdc.so") == {(None, "-fgpu-rdc: one linked blob for several sources (2)")}
+    assert notes("hip_device.hipfb") == {
+        (None, "a code object or bundle outside a host ELF names no source file")
+    }
+    assert notes("offloading.o") == {(None, "images of .llvm.offloading are not tied to source files")}
+
+
+def test_the_scan_writes_the_source_file_and_says_once_per_file_why_not(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    for name in ("two_tu_lld.so", "two_tu_stripped.so"):
+        (tmp_path / name).write_bytes(artifacts.get(name).read_bytes())
+    found = scan(tmp_path, host_patterns=())
+    table = found.tables["amdgpu"]
+    assert str(table["source_file"].dtype) == "string"
+    linked = table[table["file"] == "two_tu_lld.so"]
+    expected = {k.name: f"{tu}.hip" for tu in ("tu_one", "tu_two") for _, k in iter_kernels(
+        artifacts.get(f"{tu}.o").read_bytes(), tu)}  # fmt: skip
+    assert dict(zip(linked["name"], linked["source_file"], strict=True)) == expected
+    assert table[table["file"] == "two_tu_stripped.so"]["source_file"].isna().all()
+    assert {f["file"]: f.get("no_source_file") for f in found.files} == {
+        "two_tu_lld.so": None,
+        "two_tu_stripped.so": "stripped: no .symtab",
+    }
+
+
+def dump_fatbin(artifacts: Artifacts, name: str) -> bytes:
+    """The `.hip_fatbin` section of an artifact, as llvm-objcopy dumps it."""
+    path = artifacts.get(name)
+    dumped = path.with_name(path.name + ".hip_fatbin")
+    artifacts.run("llvm-objcopy-19", f"--dump-section=.hip_fatbin={dumped}", path, f"{dumped}.copy")
+    return dumped.read_bytes()
