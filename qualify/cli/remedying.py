@@ -36,6 +36,10 @@ def remedy(
             "--check", metavar="STAGE/CHECK", help="The compile check (default: the run's only one)."
         ),
     ] = None,
+    no_build: Annotated[
+        bool,
+        typer.Option("--no-build", help="Build nothing: judge the units the remedy's folder holds again."),
+    ] = False,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
     as_json: JsonOpt = False,
@@ -64,14 +68,13 @@ def remedy(
     folder.mkdir(parents=True, exist_ok=True)
     env = child_env(inherit=config.inherit_env)
     with RunDir(folder).locked():
-        found = run_remedy(
-            folder,
-            compiled,
-            failing,
-            (variants, sources),
-            env,
-            lambda line: console.print(safe(line), highlight=False),
-        )
+
+        def echo(line: str) -> None:
+            console.print(safe(line), highlight=False)
+
+        # --no-build: every variant the folder holds is judged again from its saved units.
+        asked = ({}, []) if no_build else (variants, sources)
+        found = run_remedy(folder, compiled, failing, asked, env, echo)
         said = document(found)
         write_json(folder / REPORT, said.to_json())
         write_atomic(folder / SUMMARY, markdown(said).encode("utf-8"))

@@ -102,7 +102,7 @@ def run_remedy(
     remedy's folder holds units of (earlier ones too) over every failing source it built."""
     variants, sources = asked
     locked = locked_url(check.run)
-    tool = disassembler(candidate_tool(check), env)
+    tool = disassembler(candidate_tool(check), env) if variants else None
     state = saved.open_state(folder, check.run.name, check.label)
     state = state.model_copy(
         update={
