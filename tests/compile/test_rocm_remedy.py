@@ -130,3 +130,6 @@ def test_true16_off_is_tried_on_every_failing_source_and_judged(
     assert json.loads(again.stdout)["variants"] == said["variants"]
     state = json.loads((folder / "remedy.json").read_text())
     assert {u["attempt"] for u in state["units"]} == {1}
+    judged = qualify_proc("remedy", run.name, "--no-build", "--json", "--project", str(p.root))
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert json.loads(judged.stdout)["variants"] == said["variants"]
