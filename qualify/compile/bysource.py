@@ -20,8 +20,6 @@ from qualify.compile.diff import KernelDiff
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds
 
 _GPU = ("amdgpu", "cuda")
-#: The kinds of failure a row names, the worst first.
-_KINDS_NAMED = 3
 
 
 @dataclass
@@ -35,9 +33,10 @@ class SourceCounts:
     kinds: dict[str, int] = field(default_factory=dict)
 
     def failing_kinds(self) -> str:
-        """'12 spill more, 3 lose occupancy': the worst kinds of its FAIL kernels first."""
+        """'12 spill more, 3 lose occupancy': how its FAIL kernels fail, the worst kind first
+        (every kind: the worst may be the rarest)."""
         order = list(dict.fromkeys(words for _, words in FAILURE_KINDS))
-        named = sorted(self.kinds.items(), key=lambda kind: order.index(kind[0]))[:_KINDS_NAMED]
+        named = sorted(self.kinds.items(), key=lambda kind: order.index(kind[0]))
         return ", ".join(f"{n} {words}" for words, n in named)
 
 

@@ -3,7 +3,7 @@
 Pinned links tests/compile/kernels' two translation units as built; the candidate links the
 same tu_one and a tu_two whose device code is built for wave64 (`-mwavefrontsize64`), a real
 change the judge fails (the wave size changed) in tu_two's kernels only. So tu_two.hip, the
-second by name, must lead the table by its failures, and summary.md must name it. A
+second by name, must lead the table by its failures, and the line summary.md prints name it. A
 candidate whose library is stripped names no source, and the table says why. Tables saved
 before source files were read (without the column) are judged as before: no such table, no
 such facts. The check's own scan, save and judge are used; nothing stands in.
