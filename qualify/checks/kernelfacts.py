@@ -1,9 +1,9 @@
 """What a `kernel-resources` check's judge writes beside its verdict (`KernelFacts`): each role's
 kernels per family, the kernels compared with pinned by the severity the judge gave them, how
-each role's instruction mix was read, its stubs, and what goes with the findings
-(`qualify.checks.causefacts`). Here, below the stages, because a bisection reads a
-step's failing kernels from them (`qualify.bisect.kernelchanges`), and the compile stage is
-not below it."""
+each role's instruction mix was read, its stubs, what goes with the findings
+(`qualify.checks.causefacts`), and the source files the failing kernels come from. Here, below
+the stages, because a bisection reads a step's failing kernels from them
+(`qualify.bisect.kernelchanges`), and the compile stage is not below it."""
 
 from __future__ import annotations
 
@@ -72,6 +72,22 @@ FamilyMix = Annotated[
 ]
 
 
+#: The columns of the compile check's table of kernels by source file
+#: (`qualify.compile.bysource`), by which summary.md finds it, and its row of kernels whose
+#: source file is not known.
+SOURCE_COLUMNS = ("source file", "kernels", "FAIL", "WARN", "the FAIL kernels")
+UNKNOWN_SOURCE = "(not known)"
+
+
+class SourceFailures(Part):
+    """A source file (translation unit) of the candidate's GPU kernels, some of which FAIL."""
+
+    source: str = Field(description="as the compiler named it in the object (clang: its basename)")
+    kernels: int = Field(description="its kernels compared with pinned, stubs left out")
+    FAIL: int
+    WARN: int
+
+
 class KernelFacts(Evidence):
     counts: dict[str, dict[str, int]] = Field(description="per role: its kernels per family")
     kernels_by_severity: Severities = Field(description="the kernels compared with pinned, by severity")
@@ -90,4 +106,10 @@ class KernelFacts(Evidence):
         description="what goes with the FAIL and WARN kernels: per family, outcome and change, the "
         "counts both ways and Fisher's exact test (`qualify.compile.causes`); absent in runs "
         "judged before they were counted",
+    )
+    sources: list[SourceFailures] = Field(
+        default_factory=list,
+        description="the source files whose kernels FAIL, most failures first "
+        "(`qualify.compile.bysource`); absent where no kernel's source file is known, and in runs "
+        "judged before source files were read",
     )

@@ -16,6 +16,7 @@ from qualify.checks.figures import Table
 from qualify.checks.findings import reason_line, worst
 from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
+from qualify.compile.bysource import by_source, failing_sources, source_table
 from qualify.compile.causes import associations, cause_table, lead
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
@@ -150,14 +151,23 @@ def judge(saved: SavedCheck) -> Judgement:
     results: list[KernelDiff] = []
     out_tables: list[Table] = []
     causes = []
+    sources = []
     if "pinned" in tables and "candidate" in tables:
         limits = Limits.from_plan(saved.spec.limits, params.cuda_block_size)
         results = diff(tables["pinned"], tables["candidate"], limits)
         findings.extend(_findings(results))
         causes = associations(results)
-        summaries = (cause_table(causes), family_table(results), mix_table(results))
-        out_tables = [*(t for t in summaries[:1] if t), counts_table(counts, results)]
-        out_tables += [*(t for t in summaries[1:] if t), *kernel_tables(results)]
+        sources = by_source(results)
+        unknown = dict.fromkeys(
+            f.no_source_file for m in scanned.values() for f in m.files if f.no_source_file
+        )
+        # The failures by source file follow what goes with them, before the counts.
+        lead_tables = (cause_table(causes), source_table(sources, list(unknown)[:2]))
+        out_tables = [*(t for t in lead_tables if t), counts_table(counts, results)]
+        out_tables += [
+            *(t for t in (family_table(results), mix_table(results)) if t),
+            *kernel_tables(results),
+        ]
     verdict = worst(findings)
     summary = _summary(counts, results)
     failed = _failures(results)
@@ -177,6 +187,8 @@ def judge(saved: SavedCheck) -> Judgement:
         mix={role: m.mix for role, m in scanned.items()},
         stubs=_stubs(results),
         causes=causes,
+        # Written only where a source is known, so that a run scanned before keeps its facts.
+        **({"sources": failing} if (failing := failing_sources(sources)) else {}),
     )
     mix = _mix_status(facts)
     if mix:

@@ -96,6 +96,13 @@ class KernelDiff:
     def rank(self) -> int:
         return SEVERITIES.index(self.severity)
 
+    @property
+    def source_files(self) -> tuple[str, ...]:
+        """The source files (translation units) the candidate's copies were compiled from, the
+        pinned build's for a kernel missing from the candidate; empty where none is known."""
+        side = self.candidate if self.candidate is not None else self.pinned
+        return tuple(side.get("source_files") or ()) if side is not None else ()
+
 
 def diff(
     pinned: Mapping[str, pd.DataFrame], candidate: Mapping[str, pd.DataFrame], limits: Limits

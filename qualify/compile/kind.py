@@ -35,7 +35,9 @@ instruction-mix and resource changes the kernels that end so show more often tha
 (true16 high-half operands appearing, packed-16 and VALU share shifts, matrix instructions lost,
 scratch traffic, code, SGPR and VGPR growth), counted both ways over the kernels that are not
 stubs, with Fisher's exact test; the reason names the strongest change of the mix that the
-rules do not read themselves. An association, never proof of a cause.
+rules do not read themselves. An association, never proof of a cause. Then the kernels by
+source file (`qualify.compile.bysource`): per translation unit the candidate's kernels were
+compiled from, where the files say it (`qualify.compile.sourcefiles`), how many FAIL and WARN.
 
 What it cannot prove: figures are static. Occupancy is an estimate at the kernel's declared
 (or maximum) workgroup size without dynamic LDS; spills a kernel never executes still count;

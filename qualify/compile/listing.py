@@ -6,7 +6,7 @@ exit code 1 when a kernel FAILs or ERRORs, so that it can gate a script as it ga
 `--json` prints JSON Lines: one object per kernel, with `family`, `target`, `name` and the
 resource fields named as in the metadata (`vgpr_count`, `sgpr_count`, `vgpr_spill_count`, ...;
 CUDA `registers`, `stack`, `shared`, `local`; host `code_size`, `stack_bytes`), plus the
-estimated `occupancy`.
+estimated `occupancy` and, where it is known, the `source_file` the kernel was compiled from.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from qualify.compile.tables import kernel_tables
 from qualify.core.errors import ExitCode, UsageError
 
 # What the JSON keeps of a row: the figures, not the bookkeeping of the scan.
-_DROPPED = ("key", "occupancy_limiter", "wavefront_sizes", "copies")
+_DROPPED = ("key", "occupancy_limiter", "wavefront_sizes", "copies", "source_files")
 
 
 def _scan(path: Path, host_patterns: Sequence[str], ptxas_logs: Sequence[Path]) -> KernelScan:

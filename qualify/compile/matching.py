@@ -6,8 +6,8 @@ stripped; CUDA names with nvcc's translation-unit hashes and CCCL's versioned na
 target is compared, kernel by kernel, for each chip of it the other build has (`concretize`). A
 kernel present several times on one side (template instances in several translation units, a
 kernel linked into two libraries) is compared by its worst copy per figure, and its copy count
-is kept (`aggregate`). Occupancy comes from `qualify.compile.occupancy` for both sides alike,
-never from a compiler.
+is kept (`aggregate`), with the source files its copies were compiled from. Occupancy comes
+from `qualify.compile.occupancy` for both sides alike, never from a compiler.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _records(table: pd.DataFrame) -> Iterable[dict[str, Any]]:
 
 _LOWEST = ("occupancy",)
 _ANY = ("uses_dynamic_stack",)
-_SET = ("wavefront_size", "target", "file", "descriptor_problems", "stack_qualifiers")
+_SET = ("wavefront_size", "target", "file", "descriptor_problems", "stack_qualifiers", "source_file")
 
 
 def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,4 +121,9 @@ def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             out[field] = values[0] if values else None
     if family == "amdgpu":
         out["wavefront_sizes"] = sorted({r["wavefront_size"] for r in rows})
+    if family != "host":
+        # As a list too: `source_file` joins the names with ", ", which a name may hold.
+        out["source_files"] = sorted(
+            {str(r["source_file"]) for r in rows if r.get("source_file") is not None}
+        )
     return out

@@ -14,6 +14,10 @@ entries carry no resource figures and are skipped. Input that holds no device co
 nothing. Broken framing (truncated header, entry past its container, unknown container
 version or entry kind, corrupt compressed data) raises `CubinError`, naming the place.
 
+Each cubin of a host ELF's `.nv_fatbin` carries the source file (translation unit) it was
+compiled from where the file says it (`qualify.compile.sourcefiles`); every other cubin, and one
+whose source cannot be said, carries why not instead (`source_note`).
+
 Formats (all little-endian): container header {u32 0xBA55ED50, u16 version 1, u16 header
 size 16, u64 body size}; entry header {u16 kind (1 PTX, 2 cubin, 8 NVVM IR), u16 0x0101, u32
 header size, u64 payload size, u32 compressed size @16, u32 @20, u16 minor @24, u16 major
@@ -28,7 +32,7 @@ import io
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import lz4.block  # type: ignore[import-untyped]  # lz4 ships no type information
 import zstandard
@@ -43,6 +47,7 @@ from qualify.compile.containers import (
     join_origin,
 )
 from qualify.compile.offloadbundle import ELF_ERRORS
+from qualify.compile.sourcefiles import CUDA, SourceFiles, source_files, unknown
 
 __all__ = ["EM_CUDA", "FATBIN_MAGIC", "CubinBlob", "CubinError", "is_cubin", "iter_cubins"]
 
@@ -74,6 +79,13 @@ class CubinBlob:
     source: str
     data: bytes
     entry_sm: int | None = None
+    source_file: str | None = None
+    source_note: str | None = None
+
+
+#: Why a cubin found outside a host ELF's `.nv_fatbin` has no source file.
+_ALONE = unknown("a cubin or fatbin outside a host ELF names no source file")
+_RELOCATABLE = unknown("-rdc: relocatable device code (__nv_relfatbin) is not tied to source files")
 
 
 def iter_cubins(data: bytes, origin: str = "") -> Iterator[CubinBlob]:
@@ -90,7 +102,7 @@ def _walk(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
     if depth > MAX_DEPTH:
         raise CubinError(f"{origin or 'input'}: containers nested deeper than {MAX_DEPTH} levels")
     if is_cubin(data):
-        yield CubinBlob(origin or "cubin", data)
+        yield CubinBlob(origin or "cubin", data, source_note=_ALONE.reason)
     elif data.startswith(ELF_MAGIC):
         yield from _walk_host_elf(data, origin, depth)
     elif data.startswith(ARCHIVE_MAGIC):
@@ -100,7 +112,7 @@ def _walk(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
         except ArchiveError as exc:
             raise CubinError(f"{origin or 'input'}: {exc}") from exc
     elif data.startswith(_FATBIN_MAGIC_BYTES):
-        yield from _walk_fatbin(data, origin or "fatbin")
+        yield from _walk_fatbin(data, origin or "fatbin", _ALONE)
 
 
 def _walk_host_elf(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
@@ -114,14 +126,18 @@ def _walk_host_elf(data: bytes, origin: str, depth: int) -> Iterator[CubinBlob]:
             for s in elf.iter_sections()
             if s.name in wanted and s["sh_type"] != "SHT_NOBITS"
         ]
+        linked = any(name == ".nv_fatbin" for name, _ in sections)
+        sources = source_files(elf, data, CUDA) if linked else _ALONE
     except ELF_ERRORS as exc:
         raise CubinError(f"{origin or 'input'}: malformed ELF file: {exc!r}") from exc
     for name, contents in sections:
-        yield from _walk_fatbin(contents, join_origin(origin, f"section {name}"))
+        tied = sources if name == ".nv_fatbin" else _RELOCATABLE
+        yield from _walk_fatbin(contents, join_origin(origin, f"section {name}"), tied)
 
 
-def _walk_fatbin(data: bytes, where: str) -> Iterator[CubinBlob]:
-    """Containers back to back; the linker may leave zero padding between them."""
+def _walk_fatbin(data: bytes, where: str, sources: SourceFiles) -> Iterator[CubinBlob]:
+    """Containers back to back; the linker may leave zero padding between them. Each
+    container's cubins carry the source file `sources` names for its offset."""
     pos = 0
     while (found := _NONZERO.search(data, pos)) is not None:
         pos = found.start()
@@ -140,7 +156,9 @@ def _walk_fatbin(data: bytes, where: str) -> Iterator[CubinBlob]:
                 f"{where} @0x{pos:x}: fatbin container of {body_size} bytes runs past the end "
                 f"({len(data) - pos - header_size} bytes left)"
             )
-        yield from _container_entries(data, pos + header_size, end, f"{where} @0x{pos:x}")
+        name, note = sources.of(pos)
+        for blob in _container_entries(data, pos + header_size, end, f"{where} @0x{pos:x}"):
+            yield replace(blob, source_file=name, source_note=note)
         pos = end
 
 

@@ -10,8 +10,8 @@ its own files and never by the store paths it merely depends on. The result hold
   or two libraries is two rows), figures as the metadata note names them, and the source file
   (translation unit) its code object was compiled from, where the host ELF says it
   (`qualify.compile.sourcefiles`);
-- ``cuda``: one row per kernel per cubin, with ptxas spill bytes when a log was given (its
-  source file is not read: `CUDA_NO_SOURCE`);
+- ``cuda``: one row per kernel per cubin, with ptxas spill bytes when a log was given, and its
+  source file as for AMDGPU;
 - ``host``: one row per host function per binary (clones folded), code size and stack frame.
 
 Given disassemblers (`mix`), each AMDGPU code object and each cubin is also disassembled, in the
@@ -69,8 +69,6 @@ HOST_COLUMNS = ("file", "name", "key", "symbols", "code_size", "stack_bytes", "s
 #: Text columns that may be empty in every row: typed as text even then, and in tables saved
 #: before they existed.
 _TEXT_COLUMNS = ("source_file",)
-#: Why a CUDA kernel has no source file.
-CUDA_NO_SOURCE = "not read for CUDA fatbins"
 #: The reasons a file's record names at most, of why kernels have no source file.
 _NOTES = 3
 
@@ -107,6 +105,7 @@ def scan(
     files = _files(root, globs)
     amd_rows: list[dict[str, Any]] = []
     cuda_kernels: list[tuple[str, CudaKernel]] = []
+    cuda_sources: list[str | None] = []  # beside cuda_kernels: each one's source file
     host_rows: list[dict[str, Any]] = []
     found = KernelScan(str(root), {})
     if stack_usage is None and root.is_dir():
@@ -136,13 +135,14 @@ def scan(
             for cubin in iter_cubins(data, rel):
                 for cuda in read_cubin(cubin.data, cubin.source):
                     cuda_kernels.append((rel, cuda))
+                    cuda_sources.append(cubin.source_file)
                     counts["cuda"] += 1
+                    if cubin.source_note is not None:
+                        notes[cubin.source_note] = None
                 if mix is not None:
                     mix.cuda(cubin.source, cubin.data)
         except CubinError as exc:
             found.unreadable.append({"file": rel, "reader": "cuda", "message": str(exc)})
-        if counts["cuda"]:
-            notes[CUDA_NO_SOURCE] = None
         if host_patterns and _is_linked_elf(data):
             try:
                 for host in read_symbols(path, host_patterns):
@@ -170,7 +170,10 @@ def scan(
     usage = {}
     for log in ptxas_logs:
         usage.update(read_ptxas_log(log.read_text(encoding="utf-8", errors="replace"), str(log)))
-    cuda_rows = [_cuda_row(rel, k) for rel, k in _with_spills(cuda_kernels, usage)]
+    cuda_rows = [
+        _cuda_row(rel, k, source)
+        for (rel, k), source in zip(_with_spills(cuda_kernels, usage), cuda_sources, strict=True)
+    ]
     if mix is not None:
         mix.attach("amdgpu", amd_rows)
         mix.attach("cuda", cuda_rows)
@@ -281,14 +284,14 @@ def _with_spills(
     return [(rel, k) for (rel, _), k in zip(kernels, attached, strict=True)]
 
 
-def _cuda_row(rel: str, kernel: CudaKernel) -> dict[str, Any]:
+def _cuda_row(rel: str, kernel: CudaKernel, source_file: str | None) -> dict[str, Any]:
     row: dict[str, Any] = {
         column: getattr(kernel, column, None) for column in CUDA_COLUMNS if column not in ("file", "key")
     }
     for dims in ("max_threads", "reqntid"):  # (x, y, z) as "x,y,z", like reqd_workgroup_size
         if row[dims] is not None:
             row[dims] = ",".join(map(str, row[dims]))
-    row.update(file=rel, origin=kernel.source, key=kernel.name, source_file=None)
+    row.update(file=rel, origin=kernel.source, key=kernel.name, source_file=source_file)
     return row
 
 

@@ -1,27 +1,35 @@
-"""Which translation unit (source file) each HIP offload blob of a host ELF file was compiled from.
+"""Which translation unit (source file) each device-code blob of a host ELF file was compiled from.
 
-Contract of `source_files(elf, data)`: `data` is a host ELF file (`elf` its pyelftools view) with
-a `.hip_fatbin` section; the result maps the offset in `.hip_fatbin` of each blob that a
-translation unit registers to the name of that unit's source file, as the compiler wrote it in
-the STT_FILE symbol (clang: the basename, `mmq-instance-q4_k.cu`), and says why for any blob it
-cannot name (`SourceFiles.of`). Nothing is guessed from kernel names.
+Contract of `source_files(elf, data, layout)`: `data` is a host ELF file (`elf` its pyelftools
+view) with the blob section of `layout` (HIP: `.hip_fatbin`; CUDA: `.nv_fatbin`); the result
+maps the offset in that section of each blob a translation unit registers to the name of the
+unit's source file, as the compiler wrote it in the STT_FILE symbol, and says why for any blob
+it cannot name (`SourceFiles.of`). Nothing is guessed from kernel names.
 
-How a blob is tied to its unit: clang emits, per translation unit, a `.hipFatBinSegment`
-wrapper {u32 "HIPF", u32 version, u64 pointer to the blob, u64} named `__hip_fatbin_wrapper`,
-a LOCAL symbol; a file's local symbols follow its STT_FILE symbol in `.symtab`, so the FILE
-symbol before a wrapper names its unit. The pointer is a relocation: in an object (ET_REL) an
-absolute one against a symbol of `.hip_fatbin` (the addend is the blob's offset), in a linked
-library or executable a relative dynamic one (the addend is the blob's address), or stored in
-place where no relocation covers it (`-z pack-relative-relocs`, `--apply-dynamic-relocs`).
+How a blob is tied to its unit: the compiler emits, per translation unit, a wrapper {u32 magic,
+u32 version, u64 pointer to the blob, u64} in a segment section (HIP: `.hipFatBinSegment`,
+"HIPF", the LOCAL symbol `__hip_fatbin_wrapper`; CUDA: `.nvFatBinSegment`, 0x466243b1,
+`_ZL15__fatDeviceText`); a file's local symbols follow its STT_FILE symbol in `.symtab`, so the
+FILE symbol before a wrapper names its unit. The pointer is a relocation: in an object (ET_REL)
+an absolute one against a symbol of the blob section (the addend is the blob's offset), in a
+linked library or executable a relative dynamic one (the addend is the blob's address), or
+stored in place where no relocation covers it (`-z pack-relative-relocs`,
+`--apply-dynamic-relocs`).
+
+The names: clang writes the source's basename (`mmq-instance-q4_k.cu`). nvcc compiles the host
+side of `x.cu` from an intermediate `tmpxft_<ids>_x.cudafe1.cpp`, whose name the FILE symbol
+holds; its temporary prefix is dropped (`x.cudafe1.cpp`), nothing else, so that the name is the
+one nvcc wrote, the same from one build to the next.
 
 It cannot be said when the file is stripped (no `.symtab`), its wrappers or FILE symbols were
-discarded (`--discard-all`), or several units share one linked blob (`-fgpu-rdc`). The symbol
-and relocation tables are read as arrays over the raw section bytes: a linked library holds
-some 100 000 of each.
+discarded (`--discard-all`), or several units share one linked blob (`-fgpu-rdc`, nvcc's
+device link). The symbol and relocation tables are read as arrays over the raw section bytes: a
+linked library holds some 100 000 of each.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -29,9 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
-WRAPPER = "__hip_fatbin_wrapper"
 WRAPPER_SIZE = 24
-HIPF_MAGIC = 0x48495046  # "HIPF"
 STT_FILE = 4
 _SYM = np.dtype(
     [("name", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")]
@@ -42,8 +48,37 @@ _RELOCATIONS = {"EM_X86_64": (1, 8), "EM_AARCH64": (257, 1027)}
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where a toolchain puts its blobs and their wrappers, and how it names a unit's source."""
+
+    blobs: str  # the section of the blobs
+    segment: str  # the section of the wrappers
+    magic: int  # a wrapper's first word
+    wrapper: str  # a wrapper's LOCAL symbol
+    rdc: str  # the option that links several units' device code into one blob
+    temporary: re.Pattern[str] | None = None  # a prefix of temporary files dropped from names
+    device_link: str | None = None  # the unit a separate device link registers its blob from
+
+    def unit(self, name: str) -> str:
+        return self.temporary.sub("", name) if self.temporary is not None else name
+
+
+HIP = Layout(".hip_fatbin", ".hipFatBinSegment", 0x48495046, "__hip_fatbin_wrapper", "-fgpu-rdc")  # "HIPF"
+# nvcc's intermediate files: tmpxft_<pid>_<counter>-<step>_<stem>.cudafe1.cpp
+CUDA = Layout(
+    ".nv_fatbin",
+    ".nvFatBinSegment",
+    0x466243B1,
+    "_ZL15__fatDeviceText",
+    "-rdc",
+    re.compile(r"^tmpxft_[0-9a-f]+_[0-9a-f]+-\d+_"),
+    "link.stub",
+)
+
+
+@dataclass(frozen=True)
 class SourceFiles:
-    """Blob offset in `.hip_fatbin` -> source file; why not, per blob (`problems`), and for any
+    """Blob offset in its section -> source file; why not, per blob (`problems`), and for any
     other blob (`reason`; None: no wrapper points at it)."""
 
     names: Mapping[int, str] = field(default_factory=dict)
@@ -56,7 +91,7 @@ class SourceFiles:
             return self.names[offset], None
         if offset in self.problems:
             return None, self.problems[offset]
-        return None, self.reason or f"no .hipFatBinSegment wrapper points at the blob at 0x{offset:x}"
+        return None, self.reason or f"no wrapper points at the blob at 0x{offset:x}"
 
 
 def unknown(reason: str) -> SourceFiles:
@@ -74,8 +109,8 @@ class _Section(NamedTuple):
     info: int
 
 
-def source_files(elf: ELFFile, data: bytes) -> SourceFiles:
-    """The source file of each `.hip_fatbin` blob of `data` (see the module)."""
+def source_files(elf: ELFFile, data: bytes, layout: Layout = HIP) -> SourceFiles:
+    """The source file of each blob in `layout`'s section of `data` (see the module)."""
     if elf.elfclass != 64 or not elf.little_endian:
         return unknown("source files are read from little-endian 64-bit host ELF files only")
     sections = [
@@ -83,19 +118,19 @@ def source_files(elf: ELFFile, data: bytes) -> SourceFiles:
         for s in elf.iter_sections()
     ]
     index = {s.name: i for i, s in reversed(list(enumerate(sections)))}  # the first of a name
-    if ".hip_fatbin" not in index or ".hipFatBinSegment" not in index:
-        return unknown("no .hipFatBinSegment wrappers: nothing ties a blob to its source")
+    if layout.blobs not in index or layout.segment not in index:
+        return unknown(f"no {layout.segment} wrappers: nothing ties a blob to its source")
     symtab = next((i for i, s in enumerate(sections) if s.kind == "SHT_SYMTAB"), None)
     if symtab is None:
         return unknown("stripped: no .symtab")
-    fatbin, segment = index[".hip_fatbin"], index[".hipFatBinSegment"]
+    fatbin, segment = index[layout.blobs], index[layout.segment]
     tables = _Tables(data, sections)
     try:
-        units = _wrapper_units(tables, symtab, segment)
-        pointers = _wrapper_pointers(tables, elf, segment, fatbin)
+        units = _wrapper_units(tables, symtab, segment, layout)
+        pointers = _wrapper_pointers(tables, elf, segment, fatbin, layout.magic)
     except _Unreadable as exc:
         return unknown(str(exc))
-    return _by_blob(units, pointers)
+    return _by_blob(units, pointers, layout)
 
 
 class _Unreadable(Exception):
@@ -130,23 +165,25 @@ class _Tables:
         return strings[offset : end if end >= 0 else len(strings)].decode("utf-8", "replace")
 
 
-def _wrapper_units(tables: _Tables, symtab: int, segment: int) -> dict[int, str | None]:
+def _wrapper_units(tables: _Tables, symtab: int, segment: int, layout: Layout) -> dict[int, str | None]:
     """Wrapper address -> the source its FILE symbol names (None: no FILE symbol before it)."""
     symbols = tables.symbols(symtab)
     files = np.flatnonzero((symbols["info"] & 0xF) == STT_FILE)
     units: dict[int, str | None] = {}
     for i in np.flatnonzero(symbols["shndx"] == segment).tolist():
-        if tables.name(symtab, int(symbols["name"][i])) != WRAPPER:
+        if tables.name(symtab, int(symbols["name"][i])) != layout.wrapper:
             continue
         # A file's local symbols follow its FILE symbol: the last one before the wrapper.
         before = int(np.searchsorted(files, i)) - 1
         unit = tables.name(symtab, int(symbols["name"][files[before]])) if before >= 0 else None
-        units[int(symbols["value"][i])] = unit or None
+        units[int(symbols["value"][i])] = layout.unit(unit) if unit else None
     return units
 
 
-def _wrapper_pointers(tables: _Tables, elf: ELFFile, segment: int, fatbin: int) -> dict[int, int | str]:
-    """Wrapper address -> the offset in `.hip_fatbin` its pointer holds, or why it is not known."""
+def _wrapper_pointers(
+    tables: _Tables, elf: ELFFile, segment: int, fatbin: int, magic: int
+) -> dict[int, int | str]:
+    """Wrapper address -> the offset in the blob section its pointer holds, or why it is not known."""
     seg, blobs = tables.sections[segment], tables.sections[fatbin]
     raw = tables.raw(segment)
     relocatable = elf["e_type"] == "ET_REL"
@@ -164,8 +201,7 @@ def _wrapper_pointers(tables: _Tables, elf: ELFFile, segment: int, fatbin: int) 
     found: dict[int, int | str] = {}
     for slot in range(len(raw) // WRAPPER_SIZE):
         at = seg.address + slot * WRAPPER_SIZE
-        magic = int.from_bytes(raw[slot * WRAPPER_SIZE : slot * WRAPPER_SIZE + 4], "little")
-        if magic != HIPF_MAGIC:
+        if int.from_bytes(raw[slot * WRAPPER_SIZE : slot * WRAPPER_SIZE + 4], "little") != magic:
             continue
         fix = fixes.get(at + 8)
         if fix is None and relocatable:
@@ -182,10 +218,10 @@ def _wrapper_pointers(tables: _Tables, elf: ELFFile, segment: int, fatbin: int) 
             symbol = symbols[fix[1]]
             if symbol["shndx"] == 0:
                 name = tables.name(fix[3], int(symbol["name"]))
-                found[at] = f"the wrapper at 0x{at:x} points at the undefined symbol {name} (-fgpu-rdc)"
+                found[at] = f"the wrapper at 0x{at:x} points at the undefined symbol {name}"
                 continue
             if relocatable and symbol["shndx"] != fatbin:
-                found[at] = f"the wrapper at 0x{at:x} points outside .hip_fatbin"
+                found[at] = f"the wrapper at 0x{at:x} points outside {blobs.name}"
                 continue
             target = int(symbol["value"]) + fix[2]
         else:
@@ -193,11 +229,11 @@ def _wrapper_pointers(tables: _Tables, elf: ELFFile, segment: int, fatbin: int) 
             continue
         offset = target - blobs.address
         within = 0 <= offset < blobs.size
-        found[at] = offset if within else f"the wrapper at 0x{at:x} points outside .hip_fatbin"
+        found[at] = offset if within else f"the wrapper at 0x{at:x} points outside {blobs.name}"
     return found
 
 
-def _by_blob(units: dict[int, str | None], pointers: dict[int, int | str]) -> SourceFiles:
+def _by_blob(units: dict[int, str | None], pointers: dict[int, int | str], layout: Layout) -> SourceFiles:
     """Each blob's source: the one unit whose wrappers point at it."""
     wrappers: dict[int, list[int]] = {}
     problems: dict[int, str] = {}
@@ -209,13 +245,19 @@ def _by_blob(units: dict[int, str | None], pointers: dict[int, int | str]) -> So
     names: dict[int, str] = {}
     for offset, ats in wrappers.items():
         if any(at not in units for at in ats):
-            problems[offset] = f"no {WRAPPER} symbol for the blob at 0x{offset:x}"
+            problems[offset] = f"no {layout.wrapper} symbol for the blob at 0x{offset:x}"
             continue
         sources = {units[at] for at in ats}
         if None in sources:
-            problems[offset] = f"no FILE symbol before the {WRAPPER} of the blob at 0x{offset:x}"
+            problems[offset] = f"no FILE symbol before the {layout.wrapper} of the blob at 0x{offset:x}"
         elif len(sources) > 1:
-            problems[offset] = f"-fgpu-rdc: one linked blob for several sources ({len(sources)})"
+            problems[offset] = f"{layout.rdc}: one linked blob for several sources ({len(sources)})"
+        elif layout.device_link is not None and sources == {layout.device_link}:
+            # nvcc's device link (`-dlink`, or `-rdc` at the link) registers the device code of
+            # every relocatable unit it linked from this one stub.
+            problems[offset] = (
+                f"{layout.rdc}: the device link ({layout.device_link}) holds several sources' code"
+            )
         else:
             names[offset] = str(sources.pop())
     return SourceFiles(names, problems, reason)

@@ -39,6 +39,7 @@ from qualify.report.junit import fleet_junit_xml, junit_xml, set_junit_xml
 from qualify.report.matrix import MatrixModel, build_set_model
 from qualify.report.model import ReportModel, build_model
 from qualify.report.rendered import RenderedVerdict
+from qualify.report.views import failing_sources
 
 VERDICT_CLASS = {
     "QUALIFIED": "pass",
@@ -153,6 +154,7 @@ def _markdown_environment() -> Environment:
     env.filters["code"] = markdown.code
     env.filters["clip"] = _clip
     env.filters["kernel_name"] = display_name
+    env.filters["failing_sources"] = failing_sources
     return env
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from qualify.checks.benchfacts import BenchFacts
 from qualify.checks.evidence import Evidence
 from qualify.checks.figures import Chart, Table
-from qualify.checks.kernelfacts import KernelFacts
+from qualify.checks.kernelfacts import SOURCE_COLUMNS, UNKNOWN_SOURCE, KernelFacts
 from qualify.core.errors import RunStoreError
 from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.resultparts import SavedFinding
@@ -61,6 +61,21 @@ def cause_line(facts: Evidence | None) -> str:
     if not isinstance(facts, KernelFacts):
         return ""
     return "; ".join(a.sentence() for a in facts.causes if a.lead)
+
+
+#: The source files summary.md names per kernel comparison.
+SOURCES_NAMED = 3
+
+
+def failing_sources(check: CheckView) -> str:
+    """'fattn-tile-instance-dkq112-dv112.cu: 21 of 92 kernels fail; …': the source files with
+    the most FAIL kernels, from the check's table of kernels by source file (`SOURCE_COLUMNS`,
+    most failures first); "" for a check without one, or where no known source has a FAIL."""
+    table = next((t for t in check.tables if t.columns == SOURCE_COLUMNS), None)
+    if table is None:
+        return ""
+    failing = [r for r in table.rows if r[0] != UNKNOWN_SOURCE and isinstance(r[2], int) and r[2] > 0]
+    return "; ".join(f"{r[0]}: {r[2]} of {r[1]} kernels fail" for r in failing[:SOURCES_NAMED])
 
 
 def _seconds(value: float | None, unknown: str = "—") -> str:

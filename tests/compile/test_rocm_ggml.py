@@ -48,7 +48,7 @@ from ggml_rocm import (
     slice_builds,
 )
 
-from qualify.compile.amdgpu import iter_kernels, read_code_object
+from qualify.compile.amdgpu import base_name, iter_kernels, read_code_object
 from qualify.compile.occupancy import amd_kernel_occupancy, amd_occupancy
 from qualify.compile.offloadbundle import iter_code_objects
 
@@ -282,6 +282,36 @@ def test_the_move_is_judged_kernel_by_kernel(builds: Builds, roots: dict[str, Pa
     failed = [f["message"] for f in result["findings"] if f["verdict"] == "FAIL"]
     assert any("mul_mat_q<(ggml_type)12, " in m and "VGPR spills" in m for m in failed), failed
     assert not any("_ZL" in m for m in failed), failed
+
+
+def test_the_failures_are_read_by_source_file(builds: Builds, tmp_path: Path) -> None:
+    """The judgement's table of kernels by source file counts, per ggml source, the kernels its
+    objects hold (every target's) and those of them the judgement fails, most failures first;
+    summary.md names the three with the most failures. Each object is one source: the expected
+    side is the compile's own source list, the kernels each object holds, and diff.parquet."""
+    result, run = Judge(tmp_path)(
+        role_tree(tmp_path / "p", PINNED, builds), role_tree(tmp_path / "c", CANDIDATE, builds)
+    )
+    judged = pd.read_parquet(run / "20-compile" / "kernels" / "diff.parquet")
+    severity = {(t, k): s for t, k, s in judged[["target", "key", "severity"]].itertuples(index=False)}
+    expected: dict[str, dict[str, int]] = {}
+    for (version, _, _), build in builds.items():
+        if version != CANDIDATE:
+            continue
+        counts = expected.setdefault(build.source.name, {"kernels": 0, "FAIL": 0})
+        for kernel in {(k.processor, base_name(k.name)) for _, k in iter_kernels(build.obj.read_bytes())}:
+            if severity[kernel] != "stub":
+                counts["kernels"] += 1
+                counts["FAIL"] += severity[kernel] == "FAIL"
+    [table] = [t for t in result["tables"] if t["columns"][:4] == ["source file", "kernels", "FAIL", "WARN"]]
+    rows = {r[0]: {"kernels": r[1], "FAIL": r[2]} for r in table["rows"]}
+    assert rows == expected and len(rows) == 3  # mmq-instance-q4_k.cu's for three targets
+    fails = [r[2] for r in table["rows"]]
+    assert fails == sorted(fails, reverse=True) and fails[0] > 0
+    assert [f["source"] for f in result["facts"]["sources"]] == [r[0] for r in table["rows"] if r[2]]
+    line = next(x for x in (run / "summary.md").read_text().splitlines() if x.startswith("Source files"))
+    first = table["rows"][0]
+    assert f"{first[0]}: {first[2]} of {first[1]} kernels fail" in line
 
 
 def test_a_spill_limit_at_the_measured_growth_passes_the_spills(builds: Builds, tmp_path: Path) -> None:
