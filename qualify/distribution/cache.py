@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
+from qualify.checks.binarycache import CacheParams, secret_key_problem
 from qualify.checks.figures import Table
+from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import PlaceholderError, QualifyError
@@ -20,10 +22,7 @@ from qualify.core.redaction import remember
 from qualify.core.verdicts import Verdict
 from qualify.distribution.built import Built, built
 from qualify.distribution.evidence import BuildTime, CacheFacts, CacheMeasurement, Step, checked
-from qualify.distribution.kind import secret_key_problem
 from qualify.distribution.nixstore import DEFAULT_TIMEOUT_S, Nix, folder_bytes, scratch
-from qualify.distribution.params import CacheParams
-from qualify.distribution.paths import PathProblem, resolved, store_url
 
 _MIB = 1024 * 1024
 #: Words of nix's errors, and what they say of the cache.
