@@ -80,6 +80,8 @@ def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) ->
             built = f"{built}, {len(failed)} failed"
         elif m.shared_build_with:
             built = f"{built} (shares {m.shared_build_with}'s build)"
+        elif m.ok and built == 0 and m.substitution is not None and m.substitution.total():
+            built = f"0 ({m.substitution.total()} paths substituted)"
         elif m.ok and built == 0:
             built = "0 (already in the store)"
         rows.append(
