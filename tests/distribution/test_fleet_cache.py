@@ -153,6 +153,11 @@ def test_a_host_with_the_plan_cache_substitutes_every_arm_and_builds_nothing(
     assert came["pinned"] == f"substituted {paths} paths from {url}, built 0 derivations", came
     assert came["plan's cache (distribution/cache)"] == f"{url}: trusted by engine-cache-1"
     assert f"pinned: substituted {paths} paths from {url}, built 0 derivations" in out
+    # The distribution stage compares its own substitution with the build's: nothing built here.
+    proved = json.loads((run_dir / "70-distribution" / "cache" / "result.json").read_text())
+    assert rows(proved, f"Binary cache {url}")["build (build/arms) (s)"].startswith(
+        f"nothing built in this run ({paths} paths substituted from this cache; nix build "
+    )
     # The secret key was read to derive its public half: never written anywhere of the run.
     encoded = (outside(project, "dist") / "cache-key.sec").read_text().strip().partition(":")[2]
     for path in run_dir.rglob("*"):
