@@ -55,8 +55,13 @@ _FAILED_BUILDER = re.compile(r"builder for '(/nix/store/[^']+\.drv)' failed")
 _UNTRUSTED = re.compile(r"substitute for '(/nix/store/[^']+)' from '([^']+)',? (?:is|as it's) not signed")
 #: A daemon that does not let this user add a substituter or a key ("ignoring untrusted
 #: substituter 'U'", "ignoring the user-specified (client-specified) setting 'S', because it is
-#: a restricted setting"), in either case.
-_IGNORED = re.compile(r"ignoring (?:untrusted substituter|the (?:user|client)-specified setting) '", re.I)
+#: a restricted setting"), in either case. Other settings it ignores (`fallback`) leave the
+#: cache as it was.
+_IGNORED = re.compile(
+    r"ignoring (?:untrusted substituter '|the (?:user|client)-specified setting "
+    r"'(?:extra-)?(?:substituters|trusted-public-keys)')",
+    re.I,
+)
 
 
 @dataclass

@@ -166,6 +166,12 @@ def test_substitutions_and_the_substitutes_nix_would_not_trust_across_versions()
             msg="warning: Ignoring the client-specified setting 'trusted-public-keys', because it is a "
             "restricted setting and you are not a trusted user",
         ),
+        ev(
+            action="msg",
+            level=1,
+            msg="warning: ignoring the user-specified setting 'fallback', because it is a restricted setting "
+            "and you are not a trusted user",
+        ),
     ]
     for line in lines:
         log.feed(0.0, line)
