@@ -32,27 +32,31 @@ _DAEMON = (
 def measured(log: BuildLog, env: Mapping[str, str]) -> Substitution:
     """What one `nix build` substituted, checked against the store once it ended."""
     began = log.substituting
-    paths: Counter[str] = Counter()
+    taken: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     if began:
         drvs = [b.drv for b in log.built()]
         built = nix.outputs(drvs, env) if drvs else set()
         missing = nix.invalid_paths(sorted(began), env)
         for path, uri in began.items():
-            (failed if path in missing or path in built else paths)[uri] += 1
+            (failed if path in missing or path in built else taken)[uri] += 1
     return Substitution(
-        paths=dict(paths),
+        paths=dict(taken),
         failed=dict(failed),
         untrusted=dict(Counter(log.untrusted.values())),
         ignored=list(dict.fromkeys(log.ignored)),
     )
 
 
+def paths(n: int) -> str:
+    return f"{n} path{'s' if n != 1 else ''}"
+
+
 def said(m: BuildMeasurement) -> str:
     """Where a role's arm came from, in a line: "substituted N paths from X, built M derivations"."""
     built = sum(1 for b in m.built if b.seconds is not None and not b.failed)
     s = m.substitution or Substitution(paths={}, failed={}, untrusted={}, ignored=[])
-    parts = [f"substituted {n} paths from {uri}" for uri, n in sorted(s.paths.items())]
+    parts = [f"substituted {paths(n)} from {uri}" for uri, n in sorted(s.paths.items())]
     parts = parts or ["substituted nothing"]
     parts.append(f"built {built} derivation{'s' if built != 1 else ''}")
     parts += [f"{n} failed to substitute from {uri}" for uri, n in sorted(s.failed.items())]
@@ -104,16 +108,15 @@ def findings(builds: Mapping[str, BuildMeasurement | None], caches: Sequence[Pla
                 out.append(
                     Finding(
                         Verdict.WARN,
-                        f"{n} paths of the plan's cache {uri} were not used: not signed by {key}, the "
+                        f"{paths(n)} of the plan's cache {uri} not used: not signed by {key}, the "
                         "key the plan trusts it by (unsigned, or signed by another key)",
                         role,
                     )
                 )
         for uri, n in sorted(s.failed.items()):
             if uri in used:
-                out.append(
-                    Finding(Verdict.WARN, f"{n} paths failed to substitute from the plan's cache {uri}", role)
-                )
+                failed = f"{paths(n)} failed to substitute from the plan's cache {uri}"
+                out.append(Finding(Verdict.WARN, failed, role))
         if s.ignored and used:
             out.append(
                 Finding(Verdict.WARN, f"nix ignored the plan's cache: {s.ignored[0]} ({_DAEMON})", role)

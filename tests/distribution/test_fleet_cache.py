@@ -226,7 +226,7 @@ def test_a_cache_not_signed_by_the_plans_key_is_not_used(
     assert pinned["substitution"]["paths"] == {} and not pinned["ok"]
     warned = [f["message"] for f in res["findings"] if f["verdict"] == "WARN"]
     assert (
-        f"{paths} paths of the plan's cache file://{cache} were not used: not signed by engine-cache-1"
+        f"{paths} paths of the plan's cache file://{cache} not used: not signed by engine-cache-1"
         in " ".join(warned)
     ), warned
 
