@@ -369,16 +369,9 @@ def judge(saved: SavedCheck) -> Judgement:
     facts = BuildFacts.model_validate({"source": source.facts(), **diffs})
     verdict = worst(findings)
     built = sum(len(m.built) for m in builds.values() if m)
-    used = {c.cache for c in caches if c.used}
-    taken = sum(
-        n
-        for m in builds.values()
-        if m and m.substitution
-        for u, n in m.substitution.paths.items()
-        if u in used
-    )
+    taken = substituted.from_plan(builds, caches)
     ok = f"{len(builds)} roles built from one revision ({built} derivations built" + (
-        f", {taken} paths substituted from the plan's cache)" if taken else ")"
+        f", {substituted.paths(taken)} substituted from the plan's cache)" if taken else ")"
     )
     judged = [f"{role} built, its toolchain components checked" for role in found]
     judged += [

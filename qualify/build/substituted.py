@@ -122,3 +122,15 @@ def findings(builds: Mapping[str, BuildMeasurement | None], caches: Sequence[Pla
                 Finding(Verdict.WARN, f"nix ignored the plan's cache: {s.ignored[0]} ({_DAEMON})", role)
             )
     return out
+
+
+def from_plan(builds: Mapping[str, BuildMeasurement | None], caches: Sequence[PlanCache]) -> int:
+    """The paths every role substituted from the plan's caches, together."""
+    used = {c.cache for c in caches if c.used}
+    return sum(
+        n
+        for m in builds.values()
+        if m is not None and m.substitution is not None
+        for uri, n in m.substitution.paths.items()
+        if uri in used
+    )
