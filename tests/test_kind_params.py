@@ -17,13 +17,14 @@ from qualify.bench.params import BenchParams
 from qualify.build.params import BuildParams
 from qualify.checks import kindparams
 from qualify.checks.base import CheckKind, Param
+from qualify.checks.binarycache import CacheParams
 from qualify.checks.commandparams import CommandParams
 from qualify.checks.kindparams import KindParams
 from qualify.checks.testsparams import TestsParams
 from qualify.compile.params import CompileParams
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
-from qualify.distribution.params import CacheParams, InputsParams, PinMoveParams
+from qualify.distribution.params import InputsParams, PinMoveParams
 from qualify.kinds import KINDS
 from qualify.numerics.params import NumericsParams
 from qualify.serving.params import ServingParams

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from qualify.build import builders, flakeinputs, nix, toolchain
+from qualify.build import builders, flakeinputs, nix, plancache, resumed, substituted, toolchain
 from qualify.build.closure import diff_summary, store_name
-from qualify.build.evidence import BuildPlan, InputsUsed, InputUsed, RolePlan
+from qualify.build.evidence import BuildPlan, InputsUsed, InputUsed, PlanCaches, RolePlan
 from qualify.build.internaljson import BuildLog
 from qualify.build.params import BuildParams
+from qualify.build.plancache import CACHES
 from qualify.build.tables import (
     arms_table,
     built_where_table,
@@ -45,7 +45,7 @@ from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
-from qualify.core.recordredaction import holds_redacted, redact_argv, redact_ref, redact_values
+from qualify.core.recordredaction import redact_argv, redact_ref, redact_values
 from qualify.core.redaction import redact_lines
 from qualify.core.runstore import write_json
 from qualify.core.secretsources import remember_named
@@ -71,7 +71,7 @@ def measure(ctx: CheckContext) -> None:
         return
     if source.refused:
         return
-    refs = _refs(ctx, params, source)
+    refs = _refs(ctx, params, source, plancache.cache_args(plancache.plan_caches(ctx, params, env)))
     plans = _dry_runs(ctx, refs, env)
     built: dict[str, BuildMeasurement] = {}
     valid: set[str] = set()  # derivations an earlier role built: nix will not build them again
@@ -82,6 +82,7 @@ def measure(ctx: CheckContext) -> None:
         measurement = _build_role(ctx, role, refs[role], env, shared_with=built.get(key), todo=todo)
         valid |= {b.drv for b in measurement.built if b.seconds is not None and not b.failed}
         built.setdefault(key, measurement)
+        ctx.echo(f"{role}: {substituted.said(measurement)}")
         # The nix options among its arguments may hold an access token: saved redacted.
         saved = redact_values(measurement.to_json(), known=True)
         ctx.save(role, {**saved, "extra_args": redact_argv(measurement.extra_args)})
@@ -101,8 +102,8 @@ def _resolve(ctx: CheckContext, params: BuildParams, env: dict[str, str]) -> Bui
     options = RunOptions.of(ctx.options)
     allow_dirty = options.allow_dirty
     nix_settings = builders.settings(params, options.nix_options)
-    _refuse_redacted(nix_settings)
-    _refuse_redacted_overrides(options.override_inputs)
+    resumed.refuse_redacted(nix_settings)
+    resumed.refuse_redacted_overrides(options.override_inputs)
     remember_named(nix_settings)  # an access token is redacted wherever nix prints it
     # Before any evaluation or build: a builder that is down fails here, by name.
     builders.probe(builders.builder_uris(nix_settings.get("builders", "")), env)
@@ -126,33 +127,9 @@ def _resolve(ctx: CheckContext, params: BuildParams, env: dict[str, str]) -> Bui
     return source
 
 
-def _refuse_redacted(nix_settings: dict[str, str]) -> None:
-    """A resumed run reads its nix options from run.json, where a secret one was saved
-    redacted: nix must not be given `<redacted>` for a token."""
-    hidden = sorted(name for name, value in nix_settings.items() if holds_redacted(value))
-    if hidden:
-        raise QualifyError(
-            f"the nix option(s) {', '.join(hidden)} of this run were saved redacted (they hold a "
-            "secret), so this attempt cannot pass them on",
-            "give them again: "
-            + " ".join(f"--nix-option {name}=..." for name in hidden)
-            + " (or set them in nix.conf or NIX_CONFIG, which a run never saves in clear)",
-        )
-
-
-def _refuse_redacted_overrides(overrides: Sequence[Sequence[str]]) -> None:
-    """A resumed run reads its `--override-input`s from run.json, where a URL's token was saved
-    redacted: nix must not be given `<redacted>` for it."""
-    hidden = [str(name) for name, ref in overrides if holds_redacted(ref)]
-    if hidden:
-        raise QualifyError(
-            f"the --override-input(s) {', '.join(hidden)} of this run were saved redacted (their URL "
-            "holds a secret), so this attempt cannot pass them on",
-            "give them again: " + " ".join(f"--override-input {name}=..." for name in hidden),
-        )
-
-
-def _refs(ctx: CheckContext, params: BuildParams, source: BuildSource) -> dict[str, dict[str, Any]]:
+def _refs(
+    ctx: CheckContext, params: BuildParams, source: BuildSource, cache_args: list[str]
+) -> dict[str, dict[str, Any]]:
     locked = nix.FlakeSource(
         source.flake,
         source.locked_url,
@@ -174,7 +151,7 @@ def _refs(ctx: CheckContext, params: BuildParams, source: BuildSource) -> dict[s
         for option, value in (("--max-jobs", params.max_jobs), ("--cores", params.cores)):
             if value is not None:
                 extra += [option, str(value)]
-        extra += builders.option_args(source.nix_options or {})
+        extra += builders.option_args(source.nix_options or {}) + cache_args
         refs[role] = {"ref": ref, "extra": extra, "from_project": ours, "argv": [ref, *extra]}
     return refs
 
@@ -272,6 +249,7 @@ def _build_role(
         messages=result.log.messages[-20:],
         log=str(ctx.log(role, "build")),
         **({} if result.ok else {"failed": _failed(result.log, env)}),
+        substitution=substituted.measured(result.log, env),
     )
 
 
@@ -368,7 +346,11 @@ def judge(saved: SavedCheck) -> Judgement:
             )
         if not found[role]:
             findings.append(Finding(Verdict.WARN, "no toolchain component found in the build closure", role))
+    caches = PlanCaches.read(saved.folder / CACHES).caches if (saved.folder / CACHES).is_file() else []
+    findings += substituted.findings(builds, caches)
     tables = [arms_table(builds, saved)]
+    if (came_from := substituted.table(builds, caches)) is not None:
+        tables.append(came_from)
     where = built_where_table(builds)
     if where is not None:
         tables.append(where)
@@ -387,7 +369,10 @@ def judge(saved: SavedCheck) -> Judgement:
     facts = BuildFacts.model_validate({"source": source.facts(), **diffs})
     verdict = worst(findings)
     built = sum(len(m.built) for m in builds.values() if m)
-    ok = f"{len(builds)} roles built from one revision ({built} derivations built)"
+    taken = substituted.from_plan(builds, caches)
+    ok = f"{len(builds)} roles built from one revision ({built} derivations built" + (
+        f", {substituted.paths(taken)} substituted from the plan's cache)" if taken else ")"
+    )
     judged = [f"{role} built, its toolchain components checked" for role in found]
     judged += [
         f"{kind} closure compared with pinned" for kind in ("runtime", "build") if f"{kind}_diff" in diffs

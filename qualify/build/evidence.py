@@ -1,7 +1,8 @@
 """What a `nix-build` check saves besides its source (`qualify.checks.buildfacts`) and each
 role's build (`qualify.checks.buildrecord`): the dry run of every role before anything was built
-(`BuildPlan`, plan.json) and the flake inputs each role's arm uses (`InputsUsed`, its
-inputs.json): the types every reader of them goes through."""
+(`BuildPlan`, plan.json), the plan's binary caches the build substituted from (`PlanCaches`,
+caches.json) and the flake inputs each role's arm uses (`InputsUsed`, its inputs.json): the
+types every reader of them goes through."""
 
 from __future__ import annotations
 
@@ -25,6 +26,24 @@ class RolePlan(Part):
 
 class BuildPlan(Evidence):
     roles: dict[str, RolePlan]
+
+
+class PlanCache(Part):
+    """A binary cache the plan names (a `binary-cache` check's), as the build found it here."""
+
+    check: str = Field(description="the check that names it: stage/check")
+    cache: str = Field(description="its store URL (file://…), or the plan's value where it is none")
+    present: bool = Field(description="this host has the cache (its nix-cache-info)")
+    public_key: str | None = Field(description="the key the build trusts it by; None: none known here")
+    key_from: str | None = Field(description="public_key (the plan's), or secret_key_file (its half)")
+    used: bool = Field(description="every arm's nix build substituted from it")
+    why: str | None = Field(description="why it was not used")
+
+
+class PlanCaches(Evidence):
+    """caches.json: the plan's binary caches, and whether the build substituted from each."""
+
+    caches: list[PlanCache]
 
 
 class InputUsed(Part):

@@ -2,8 +2,13 @@
 
 Lines start with `@nix ` and carry JSON (`start`, `stop`, `result`, `msg` actions). The
 format has no timestamps, so the caller stamps each line as it arrives. Activity and result
-types are those of Nix 2.8 through current CppNix and Lix (nix-output-monitor's list);
-unknown types are ignored, since newer Nix adds some (112/113, results 108/109).
+types are those of Nix 2.8 through current CppNix and Lix (nix-output-monitor's list; Nix 2.8's
+src/libutil/logging.hh): unknown types are ignored, since newer Nix adds some (112/113, results
+108/109).
+
+A path taken from a substituter instead of built is an `actSubstitute` activity (108: fields
+the path and the substituter's URI), around the `actCopyPath` (100) that copies it; a path a
+substituter holds but nix will not trust is only a warning, in words this module matches.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from typing import Any
 
 from qualify.core.redaction import redact_known
 
-ACT_COPY_PATH = 100
 ACT_BUILDS = 104
 ACT_BUILD = 105
 ACT_SUBSTITUTE = 108
@@ -45,6 +49,19 @@ def parse_line(line: str) -> dict[str, Any] | None:
 
 
 _FAILED_BUILDER = re.compile(r"builder for '(/nix/store/[^']+\.drv)' failed")
+#: A substitute nix did not use: not signed by a key it trusts. Nix 2.8: "the substitute for 'P'
+#: from 'U' is not signed by any of the keys in 'trusted-public-keys'"; later CppNix and Lix:
+#: "ignoring substitute for 'P' from 'U', as it's not signed by any of the keys in …".
+_UNTRUSTED = re.compile(r"substitute for '(/nix/store/[^']+)' from '([^']+)',? (?:is|as it's) not signed")
+#: A daemon that does not let this user add a substituter or a key ("ignoring untrusted
+#: substituter 'U'", "ignoring the user-specified (client-specified) setting 'S', because it is
+#: a restricted setting"), in either case. Other settings it ignores (`fallback`) leave the
+#: cache as it was.
+_IGNORED = re.compile(
+    r"ignoring (?:untrusted substituter '|the (?:user|client)-specified setting "
+    r"'(?:extra-)?(?:substituters|trusted-public-keys)')",
+    re.I,
+)
 
 
 @dataclass
@@ -69,7 +86,12 @@ class BuildLog:
     """Accumulates a build's events; feed it (timestamp, line) pairs in arrival order."""
 
     builds: dict[int, DerivationBuild] = field(default_factory=dict)
-    substituted: list[str] = field(default_factory=list)
+    #: Store path -> the substituter nix began to substitute it from (it may yet have failed).
+    substituting: dict[str, str] = field(default_factory=dict)
+    #: Store path -> the substituter whose copy nix ignored: not signed by a key it trusts.
+    untrusted: dict[str, str] = field(default_factory=dict)
+    #: nix's warnings where it ignored a substituter or a setting the command gave it.
+    ignored: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     progress: tuple[int, int, int, int] | None = None  # done, expected, running, failed
     last_line: tuple[str, str] | None = None  # (drv, text) of the newest build log line
@@ -91,8 +113,8 @@ class BuildLog:
                 build = DerivationBuild(fields[0], at, machine=machine)
                 self.builds[ident] = build
                 return build
-            if kind in (ACT_SUBSTITUTE, ACT_COPY_PATH) and fields and isinstance(fields[0], str):
-                self.substituted.append(fields[0])
+            if kind == ACT_SUBSTITUTE and len(fields) > 1 and all(isinstance(f, str) for f in fields[:2]):
+                self.substituting.setdefault(fields[0], fields[1])
         elif action == "stop" and ident in self.builds:
             build = self.builds[ident]
             build.stopped = at
@@ -104,6 +126,7 @@ class BuildLog:
             text = redact_known(strip_ansi(str(event.get("msg", ""))))
             if text.strip():
                 self.messages.append(text)
+            self._substitute_warning(text)
             failed = _FAILED_BUILDER.search(text)
             if failed:
                 for build in self.builds.values():
@@ -111,6 +134,13 @@ class BuildLog:
                         build.failed = text.splitlines()[0].removeprefix("error: ").strip()
                         return build
         return None
+
+    def _substitute_warning(self, text: str) -> None:
+        untrusted = _UNTRUSTED.search(text)
+        if untrusted:
+            self.untrusted.setdefault(untrusted.group(1), untrusted.group(2))
+        elif _IGNORED.search(text):
+            self.ignored.append(text.splitlines()[0].removeprefix("warning: ").strip())
 
     def _result(self, event: dict[str, Any]) -> None:
         ident, kind, fields = event.get("id"), event.get("type"), event.get("fields") or []

@@ -248,6 +248,23 @@ def invalid_outputs(drvs: Sequence[str], env: Mapping[str, str]) -> list[str]:
     return failed
 
 
+def outputs(drvs: Sequence[str], env: Mapping[str, str]) -> set[str]:
+    """Every output path of the derivations `drvs`."""
+    found: set[str] = set()
+    for start in range(0, len(drvs), 500):
+        found |= set(_query(["nix-store", "--query", "--outputs", *drvs[start : start + 500]], env).split())
+    return found
+
+
+def invalid_paths(paths: Sequence[str], env: Mapping[str, str]) -> set[str]:
+    """Those of `paths` this host's store does not hold."""
+    found: set[str] = set()
+    for start in range(0, len(paths), 500):
+        argv = ["nix-store", "--check-validity", "--print-invalid", *paths[start : start + 500]]
+        found |= set(_query(argv, env).split())
+    return found
+
+
 def version(env: Mapping[str, str]) -> str | None:
     code, text = process.capture(["nix", "--version"], env=env, privileged=True)
     return text.strip() if code == 0 else None

@@ -26,3 +26,8 @@ class BuildParams(KindParams):
     )
     builders_use_substitutes: bool | None = param(None, help="let remote builders substitute")
     system: str | None = param(None, help="the system for input probes (default: this host's)")
+    plan_cache: bool = param(
+        True,
+        help="substitute the arms from the plan's binary cache (its binary-cache check's cache, "
+        "trusted by its public key) where this host has it",
+    )

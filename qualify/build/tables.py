@@ -8,6 +8,7 @@ import pandas as pd
 
 from qualify.build.closure import Package, diff_closures, package_of, store_name
 from qualify.build.evidence import BuildPlan, InputsUsed, InputUsed
+from qualify.build.substituted import paths
 from qualify.checks.base import SavedCheck
 from qualify.checks.buildfacts import ClosureDiff
 from qualify.checks.buildrecord import BuildMeasurement
@@ -80,6 +81,8 @@ def arms_table(builds: dict[str, BuildMeasurement | None], saved: SavedCheck) ->
             built = f"{built}, {len(failed)} failed"
         elif m.shared_build_with:
             built = f"{built} (shares {m.shared_build_with}'s build)"
+        elif m.ok and built == 0 and m.substitution is not None and m.substitution.total():
+            built = f"0 ({paths(m.substitution.total())} substituted)"
         elif m.ok and built == 0:
             built = "0 (already in the store)"
         rows.append(

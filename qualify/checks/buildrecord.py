@@ -1,7 +1,7 @@
 """A role's build as a `nix-build` check saved it (`BuildMeasurement`, its measurement.json):
-what nix built, in how long, and what came out. Here, below the stages, because a later stage
-reads it too: the distribution stage compares substituting the candidate from a binary cache
-with the time its build took."""
+what nix built, in how long, what it substituted instead, and what came out. Here, below the
+stages, because a later stage reads it too: the distribution stage compares substituting the
+candidate from a binary cache with the time its build took."""
 
 from __future__ import annotations
 
@@ -24,6 +24,26 @@ class DerivationBuilt(Part):
 class FailedDerivation(Part):
     drv: str
     tail: list[str] = Field(description="the last lines of its build log")
+
+
+class Substitution(Part):
+    """What a role's build took from substituters instead of building it, by substituter URI
+    (as nix names it: `file:///…` for a cache folder)."""
+
+    paths: dict[str, int] = Field(description="store paths substituted from each substituter")
+    failed: dict[str, int] = Field(
+        description="paths whose substitution began there but gave none (built instead, or the build failed)"
+    )
+    untrusted: dict[str, int] = Field(
+        description="paths a substituter holds that nix did not use: not signed by a key it trusts"
+    )
+    ignored: list[str] = Field(
+        description="nix's words where it ignored a substituter or a key the build gave it (a daemon "
+        "that does not trust this user)"
+    )
+
+    def total(self) -> int:
+        return sum(self.paths.values())
 
 
 class BuildMeasurement(Evidence):
@@ -49,4 +69,7 @@ class BuildMeasurement(Evidence):
     log: str
     failed: list[FailedDerivation] | None = Field(
         None, description="only when the build failed: the derivations whose outputs are missing"
+    )
+    substitution: Substitution | None = Field(
+        None, description="what came from substituters (absent in runs made before it was recorded)"
     )

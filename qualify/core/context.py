@@ -82,6 +82,16 @@ class StageSoFar:
     checks: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class PlannedCheck:
+    """A check of the run's plan as resolved (its profile applied), with its stage's name: what a
+    check reads of a stage that runs after its own (the build stage substitutes from the cache
+    that the distribution stage's `binary-cache` check names)."""
+
+    stage: str
+    spec: CheckSpec
+
+
 @dataclass(kw_only=True)
 class CheckContext:
     """Handed to `measure`: everything a check needs to run its roles."""
@@ -107,6 +117,8 @@ class CheckContext:
     #: The stages before this check's, in the default order (with those the plan leaves out or
     #: declares not applicable), read from the run's files when called.
     earlier: Callable[[], tuple[StageSoFar, ...]] = lambda: ()
+    #: Every check of the run's plan, in its order (this one's included).
+    plan: tuple[PlannedCheck, ...] = ()
 
     @property
     def roles(self) -> tuple[str, ...]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
+from qualify.checks.binarycache import CacheParams, secret_key_problem
 from qualify.checks.figures import Table
+from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import PlaceholderError, QualifyError
@@ -20,10 +22,7 @@ from qualify.core.redaction import remember
 from qualify.core.verdicts import Verdict
 from qualify.distribution.built import Built, built
 from qualify.distribution.evidence import BuildTime, CacheFacts, CacheMeasurement, Step, checked
-from qualify.distribution.kind import secret_key_problem
 from qualify.distribution.nixstore import DEFAULT_TIMEOUT_S, Nix, folder_bytes, scratch
-from qualify.distribution.params import CacheParams
-from qualify.distribution.paths import PathProblem, resolved, store_url
 
 _MIB = 1024 * 1024
 #: Words of nix's errors, and what they say of the cache.
@@ -86,7 +85,7 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
         cache_bytes=sum(_cached_bytes(cache, path) for path in paths),
         cache_total_bytes=folder_bytes(cache),
         copied=copied,
-        build=_build_time(record),
+        build=_build_time(record, store_url(cache)),
     )
     if not copied.ok:
         return found
@@ -141,7 +140,7 @@ def _proved(nix: Nix, cache: Path, paths: list[str], trusted: str) -> dict[str, 
     }
 
 
-def _build_time(record: Built) -> BuildTime:
+def _build_time(record: Built, cache: str) -> BuildTime:
     build = record.builder()
     done = [b.seconds for b in build.built if b.seconds is not None and not b.failed]
     return BuildTime(
@@ -149,6 +148,7 @@ def _build_time(record: Built) -> BuildTime:
         seconds=build.seconds,
         derivations=len(done),
         derivation_seconds=round(sum(done), 3),
+        substituted=build.substitution.paths.get(cache, 0) if build.substitution is not None else 0,
     )
 
 
@@ -221,6 +221,13 @@ def _failure(m: CacheMeasurement) -> Finding | None:
     return None
 
 
+def _came_from(build: BuildTime) -> str:
+    """Where the arm came from when the build stage built nothing for it."""
+    if build.substituted:
+        return f"{build.substituted} paths substituted from this cache"
+    return "the arm was in the store"
+
+
 def _table(m: CacheMeasurement) -> Table:
     def seconds(step: Step | None) -> str:
         return "" if step is None else f"{step.seconds:.2f}" + ("" if step.ok else " (failed)")
@@ -245,7 +252,7 @@ def _table(m: CacheMeasurement) -> Table:
         said = (
             f"{build.derivation_seconds:.2f} ({build.derivations} derivations; nix build {build.seconds:.2f})"
             if build.derivations
-            else f"nothing built in this run (the arm was in the store; nix build {build.seconds:.2f})"
+            else f"nothing built in this run ({_came_from(build)}; nix build {build.seconds:.2f})"
         )
         rows.append([f"build ({build.check}) (s)", said])
     shown = tuple(tuple(r) for r in rows)

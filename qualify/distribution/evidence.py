@@ -75,6 +75,10 @@ class BuildTime(Part):
     seconds: float = Field(description="`nix build`'s wall time in that run")
     derivations: int = Field(description="derivations nix built for it in that run")
     derivation_seconds: float = Field(description="their build times summed")
+    substituted: int = Field(
+        default=0,
+        description="paths nix substituted for it from this cache (0 in runs made before it was recorded)",
+    )
 
 
 class CacheMeasurement(Evidence):

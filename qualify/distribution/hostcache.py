@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from qualify.checks.storefolders import store_url
 from qualify.core import process
 from qualify.core.process import capture
 from qualify.distribution.nixstore import scratch
-from qualify.distribution.paths import store_url
 
 
 def cache_round_trip(env: Mapping[str, str]) -> tuple[bool, str]:

@@ -18,6 +18,7 @@ from typing import Any
 from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
 from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
+from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
 from qualify.core.environment import child_env
 from qualify.core.errors import PlaceholderError, QualifyError
@@ -34,7 +35,6 @@ from qualify.distribution.evidence import (
 )
 from qualify.distribution.nixstore import DEFAULT_TIMEOUT_S, Nix, scratch
 from qualify.distribution.params import InputsParams
-from qualify.distribution.paths import PathProblem, resolved, store_url
 
 #: The name the flake's own source goes by among its inputs.
 SELF = "self"

@@ -60,49 +60,19 @@ What it cannot prove: that the patch applies to a branch that moved since the ru
 
 from __future__ import annotations
 
-import base64
-import binascii
-from pathlib import Path
-
 from qualify.checks.base import CANDIDATE, CheckKind
+from qualify.checks.binarycache import KIND as CACHE_KIND
+from qualify.checks.binarycache import CacheParams, key_bytes, secret_key_problem
+from qualify.checks.storefolders import PathProblem, preflight_path
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
 from qualify.core.placeholders import stray_brace
-from qualify.distribution.params import CacheParams, InputsParams, PinMoveParams
-from qualify.distribution.paths import PathProblem, preflight_path
+from qualify.distribution.params import InputsParams, PinMoveParams
 
 #: `closure` values: what of the arm the cache must hold.
 CLOSURES = ("runtime", "build")
 #: `compression` values nix's binary caches write on every version qualify supports.
 COMPRESSIONS = ("zstd", "xz", "none")
-#: How to make a key pair, said wherever one is missing.
-KEYGEN = (
-    "make one: nix key generate-secret --key-name NAME-1 > FILE (keep it out of the repository), "
-    "and give hosts its public half: nix key convert-secret-to-public < FILE"
-)
-
-
-def secret_key_problem(path: Path) -> str | None:
-    """Why `path` is not a nix secret signing key (`name:base64` of 64 bytes), in words that
-    never quote its contents; None when it is one."""
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return f"secret_key_file {path} does not exist; {KEYGEN}"
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"secret_key_file {path} cannot be read ({type(exc).__name__}); {KEYGEN}"
-    return None if key_bytes(text, 64) else f"secret_key_file {path} is not a nix secret key; {KEYGEN}"
-
-
-def key_bytes(text: str, size: int) -> bool:
-    """Whether `text` is `name:base64` of `size` bytes (64: a secret key, 32: a public one)."""
-    name, colon, encoded = text.strip().partition(":")
-    if not (name and colon and encoded):
-        return False
-    try:
-        return len(base64.b64decode(encoded, validate=True)) == size
-    except (binascii.Error, ValueError):
-        return False
 
 
 def _inputs_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
@@ -156,7 +126,7 @@ INPUTS = CheckKind(
 )
 
 CACHE = CheckKind(
-    name="binary-cache",
+    name=CACHE_KIND,
     summary="the candidate's closure in a signed binary cache, substituted from it into an empty store",
     params=CacheParams.declared(),
     verdict_rules=(

@@ -1,6 +1,7 @@
 """The distribution stage's kinds' parameters, declared once as typed fields
 (`qualify.checks.kindparams`): `qualify.distribution.kind` derives each kind's `Param`s from
-them, and `measure` reads them by attribute."""
+them, and `measure` reads them by attribute. The `binary-cache` kind's are in
+`qualify.checks.binarycache`, since the build stage reads them too."""
 
 from __future__ import annotations
 
@@ -18,21 +19,6 @@ class InputsParams(KindParams):
         help="a binary cache folder (or file:// URL) the inputs' sources are kept in and "
         "restored from; none: each must be fetchable from its origin",
     )
-
-
-@dataclass(frozen=True)
-class CacheParams(KindParams):
-    """A `binary-cache` check's parameters."""
-
-    cache: str = param(help="the binary cache folder (or file:// URL) to fill")
-    secret_key_file: str = param(
-        help="the nix secret key the cache is signed with (nix key generate-secret); never recorded"
-    )
-    public_key: str | None = param(
-        None, help="the public key hosts trust the cache by (name:base64); none: the secret key's own"
-    )
-    closure: str = param("runtime", help="runtime, or build: the build-time closure too")
-    compression: str = param("zstd", help="the NARs' compression: zstd, xz or none")
 
 
 @dataclass(frozen=True)

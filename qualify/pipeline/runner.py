@@ -244,7 +244,9 @@ def _run_members(
             )
             heard = MemberEvents(events, m) if shape.is_set else events
             selected = selected_stages(plans[m.label], plan, request)
-            loops[m.label] = StageLoop(folder, config, bound, selected, request, heard, ran_under)
+            loops[m.label] = StageLoop(
+                folder, config, bound, selected, request, heard, ran_under, plans[m.label]
+            )
         # What a dead attempt left running is ended first (its watchers normally did already).
         for ended in end_recorded_groups(run.path / PROCESSES):
             events.echo(f"ended {ended}, left running by an earlier attempt")

@@ -9,13 +9,13 @@ from qualify.checks.base import Measure
 from qualify.checks.registry import kind_named
 from qualify.core import process
 from qualify.core.config import ProjectConfig
-from qualify.core.context import RoleArm
+from qualify.core.context import PlannedCheck, RoleArm
 from qualify.core.placeholders import expand
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
 from qualify.pipeline.checkrecords import StageRecord
 from qualify.pipeline.events import Events
-from qualify.pipeline.plan import StageSpec
+from qualify.pipeline.plan import Plan, StageSpec
 from qualify.pipeline.planfiles import PlanStamp
 from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
@@ -46,6 +46,7 @@ class StageLoop:
         request: RunRequest,
         events: Events,
         stamp: PlanStamp | None = None,
+        plan: Plan | None = None,
     ) -> None:
         saved = RunRecord.load(run)
         options = saved.options.as_json()
@@ -68,8 +69,10 @@ class StageLoop:
         given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
         if request.override_inputs:
             given["override_inputs"] = [list(o) for o in request.override_inputs]
+        # Every check of the plan, for one that reads a later stage's (the build, the cache).
+        planned = tuple(PlannedCheck(s.name, c) for s in plan.stages for c in s.checks) if plan else ()
         self.runner = StageRunner(
-            run, config, arms, events, saved.profile, {**options, **given}, self.source, stamp
+            run, config, arms, events, saved.profile, {**options, **given}, self.source, stamp, planned
         )
         self.timings: dict[str, float] = dict(saved.timings)
         self.blocked_by: tuple[str, str] | None = None

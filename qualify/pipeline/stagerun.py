@@ -17,7 +17,7 @@ from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
 from qualify.core.containment import writing
-from qualify.core.context import CheckContext, RoleArm
+from qualify.core.context import CheckContext, PlannedCheck, RoleArm
 from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.redaction import redact_known
@@ -109,6 +109,8 @@ class StageRunner:
     source: Mapping[str, Any]  # revision, lock hash and build options, for build checks
     #: The plan and the revision this attempt runs under, recorded with each stage it runs.
     stamp: PlanStamp | None = None
+    #: Every check of the run's plan, for a check that reads a later stage's (`CheckContext.plan`).
+    plan: tuple[PlannedCheck, ...] = ()
 
     def _ran_under(self) -> dict[str, Any]:
         return {"ran_under": self.stamp.as_json()} if self.stamp is not None else {}
@@ -281,6 +283,7 @@ class StageRunner:
             progress=events.progress,
             advance=events.advance,
             earlier=lambda: stages_before(self.run, stage.name),
+            plan=self.plan,
         )
         events.check_start(stage.name, spec.name)
         started = now_iso()

@@ -129,6 +129,62 @@ def test_a_derivation_started_twice_counts_once() -> None:
     assert len(log.built()) == 1
 
 
+def test_substitutions_and_the_substitutes_nix_would_not_trust_across_versions() -> None:
+    """Nix 2.8's lines as seen here (`nix build` from a signed file:// cache and an unsigned
+    one), and the wordings of current CppNix and Lix for a substitute not signed by a trusted
+    key and for a daemon that ignores what an untrusted user gives it."""
+    log = BuildLog()
+    cache, other = "file:///tmp/c/cache", "https://other.example"
+    lines = [
+        ev(action="start", id=1, type=109, fields=["/nix/store/a-dep", cache], text="querying info"),
+        ev(action="stop", id=1),
+        ev(action="start", id=2, type=108, fields=["/nix/store/a-dep", cache], text=""),
+        ev(action="start", id=3, type=100, fields=["/nix/store/a-dep", cache, "local"], text="copying path"),
+        ev(action="stop", id=3),
+        ev(action="stop", id=2),
+        ev(action="start", id=4, type=108, fields=["/nix/store/b-top", cache], text=""),
+        ev(
+            action="msg",
+            level=1,
+            msg="\u001b[35;1mwarning:\u001b[0m the substitute for '/nix/store/c-x' from 'file:///tmp/c/unsigned' "
+            "is not signed by any of the keys in 'trusted-public-keys'",
+        ),
+        ev(
+            action="msg",
+            level=1,
+            msg=f"warning: ignoring substitute for '/nix/store/d-y' from '{other}', as it's not signed by any "
+            "of the keys in 'trusted-public-keys'",
+        ),
+        ev(
+            action="msg",
+            level=1,
+            msg=f"warning: ignoring untrusted substituter '{cache}', you are not a trusted user.",
+        ),
+        ev(
+            action="msg",
+            level=1,
+            msg="warning: Ignoring the client-specified setting 'trusted-public-keys', because it is a "
+            "restricted setting and you are not a trusted user",
+        ),
+        ev(
+            action="msg",
+            level=1,
+            msg="warning: ignoring the user-specified setting 'fallback', because it is a restricted setting "
+            "and you are not a trusted user",
+        ),
+    ]
+    for line in lines:
+        log.feed(0.0, line)
+    assert log.substituting == {"/nix/store/a-dep": cache, "/nix/store/b-top": cache}
+    assert log.untrusted == {"/nix/store/c-x": "file:///tmp/c/unsigned", "/nix/store/d-y": other}
+    assert log.ignored == [
+        f"ignoring untrusted substituter '{cache}', you are not a trusted user.",
+        "Ignoring the client-specified setting 'trusted-public-keys', because it is a restricted setting "
+        "and you are not a trusted user",
+    ]
+    assert log.built() == []
+
+
 def test_dry_run_messages_across_versions() -> None:
     lines = [
         ev(action="msg", level=0, msg="these 2 derivations will be built:"),

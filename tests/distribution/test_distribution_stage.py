@@ -246,7 +246,7 @@ def test_doctor_says_whether_this_host_makes_and_reads_caches(nix_flakes: dict[s
 
 
 def test_a_key_file_that_is_no_key_is_named_never_quoted(tmp_path: Path, nix_flakes: dict[str, str]) -> None:
-    from qualify.distribution.kind import secret_key_problem
+    from qualify.checks.binarycache import secret_key_problem
 
     good = tmp_path / "good.sec"
     public = new_key(good, "probe-1")

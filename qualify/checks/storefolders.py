@@ -1,5 +1,7 @@
-"""Where the distribution stage's checks read and write: a folder (or a `file://` URL) a plan
-names, with its placeholders filled, `~` expanded, and a relative path taken from the project.
+"""The folders a plan names as binary caches (a `file://` URL or a path): where the distribution
+stage's checks write a cache or a mirror, and where the build stage substitutes the arms from.
+Each is taken with its placeholders filled, `~` expanded, and a relative path from the project.
+Here, below the stages, because both read them.
 
 Only local folders: a cache or mirror is made here and proved here, then served or synced by
 whatever the project uses (an HTTP server, a bucket). A path must also be one nix reads back

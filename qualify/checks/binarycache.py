@@ -1,0 +1,61 @@
+"""The signed binary cache a plan names: a `binary-cache` check's parameters, and what makes a
+file a nix signing key. Here, below the stages, because two read them: the distribution stage,
+which fills the cache and proves it (`qualify.distribution.cache`), and the build stage, which
+substitutes the arms from it where this host has it (`qualify.build.plancache`)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from pathlib import Path
+
+from qualify.checks.kindparams import KindParams, param
+
+#: The kind whose parameters these are.
+KIND = "binary-cache"
+
+
+@dataclass(frozen=True)
+class CacheParams(KindParams):
+    """A `binary-cache` check's parameters."""
+
+    cache: str = param(help="the binary cache folder (or file:// URL) to fill")
+    secret_key_file: str = param(
+        help="the nix secret key the cache is signed with (nix key generate-secret); never recorded"
+    )
+    public_key: str | None = param(
+        None, help="the public key hosts trust the cache by (name:base64); none: the secret key's own"
+    )
+    closure: str = param("runtime", help="runtime, or build: the build-time closure too")
+    compression: str = param("zstd", help="the NARs' compression: zstd, xz or none")
+
+
+#: How to make a key pair, said wherever one is missing.
+KEYGEN = (
+    "make one: nix key generate-secret --key-name NAME-1 > FILE (keep it out of the repository), "
+    "and give hosts its public half: nix key convert-secret-to-public < FILE"
+)
+
+
+def secret_key_problem(path: Path) -> str | None:
+    """Why `path` is not a nix secret signing key (`name:base64` of 64 bytes), in words that
+    never quote its contents; None when it is one."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return f"secret_key_file {path} does not exist; {KEYGEN}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"secret_key_file {path} cannot be read ({type(exc).__name__}); {KEYGEN}"
+    return None if key_bytes(text, 64) else f"secret_key_file {path} is not a nix secret key; {KEYGEN}"
+
+
+def key_bytes(text: str, size: int) -> bool:
+    """Whether `text` is `name:base64` of `size` bytes (64: a secret key, 32: a public one)."""
+    name, colon, encoded = text.strip().partition(":")
+    if not (name and colon and encoded):
+        return False
+    try:
+        return len(base64.b64decode(encoded, validate=True)) == size
+    except (binascii.Error, ValueError):
+        return False
