@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-rocm"
-REMEDIES = sorted((EXAMPLE / "recorded").glob("*-rocm72.remedy.tar.xz"))
+REMEDIES = sorted((EXAMPLE / "recorded" / "remedy").glob("*-rocm72.tar.xz"))
 pytestmark = pytest.mark.slow
 
 
@@ -32,7 +32,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], di
     assert REMEDIES, "examples/llama-cpp-rocm/recorded/ holds no remedy"
     runs = tmp_path_factory.mktemp("runs")
     remedy = REMEDIES[-1]
-    run_name = remedy.name.removesuffix(".remedy.tar.xz")
+    run_name = remedy.name.removesuffix(".tar.xz")
     for archive in (EXAMPLE / "recorded" / f"{run_name}.tar.xz", remedy):
         with tarfile.open(archive) as tar:
             tar.extractall(runs, filter="data")

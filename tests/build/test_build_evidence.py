@@ -31,7 +31,7 @@ from qualify.pipeline.checkrecords import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CUDA = EXAMPLES / "llama-cpp-cuda" / "recorded"
-[ROCM] = sorted((EXAMPLES / "llama-cpp-rocm" / "recorded").glob("*.tar.xz"))
+ROCM = max((EXAMPLES / "llama-cpp-rocm" / "recorded").glob("*-rocm72.tar.xz"))  # the latest run
 ARCHIVES = [*sorted(CUDA.glob("2026*.tar.xz")), *sorted((CUDA / "bisect").glob("*.tar.xz")), ROCM]
 RESULTS = ("result.json", "result.measured.json")
 #: The build's own documents besides its result, each with the type that reads it.
