@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "kinddocs": 5,
     "report": 4,
     "bisect": 4,  # probes a series of toolchains through the run; only the CLI above uses it
+    "remedy": 4,  # rebuilds a run's failing sources with variants; only the CLI above uses it
     **dict.fromkeys(STAGES, 3),
     "pipeline": 3,
     "checks": 2,

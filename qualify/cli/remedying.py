@@ -11,7 +11,6 @@ import typer
 
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
 from qualify.console import open_console, safe
-from qualify.remedy.paths import REPORT, SUMMARY, folder_of
 
 
 @app.command()
@@ -45,6 +44,7 @@ def remedy(
     as_json: JsonOpt = False,
 ) -> None:
     """Rebuild the failing source files with each remedy variant and say which brings back what."""
+    from qualify.checks.remedyreport import REPORT, SUMMARY, folder_of, markdown
     from qualify.core.config import load_config
     from qualify.core.environment import child_env
     from qualify.core.runlist import open_run
@@ -52,7 +52,7 @@ def remedy(
     from qualify.pipeline.request import runs_dir_for
     from qualify.remedy.drive import chosen_sources, chosen_variants, run_remedy
     from qualify.remedy.failing import compile_check, failing_sources
-    from qualify.remedy.report import document, markdown
+    from qualify.remedy.report import document
 
     console = open_console(stderr=as_json)
     # Everything that can be known wrong is refused before anything is built.

@@ -61,7 +61,7 @@ VERDICT_CLASS = {
 }
 
 if TYPE_CHECKING:
-    from qualify.remedy.report import RemedyReport
+    from qualify.checks.remedyreport import RemedyReport
 
 
 #: The most characters summary.md may have (GitHub refuses a comment past 65 536).
@@ -208,7 +208,7 @@ def render(run: RunDir) -> ReportFiles:
         if kind == "fleet":
             return render_fleet(run)
         model = build_model(run)
-        from qualify.remedy.beside import remedy_beside  # only a run's own report shows one
+        from qualify.checks.remedyreport import remedy_beside  # only a run's own report shows one
 
         remedy = remedy_beside(run.path)
         return _write(run, "report.html.j2", "summary.md.j2", model, junit_xml(model), remedy)
@@ -271,7 +271,7 @@ def render_summary(
     if isinstance(remedy, str):
         said = markdown.MdSafe(markdown.escape(remedy))
     elif remedy is not None:
-        from qualify.remedy.report import markdown as remedy_markdown
+        from qualify.checks.remedyreport import markdown as remedy_markdown
 
         said = markdown.MdSafe(remedy_markdown(remedy, heading="###", listed=REMEDY_FILES))
     # The CI run's address was checked character by character (`SummaryLinks.from_environ`).

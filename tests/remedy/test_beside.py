@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from remedy_data import recorded_check, unit_like
 
+from qualify.checks.remedyreport import REPORT, folder_of
 from qualify.core.remedies import RemedySpec
 from qualify.core.runstore import RunDir, write_json
 from qualify.remedy.drive import Remedy
 from qualify.remedy.failing import failing_sources
 from qualify.remedy.judge import judge_variant
-from qualify.remedy.paths import REPORT, folder_of
 from qualify.remedy.report import document
 from qualify.report.render import render
 
