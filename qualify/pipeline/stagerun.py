@@ -34,6 +34,14 @@ from qualify.pipeline.sofar import stages_before
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 
+#: A running stage's stage.json lists the checks finished so far, saved again after a check at
+#: most once a second, and no oftener than every PROGRESS_SHARE times what its last save took
+#: (so saving takes at most a twentieth of the stage's time). It holds the stage's whole plan:
+#: saved after every check, a stage's time grew with the square of its checks. What a resume
+#: keeps does not wait on it: each check's result.json and files are sealed as the check ends.
+PROGRESS_S = 1.0
+PROGRESS_SHARE = 20
+
 
 def inputs_hash(
     spec: Any,
@@ -214,28 +222,45 @@ class StageRunner:
             },
         )
         record.save()
-        start = time.monotonic()
+        start = saved_at = time.monotonic()
+        save_s = 0.0
+        entries: list[CheckEntry] = []
         try:
             for spec in stage.checks:
-                judgement = self._check(
-                    stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
-                )
-                entry = CheckEntry(
-                    name=spec.name, kind=spec.kind, verdict=judgement.verdict.value, reason=judgement.reason
-                )
-                record = record.with_check(entry)
-                record.save()
+                # The check's records, and its stage.json when due, are sealed at once.
+                with seal.deferred():
+                    judgement = self._check(
+                        stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
+                    )
+                    entries.append(
+                        CheckEntry(
+                            name=spec.name,
+                            kind=spec.kind,
+                            verdict=judgement.verdict.value,
+                            reason=judgement.reason,
+                        )
+                    )
+                    now = time.monotonic()
+                    if now - saved_at >= max(PROGRESS_S, PROGRESS_SHARE * save_s):
+                        record = record.with_checks(entries)
+                        record.save()
+                        saved_at = time.monotonic()
+                        save_s = saved_at - now
         except BaseException:
-            record.updated(
-                status="interrupted", finished_at=now_iso(), duration_s=round(time.monotonic() - start, 3)
+            record.with_checks(
+                entries,
+                status="interrupted",
+                finished_at=now_iso(),
+                duration_s=round(time.monotonic() - start, 3),
             ).save()
             raise
-        verdicts = [Verdict(c.verdict) for c in record.checks]
+        verdicts = [Verdict(c.verdict) for c in entries]
         verdict = stage_verdict(verdicts, inconclusive_as_warn=stage.inconclusive_as_warn)
-        record.updated(
+        record.with_checks(
+            entries,
             status="complete",
             verdict=verdict.value,
-            reason=stage_reason(record.checks, verdict),
+            reason=stage_reason(entries, verdict),
             finished_at=now_iso(),
             duration_s=round(time.monotonic() - start, 3),
         ).save()
