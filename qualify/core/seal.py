@@ -7,8 +7,13 @@ the run folder is read-only (`qualify.core.containment`), where the host gives t
 holds on every host. qualify keeps, in memory for the whole run, the digest of each record it
 writes (run, stage and check records, `note`) and of every file of a check's folder once the
 check's commands have ended (`note_folder`: measurements, data, logs, whatever a judge or a
-rejudgement reads), and compares the folder with them after every check and at the end of the
-run: a difference stops the run and names the file. `seal.json` holds the same digests,
+rejudgement reads), and compares the folder with them (`check`): after every check whose
+commands could have written a record (`containment.reached_records`: no read-only mount, or
+qualify's own user, or nix, or no cgroup), else as a stage saves its progress (about once a
+second), at the end of each stage and at the end of the run: a difference stops the run and
+names the file. A comparison reads every sealed file's inode, so one after every check of a
+stage whose commands cannot write the records would make a check cost more the more came
+before it (benchmarks/stage_scale.py). `seal.json` holds the same digests,
 authenticated with qualify's key (`qualify.core.sealdoc`, `qualify.core.sealkey`); readers
 (`stage_problem`) take a stage as judged only when every file of it is as sealed and the seal
 verifies (see sealdoc for a seal of another host).

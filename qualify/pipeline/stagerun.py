@@ -16,7 +16,7 @@ from qualify.checks.registry import kind_named
 from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
-from qualify.core.containment import writing
+from qualify.core.containment import reached_records, writing
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
@@ -39,6 +39,8 @@ __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage
 #: (so saving takes at most a twentieth of the stage's time). It holds the stage's whole plan:
 #: saved after every check, a stage's time grew with the square of its checks. What a resume
 #: keeps does not wait on it: each check's result.json and files are sealed as the check ends.
+#: Every sealed file is compared with the seal then too, and after each check whose commands
+#: could have written one (`containment.reached_records`).
 PROGRESS_S = 1.0
 PROGRESS_SHARE = 20
 
@@ -242,10 +244,12 @@ class StageRunner:
                     )
                     now = time.monotonic()
                     if now - saved_at >= max(PROGRESS_S, PROGRESS_SHARE * save_s):
+                        seal.check()  # as a check whose commands could write the records does
                         record = record.with_checks(entries)
                         record.save()
                         saved_at = time.monotonic()
                         save_s = saved_at - now
+            seal.check()  # before the stage's verdict is saved, and run.json read to be written
         except BaseException:
             record.with_checks(
                 entries,
@@ -329,7 +333,10 @@ class StageRunner:
         finally:
             events.progress(None)
             _record_arms(self.run, ctx.learned)
-        seal.check()  # the check's commands have ended: had one changed a record, stop here
+        if reached_records():
+            # The check's commands have ended: had one changed a record, stop here. Commands that
+            # could not (read-only run folder, another user, a cgroup) are compared for below.
+            seal.check()
         seal.note_folder(check_dir)  # what the judge reads is what the commands left, sealed now
         # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
         judgement = (

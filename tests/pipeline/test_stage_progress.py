@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Project
@@ -86,3 +87,28 @@ def test_each_check_is_sealed_before_the_next_one_runs(
             assert f"{folder}/result.json" in sealed, (n, sorted(sealed))
             assert f"{folder}/candidate/output" in sealed, (n, sorted(sealed))
         assert not any(key.startswith(f"30-numerics/c{n}/") for key in sealed)
+
+
+def test_a_file_changed_after_the_last_check_stops_the_stage_before_its_verdict(
+    project: Callable[..., Project], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stage compares every sealed file before it saves its verdict, whatever the checks'
+    own comparisons found: a change by anything but qualify is never taken into it."""
+    p = project()
+    many_checks(p)
+    monkeypatch.setattr(stagerun, "PROGRESS_S", 3600.0)
+    check = stagerun.StageRunner._check
+
+    def then_changed(runner_: stagerun.StageRunner, *args: Any, **kwargs: Any) -> Any:
+        judgement = check(runner_, *args, **kwargs)
+        stage, spec, folder = args[:3]
+        if spec.name == stage.checks[-1].name:
+            (folder / "c0" / "result.json").write_text("{}")  # as a process outside the run would
+        return judgement
+
+    monkeypatch.setattr(stagerun.StageRunner, "_check", then_changed)
+    result = runner.invoke(app, ["run", "--candidate", "cand", "--project", str(p.root)])
+    assert result.exit_code == 2 and "tampered" in result.output, result.output
+    assert "30-numerics/c0/result.json" in result.output, result.output
+    [run] = p.run_dirs()
+    assert json.loads((run / "30-numerics" / "stage.json").read_text())["status"] == "interrupted"
