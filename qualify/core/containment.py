@@ -62,7 +62,17 @@ class Jail:
     writable: tuple[Path, ...] = ()
     #: Written by nix only (a privileged command): the run's GC roots.
     nix_writable: tuple[Path, ...] = ()
+    #: A command that could write the records was started since `reached_records` was asked.
+    reached: bool = False
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def reaches_records(self, *, privileged: bool) -> bool:
+        """Whether a command started now could write the run's records outside the folder lent
+        to it: the run folder is not read-only to it (no bubblewrap), it keeps qualify's user
+        (the records' owner, with root's capabilities: nix, or `QUALIFY_COMMAND_USER` naming
+        that user), or no cgroup ends what it leaves behind (a process that left its tree lives
+        on into later checks, with the files it opened while its folder was its own)."""
+        return privileged or not self.box.read_only or not self.user.switched or self.cell is None
 
     @property
     def records(self) -> str:
@@ -222,7 +232,21 @@ def wrap(argv: Sequence[str], env: Mapping[str, str], *, privileged: bool = Fals
     prefix += jail.box.prefix(writable)
     if not privileged:
         prefix += jail.user.drop
+    if jail.reaches_records(privileged=privileged):
+        jail.reached = True
     return Wrapped([*prefix, *argv], {**env, proctree.MARK: mark}, cell, mark)
+
+
+def reached_records() -> bool:
+    """Whether a command started since this was last asked could have written the run's records
+    outside its check's folder (`Jail.reaches_records`), and so the seal must compare every
+    sealed file now; asking clears it. True outside a run's containment, where nothing is known
+    of what its commands could write."""
+    jail = _jail
+    if jail is None:
+        return True
+    reached, jail.reached = jail.reached, False
+    return reached
 
 
 def runs_root(run_path: Path) -> Path:

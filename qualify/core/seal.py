@@ -7,14 +7,20 @@ the run folder is read-only (`qualify.core.containment`), where the host gives t
 holds on every host. qualify keeps, in memory for the whole run, the digest of each record it
 writes (run, stage and check records, `note`) and of every file of a check's folder once the
 check's commands have ended (`note_folder`: measurements, data, logs, whatever a judge or a
-rejudgement reads), and compares the folder with them after every check and at the end of the
-run: a difference stops the run and names the file. `seal.json` holds the same digests,
+rejudgement reads), and compares the folder with them (`check`): after every check whose
+commands could have written a record (`containment.reached_records`: no read-only mount, or
+qualify's own user, or nix, or no cgroup), else as a stage saves its progress (about once a
+second), at the end of each stage and at the end of the run: a difference stops the run and
+names the file. A comparison reads every sealed file's inode, so one after every check of a
+stage whose commands cannot write the records would make a check cost more the more came
+before it (benchmarks/stage_scale.py). `seal.json` holds the same digests,
 authenticated with qualify's key (`qualify.core.sealdoc`, `qualify.core.sealkey`); readers
 (`stage_problem`) take a stage as judged only when every file of it is as sealed and the seal
 verifies (see sealdoc for a seal of another host).
 
-The seal is saved as each record is written and once more when the run's last process has
-ended (`qualify.pipeline.runner` leaves `sealing` after `contained`).
+The seal is saved as each record is written (a check's records and files together, as the
+check ends: `deferred`) and once more when the run's last process has ended
+(`qualify.pipeline.runner` leaves `sealing` after `contained`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ __all__ = [
     "Tampered",
     "Trust",
     "check",
+    "deferred",
     "digest",
     "measuring",
     "moved_aside",
@@ -91,7 +98,7 @@ def digest(path: Path) -> str | None:
         os.close(fd)
 
 
-def _signature(path: Path) -> tuple[int, ...] | None:
+def _signature(path: str | Path) -> tuple[int, ...] | None:
     """What changes whenever the file's content can have: its inode, size and times (the change
     time cannot be set back by a process)."""
     try:
@@ -128,6 +135,9 @@ class _Seal:
     signatures: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
     #: The seal as it was read, where it is kept unsigned (another host's, or broken).
     read_as: SealDocument | None = None
+    #: How many `deferred` blocks are open: their notes are saved once, when the last ends.
+    holding: int = 0
+    pending: bool = False
 
     @staticmethod
     def in_run(root: Path) -> _Seal:
@@ -176,6 +186,13 @@ class _Seal:
         for path in files(folder):
             self.take(path)
 
+    def changed(self) -> None:
+        """Save the seal now, or when the open `deferred` blocks end."""
+        if self.holding:
+            self.pending = True
+        else:
+            self.save()
+
     def save(self) -> None:
         from qualify.core.runstore import write_json  # the store writes records and notes them
 
@@ -189,11 +206,14 @@ class _Seal:
 
     def differences(self) -> list[str]:
         changed = []
+        # Plain strings, not Paths: this runs after every check, over every file sealed so far.
+        root = os.fspath(self.root) + os.sep
         for key, value in self.digests.items():
-            path = self.root / key
-            if key in self.signatures and self.signatures[key] == _signature(path) is not None:
+            path = root + key
+            seen = self.signatures.get(key)
+            if seen is not None and seen == _signature(path):
                 continue
-            now = digest(path)
+            now = digest(Path(path))
             if now != value and (key not in self.found or self.found[key] != now):
                 changed.append(key)
             elif now == value:
@@ -222,7 +242,7 @@ def note(path: Path) -> None:
     """`path` (a record) was just written by qualify: its digest is the one to expect."""
     if _active is not None and _active.key_of(path) is not None:
         _active.take(path)
-        _active.save()
+        _active.changed()
         return
     # Outside a run (a rejudgement): the run's seal on disk, when it has one, follows.
     root = root_of(path)
@@ -237,12 +257,31 @@ def note_folder(folder: Path) -> None:
     longer there is no longer expected."""
     if _active is not None and _active.key_of(folder) is not None:
         _active.take_folder(folder)
-        _active.save()
+        _active.changed()
         return
     root = root_of(folder)
     if root is not None and (seal := _Seal.on_disk(root)) is not None:
         seal.take_folder(folder)
         seal.save()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Save the seal once, when the block ends, instead of at each note inside it: a check's
+    folder, its result and its stage's record are sealed together as the check ends, so the seal
+    (which holds every file of the run so far) is not written whole several times a check."""
+    seal = _active
+    if seal is None:
+        yield
+        return
+    seal.holding += 1
+    try:
+        yield
+    finally:
+        seal.holding -= 1
+        if not seal.holding and seal.pending:
+            seal.pending = False
+            seal.save()
 
 
 def measuring(folder: Path) -> None:
@@ -274,7 +313,7 @@ def moved_aside(stage: Path, target: Path | None) -> None:
         seal.signatures.pop(key, None)
         if key in seal.found:
             seal.found[moved] = seal.found.pop(key)
-    seal.save()
+    seal.changed()
 
 
 def check() -> None:

@@ -108,9 +108,9 @@ class StageRecord(Record):
     def complete(self) -> bool:
         return self.status == "complete"
 
-    def with_check(self, entry: CheckEntry) -> StageRecord:
-        """This record with one more check listed."""
-        return self.updated(checks=[*(c.to_json() for c in self.checks), entry.to_json()])
+    def with_checks(self, entries: list[CheckEntry], **changes: Any) -> StageRecord:
+        """This record listing `entries` as its checks (and `changes` to its other keys)."""
+        return self.updated(checks=[entry.to_json() for entry in entries], **changes)
 
 
 def _no_spec_is_empty(value: Any) -> Any:

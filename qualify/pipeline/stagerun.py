@@ -16,7 +16,7 @@ from qualify.checks.registry import kind_named
 from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
-from qualify.core.containment import writing
+from qualify.core.containment import reached_records, writing
 from qualify.core.context import CheckContext, PlannedCheck, RoleArm
 from qualify.core.environment import redact_env
 from qualify.core.errors import QualifyError, RunStoreError
@@ -33,6 +33,16 @@ from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.sofar import stages_before
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
+
+#: A running stage's stage.json lists the checks finished so far, saved again after a check at
+#: most once a second, and no oftener than every PROGRESS_SHARE times what its last save took
+#: (so saving takes at most a twentieth of the stage's time). It holds the stage's whole plan:
+#: saved after every check, a stage's time grew with the square of its checks. What a resume
+#: keeps does not wait on it: each check's result.json and files are sealed as the check ends.
+#: Every sealed file is compared with the seal then too, and after each check whose commands
+#: could have written one (`containment.reached_records`).
+PROGRESS_S = 1.0
+PROGRESS_SHARE = 20
 
 
 def inputs_hash(
@@ -216,28 +226,47 @@ class StageRunner:
             },
         )
         record.save()
-        start = time.monotonic()
+        start = saved_at = time.monotonic()
+        save_s = 0.0
+        entries: list[CheckEntry] = []
         try:
             for spec in stage.checks:
-                judgement = self._check(
-                    stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
-                )
-                entry = CheckEntry(
-                    name=spec.name, kind=spec.kind, verdict=judgement.verdict.value, reason=judgement.reason
-                )
-                record = record.with_check(entry)
-                record.save()
+                # The check's records, and its stage.json when due, are sealed at once.
+                with seal.deferred():
+                    judgement = self._check(
+                        stage, spec, folder, previous, ungated, (measured or {}).get(spec.name)
+                    )
+                    entries.append(
+                        CheckEntry(
+                            name=spec.name,
+                            kind=spec.kind,
+                            verdict=judgement.verdict.value,
+                            reason=judgement.reason,
+                        )
+                    )
+                    now = time.monotonic()
+                    if now - saved_at >= max(PROGRESS_S, PROGRESS_SHARE * save_s):
+                        seal.check()  # as a check whose commands could write the records does
+                        record = record.with_checks(entries)
+                        record.save()
+                        saved_at = time.monotonic()
+                        save_s = saved_at - now
+            seal.check()  # before the stage's verdict is saved, and run.json read to be written
         except BaseException:
-            record.updated(
-                status="interrupted", finished_at=now_iso(), duration_s=round(time.monotonic() - start, 3)
+            record.with_checks(
+                entries,
+                status="interrupted",
+                finished_at=now_iso(),
+                duration_s=round(time.monotonic() - start, 3),
             ).save()
             raise
-        verdicts = [Verdict(c.verdict) for c in record.checks]
+        verdicts = [Verdict(c.verdict) for c in entries]
         verdict = stage_verdict(verdicts, inconclusive_as_warn=stage.inconclusive_as_warn)
-        record.updated(
+        record.with_checks(
+            entries,
             status="complete",
             verdict=verdict.value,
-            reason=stage_reason(record.checks, verdict),
+            reason=stage_reason(entries, verdict),
             finished_at=now_iso(),
             duration_s=round(time.monotonic() - start, 3),
         ).save()
@@ -307,7 +336,10 @@ class StageRunner:
         finally:
             events.progress(None)
             _record_arms(self.run, ctx.learned)
-        seal.check()  # the check's commands have ended: had one changed a record, stop here
+        if reached_records():
+            # The check's commands have ended: had one changed a record, stop here. Commands that
+            # could not (read-only run folder, another user, a cgroup) are compared for below.
+            seal.check()
         seal.note_folder(check_dir)  # what the judge reads is what the commands left, sealed now
         # A crashed measurement is ERROR on what it left; judging its partial data could pass it.
         judgement = (

@@ -114,3 +114,57 @@ def test_the_key_is_this_users_alone(tmp_path: Path, own_key: Path) -> None:
     path = own_key / "qualify" / sealkey.KEY
     assert path.stat().st_mode & 0o777 == 0o600
     assert (own_key / "qualify").stat().st_mode & 0o077 == 0
+
+
+def sealed_on_disk(run: Path) -> list[str]:
+    if not (run / "seal.json").is_file():
+        return []
+    return sorted(json.loads((run / "seal.json").read_text())["records"])
+
+
+def test_what_is_noted_in_a_deferred_block_is_saved_once_as_the_outermost_ends(tmp_path: Path) -> None:
+    """A check's folder, its result and its stage's record are sealed together as it ends."""
+    run = tmp_path / "run"
+    check = run / "10-build" / "check"
+    (check / "pinned").mkdir(parents=True)
+    record = run / "10-build" / "stage.json"
+    with sealing(run):
+        with seal.deferred():
+            (check / "pinned" / "measurement.json").write_text("{}")
+            seal.note_folder(check)
+            with seal.deferred():
+                record.write_text('{"status": "running"}')
+                seal.note(record)
+            assert sealed_on_disk(run) == []  # the outer block has not ended
+        assert sealed_on_disk(run) == ["10-build/check/pinned/measurement.json", "10-build/stage.json"]
+        with pytest.raises(KeyboardInterrupt), seal.deferred():
+            (check / "result.json").write_text("{}")
+            seal.note(check / "result.json")
+            raise KeyboardInterrupt
+        assert "10-build/check/result.json" in sealed_on_disk(run)  # saved though the block was stopped
+        record.write_text('{"status": "complete"}')
+        seal.note(record)  # outside a block: saved at once
+        assert (
+            seal.digest(record)
+            == json.loads((run / "seal.json").read_text())["records"]["10-build/stage.json"]
+        )
+    assert stage_problem(record.parent, [record], run)[0] is None
+
+
+def test_a_file_changed_after_it_was_sealed_stops_the_run_whatever_its_signature_cache(
+    tmp_path: Path,
+) -> None:
+    """The comparison after each check reads a file again only where its inode, size or times
+    moved, and then finds a changed content; an unchanged one is read no more."""
+    run = tmp_path / "run"
+    data = run / "10-build" / "check" / "pinned" / "measurement.json"
+    data.parent.mkdir(parents=True)
+    with sealing(run):
+        data.write_text('{"samples": [1]}')
+        seal.note_folder(data.parent.parent)
+        seal.check()
+        data.write_text('{"samples": [1]}')  # the same bytes again: its times moved, its digest did not
+        seal.check()
+        data.write_text('{"samples": [9]}')
+        with pytest.raises(seal.Tampered, match="measurement.json"):
+            seal.check()
