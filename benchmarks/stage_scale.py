@@ -18,9 +18,21 @@ sealed files) may grow with the checks done before it.
 Baseline, when stage.json was checked and written whole after every check, before containment
 and the seal: 100 checks 13.9 s, 900 checks 146 s. With containment and the seal, stage.json
 (the stage's whole plan in it) and seal.json were written whole after every check, seal.json
-up to four times, and every sealed file compared after each: on this 2-core machine, busy
-(load 6 to 10), the fastest of one run each: 100 checks 24.7 s wall, 5.3 s CPU; 1000 checks
-459 s wall, 120 s CPU: 1.86 (wall), 2.28 (CPU).
+up to four times, and every sealed file compared after each (commit db05a03). On this 2-core
+machine, shared with a test run and nix builds, `python benchmarks/stage_scale.py --repeat 1`:
+10 × 100 checks 149.1 s wall, 48.7 s CPU; 1000 checks 258.7 s wall, 114.9 s CPU: 1.74 (wall),
+2.36 (CPU), 1.90 (stage) (load 3; an earlier one-run-each measure at load 6 to 10: 100
+checks 24.7 s, 5.3 s CPU, 1000 checks 459 s, 120 s CPU).
+
+Now stage.json is saved as the stage starts and ends and at most once a second between, a
+check's files and records are sealed together as it ends (one write of seal.json), and where no
+command can write a record (read-only mount, nobody, a cgroup) the sealed files are compared
+with that progress save, not after every check. `python benchmarks/stage_scale.py --repeat 2`
+(load 8 falling to 3): round 1 0.62 wall, 0.94 CPU; round 2 1.32 wall, 1.02 CPU; both:
+10 × 100 checks 229.1 s wall, 79.9 s CPU; 1000 checks 203.2 s wall, 78.4 s CPU: 0.89 (wall),
+0.98 (CPU), 0.98 (stage). Again with `--repeat 1` at load 2 to 3: 104.9 s, 38.9 s CPU against
+85.4 s, 36.6 s CPU: 0.81 (wall), 0.94 (CPU), 0.88 (stage). The CPU time is 37 to 40 ms a check
+at either size; the wall time swings with the machine's other load, round by round.
 """
 
 from __future__ import annotations
