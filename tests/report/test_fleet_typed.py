@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import Project
 from test_fleet import host_project, merge, run_on
-from test_merge_trust import copy, reseal
+from test_merge_trust import copy, sealed_elsewhere
 from test_report import HELPERS
 
 from qualify.core.errors import RunStoreError
@@ -52,7 +52,7 @@ def test_wrong_typed_facts_leave_the_host_not_rejudged_naming_file_and_key(
     odd = copy(run_on(junit_host(project), "odd-host"), tmp_path / "odd")
     result = odd / "20-compile" / "ops" / "result.json"
     edit(result, lambda d: d["facts"]["counts"]["candidate"].update(passed="1"))
-    reseal(odd)
+    sealed_elsewhere(odd)  # another host's run, sealed with its own key
     out = tmp_path / "fleet"
     code, output = merge(str(good), str(odd), "--out", str(out), "--json")
     assert code == 3, output
@@ -70,7 +70,7 @@ def test_a_wrong_typed_provenance_field_is_refused_naming_file_and_key(
     good = run_on(host_project(project, fail_serving=False), "good-host")
     odd = copy(run_on(host_project(project, fail_serving=False), "odd-host"), tmp_path / "odd")
     edit(odd / "run.json", lambda d: d["provenance"]["host"].update(hostname=["a", "list"]))
-    reseal(odd)
+    sealed_elsewhere(odd)  # another host's run, sealed with its own key
     code, output = merge(str(good), str(odd), "--out", str(tmp_path / "fleet"))
     assert code != 0 and not (tmp_path / "fleet").exists(), output
     assert "run.json" in output and "provenance.host.hostname is a list, not a string" in output, output
@@ -88,7 +88,7 @@ def test_a_misspelt_key_in_a_hosts_plan_is_refused_naming_it(
         check["limts"] = check.pop("limits")
 
     edit(odd / "run.json", misspelt)
-    reseal(odd)
+    sealed_elsewhere(odd)  # another host's run, sealed with its own key
     code, output = merge(str(good), str(odd), "--out", str(tmp_path / "fleet"), "--allow-mixed")
     assert code != 0 and not (tmp_path / "fleet").exists(), output
     assert "plan.stages[0].checks[0].limts: not a field this qualify knows" in output, output
