@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -11,6 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, built_wheel
 from recorded_runs import unpack
+
+#: The user the suite's checked commands run as (tests/conftest.py): its projects lie in root's
+#: pytest folders, which `nobody` cannot reach.
+SUITE_USER = {k: v for k, v in os.environ.items() if k == "QUALIFY_COMMAND_USER"}
 
 
 @pytest.mark.slow
@@ -73,7 +78,7 @@ def test_wheel_ships_the_default_plan_and_report_templates(tmp_path: Path) -> No
         [str(env_dir / "bin" / "qualify"), "run", "--candidate", "candidate", "-C", str(project)],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin", **SUITE_USER},
     )
     assert run.returncode == 3, run.stdout + run.stderr
     reports = list((project / "runs").glob("*/report.html"))
