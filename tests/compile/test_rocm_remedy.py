@@ -19,9 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import Project, qualify_proc
-from ggml_rocm import EXAMPLE, LLVM, TARGET, Builds, both_roots, load_toolchain, role_tree, slice_builds
+from ggml_rocm import EXAMPLE, TARGET, Builds, both_roots, load_toolchain, role_tree, slice_builds
 from ggml_sdist import sdist_path
 from rocm_store import add_source, add_tree
+from test_amdgpu_mix import wrapper
 
 pytestmark = [pytest.mark.slow, pytest.mark.nix]
 TOOLCHAIN = load_toolchain()
@@ -36,18 +37,6 @@ def roots() -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def builds(roots: dict[str, Path]) -> Builds:
     return slice_builds(roots)
-
-
-def objdump(root: Path, folder: Path) -> Path:
-    """The candidate root's llvm-objdump behind the wrapper the example's arms install."""
-    script = folder / "llvm-objdump"
-    script.write_text(
-        "#!/bin/sh\n"
-        f'exec "{EXAMPLE / "enter-root.sh"}" "{root}" --bind "$PWD" '
-        f'${{TMPDIR:+--bind "$TMPDIR"}} -- /usr/lib/llvm-{LLVM[CANDIDATE]}/bin/llvm-objdump "$@"\n'
-    )
-    script.chmod(0o755)
-    return script
 
 
 def test_true16_off_is_tried_on_every_failing_source_and_judged(
@@ -86,7 +75,7 @@ def test_true16_off_is_tried_on_every_failing_source_and_judged(
         root = "{{tree}}"
         host_patterns = []
         require = ["amdgpu"]
-        objdump = "{objdump(roots[CANDIDATE], tmp_path)}"
+        objdump = "{wrapper(roots, tmp_path)}"
         """,
     )
     proc = qualify_proc("run", "--candidate", "rocm72", "--project", str(p.root))
