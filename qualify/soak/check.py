@@ -179,6 +179,20 @@ def _role_findings(
     return findings
 
 
+def _gpu_memory_unseen(frame: pd.DataFrame) -> str | None:
+    """Why the server's own GPU memory went unjudged on a host whose nvidia-smi reported the
+    device's (None where it was seen, or where there is no NVIDIA GPU)."""
+    if "nvidia_used_bytes" not in frame or frame["nvidia_used_bytes"].dropna().empty:
+        return None
+    if "nvidia_proc_bytes" in frame and (frame["nvidia_proc_bytes"].dropna() > 0).any():
+        return None
+    return (
+        "the server's own GPU memory was not measured: nvidia-smi listed none of its processes "
+        "in any sample, so no GPU memory series was judged (a server that does not use the GPU "
+        "has none)"
+    )
+
+
 def _matches(saved: SavedCheck, role: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     sources = (
@@ -208,6 +222,8 @@ def judge(saved: SavedCheck) -> Judgement:
     for role in roles:
         role_matches = [m for m in matches if m.role == role]
         findings += _role_findings(saved, role, measurements[role], requests[role], role_matches)
+        if unseen := _gpu_memory_unseen(telemetry[role]):
+            findings.append(Finding(Verdict.WARN, unseen, role))
 
     warmup = float(p.warmup_s)
     width = float(p.window_s)

@@ -12,13 +12,14 @@ Columns (present when the machine has them; a missing source leaves its columns 
 - `proc_vram_bytes`, `proc_gtt_bytes`: the server's `drm-memory-*` / `drm-resident-*` keys in
   `/proc/<pid>/fdinfo` (kernel Documentation/gpu/drm-usage-stats.rst);
 - `nvidia_used_bytes`, `nvidia_proc_bytes`: `nvidia-smi` (device, and the server's own) when
-  the tool is present.
+  the host has the tool; the server's own only in rows where nvidia-smi listed its processes.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import threading
 import time
 from contextlib import suppress
@@ -27,7 +28,6 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.core import process
 from qualify.core.groups import group_members
 from qualify.core.runstore import write_parquet
 
@@ -135,25 +135,39 @@ def fdinfo_memory(pids: list[int], proc: Path = Path("/proc")) -> dict[str, int]
     return totals
 
 
-def nvidia_memory(pids: list[int], env: dict[str, str]) -> dict[str, int]:
+def _host_query(argv: list[str]) -> tuple[int, str]:
+    """Exit code and stdout of one of qualify's own queries of the host, run beside the run's
+    containment rather than in it (as the sandbox's probes are): a command in the containment
+    has a PID namespace of its own. The program comes from qualify's PATH, never the plan's."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 127, ""
+    return done.returncode, done.stdout
+
+
+def nvidia_memory(pids: list[int], tool: str) -> dict[str, int]:
+    """The device's used memory and the server's own, from `tool` (nvidia-smi).
+
+    The driver names each compute process by its PID in the namespace of whoever asks, and a
+    contained nvidia-smi, in a PID namespace of its own, would see none of the server's; so it
+    runs beside the containment. The server's own memory is recorded only when one of its
+    processes is listed: 0 would read as "flat, no leak" for memory that was never seen."""
     out: dict[str, int] = {}
-    code, text = process.capture(
-        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], env=env, timeout_s=10
-    )
-    if code == 0 and text:
+    code, text = _host_query([tool, "--query-gpu=memory.used", "--format=csv,noheader,nounits"])
+    if code == 0 and text.strip():
         out["nvidia_used_bytes"] = sum(int(float(v)) for v in text.split()) * 1024**2
-    code, text = process.capture(
-        ["nvidia-smi", "--query-compute-apps=pid,used_gpu_memory", "--format=csv,noheader,nounits"],
-        env=env,
-        timeout_s=10,
+    code, text = _host_query(
+        [tool, "--query-compute-apps=pid,used_gpu_memory", "--format=csv,noheader,nounits"]
     )
     if code == 0:
-        mine = 0
+        mine: list[int] = []
         for line in text.splitlines():
             pid, _, used = line.partition(",")
             if pid.strip().isdigit() and int(pid) in pids and used.strip().isdigit():
-                mine += int(used) * 1024**2
-        out["nvidia_proc_bytes"] = mine
+                mine.append(int(used) * 1024**2)
+        if mine:
+            out["nvidia_proc_bytes"] = sum(mine)
     return out
 
 
@@ -188,7 +202,9 @@ class Sampler:
         self.block = block
         self.until_s = until_s
         self.pids: set[int] = set()  # every process seen in the group (a fault may name any)
-        self.nvidia = shutil.which("nvidia-smi", path=env.get("PATH")) is not None
+        # The host's nvidia-smi, from qualify's own PATH: it runs outside the containment, so the
+        # check's environment (the plan's) must not choose the program.
+        self.nvidia = shutil.which("nvidia-smi")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -207,7 +223,7 @@ class Sampler:
         row.update(amdgpu_memory())
         row.update(fdinfo_memory(pids))
         if self.nvidia:
-            row.update(nvidia_memory(pids, self.env))
+            row.update(nvidia_memory(pids, self.nvidia))
         return row
 
     def _run(self) -> None:

@@ -187,6 +187,11 @@ def telemetry_windows(frame: pd.DataFrame, start_s: float, width_s: float) -> pd
         source = rule.name.replace("_mib", "_bytes")
         if source in data:
             columns[rule.name] = data[source].astype(float) / MIB
+    # A process nvidia-smi lists always holds memory: a 0 for the server's own is a sample that
+    # found none of its processes (what the sampler wrote for contained servers before it ran
+    # nvidia-smi outside the containment), so it is missing, never a flat series.
+    if "nvidia_proc_mib" in columns:
+        columns["nvidia_proc_mib"] = columns["nvidia_proc_mib"].where(columns["nvidia_proc_mib"] > 0)
     if not columns:
         return pd.DataFrame()
     table = pd.DataFrame(columns)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from qualify.core import redaction
+from qualify.core import containment, process, redaction
 from qualify.soak.kernellog import KernelLogWatcher
 from qualify.soak.telemetry import amdgpu_memory, fdinfo_memory, nvidia_memory
 
@@ -117,7 +117,9 @@ def test_fdinfo_counts_each_client_once(tmp_path: Path) -> None:
 
 def test_nvidia_smi_device_and_own_process_memory(tmp_path: Path) -> None:
     """Two GPUs' memory.used summed; of the compute apps, only the server's pids count (MiB);
-    an app whose memory reads [N/A] (as under MIG or in some containers) is skipped."""
+    an app whose memory reads [N/A] (as under MIG or in some containers) is skipped; where none
+    of the server's pids is listed its own memory is missing, not 0. The script stands in for
+    nvidia-smi, which needs an NVIDIA GPU."""
     tool = tmp_path / "nvidia-smi"
     tool.write_text(
         "#!/bin/sh\n"
@@ -128,13 +130,34 @@ def test_nvidia_smi_device_and_own_process_memory(tmp_path: Path) -> None:
         "esac\n"
     )
     tool.chmod(0o755)
-    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    assert nvidia_memory([4242, 4243], env) == {
+    assert nvidia_memory([4242, 4243], str(tool)) == {
         "nvidia_used_bytes": 2000 * MIB,
         "nvidia_proc_bytes": 700 * MIB,
     }
+    assert nvidia_memory([5000, 5001], str(tool)) == {"nvidia_used_bytes": 2000 * MIB}
     tool.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
-    assert nvidia_memory([4242], env) == {}
+    assert nvidia_memory([4242], str(tool)) == {}
+
+
+def test_nvidia_smi_runs_outside_the_containment(tmp_path: Path) -> None:
+    """Inside a run's containment a command has a PID namespace of its own, where the driver
+    names none of the host's processes: qualify's nvidia-smi runs outside it, in the PID
+    namespace where the sampler found the server's pids. The stand-in writes its own pid as its
+    namespace shows it: 1 or 2 inside a new one, the host's pid outside."""
+    tool = tmp_path / "nvidia-smi"
+    marker = tmp_path / "pid"
+    tool.write_text(f"#!/bin/sh\necho $$ > {marker}\necho 10\n")
+    tool.chmod(0o755)
+    root = tmp_path / "run"
+    (root / "stage").mkdir(parents=True)
+    with containment.contained(root, "nvidia-outside") as jail, containment.writing(root / "stage"):
+        process.capture([str(tool)])
+        contained = int(marker.read_text())
+        nvidia_memory([], str(tool))
+        outside = int(marker.read_text())
+    if contained > 2:
+        pytest.skip(f"this host gives commands no PID namespace of their own ({jail.describe()})")
+    assert outside > 2, "qualify's nvidia-smi ran in the commands' PID namespace"
 
 
 def _wait_for(path: Path, text: str, timeout_s: float = 10.0) -> bool:

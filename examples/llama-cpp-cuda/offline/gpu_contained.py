@@ -40,6 +40,9 @@ def main(arm: Path, model: Path, report: Path | None) -> int:
     results: dict[str, object] = {}
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="qualify-gpu-contained-") as where:
+        # A temporary folder is its owner's alone; commands run as another user (nobody) and
+        # must reach their check's folder inside it, as they reach a run's.
+        Path(where).chmod(0o755)
         root = Path(where) / "run"
         own = root / "60-bench" / "llama-bench"
         own.mkdir(parents=True)
@@ -68,7 +71,7 @@ def main(arm: Path, model: Path, report: Path | None) -> int:
             own_write = contained_output(["sh", "-c", f"echo kept > {own / 'unit.out'}"])[0]
             results["stray write"] = {"rc": rc, "output": out, "landed": stray.exists()}
             results["own folder write"] = {"rc": own_write}
-            if jail.bwrap is not None and stray.exists():
+            if jail.box.read_only and stray.exists():
                 failed.append("a command wrote the run's folder outside its check's, mount namespace and all")
             if own_write != 0:
                 failed.append("a command could not write its own check's folder")
