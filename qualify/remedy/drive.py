@@ -18,7 +18,15 @@ from qualify.core.tomlfile import suggest
 from qualify.remedy import state as saved
 from qualify.remedy.failing import FAMILY, CompileCheck, FailingSource
 from qualify.remedy.judge import SourceOutcome, judge_variant
-from qualify.remedy.units import RemedyError, build_unit, disassembler, list_units, read_unit, variant_ref
+from qualify.remedy.units import (
+    ListedUnit,
+    RemedyError,
+    build_unit,
+    disassembler,
+    list_units,
+    read_unit,
+    variant_ref,
+)
 
 
 @dataclass
@@ -147,15 +155,20 @@ def _unit(
     variant: str,
     file: str,
     ref: str,
-    attr: str,
+    listed: ListedUnit,
     tool: Tool | None,
     env: Mapping[str, str],
     echo: Callable[[str], None],
 ) -> saved.RemedyFile:
-    """One unit, built and read unless an attempt at it finished."""
+    """One unit, built and read unless an attempt at it finished from the derivation the
+    variant gives now: a variant whose flags changed since is built again, never judged by the
+    objects of the flags it had."""
+    attr = listed.attr
     last = state.last(variant, file)
     if last is not None and last.ok and (folder / last.folder / f"{FAMILY}.parquet").is_file():
-        return state
+        if listed.drv is None or last.drv == listed.drv:
+            return state
+        echo(f"{variant}: {file}: built from {last.drv}, the variant now gives {listed.drv}: building again")
     unit = saved.Unit(
         variant=variant,
         source_file=file,

@@ -22,8 +22,11 @@ from qualify.compile.scan import load_tables, save_tables, scan
 from qualify.core.errors import QualifyError
 from qualify.remedy.failing import FAMILY
 
-#: What `nix eval --apply` gives for each attribute: its source file, or null.
-_SOURCES = "v: builtins.mapAttrs (n: d: d.source_file or null) v"
+#: What `nix eval --apply` gives for each attribute: its source file and derivation, or nulls.
+_SOURCES = (
+    "v: builtins.mapAttrs (n: d: { source = d.source_file or null; "
+    "drv = if d ? source_file then d.drvPath or null else null; }) v"
+)
 
 
 class RemedyError(QualifyError):
@@ -43,8 +46,16 @@ def variant_ref(locked_url: str | None, installable: str) -> str:
     return f"{locked_url}#{installable.split('#', 1)[1]}"
 
 
-def list_units(ref: str, env: Mapping[str, str]) -> dict[str, str]:
-    """Source file → attribute name, for every attribute that names its source file."""
+@dataclass(frozen=True)
+class ListedUnit:
+    """A variant's attribute for one source file, and the derivation it evaluates to now."""
+
+    attr: str
+    drv: str | None
+
+
+def list_units(ref: str, env: Mapping[str, str]) -> dict[str, ListedUnit]:
+    """Source file → its unit, for every attribute that names its source file."""
     try:
         found = nix.eval_json(ref, env, apply=_SOURCES)
     except nix.NixError as exc:
@@ -55,15 +66,17 @@ def list_units(ref: str, env: Mapping[str, str]) -> dict[str, str]:
         ) from None
     if not isinstance(found, dict):
         raise RemedyError(f"{ref}: not an attribute set of derivations", "see docs/remedy.md")
-    units: dict[str, str] = {}
-    for attr, source in sorted(found.items()):
+    units: dict[str, ListedUnit] = {}
+    for attr, listed in sorted(found.items()):
+        source = listed.get("source") if isinstance(listed, dict) else None
         if isinstance(source, str) and source:
             if source in units:
                 raise RemedyError(
-                    f"{ref}: {units[source]!r} and {attr!r} both compile {source}",
+                    f"{ref}: {units[source].attr!r} and {attr!r} both compile {source}",
                     "give each source file one attribute",
                 )
-            units[source] = attr
+            drv = listed.get("drv")
+            units[source] = ListedUnit(attr, drv if isinstance(drv, str) else None)
     return units
 
 

@@ -122,3 +122,18 @@ def test_true16_off_is_tried_on_every_failing_source_and_judged(
     judged = qualify_proc("remedy", run.name, "--no-build", "--json", "--project", str(p.root))
     assert judged.returncode == 0, judged.stdout + judged.stderr
     assert json.loads(judged.stdout)["variants"] == said["variants"]
+
+    # A unit saved from another derivation (the variant's flags changed in the flake since) is
+    # built again, never judged by the objects of the flags it had.
+    first = state["units"][0]
+    first["drv"] = "/nix/store/00000000000000000000000000000000-remedy-unit-of-other-flags.drv"
+    (folder / "remedy.json").write_text(json.dumps(state))
+    rebuilt = qualify_proc("remedy", run.name, "--json", "--project", str(p.root))
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert "the variant now gives" in " ".join(rebuilt.stderr.split())
+    assert json.loads(rebuilt.stdout)["variants"] == said["variants"]
+    attempts = {
+        (u["source_file"], u["attempt"]) for u in json.loads((folder / "remedy.json").read_text())["units"]
+    }
+    assert (first["source_file"], 2) in attempts
+    assert sum(1 for _, a in attempts if a == 2) == 1
