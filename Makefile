@@ -62,16 +62,21 @@ demo-full: example
 	@$(BIN)python -m qualify run -C examples/llama-cpp --candidate clang19 --profile full; code=$$?; \
 	echo "qualify exited $$code (0 qualified, 1 not qualified, 3 incomplete)"; [ $$code -le 3 ]
 
-# The tests that need no nix, no example built and no model and are not slow (5.8 minutes of
-# CPU on 2 cores): what a contributor runs before each commit. A test gets these marks from the
-# fixtures it uses (tests/tiers.py), and one that runs nix or reads the model without its mark
-# fails here, naming the mark.
+# The tests that need no nix, no example built and no model and are not slow: what a
+# contributor runs before each commit. A test gets these marks from the fixtures it uses
+# (tests/tiers.py), and one that runs nix or reads the model without its mark fails here, naming
+# the mark. Two workers (pytest-xdist): most of these tests wait on the processes they start, so
+# two at once keep both cores busy.
 check: setup
-	$(BIN)python -m pytest -q -m "not nix and not example and not model and not slow"
+	$(BIN)python -m pytest -q -n 2 -m "not nix and not example and not model and not slow"
 
-# Every test, the check tier's first; the run ends with each tier's time and the slowest tests.
+# Every test: the check tier on two workers first, then the rest in one process (its example
+# runs measure time, and share one build and one run set per session). Both always run; the
+# exit status is the worse. Each ends with its tier's time and the slowest tests.
 test: example
-	$(BIN)python -m pytest -q
+	@$(BIN)python -m pytest -q -n 2 -m "not nix and not example and not model and not slow"; a=$$?; \
+	$(BIN)python -m pytest -q -m "nix or example or model or slow"; b=$$?; \
+	exit $$(( a > b ? a : b ))
 
 lint: setup
 	$(BIN)ruff check qualify tests examples

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-from tiers import FIXTURE_MARKS, HEAVY, check_markexpr, left_out, marks_for, tier
+from _pytest.mark.expression import Expression
+from tiers import FIXTURE_MARKS, HEAVY, check_markexpr, left_out, marks_for, rest_markexpr, tier
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -56,6 +57,21 @@ def test_the_makefile_s_check_target_deselects_every_heavy_mark() -> None:
     found = re.search(r'^check:.*\n(?:\t.*\n)*?\t.*pytest .*-m "([^"]+)"', makefile, re.M)
     assert found, "the Makefile has no check target running pytest -m"
     assert found.group(1) == CHECK == "not nix and not example and not model and not slow"
+
+
+def test_the_makefile_s_test_target_runs_both_tiers_and_nothing_twice() -> None:
+    """`make test` is the check tier on workers, then the rest: every test in exactly one."""
+    makefile = (REPO / "Makefile").read_text()
+    body = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert body, "the Makefile has no test target"
+    runs = re.findall(r'pytest (.*?)-m "([^"]+)"', body.group(1))
+    assert [(("-n 2" in options), expr) for options, expr in runs] == [
+        (True, CHECK),
+        (False, rest_markexpr()),
+    ]
+    for marks in ([], *([m] for m in HEAVY), list(HEAVY)):
+        chosen = [Expression.compile(expr).evaluate(lambda m, s=set(marks): m in s) for _, expr in runs]
+        assert chosen.count(True) == 1, marks
 
 
 def test_each_marked_fixture_is_defined_once_in_the_suite() -> None:
@@ -216,3 +232,31 @@ def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None
     result.stdout.fnmatch_lines([check, "*.*", check, "::: tests: the rest, 1 test, took * s"])
     written = json.loads(times.read_text())
     assert {name: figures["tests"] for name, figures in written.items()} == {"check": 1, "rest": 1}
+
+
+def test_on_two_workers_the_tier_is_read_from_each_report(suite: pytest.Pytester) -> None:
+    """Under pytest-xdist the controller collects nothing: each test's tier comes from the marks
+    its report carries, and the tier's time is the wall clock, its tests' seconds beside it."""
+    suite.makepyfile(
+        """
+        import time
+
+        import pytest
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_plain(n):
+            time.sleep(0.5)
+
+        def test_on_the_example(pair):
+            pass
+        """
+    )
+    times = suite.path / "tiers.json"
+    result = suite.runpytest_subprocess("-n", "2", f"--tier-times={times}")
+    result.stdout.fnmatch_lines(
+        ["::: tests: check tier (make check), 4 tests, took * s on 2 workers (* s of tests)"]
+    )
+    written = json.loads(times.read_text())
+    assert {name: figures["tests"] for name, figures in written.items()} == {"check": 4, "rest": 1}
+    assert written["check"]["workers"] == 2
+    assert written["check"]["seconds"] < written["check"]["test_seconds"]  # two at once

@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import ClassVar
@@ -108,6 +109,11 @@ _saved_env = pytest.StashKey[dict[str, str | None]]()
 def check_markexpr() -> str:
     """The -m of `make check`."""
     return " and ".join(f"not {mark}" for mark in HEAVY)
+
+
+def rest_markexpr() -> str:
+    """The -m of the rest of `make test`: every test the check tier leaves out."""
+    return " or ".join(HEAVY)
 
 
 def marks_for(fixturenames: Iterable[str]) -> set[str]:
@@ -258,45 +264,77 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
 
 
 class _TierClock:
-    """Each tier's tests and seconds: every phase's duration summed by the test's tier. Session
-    fixtures count in the first test that uses them (the example's build in the rest). The check
-    tier's line is written as the rest starts, so that a CI log shows it as a phase of its own,
-    and again with the rest's at the end."""
+    """Each tier's tests and time. A tier's time is the wall clock from its first test's start
+    to its last test's report (session fixtures count in the first test that uses them: the
+    example's build in the rest); on several workers (pytest-xdist) the tests' own seconds,
+    summed, are said beside it. In one process the check tier's line is written as the rest
+    starts, so that a CI log shows it as a phase of its own, and again with the rest's at the
+    end. On the workers' controller a test's tier comes from the marks its report carries."""
 
     LABELS: ClassVar[dict[str, str]] = {"check": "check tier (make check)", "rest": "the rest"}
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.times: dict[str, list[float]] = {"check": [], "rest": []}
+        self.tests: dict[str, set[str]] = {"check": set(), "rest": set()}
+        self.seconds: dict[str, float] = {"check": 0.0, "rest": 0.0}
+        self.span: dict[str, list[float]] = {}
+
+    def _tier(self, nodeid: str, keywords: Iterable[str] = ()) -> str:
+        known = self.config.stash[_tier_of].get(nodeid)
+        return known if known is not None else tier(k for k in keywords if k in HEAVY)
+
+    @property
+    def workers(self) -> int:
+        return int(getattr(self.config.option, "numprocesses", 0) or 0)
+
+    def wall(self, name: str) -> float:
+        start, end = self.span.get(name, (0.0, 0.0))
+        return end - start
 
     def line(self, name: str) -> str:
-        seen = self.times[name]
-        count = f"{len(seen)} test" + ("s" if len(seen) != 1 else "")
-        return f"::: tests: {self.LABELS[name]}, {count}, took {sum(seen):.0f} s"
+        seen = len(self.tests[name])
+        count = f"{seen} test" + ("s" if seen != 1 else "")
+        on = f" on {self.workers} workers ({self.seconds[name]:.0f} s of tests)" if self.workers > 1 else ""
+        return f"::: tests: {self.LABELS[name]}, {count}, took {self.wall(name):.0f} s{on}"
+
+    def _mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.span.setdefault(name, [now, now])[1] = now
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        name = self.config.stash[_tier_of].get(nodeid, "rest")
-        if name == "rest" and not self.times["rest"] and self.times["check"]:
+        name = self.config.stash[_tier_of].get(nodeid)
+        if name is None:  # on the workers' controller: the report says
+            return
+        if name == "rest" and not self.tests["rest"] and self.tests["check"]:
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
             if terminal is not None:
                 terminal.ensure_newline()
                 terminal.write_line(self.line("check"))
-        self.times[name].append(0.0)
+        self._mark(name)
+        self.tests[name].add(nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        times = self.times[self.config.stash[_tier_of].get(report.nodeid, "rest")]
-        if times:
-            times[-1] += report.duration
+        name = self._tier(report.nodeid, report.keywords)
+        if report.when == "setup" and name not in self.span:
+            self.span[name] = [time.monotonic() - report.duration] * 2
+        self.tests[name].add(report.nodeid)
+        self.seconds[name] += report.duration
+        self._mark(name)
 
     @pytest.hookimpl(trylast=True)  # after the slowest durations: the last lines a CI log shows
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        for name, seen in self.times.items():
+        for name, seen in self.tests.items():
             if seen:
                 terminalreporter.write_line(self.line(name))
         path = self.config.getoption("tier_times")
         if path:
             summary = {
-                name: {"tests": len(seen), "seconds": round(sum(seen), 1)}
-                for name, seen in self.times.items()
+                name: {
+                    "tests": len(seen),
+                    "seconds": round(self.wall(name), 1),
+                    "test_seconds": round(self.seconds[name], 1),
+                    "workers": max(self.workers, 1),
+                }
+                for name, seen in self.tests.items()
             }
             Path(path).write_text(json.dumps(summary, indent=1) + "\n")

@@ -22,7 +22,15 @@ from qualify.core.errors import RunStoreError
 RECORDED = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda" / "recorded"
 #: The runs of each day; the studies' archives (noise-study-20261203, pin-study-20261202) hold
 #: their units' output and tables, not a bench's documents (`test_the_studies_hold_no_documents`).
-ARCHIVES = sorted(RECORDED.glob("2026*.tar.xz"))
+
+
+def _with_bench(archive: Path) -> bool:
+    with tarfile.open(archive) as tar:
+        return any("/60-bench/" in name for name in tar.getnames())
+
+
+#: The runs of each day that reached the bench (the set of 2026-12-07 ended before it).
+ARCHIVES = [a for a in sorted(RECORDED.glob("2026*.tar.xz")) if _with_bench(a)]
 STUDIES = sorted(
     [
         *(RECORDED / "noise-study-20261203").glob("*.tar.xz"),

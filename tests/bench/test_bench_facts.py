@@ -16,8 +16,18 @@ from qualify.checks.benchfacts import BenchFacts
 from qualify.pipeline.checkrecords import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-#: The CUDA example's recorded runs (the ROCm one's bench never ran: no AMD GPU measured it).
-ARCHIVES = sorted((EXAMPLES / "llama-cpp-cuda" / "recorded").glob("2026*.tar.xz"))
+
+
+def _with_bench(archive: Path) -> bool:
+    with tarfile.open(archive) as tar:
+        return any(name.endswith("60-bench/llama-bench/result.json") for name in tar.getnames())
+
+
+#: The CUDA example's recorded runs that reached the bench (the ROCm one's bench never ran: no
+#: AMD GPU measured it; the set of 2026-12-07 ended before its bench).
+ARCHIVES = [
+    a for a in sorted((EXAMPLES / "llama-cpp-cuda" / "recorded").glob("2026*.tar.xz")) if _with_bench(a)
+]
 
 
 def bench_results(archive: Path, where: Path) -> list[Path]:
