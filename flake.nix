@@ -45,6 +45,7 @@
       testDeps =
         ps: with ps; [
           pytest
+          pytest-xdist
           hypothesis
           junitparser
           markdown-it-py
