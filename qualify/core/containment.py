@@ -229,7 +229,7 @@ def wrap(argv: Sequence[str], env: Mapping[str, str], *, privileged: bool = Fals
     else:
         for folder in writable:
             commanduser.hand_over(jail.user, folder)
-    prefix += jail.box.prefix(writable)
+    prefix += jail.box.prefix(writable, own_proc=jail.user.switched and not privileged)
     if not privileged:
         prefix += jail.user.drop
     if jail.reaches_records(privileged=privileged):

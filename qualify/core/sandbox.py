@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _OWN_PID = "in a PID namespace of their own"
-_BWRAP_NAMESPACES = ("--unshare-pid", "--unshare-cgroup-try", "--proc", "/proc")
+_BWRAP_NAMESPACES = ("--unshare-pid", "--unshare-cgroup-try")
+#: A /proc of the command's PID namespace mounted by the box's first process, as root, rather
+#: than by bubblewrap. bubblewrap covers parts of the /proc it mounts (sys, sysrq-trigger, irq,
+#: bus) with read-only binds, and the kernel lets a user namespace mount a new /proc only where
+#: one is wholly visible: a command that starts bubblewrap itself (a toolchain root entered with
+#: it) could not. Used where commands run as another, unprivileged user, for whom /proc/sys is
+#: read-only by its owner and mode; a command that keeps root keeps bubblewrap's covers.
+_OWN_PROC = '{mount} -t proc -o nosuid,nodev,noexec proc /proc && exec "$@"'
 
 
 @dataclass(frozen=True)
@@ -40,19 +47,27 @@ class Sandbox:
     namespace: str
     missing: tuple[str, ...]
 
-    def prefix(self, writable: Sequence[Path]) -> list[str]:
+    def prefix(self, writable: Sequence[Path], *, own_proc: bool = False) -> list[str]:
         """The words that start a command in the namespaces, `writable` its folders that stay
-        writable under a read-only run folder."""
+        writable under a read-only run folder. `own_proc`: the command drops to an unprivileged
+        user, and its /proc is mounted whole (`_OWN_PROC`), so that it may nest namespaces."""
         if self.bwrap is None:
             return list(self.unshare)
         words = [self.bwrap, "--dev-bind", "/", "/", *_BWRAP_NAMESPACES]
+        if not own_proc:
+            words += ["--proc", "/proc"]
         if self.read_only:
             words += ["--ro-bind", str(self.root), str(self.root)]
             for folder in writable:
                 words += ["--bind", str(folder), str(folder)]
         for folder in self.hidden:
             words += ["--tmpfs", str(folder)]
-        return [*words, "--die-with-parent", "--"]
+        words += ["--die-with-parent", "--"]
+        if own_proc:
+            # The absolute paths qualify found, never the command's PATH (the plan's).
+            mount = shutil.which("mount") or "/bin/mount"
+            words += ["/bin/sh", "-c", _OWN_PROC.format(mount=mount), "qualify-proc"]
+        return words
 
 
 def _tried(argv: Sequence[str]) -> str | None:
@@ -88,7 +103,7 @@ def probe(root: Path, *, read_only: bool, hidden: Sequence[Path], unprivileged: 
         why = "bubblewrap (bwrap) is not installed"
     if bwrap is not None:
         box = Sandbox(root, bwrap, True, hidden, (), "", "", ())
-        failed = _tried([*box.prefix([]), *unprivileged, "true"])
+        failed = _tried([*box.prefix([], own_proc=bool(unprivileged)), *unprivileged, "true"])
         if failed is None:
             records = (
                 f"read-only mount (bubblewrap): {root} read-only to commands but for their check's folder"
