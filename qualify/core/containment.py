@@ -142,7 +142,9 @@ def contained(root: Path, run_id: str, hidden: Sequence[Path] = ()) -> Iterator[
         missing.append(f"a cgroup per command ({how})")
     else:
         processes = how
-    box = sandbox.probe(root, read_only="mount" in wanted, hidden=hidden, unprivileged=user.drop)
+    box = sandbox.probe(
+        root, read_only="mount" in wanted, hidden=hidden, unprivileged=user.drop, own_proc=user.switched
+    )
     missing += box.missing
     if user.missing is not None:
         missing.append(user.missing)

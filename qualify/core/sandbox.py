@@ -92,9 +92,17 @@ def _unshare() -> tuple[tuple[str, ...], str | None]:
     return (argv, None) if why is None else ((), f"unshare cannot make one here ({why})")
 
 
-def probe(root: Path, *, read_only: bool, hidden: Sequence[Path], unprivileged: Sequence[str]) -> Sandbox:
+def probe(
+    root: Path,
+    *,
+    read_only: bool,
+    hidden: Sequence[Path],
+    unprivileged: Sequence[str],
+    own_proc: bool = False,
+) -> Sandbox:
     """The strongest namespaces the host gives commands of the run in `root`, proven by starting
-    one (as the command's user, `unprivileged` its prefix) before any command needs them.
+    one (as the command's user, `unprivileged` its prefix; `own_proc` as `Sandbox.prefix` takes
+    it) before any command needs them.
     `read_only` (the `mount` of QUALIFY_CONTAINMENT): bubblewrap, else unshare's namespaces."""
     hidden = tuple(h for h in hidden if h.is_dir())
     why = "mount not chosen (QUALIFY_CONTAINMENT)"
@@ -103,7 +111,7 @@ def probe(root: Path, *, read_only: bool, hidden: Sequence[Path], unprivileged: 
         why = "bubblewrap (bwrap) is not installed"
     if bwrap is not None:
         box = Sandbox(root, bwrap, True, hidden, (), "", "", ())
-        failed = _tried([*box.prefix([], own_proc=bool(unprivileged)), *unprivileged, "true"])
+        failed = _tried([*box.prefix([], own_proc=own_proc), *unprivileged, "true"])
         if failed is None:
             records = (
                 f"read-only mount (bubblewrap): {root} read-only to commands but for their check's folder"
