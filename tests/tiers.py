@@ -263,13 +263,28 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     return (yield from _refusing_nix(item))
 
 
+#: The property a worker's report carries its test's tier in, for the workers' controller.
+_TIER_PROPERTY = "qualify-tier"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, object, object]:
+    report = yield
+    name = item.config.stash[_tier_of].get(item.nodeid)
+    if isinstance(report, pytest.TestReport) and name is not None:
+        report.user_properties.append((_TIER_PROPERTY, name))
+    return report
+
+
 class _TierClock:
     """Each tier's tests and time. A tier's time is the wall clock from its first test's start
     to its last test's report (session fixtures count in the first test that uses them: the
     example's build in the rest); on several workers (pytest-xdist) the tests' own seconds,
     summed, are said beside it. In one process the check tier's line is written as the rest
     starts, so that a CI log shows it as a phase of its own, and again with the rest's at the
-    end. On the workers' controller a test's tier comes from the marks its report carries."""
+    end. On the workers' controller a test's tier comes from its report, where its worker wrote it."""
 
     LABELS: ClassVar[dict[str, str]] = {"check": "check tier (make check)", "rest": "the rest"}
 
@@ -279,9 +294,12 @@ class _TierClock:
         self.seconds: dict[str, float] = {"check": 0.0, "rest": 0.0}
         self.span: dict[str, list[float]] = {}
 
-    def _tier(self, nodeid: str, keywords: Iterable[str] = ()) -> str:
-        known = self.config.stash[_tier_of].get(nodeid)
-        return known if known is not None else tier(k for k in keywords if k in HEAVY)
+    def _tier(self, report: pytest.TestReport) -> str:
+        known = self.config.stash[_tier_of].get(report.nodeid)
+        if known is not None:
+            return known
+        # A worker's report: the tier its worker wrote on it (pytest_runtest_makereport).
+        return next((str(v) for k, v in report.user_properties if k == _TIER_PROPERTY), "rest")
 
     @property
     def workers(self) -> int:
@@ -314,7 +332,7 @@ class _TierClock:
         self.tests[name].add(nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        name = self._tier(report.nodeid, report.keywords)
+        name = self._tier(report)
         if report.when == "setup" and name not in self.span:
             self.span[name] = [time.monotonic() - report.duration] * 2
         self.tests[name].add(report.nodeid)
