@@ -94,7 +94,8 @@ KIND = CheckKind(
         "slope > pinned's + margin); "
         "ERROR on the same for pinned or a harness failure; INCONCLUSIVE when too few windows reach "
         "alpha, or (bound_budgets) when a memory series' upper growth over the horizon exceeds its budget; "
-        "WARN when compaction or the kernel log was unavailable, or a series grows past budget like pinned's"
+        "WARN when compaction or the kernel log was unavailable, a series grows past budget like pinned's, "
+        "or an NVIDIA host's nvidia-smi never listed a server's processes (its own GPU memory unjudged)"
     ),
     limits=LIMITS,
 )
