@@ -222,6 +222,21 @@ def capture(
     return code, (done.stdout or "").strip()
 
 
+def host_capture(argv: Sequence[str], timeout_s: float = 10.0) -> tuple[int, str]:
+    """One of qualify's own queries of the host (a program found on qualify's PATH, never the
+    plan's), run beside the run's containment rather than in it, as the sandbox's and cgroups'
+    probes are: a command in the containment has a PID namespace of its own, where a query such
+    as nvidia-smi's list of compute processes names none of the host's. (exit code, stdout);
+    127 where the program cannot start, 124 past `timeout_s`."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+    except OSError:
+        return 127, ""
+    except subprocess.TimeoutExpired:
+        return 124, ""
+    return done.returncode, done.stdout
+
+
 class ServerExited(QualifyError):
     """A server exited before it was ready (e.g. it could not bind its port)."""
 

@@ -181,7 +181,6 @@ class RoleSoak:
             t0,
             s.sample_s,
             self.folder / "telemetry.parquet",
-            env,
             rows=self.rows,
             block=block.index,
             until_s=None if last else block.end_s,

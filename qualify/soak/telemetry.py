@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import threading
 import time
 from contextlib import suppress
@@ -28,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from qualify.core import process
 from qualify.core.groups import group_members
 from qualify.core.runstore import write_parquet
 
@@ -135,17 +135,6 @@ def fdinfo_memory(pids: list[int], proc: Path = Path("/proc")) -> dict[str, int]
     return totals
 
 
-def _host_query(argv: list[str]) -> tuple[int, str]:
-    """Exit code and stdout of one of qualify's own queries of the host, run beside the run's
-    containment rather than in it (as the sandbox's probes are): a command in the containment
-    has a PID namespace of its own. The program comes from qualify's PATH, never the plan's."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return 127, ""
-    return done.returncode, done.stdout
-
-
 def nvidia_memory(pids: list[int], tool: str) -> dict[str, int]:
     """The device's used memory and the server's own, from `tool` (nvidia-smi).
 
@@ -154,10 +143,10 @@ def nvidia_memory(pids: list[int], tool: str) -> dict[str, int]:
     runs beside the containment. The server's own memory is recorded only when one of its
     processes is listed: 0 would read as "flat, no leak" for memory that was never seen."""
     out: dict[str, int] = {}
-    code, text = _host_query([tool, "--query-gpu=memory.used", "--format=csv,noheader,nounits"])
+    code, text = process.host_capture([tool, "--query-gpu=memory.used", "--format=csv,noheader,nounits"])
     if code == 0 and text.strip():
         out["nvidia_used_bytes"] = sum(int(float(v)) for v in text.split()) * 1024**2
-    code, text = _host_query(
+    code, text = process.host_capture(
         [tool, "--query-compute-apps=pid,used_gpu_memory", "--format=csv,noheader,nounits"]
     )
     if code == 0:
@@ -185,7 +174,6 @@ class Sampler:
         t0: float,
         interval_s: float,
         path: Path,
-        env: dict[str, str],
         flush_s: float = 60.0,
         *,
         rows: list[dict[str, Any]] | None = None,
@@ -196,7 +184,6 @@ class Sampler:
         self.t0 = t0
         self.interval_s = interval_s
         self.path = path
-        self.env = env
         self.flush_s = flush_s
         self.rows: list[dict[str, Any]] = [] if rows is None else rows
         self.block = block

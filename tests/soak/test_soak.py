@@ -182,7 +182,7 @@ def test_a_leaking_candidate_alone_fails_on_its_budget(tmp_path: Path) -> None:
 
 def test_memory_that_cannot_be_read_is_missing_not_zero(tmp_path: Path) -> None:
     """A process group with no process left: the sample has no memory figures rather than 0."""
-    sampler = Sampler(2**22 - 7, time.monotonic(), 1.0, tmp_path / "t.parquet", {})
+    sampler = Sampler(2**22 - 7, time.monotonic(), 1.0, tmp_path / "t.parquet")
     row = sampler.sample()
     assert row["rss_bytes"] is None and row["anon_bytes"] is None and row["pss_bytes"] is None
 
