@@ -14,6 +14,7 @@ says so.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -65,9 +66,14 @@ class Sandbox:
         words += ["--die-with-parent", "--"]
         if own_proc:
             # The absolute paths qualify found, never the command's PATH (the plan's).
-            mount = shutil.which("mount") or "/bin/mount"
-            words += ["/bin/sh", "-c", _OWN_PROC.format(mount=mount), "qualify-proc"]
+            words += ["/bin/sh", "-c", _OWN_PROC.format(mount=_mount()), "qualify-proc"]
         return words
+
+
+@functools.cache
+def _mount() -> str:
+    """util-linux's mount, looked up once: every command's prefix names it."""
+    return shutil.which("mount") or "/bin/mount"
 
 
 def _tried(argv: Sequence[str]) -> str | None:
