@@ -11,7 +11,10 @@ seen, and one meant to move them is seen too: it rewrites the digests and says w
 
 What a rendering cannot keep the same from one day or folder to the next is written as a
 placeholder before the digest: the time of this re-decision (and of this merge), the folder the
-run was unpacked into, this checkout's path and qualify's version.
+run was unpacked into, qualify's version, and the path of any checkout the examples lay in: this
+one's, and the one a recorded run was once re-decided in, which the run keeps in its history
+(a placeholder for this checkout alone would change those bytes on a host whose checkout lies
+where that one did).
 
     python tests/report/test_recorded_reports.py --write   # take the digests again
 
@@ -73,6 +76,8 @@ CASES = [*RECORDED, "fleet"]
 
 REPORT_FILES = ("report.json", "summary.md", "report.html", "junit.xml", "bisect.md", "bisect.html")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+#: An absolute path up to the examples folder: this checkout's, or a recorded one.
+_CHECKOUT = re.compile(r"/[\w.+-][\w./+-]*?(?=/examples/llama-cpp)")
 _VERSION = re.compile(r'("qualify_version": "|qualify )' + re.escape(__version__) + r"\b")
 
 
@@ -83,7 +88,7 @@ def _normalized(text: str, where: Path, since: datetime) -> str:
         written = datetime.fromisoformat(match[0].replace("Z", "+00:00"))
         return "<now>" if written >= since else match[0]
 
-    text = text.replace(str(where), "<where>").replace(str(REPO), "<repo>")
+    text = _CHECKOUT.sub("<checkout>", text.replace(str(where), "<where>"))
     return _VERSION.sub(r"\g<1><version>", _TIME.sub(stamp, text))
 
 
