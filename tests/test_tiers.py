@@ -13,7 +13,18 @@ from pathlib import Path
 
 import pytest
 from _pytest.mark.expression import Expression
-from tiers import FIXTURE_MARKS, HEAVY, check_markexpr, left_out, marks_for, rest_markexpr, tier
+from tiers import (
+    ALONE,
+    FIXTURE_MARKS,
+    HEAVY,
+    alone_markexpr,
+    check_markexpr,
+    group,
+    left_out,
+    marks_for,
+    rest_markexpr,
+    tier,
+)
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -26,6 +37,7 @@ markers =
     example: an example built
     model: the example's model
     slow: slow
+    alone: with the machine to itself
 """
 
 
@@ -59,17 +71,20 @@ def test_the_makefile_s_check_target_deselects_every_heavy_mark() -> None:
     assert found.group(1) == CHECK == "not nix and not example and not model and not slow"
 
 
-def test_the_makefile_s_test_target_runs_both_tiers_and_nothing_twice() -> None:
-    """`make test` is the check tier on workers, then the rest: every test in exactly one."""
+def test_the_makefile_s_test_target_runs_every_tier_and_nothing_twice() -> None:
+    """`make test` is the check tier on workers, the rest on workers by group, then the tests
+    measuring time alone: every test in exactly one."""
     makefile = (REPO / "Makefile").read_text()
     body = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
     assert body, "the Makefile has no test target"
     runs = re.findall(r'pytest (.*?)-m "([^"]+)"', body.group(1))
-    assert [(("-n 2" in options), expr) for options, expr in runs] == [
-        (True, CHECK),
-        (False, rest_markexpr()),
+    assert [(("-n 2" in options), ("--dist loadgroup" in options), expr) for options, expr in runs] == [
+        (True, False, CHECK),
+        (True, True, rest_markexpr()),
+        (False, False, alone_markexpr()),
     ]
-    for marks in ([], *([m] for m in HEAVY), list(HEAVY)):
+    assert "exit" in body.group(1) and all(f"{v}=$$?" in body.group(1) for v in "abc")
+    for marks in ([], *([m] for m in HEAVY), list(HEAVY), *([m, ALONE] for m in HEAVY), [ALONE]):
         chosen = [Expression.compile(expr).evaluate(lambda m, s=set(marks): m in s) for _, expr in runs]
         assert chosen.count(True) == 1, marks
 
@@ -86,8 +101,17 @@ def test_marks_and_tiers_of_fixtures() -> None:
     assert marks_for(["tmp_path", "llama_pair", "example_outs"]) == {"example", "nix", "model", "slow"}
     assert marks_for(["nix_flakes"]) == {"nix"}
     assert marks_for(["tmp_path", "project"]) == set()
-    assert tier([]) == tier(["parametrize"]) == "check"
+    assert marks_for(["example_runs", "example_outs"]) == {"example", "nix", "model", "slow", ALONE}
+    assert tier([]) == tier(["parametrize"]) == tier([ALONE]) == "check"
     assert all(tier([mark]) == "rest" for mark in HEAVY)
+    assert all(tier([mark, ALONE]) == ALONE for mark in HEAVY)
+
+
+def test_a_test_on_a_shared_session_fixture_goes_with_the_others_using_it() -> None:
+    """The xdist group: the example's builds are made once, on one worker; else the module."""
+    assert group(["tmp_path", "llama_pair", "example_outs"], "tests/a.py") == "example_outs"
+    assert group(["example_runs", "example_outs", "tmp_path"], "tests/b.py") == "example_outs"
+    assert group(["tmp_path"], "tests/a.py") == "tests/a.py"
 
 
 @pytest.mark.parametrize(
@@ -221,17 +245,29 @@ def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None
             pass
 
         @pytest.mark.slow
+        @pytest.mark.alone
+        def test_slow_and_timed():
+            pass
+
+        @pytest.mark.slow
         def test_slow():
             pass
         """
     )
     times = suite.path / "tiers.json"
     result = suite.runpytest_subprocess(f"--tier-times={times}")
-    # The check tier's line as the rest starts (a phase of its own in a CI log), then both.
+    # Each tier's line as the next starts (a phase of its own in a CI log), then all of them,
+    # the tiers in order whatever the order of the tests in their module.
     check = "::: tests: check tier (make check), 1 test, took * s"
-    result.stdout.fnmatch_lines([check, "*.*", check, "::: tests: the rest, 1 test, took * s"])
+    rest = "::: tests: the rest, 1 test, took * s"
+    alone = "::: tests: the rest measuring time, alone, 1 test, took * s"
+    result.stdout.fnmatch_lines([check, "*.*", check, rest, "*.*", check, rest, alone])
     written = json.loads(times.read_text())
-    assert {name: figures["tests"] for name, figures in written.items()} == {"check": 1, "rest": 1}
+    assert {name: figures["tests"] for name, figures in written.items()} == {
+        "check": 1,
+        "rest": 1,
+        "alone": 1,
+    }
 
 
 def test_on_two_workers_the_tier_is_read_from_each_report(suite: pytest.Pytester) -> None:
@@ -252,11 +288,16 @@ def test_on_two_workers_the_tier_is_read_from_each_report(suite: pytest.Pytester
         """
     )
     times = suite.path / "tiers.json"
-    result = suite.runpytest_subprocess("-n", "2", f"--tier-times={times}")
+    # loadgroup: the workers' nodeids end in "@group"; the tier still comes with each report.
+    result = suite.runpytest_subprocess("-n", "2", "--dist", "loadgroup", f"--tier-times={times}")
     result.stdout.fnmatch_lines(
         ["::: tests: check tier (make check), 4 tests, took * s on 2 workers (* s of tests)"]
     )
     written = json.loads(times.read_text())
-    assert {name: figures["tests"] for name, figures in written.items()} == {"check": 4, "rest": 1}
+    assert {name: figures["tests"] for name, figures in written.items()} == {
+        "check": 4,
+        "rest": 1,
+        "alone": 0,
+    }
     assert written["check"]["workers"] == 2
     assert written["check"]["seconds"] < written["check"]["test_seconds"]  # two at once

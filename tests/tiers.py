@@ -3,8 +3,11 @@ mark out refusing what that mark stands for.
 
 `make check` runs every test that needs no nix, no bundled example built and no model and is
 not slow: 2 006 of the suite's 2 408 tests, in 4.3 minutes of a 2-core machine on two
-pytest-xdist workers (6.7 minutes of CPU); `make test` runs them so, then the rest in one
-process (the rest took 51 minutes there, the example's run set 20 of them). A test is slow where it takes more than a few seconds: every test on one of the
+pytest-xdist workers (6.7 minutes of CPU). `make test` runs them so, then the rest in two
+phases: the heavy tests on two workers (`--dist loadgroup`: a test using a shared session
+fixture goes where the others using it go, the rest by module), then, in one process with the
+machine to itself, those marked `alone`, which measure time on real processes (a bench that
+must decide, a soak's latencies, the example's run set with its bench and soak). A test is slow where it takes more than a few seconds: every test on one of the
 examples' recorded runs re-judged (the `rejudge_recorded` fixture), and, marked by hand, the
 end-to-end tests of several runs (fleets, bisects over a series of arms, run sets, fault
 scenarios that kill, resume and rerun). Each such behaviour keeps one test in `make check`, and
@@ -46,6 +49,16 @@ HEAVY = ("nix", "example", "model", "slow")
 #: The marks whose resource a run can leave out (a slow test needs nothing a machine may lack).
 RESOURCES = ("nix", "example", "model")
 
+#: A heavy test with this mark measures time on real processes (a bench that must decide, a
+#: soak's latencies, a run set of the example with its bench and soak): `make test` runs it last,
+#: in one process, with the machine to itself. The other heavy tests run on two workers.
+ALONE = "alone"
+
+#: Session fixtures too costly to make twice: every test using one goes to the same worker
+#: (xdist_group), the first listed that it uses naming the group. Other tests go by module, so a
+#: module's own fixtures are made once.
+SHARED = ("example_outs", "c_kernels_outs", "built_engine")
+
 #: Fixture -> the marks of every test that uses it, directly or through other fixtures. Names
 #: are matched across the suite: a fixture listed here has a name no other fixture has.
 FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
@@ -53,9 +66,12 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     # store), after its setup.sh made the model and corpus; example_runs, example_kvq4_run and
     # every fixture built on them (llama_pair) run on them.
     "example_outs": ("example", "nix", "model", "slow"),
-    # The c-kernels example's arms through nix, and its engine built from its sources alone.
-    "c_kernels_outs": ("example", "nix", "slow"),
-    "built_engine": ("example", "nix", "slow"),
+    # The example's quick run set: its bench and soak stages measure time.
+    "example_runs": (ALONE,),
+    # The c-kernels example's arms through nix, and its engine built from its sources alone;
+    # the runs on them decide their bench gates.
+    "c_kernels_outs": ("example", "nix", "slow", ALONE),
+    "built_engine": ("example", "nix", "slow", ALONE),
     # The fixture flakes of tests/nixflakes.py, locked and built by real nix.
     "rocm_project": ("nix",),
     "rocm_run": ("nix",),
@@ -103,6 +119,7 @@ MARK_IT = "mark it nix, or give it a fixture tests/tiers.py marks"
 _stand_ins = pytest.StashKey[Path]()
 _seen = pytest.StashKey[int]()
 _tier_of = pytest.StashKey[dict[str, str]]()
+_item_tier = pytest.StashKey[str]()
 _saved_env = pytest.StashKey[dict[str, str | None]]()
 
 
@@ -111,9 +128,19 @@ def check_markexpr() -> str:
     return " and ".join(f"not {mark}" for mark in HEAVY)
 
 
-def rest_markexpr() -> str:
-    """The -m of the rest of `make test`: every test the check tier leaves out."""
+def heavy_markexpr() -> str:
+    """Every test the check tier leaves out."""
     return " or ".join(HEAVY)
+
+
+def rest_markexpr() -> str:
+    """The -m of `make test`'s second phase, on two workers: the heavy tests but those measuring time."""
+    return f"({heavy_markexpr()}) and not {ALONE}"
+
+
+def alone_markexpr() -> str:
+    """The -m of `make test`'s last phase, in one process: the heavy tests that measure time."""
+    return f"({heavy_markexpr()}) and {ALONE}"
 
 
 def marks_for(fixturenames: Iterable[str]) -> set[str]:
@@ -122,8 +149,18 @@ def marks_for(fixturenames: Iterable[str]) -> set[str]:
 
 
 def tier(marks: Iterable[str]) -> str:
-    """The tier of a test with these marks: `check` (make check runs it) or `rest`."""
-    return "rest" if set(marks) & set(HEAVY) else "check"
+    """The tier of a test with these marks: `check` (make check runs it), `rest` (make test, on
+    two workers) or `alone` (make test, last, in one process)."""
+    marks = set(marks)
+    if not marks & set(HEAVY):
+        return "check"
+    return ALONE if ALONE in marks else "rest"
+
+
+def group(fixturenames: Iterable[str], module: str) -> str:
+    """The xdist_group of a test: the shared session fixture it uses, else its module."""
+    names = set(fixturenames)
+    return next((name for name in SHARED if name in names), module)
 
 
 def left_out(markexpr: str) -> set[str]:
@@ -201,11 +238,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for mark in sorted(marks_for(item.fixturenames)):
             item.add_marker(mark)
-        config.stash[_tier_of][item.nodeid] = tier(m.name for m in item.iter_markers())
-    # The check tier first, in collection order: its failures show in minutes, and its time is
-    # a phase of its own. A module with tests of both tiers is visited twice; none of them has
-    # a module fixture that both tiers use.
-    items.sort(key=lambda item: config.stash[_tier_of][item.nodeid] != "check")
+        item.stash[_item_tier] = tier(m.name for m in item.iter_markers())
+        config.stash[_tier_of][item.nodeid] = item.stash[_item_tier]
+        # Read by `--dist loadgroup` (pytest-xdist), which runs after this hook.
+        item.add_marker(pytest.mark.xdist_group(group(item.fixturenames, item.nodeid.split("::")[0])))
+    # In one process, the tiers in order (check, rest, alone), each in collection order: the check
+    # tier's failures show in minutes, and each tier's time is a phase of its own. A module with
+    # tests of several tiers is visited again; none of them has a module fixture both tiers use.
+    order = ("check", "rest", ALONE)
+    items.sort(key=lambda item: order.index(item.stash[_item_tier]))
 
 
 def _nix_calls(config: pytest.Config) -> list[str]:
@@ -272,7 +313,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, object, object]:
     report = yield
-    name = item.config.stash[_tier_of].get(item.nodeid)
+    # From the item: with --dist loadgroup a worker's nodeids end in "@group" after collection.
+    name = item.stash.get(_item_tier, None)
     if isinstance(report, pytest.TestReport) and name is not None:
         report.user_properties.append((_TIER_PROPERTY, name))
     return report
@@ -282,16 +324,20 @@ class _TierClock:
     """Each tier's tests and time. A tier's time is the wall clock from its first test's start
     to its last test's report (session fixtures count in the first test that uses them: the
     example's build in the rest); on several workers (pytest-xdist) the tests' own seconds,
-    summed, are said beside it. In one process the check tier's line is written as the rest
-    starts, so that a CI log shows it as a phase of its own, and again with the rest's at the
-    end. On the workers' controller a test's tier comes from its report, where its worker wrote it."""
+    summed, are said beside it. In one process a tier's line is written as the next tier starts,
+    so that a CI log shows it as a phase of its own, and again with the others at the end. On
+    the workers' controller a test's tier comes from its report, where its worker wrote it."""
 
-    LABELS: ClassVar[dict[str, str]] = {"check": "check tier (make check)", "rest": "the rest"}
+    LABELS: ClassVar[dict[str, str]] = {
+        "check": "check tier (make check)",
+        "rest": "the rest",
+        ALONE: "the rest measuring time, alone",
+    }
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.tests: dict[str, set[str]] = {"check": set(), "rest": set()}
-        self.seconds: dict[str, float] = {"check": 0.0, "rest": 0.0}
+        self.tests: dict[str, set[str]] = {name: set() for name in self.LABELS}
+        self.seconds: dict[str, float] = dict.fromkeys(self.LABELS, 0.0)
         self.span: dict[str, list[float]] = {}
 
     def _tier(self, report: pytest.TestReport) -> str:
@@ -323,11 +369,11 @@ class _TierClock:
         name = self.config.stash[_tier_of].get(nodeid)
         if name is None:  # on the workers' controller: the report says
             return
-        if name == "rest" and not self.tests["rest"] and self.tests["check"]:
-            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-            if terminal is not None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if not self.tests[name] and terminal is not None:
+            for done in (other for other, seen in self.tests.items() if seen and other != name):
                 terminal.ensure_newline()
-                terminal.write_line(self.line("check"))
+                terminal.write_line(self.line(done))
         self._mark(name)
         self.tests[name].add(nodeid)
 

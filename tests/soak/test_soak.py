@@ -24,6 +24,9 @@ from qualify.pipeline.plan import load_plan
 from qualify.soak import check as soak
 from qualify.soak.telemetry import Sampler
 
+#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers' latencies over time.
+pytestmark = pytest.mark.alone
+
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
 SERVER = f"{sys.executable} {HELPER} {{port}} {{fault}}"
 # 28 windows of 0.5 s after a 2 s warm-up: enough for Mann–Kendall, corrected for the

@@ -204,6 +204,9 @@ def test_an_interrupted_concurrent_soak_stops_its_servers_at_once(tmp_path: Path
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from soakrig import cmdline, run_soak
+
+#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers' latencies over time.
+pytestmark = pytest.mark.alone
 run_soak(__import__("pathlib").Path({str(tmp_path)!r}),
     {{"pinned": (None, {{"fault": []}}), "candidate": (None, {{"fault": []}})}},
     {{"server": {SERVER!r}, "duration_s": 120, "concurrent": True, "warmup_s": 2, "sample_s": 0.5,
