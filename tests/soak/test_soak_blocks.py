@@ -25,6 +25,10 @@ from qualify.soak import check as soak
 from qualify.soak import kind
 from qualify.soak.blocks import plan_blocks
 
+#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers'
+#: latencies over time.
+pytestmark = pytest.mark.alone
+
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
 SERVER = f"{sys.executable} {HELPER} {{port}} {{fault}}"
 # A 16 MiB budget that the stand-in's leak (2 MiB a request) passes; latency drift left loose.
@@ -204,9 +208,6 @@ def test_an_interrupted_concurrent_soak_stops_its_servers_at_once(tmp_path: Path
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from soakrig import cmdline, run_soak
-
-#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers' latencies over time.
-pytestmark = pytest.mark.alone
 run_soak(__import__("pathlib").Path({str(tmp_path)!r}),
     {{"pinned": (None, {{"fault": []}}), "candidate": (None, {{"fault": []}})}},
     {{"server": {SERVER!r}, "duration_s": 120, "concurrent": True, "warmup_s": 2, "sample_s": 0.5,
