@@ -33,7 +33,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from tiers import alone_markexpr, check_markexpr, rest_markexpr  # noqa: E402  (the tests' folder is no package)
+from nixflakes import NIX_CONFIG  # noqa: E402  (the tests' folder is no package)
+from tiers import alone_markexpr, check_markexpr, rest_markexpr  # noqa: E402
 
 #: Minutes on a 2-core machine: the check tier's target, the whole suite's, and the whole suite
 #: as measured with the rest in one process.
@@ -66,6 +67,8 @@ def main() -> None:
             done = subprocess.run(
                 [*argv, *phase, *args.pytest_args],
                 cwd=REPO,
+                # As the Makefile exports it for `make test`: nix with flakes, building locally.
+                env={**os.environ, "NIX_CONFIG": os.environ.get("NIX_CONFIG", NIX_CONFIG)},
                 stdout=out,
                 stderr=subprocess.STDOUT if out else None,
                 check=False,
