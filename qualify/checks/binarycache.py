@@ -38,6 +38,12 @@ KEYGEN = (
 )
 
 
+def proves_only(params: CacheParams, key: Path) -> bool:
+    """Whether this host proves a cache filled elsewhere rather than filling it: the secret key
+    is not here and the plan gives the public key (a fleet host, trusting the cache by it)."""
+    return params.public_key is not None and not key.exists()
+
+
 def secret_key_problem(path: Path) -> str | None:
     """Why `path` is not a nix secret signing key (`name:base64` of 64 bytes), in words that
     never quote its contents; None when it is one."""
@@ -48,6 +54,13 @@ def secret_key_problem(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         return f"secret_key_file {path} cannot be read ({type(exc).__name__}); {KEYGEN}"
     return None if key_bytes(text, 64) else f"secret_key_file {path} is not a nix secret key; {KEYGEN}"
+
+
+#: Said where the key file is missing and the plan gives no public key to prove by.
+NO_PUBLIC_KEY = (
+    "; a host that only reads the cache (filled where the key is) needs the check's public_key, "
+    "the key it proves the cache by"
+)
 
 
 def key_bytes(text: str, size: int) -> bool:

@@ -37,6 +37,9 @@ CLASSES: tuple[str, ...] = (
 OPERAND_COUNTS: tuple[str, ...] = ("true16_operands", "high16_operands")
 #: The columns a kernel's mix adds to its family's table, in order.
 MIX_COLUMNS: tuple[str, ...] = ("instructions", "code_bytes", *CLASSES, *OPERAND_COUNTS)
+#: The CUDA table's column of a function's unguarded traps (`qualify.compile.sassmix`), read
+#: beside the mix by `qualify.compile.stubs`; not a class, so not a mix column.
+TRAPS = "traps"
 #: How the report titles them.
 TITLES: dict[str, str] = {
     "instructions": "instructions",

@@ -20,6 +20,7 @@ import pandas as pd
 
 from qualify.compile.cudanames import match_key
 from qualify.compile.figures import amd_waves, cuda_warps
+from qualify.compile.instmix import TRAPS
 
 # The processors each code object V6 generic target runs on (llvm.org AMDGPUUsage, "Generic
 # Processor Versioning"): a generic build is compared against each of these the other has.
@@ -95,6 +96,8 @@ def _records(table: pd.DataFrame) -> Iterable[dict[str, Any]]:
 
 
 _LOWEST = ("occupancy",)
+#: Counted in every copy or not at all: a kernel's traps are its copy's with the fewest.
+_FEWEST = (TRAPS,)
 _ANY = ("uses_dynamic_stack",)
 _SET = ("wavefront_size", "target", "file", "descriptor_problems", "stack_qualifiers", "source_file")
 
@@ -113,6 +116,8 @@ def _worst(family: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             out["occupancy_limiter"] = (
                 next(r["occupancy_limiter"] for r in rows if r[field] == out[field]) if values else None
             )
+        elif field in _FEWEST:
+            out[field] = min(values) if values else None
         elif field == "occupancy_limiter":
             continue
         elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):

@@ -39,6 +39,10 @@ Turing to Blackwell tables) gives each opcode:
 - valu: everything else, the per-thread ALUs (FFMA, IMAD, MOV, S2R, SHFL, ...).
 An opcode no table names falls to salu or valu by its first letter, so a new one is counted,
 never lost.
+
+Beside the mix, `traps` counts the function's traps that no predicate guards (`BPT.TRAP`, what
+`__trap()` compiles to): with them `qualify.compile.stubs` tells a body that only prints and
+traps (ggml's `NO_DEVICE_CODE`) from a kernel.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import struct
 from collections import Counter
 from functools import cache
 
-from qualify.compile.instmix import mix_from_counts
+from qualify.compile.instmix import TRAPS, mix_from_counts
 
 #: cuobjdump's options for the mix (the runner adds the file name).
 SASS_OPTIONS: tuple[str, ...] = ("-sass",)
@@ -62,6 +66,8 @@ _FUNCTION = re.compile(r"Function : (\S+)")
 # start `/* 0x`, with a space, and do not match.
 _OPCODE = re.compile(r"/\*[0-9a-f]+\*/[ \t]+(?:@!?U?P(?:T|\d+)[ \t]+)?([A-Z][A-Z0-9_]*)")
 
+#: A trap no predicate guards: the code after it on its path never runs (`__trap()`).
+_TRAP = re.compile(r"/\*[0-9a-f]+\*/[ \t]+BPT\.TRAP\b")
 _BASE = re.compile(r"(?:@!?U?P(?:T|\d+)\s+)?([A-Za-z][A-Za-z0-9_]*)")
 
 _DOT = frozenset({"IDP", "IDP4A", "IDP2A"})
@@ -137,6 +143,7 @@ def parse_sass(text: str, data: bytes) -> dict[str, dict[str, int]]:
         count = sum(opcodes.values())
         code_bytes = sizes.get(name, count * INSTRUCTION_BYTES)
         found[name] = mix_from_counts(opcodes, {op: classify(op) for op in opcodes}, 0, 0, code_bytes)
+        found[name][TRAPS] = len(_TRAP.findall(body))
     return found
 
 

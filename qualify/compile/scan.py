@@ -40,7 +40,7 @@ from qualify.compile.amdgpu import AmdKernel, base_name, iter_kernels
 from qualify.compile.containers import ARCHIVE_MAGIC, ELF_MAGIC
 from qualify.compile.cubin import CudaKernel, read_cubin
 from qualify.compile.hostkernels import HostKernelError, identifier, read_stack_usage, read_symbols
-from qualify.compile.instmix import MIX_COLUMNS
+from qualify.compile.instmix import MIX_COLUMNS, TRAPS
 from qualify.compile.mixreading import MixReading
 from qualify.compile.nvfatbin import CubinError, iter_cubins
 from qualify.compile.offloadbundle import BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_BINARY_MAGIC, CodeObjectError
@@ -63,7 +63,7 @@ AMDGPU_COLUMNS = (
 CUDA_COLUMNS = (
     "file", "origin", "target", "name", "key", "entry", "registers", "stack", "min_stack", "max_stack",
     "shared", "local", "constant", "max_threads", "reqntid", "maxreg_count",
-    "spill_store_bytes", "spill_load_bytes", *MIX_COLUMNS, "source_file",
+    "spill_store_bytes", "spill_load_bytes", *MIX_COLUMNS, TRAPS, "source_file",
 )  # fmt: skip
 HOST_COLUMNS = ("file", "name", "key", "symbols", "code_size", "stack_bytes", "stack_qualifiers")
 #: Text columns that may be empty in every row: typed as text even then, and in tables saved

@@ -18,8 +18,9 @@ stored in place where no relocation covers it (`-z pack-relative-relocs`,
 
 The names: clang writes the source's basename (`mmq-instance-q4_k.cu`). nvcc compiles the host
 side of `x.cu` from an intermediate `tmpxft_<ids>_x.cudafe1.cpp`, whose name the FILE symbol
-holds; its temporary prefix is dropped (`x.cudafe1.cpp`), nothing else, so that the name is the
-one nvcc wrote, the same from one build to the next.
+holds: the unit is named `x.cu`, the source nvcc named that intermediate after (its stem, with
+the suffix nvcc compiles as CUDA; a source given another suffix with `-x cu` is named `.cu`
+too), the same from one build to the next. A FILE symbol of another form is kept as written.
 
 It cannot be said when the file is stripped (no `.symtab`), its wrappers or FILE symbols were
 discarded (`--discard-all`), or several units share one linked blob (`-fgpu-rdc`, nvcc's
@@ -56,22 +57,28 @@ class Layout:
     magic: int  # a wrapper's first word
     wrapper: str  # a wrapper's LOCAL symbol
     rdc: str  # the option that links several units' device code into one blob
-    temporary: re.Pattern[str] | None = None  # a prefix of temporary files dropped from names
+    #: An intermediate file's name, its `stem` group the source's stem (nvcc's `.cudafe1.cpp`).
+    intermediate: re.Pattern[str] | None = None
+    source_suffix: str = ""  # what the source's stem is named with
     device_link: str | None = None  # the unit a separate device link registers its blob from
 
     def unit(self, name: str) -> str:
-        return self.temporary.sub("", name) if self.temporary is not None else name
+        """The source file a unit's FILE symbol names: itself, or the source an intermediate
+        file of the toolchain was made from."""
+        found = self.intermediate.fullmatch(name) if self.intermediate is not None else None
+        return found["stem"] + self.source_suffix if found else name
 
 
 HIP = Layout(".hip_fatbin", ".hipFatBinSegment", 0x48495046, "__hip_fatbin_wrapper", "-fgpu-rdc")  # "HIPF"
-# nvcc's intermediate files: tmpxft_<pid>_<counter>-<step>_<stem>.cudafe1.cpp
+# nvcc compiles the host side of <stem>.cu from tmpxft_<pid>_<counter>-<step>_<stem>.cudafe1.cpp.
 CUDA = Layout(
     ".nv_fatbin",
     ".nvFatBinSegment",
     0x466243B1,
     "_ZL15__fatDeviceText",
     "-rdc",
-    re.compile(r"^tmpxft_[0-9a-f]+_[0-9a-f]+-\d+_"),
+    re.compile(r"tmpxft_[0-9a-f]+_[0-9a-f]+-\d+_(?P<stem>.+)\.cudafe1\.cpp"),
+    ".cu",
     "link.stub",
 )
 

@@ -35,22 +35,38 @@ the same pattern (tests/compile/kernels/stubs.hip) names them: `s_getpc_b64`, `s
 `s_addc_u32` for the callee's address and the constant strings', `s_mov_b32` and `v_mov_b32`
 for the arguments and the stack pointer, one `s_swappc_b64`, an `s_delay_alu` hint.
 
-CUDA: the rule applies to the SASS mix (`qualify.compile.sassmix`) alike, but that mix cannot
-tell most of ggml's CUDA stubs. It keeps classes only (a trap, BPT, is filed under `other` with
-NOP and EXIT), and `no_device_code` there prints through `vprintf`, whose arguments go to the
-kernel's stack (local stores, STL: the recorded CUDA runs show those kernels with a 40-byte stack
-frame), which the classes cannot tell from spill traffic. Only a CUDA body that touches no memory
-at all (a bare `__trap()` or `brkpt`, a call with constant arguments and no stack) is recognised;
-the rest stay judged as kernels. Per-opcode counts (BPT, and the call's target) would be needed
-to recognise them.
+CUDA: the rule above cannot hold for a CUDA kernel, whose every body loads from the constant
+bank (its stack pointer, its arguments: the class `smem`), and ggml's CUDA stubs print through
+`vprintf` with the call's arguments on the kernel's stack (local stores, STL: a 40-byte frame).
+What tells them is the trap, which the CUDA table counts beside the mix (`traps`: `BPT.TRAP`
+that no predicate guards, `qualify.compile.sassmix`). A CUDA kernel is a stub when it traps so
+and its own code:
+
+- touches no memory but its own stack's stores and the constant bank: no global, flat, shared,
+  local load or wait; at most `MOST_CALL_STORES` local stores (one call's arguments);
+- computes nothing: no matrix or dot instruction, at most `MOST_CONSTANT_HALVES` packed 16-bit
+  ones (ptxas writes constants with `HFMA2.MMA`), at most `MOST_SETUP` scalar and vector ones;
+- has at most `MOST_CUDA_BRANCHES` branches (the call, and the branch to itself ptxas ends
+  code with).
+
+A trap that a branch goes round (`if (n < 0) __trap();`) is counted too, since the branch, not a
+predicate, guards it; such a kernel stays judged by the rest: the path round the trap does its
+work, and work reaches global, flat or shared memory, which a stub never touches. So a stub has
+nothing to write its work to, whichever path it takes. In the CUDA
+builds of ggml's `mmq-instance-q4_0.cu` and `fattn-vec-instance-f16-f16.cu` (nvcc 13.0, sm_90)
+the 18 kernels with a trap are exactly these, each 25 or 26 instructions: 8 ALU, 8 constant
+loads, 5 local stores, 1 `HFMA2.MMA`, the call and the closing branch. A body that aborts by
+another call (`assert` alone: `__assertfail` is called, no trap follows) stays judged, as do
+tables saved before traps were counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Integral
 from typing import Any
 
-from qualify.compile.instmix import Mix
+from qualify.compile.instmix import TRAPS, Mix
 
 #: Scalar and vector instructions a stub may spend setting up its one call: ggml's gfx1151 stubs
 #: spend 6 to 11; a kernel that does work spends more before it reads anything.
@@ -60,6 +76,11 @@ _NO_WORK = (
     "global", "buffer", "flat", "smem", "scratch_load", "scratch_store", "lds", "waits",
     "matrix", "dot", "packed16",
 )  # fmt: skip
+#: CUDA (see the module): the classes a trapping stub has none of, and its bounds.
+_CUDA_NO_WORK = ("global", "buffer", "flat", "scratch_load", "lds", "waits", "matrix", "dot")
+MOST_CALL_STORES = 8
+MOST_CONSTANT_HALVES = 2
+MOST_CUDA_BRANCHES = 2
 #: What the reasons call a stub: `qualify.compile.failurekinds` reads the first words.
 STUB = "stub"
 _WHAT = "its code does no work: it only calls, traps or ends"
@@ -75,10 +96,29 @@ def is_stub(mix: Mix) -> bool:
     )
 
 
+def is_trap_stub(mix: Mix, traps: int) -> bool:
+    """Whether a CUDA kernel's own code only sets up one call and traps (see the module)."""
+    return (
+        mix.read
+        and traps > 0
+        and all(mix.count(c) == 0 for c in _CUDA_NO_WORK)
+        and mix.scratch_store <= MOST_CALL_STORES
+        and mix.packed16 <= MOST_CONSTANT_HALVES
+        and mix.branches <= MOST_CUDA_BRANCHES
+        and mix.valu + mix.salu <= MOST_SETUP
+    )
+
+
 def figures_stub(figures: Mapping[str, Any] | None) -> bool:
-    """`is_stub` of a kernel's aggregated row (its worst copy per column: a stub when every copy
-    is one, since each count is bounded from above), False for an absent kernel or a host one."""
-    return figures is not None and "instructions" in figures and is_stub(Mix.of(figures))
+    """`is_stub`, or for a CUDA kernel whose traps were counted `is_trap_stub`, of a kernel's
+    aggregated row (its worst copy per column: a stub when every copy is one, since each count
+    is bounded from above and the traps are the fewest of any copy), False for an absent kernel
+    or a host one."""
+    if figures is None or "instructions" not in figures:
+        return False
+    mix = Mix.of(figures)
+    traps = figures.get(TRAPS)
+    return is_stub(mix) or (isinstance(traps, Integral) and is_trap_stub(mix, int(traps)))
 
 
 def stub_rule(

@@ -14,7 +14,7 @@ import pandas as pd
 
 from qualify.checks.figures import Cell, Table
 from qualify.compile.diff import KernelDiff
-from qualify.compile.instmix import MIX_COLUMNS
+from qualify.compile.instmix import MIX_COLUMNS, TRAPS
 from qualify.compile.scan import FAMILIES
 from qualify.compile.stubs import figures_stub
 
@@ -136,7 +136,7 @@ def diff_frame(results: Sequence[KernelDiff]) -> pd.DataFrame:
             "severity": r.severity,
             "reasons": "; ".join(r.reasons),
         }
-        mix = MIX_COLUMNS if r.family != "host" else ()
+        mix = (*MIX_COLUMNS, *((TRAPS,) if r.family == "cuda" else ())) if r.family != "host" else ()
         for side, figures in (("pinned", r.pinned), ("candidate", r.candidate)):
             for field in (*(f for _, f in _FIELDS[r.family]), *mix, "copies"):
                 record[f"{side}_{field}"] = None if figures is None else figures.get(field)

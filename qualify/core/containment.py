@@ -125,10 +125,13 @@ def chosen() -> set[str]:
 
 
 @contextmanager
-def contained(root: Path, run_id: str, hidden: Sequence[Path] = ()) -> Iterator[Jail]:
+def contained(
+    root: Path, run_id: str, hidden: Sequence[Path] = (), also_missing: Sequence[str] = ()
+) -> Iterator[Jail]:
     """Contain every command started inside the block (see the module's docstring); on leaving,
     end whatever is still in the run's cgroup, or re-parented to qualify. `hidden`: folders no
-    command may see (the seal key's)."""
+    command may see (the seal key's); `also_missing`: protections the run lacks that are not the
+    containment's to give (nix's builders' user, `qualify.core.nixbuilders`)."""
     global _jail  # noqa: PLW0603  (one run per process; set and restored here only)
     wanted = chosen()
     user = commanduser.chosen_user()
@@ -151,6 +154,7 @@ def contained(root: Path, run_id: str, hidden: Sequence[Path] = ()) -> Iterator[
     if hidden and not user.switched and box.bwrap is None:
         # Of qualify's own user and in no mount namespace: the key's folder is theirs to read.
         missing.append("a seal key out of the commands' reach (they are qualify's user, without bubblewrap)")
+    missing += also_missing
     before, _jail = _jail, Jail(root, secrets.token_hex(8), cell, box, user, processes, tuple(missing))
     try:
         yield _jail

@@ -5,6 +5,8 @@ public key the only one trusted, given to that command alone, so no key the host
 own (nix.conf's `trusted-public-keys`) can vouch for a path. A copy builds nothing: a path the
 cache lacks fails it. The secret key's contents are remembered as a secret before any command
 runs, so that wherever nix or a child prints them they are redacted; only its path is passed on.
+A host without the key file whose plan gives the public key (a fleet host) proves the cache it
+was given, filled where the key is, and copies nothing into it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
-from qualify.checks.binarycache import CacheParams, secret_key_problem
+from qualify.checks.binarycache import NO_PUBLIC_KEY, CacheParams, proves_only, secret_key_problem
 from qualify.checks.figures import Table
 from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
@@ -52,15 +54,23 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
     values = ctx.values(CANDIDATE)
     cache = resolved(params.cache, values, ctx.config.root)
     key = resolved(params.secret_key_file, values, ctx.config.root)
-    problem = secret_key_problem(key)
-    if problem is not None:
-        raise QualifyError(problem)
-    secret = key.read_text(encoding="utf-8").strip()
-    signed_by, _, encoded = secret.partition(":")
-    remember([secret, encoded])  # before any command: never in clear in a log or record
+    filling = not proves_only(params, key)
+    signed_by: str | None = None
+    if filling:
+        problem = secret_key_problem(key)
+        if problem is not None:
+            raise QualifyError(problem + ("" if key.exists() else NO_PUBLIC_KEY))
+        secret = key.read_text(encoding="utf-8").strip()
+        signed_by, _, encoded = secret.partition(":")
+        remember([secret, encoded])  # before any command: never in clear in a log or record
+    elif not (cache / "nix-cache-info").is_file():
+        raise QualifyError(
+            f"no binary cache at {cache} to prove, and secret_key_file {key} is not on this host "
+            "to fill one: bring the cache here from the host that filled it, or the key"
+        )
     if nix.version() is None:
         raise QualifyError("nix is not installed")
-    trusted = params.public_key or nix.public_key(key)
+    trusted = params.public_key if params.public_key is not None else nix.public_key(key)
     outs = sorted(set(record.candidate.outputs.values()))
     paths = nix.requisites(outs, "closure")
     if params.closure == "build" and record.candidate.drv is not None:
@@ -68,11 +78,15 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
             set(paths) | set(nix.requisites([record.candidate.drv], "build-closure", include_outputs=True))
         )
     infos = nix.path_infos(paths, "path-info")
-    cache.mkdir(parents=True, exist_ok=True)
-    ctx.echo(f"candidate: {len(paths)} paths to {cache}")
     held = sum(1 for path in paths if _narinfo(cache, path).is_file())
-    settings = {"compression": params.compression, "secret-key": str(key)}
-    copied = nix.copy(store_url(cache, **settings), paths, "copy")
+    if filling:
+        cache.mkdir(parents=True, exist_ok=True)
+        ctx.echo(f"candidate: {len(paths)} paths to {cache}")
+        settings = {"compression": params.compression, "secret-key": str(key)}
+        copied: Step | None = nix.copy(store_url(cache, **settings), paths, "copy")
+    else:
+        ctx.echo(f"candidate: no secret key here; proving the {held} of {len(paths)} paths {cache} holds")
+        copied = None
     found = CacheMeasurement(
         cache=store_url(cache),
         signed_by=signed_by,
@@ -84,10 +98,11 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
         nar_bytes=sum(int(info.get("narSize") or 0) for info in infos.values()),
         cache_bytes=sum(_cached_bytes(cache, path) for path in paths),
         cache_total_bytes=folder_bytes(cache),
+        filled_here=filling,
         copied=copied,
         build=_build_time(record, store_url(cache)),
     )
-    if not copied.ok:
+    if copied is not None and not copied.ok:
         return found
     return found.model_copy(update=_proved(nix, cache, paths, trusted))
 
@@ -158,7 +173,7 @@ def judge(saved: SavedCheck) -> Judgement:
         return Judgement(Verdict.ERROR, "the cache was not measured (the run stopped first)")
     if m.error is not None:
         return Judgement(Verdict.ERROR, m.error)
-    if m.copied is None or not m.copied.ok:
+    if m.filled_here and (m.copied is None or not m.copied.ok):
         why = m.copied.error if m.copied else "not attempted"
         return Judgement(Verdict.ERROR, f"the copy into {m.cache} failed: {why}", tables=(_table(m),))
     facts = CacheFacts(
@@ -166,7 +181,7 @@ def judge(saved: SavedCheck) -> Judgement:
         public_key=m.public_key,
         paths=m.paths,
         cache_mib=round(m.cache_bytes / _MIB, 3),
-        copy_s=m.copied.seconds,
+        copy_s=m.copied.seconds if m.copied else None,
         substitution_s=m.substitution.seconds if m.substitution else None,
         build_s=_built_s(m),
     )
@@ -175,15 +190,21 @@ def judge(saved: SavedCheck) -> Judgement:
     if finding is not None:
         return Judgement(Verdict.FAIL, finding.message, (finding,), tables, facts)
     trusted = (m.public_key or "").partition(":")[0]
+    filled = (
+        f"{m.paths} paths of the candidate's {m.closure} closure copied to {m.cache}, signed by {m.signed_by}"
+        if m.filled_here
+        else f"{m.cache} filled elsewhere (no secret key on this host): {m.held_before} of the "
+        f"candidate's {m.paths} {m.closure} closure paths found there"
+    )
     judged = (
-        f"{m.paths} paths of the candidate's {m.closure} closure copied to {m.cache}, "
-        f"signed by {m.signed_by}",
+        filled,
         f"substituted from the cache alone into an empty store trusting only {trusted}: "
         f"{m.substituted_paths} paths, none built",
         "every substituted path verified (NAR hash and signature)",
     )
     reason = (
-        f"{m.paths} paths, {m.cache_bytes / _MIB:.1f} MiB in the cache; substituted in "
+        ("" if m.filled_here else "filled elsewhere, proved here: ")
+        + f"{m.paths} paths, {m.cache_bytes / _MIB:.1f} MiB in the cache; substituted in "
         f"{facts.substitution_s:.2f} s" + (f" (built in {facts.build_s:.2f} s)" if facts.build_s else "")
     )
     return Judgement(Verdict.PASS, reason, (), tables, facts, judged=judged)
@@ -243,7 +264,9 @@ def _table(m: CacheMeasurement) -> Table:
         [
             "copy to the cache (s)",
             seconds(m.copied)
-            + (f" ({m.held_before} of {m.paths} paths held already)" if m.held_before else ""),
+            + (f" ({m.held_before} of {m.paths} paths held already)" if m.held_before else "")
+            if m.filled_here
+            else f"none: filled elsewhere, no secret key here ({m.held_before} of {m.paths} paths there)",
         ],
         ["substitution into an empty store (s)", seconds(m.substitution)],
         ["verification (s)", seconds(m.verify)],

@@ -96,6 +96,10 @@ class CacheMeasurement(Evidence):
     held_before: int = Field(
         default=0, description="closure paths the cache held before the copy (not signed again)"
     )
+    filled_here: bool = Field(
+        default=True,
+        description="false: no secret key on this host; the cache, filled where the key is, was proved only",
+    )
     copied: Step | None = Field(default=None, description="the copy into the cache")
     substitution: Step | None = None
     substituted_paths: int = 0

@@ -28,14 +28,19 @@ default) and signed with `secret_key_file` (its contents are registered as a sec
 record, a log or a report); then an empty store substitutes the arm from that cache alone with
 `require-sigs` on and only `public_key` trusted (a copy from a cache builds nothing: a path the
 cache lacks fails, it is never built), and `nix store verify` checks every path's NAR hash and
-signature there. Recorded: the cache's size for the arm, the copy's and the substitution's
-times, and the build stage's time for the candidate to compare them with.
+signature there. On a host without the secret key (the file is missing) whose plan gives
+`public_key`, as a fleet host's does, the cache filled where the key is is proved the same way
+and not filled: the report says it was filled elsewhere. Recorded: the cache's size for the arm,
+the copy's and the substitution's times, and the build stage's time for the candidate to
+compare them with.
 Verdict:
 - FAIL: the cache does not serve the arm to a host that trusts only the plan's key: a path
   unsigned or signed by a key the plan does not trust, a NAR that does not match its hash
-  (tampered or corrupt), a path missing, or the fresh store's copy failing verification.
-- ERROR: nix is missing, the key file cannot be read as a nix secret key, the build left no
-  store path for the candidate, or the copy into the cache failed (the disk, the folder).
+  (tampered or corrupt), a path missing (on a host that only proves the cache: one the host
+  that filled it did not put there), or the fresh store's copy failing verification.
+- ERROR: nix is missing, the key file cannot be read as a nix secret key (or is missing and the
+  plan gives no `public_key`), the build left no store path for the candidate, the copy into the
+  cache failed (the disk, the folder), or a host that only proves the cache finds none there.
 - PASS otherwise.
 What it cannot prove: that the hosts which will substitute from the cache can reach it, or
 trust its key; that the cache stays served.
@@ -62,7 +67,7 @@ from __future__ import annotations
 
 from qualify.checks.base import CANDIDATE, CheckKind
 from qualify.checks.binarycache import KIND as CACHE_KIND
-from qualify.checks.binarycache import CacheParams, key_bytes, secret_key_problem
+from qualify.checks.binarycache import NO_PUBLIC_KEY, CacheParams, key_bytes, proves_only, secret_key_problem
 from qualify.checks.storefolders import PathProblem, preflight_path
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
@@ -90,7 +95,10 @@ def _cache_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
         key = preflight_path(params.secret_key_file, config)
     except PathProblem as exc:
         return str(exc)
-    return None if key is None else secret_key_problem(key)
+    if key is None or proves_only(params, key):
+        return None
+    problem = secret_key_problem(key)
+    return None if problem is None else problem + ("" if key.exists() else NO_PUBLIC_KEY)
 
 
 def _cache_invalid(spec: CheckSpec) -> str | None:
@@ -127,13 +135,16 @@ INPUTS = CheckKind(
 
 CACHE = CheckKind(
     name=CACHE_KIND,
-    summary="the candidate's closure in a signed binary cache, substituted from it into an empty store",
+    summary=(
+        "the candidate's closure in a signed binary cache, substituted from it into an empty store "
+        "(a host without the secret key proves the cache it was given)"
+    ),
     params=CacheParams.declared(),
     verdict_rules=(
         "FAIL when an empty store that trusts only the plan's key cannot substitute the arm from the "
         "cache (unsigned or untrusted paths, a tampered NAR, a missing path) or its copy fails "
-        "verification; ERROR when nix, the key file, the build's store path or the copy stops the "
-        "check; PASS otherwise"
+        "verification; ERROR when nix, the key file (missing with no public_key), the build's store "
+        "path or the copy stops the check, or a host without the key has no cache to prove; PASS otherwise"
     ),
     default_roles=(CANDIDATE,),
     limits=(),

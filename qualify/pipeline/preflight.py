@@ -49,11 +49,16 @@ def require_stage_libraries() -> None:
         )
 
 
-def require_nix(plan: Plan) -> None:
-    """A plan that builds arms cannot start without nix: say so before any stage runs."""
-    builders = [
+def builds_arms(plan: Plan) -> list[str]:
+    """The plan's checks that build the arms with nix, as `stage/check`."""
+    return [
         f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if kind_named(c.kind, c.name).builds_arms
     ]
+
+
+def require_nix(plan: Plan) -> None:
+    """A plan that builds arms cannot start without nix: say so before any stage runs."""
+    builders = builds_arms(plan)
     if builders and shutil.which("nix") is None:
         raise QualifyError(
             f"nix is not installed, and the plan's {', '.join(builders)} builds the arms with it",
@@ -66,9 +71,7 @@ def require_flake(plan: Plan, config: ProjectConfig) -> None:
     needs its flake.nix: refused now (exit 4), not as a build ERROR once the run has started."""
     if ":" in config.flake:
         return  # a flake reference (github:, git+https:, path:): nix resolves it
-    builders = [
-        f"{s.name}/{c.name}" for s in plan.stages for c in s.checks if kind_named(c.kind, c.name).builds_arms
-    ]
+    builders = builds_arms(plan)
     root = (config.root / config.flake).resolve()
     if not builders or (root / "flake.nix").is_file():
         return

@@ -25,6 +25,7 @@ from qualify.core.containment import chosen, contained, runs_root
 from qualify.core.context import RoleArm
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.groups import end_recorded_groups, recording_groups
+from qualify.core.nixbuilders import builders_unprotected
 from qualify.core.redaction import remember_urls
 from qualify.core.runlist import new_run, open_run
 from qualify.core.runstore import LockLostError, RunDir, now_iso
@@ -37,6 +38,7 @@ from qualify.pipeline.members import Member, member_plan, members_for
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.planfiles import PlanStamp, plan_files, stamp
 from qualify.pipeline.preflight import (
+    builds_arms,
     require_clean_tree,
     require_flake,
     require_host,
@@ -254,7 +256,12 @@ def _run_members(
             # The seal is entered first and left last: it is saved once the run's last process
             # has ended, and no command sees the folder of the key that authenticates it.
             stack.enter_context(sealing(run.path))
-            jail = stack.enter_context(contained(runs_root(run.path), run.run_id, hidden=[key_folder()]))
+            nix = builders_unprotected() if builds_arms(plan) else None
+            jail = stack.enter_context(
+                contained(
+                    runs_root(run.path), run.run_id, hidden=[key_folder()], also_missing=[nix] if nix else []
+                )
+            )
             update_run(run, containment=jail.describe())
             with recording_groups(run.path / PROCESSES):
                 try:

@@ -11,6 +11,8 @@ import pytest
 from conftest import qualify_proc
 from nixflakes import NIX_CONFIG, git, have_nix, make_rocm_project
 
+from qualify.core.nixbuilders import builders_unprotected
+
 pytestmark = [pytest.mark.nix, pytest.mark.skipif(not have_nix(), reason="nix is not installed")]
 
 PLAN = """
@@ -70,6 +72,10 @@ def test_arms_are_built_from_one_locked_revision(rocm_run: tuple[Path, Path, int
         link = run_dir / "gcroots" / role
         assert link.is_symlink() and link.readlink().exists()
         assert roles[role]["out"] == str(link.readlink()) and roles[role]["drv"].endswith(".drv")
+    # How nix ran the flake's builders here, among what the host did not give, as nix says.
+    missing = json.loads((run_dir / "run.json").read_text())["containment"].get("missing", "")
+    builders = builders_unprotected()
+    assert (builders in missing) if builders else ("nix's builders" not in missing), missing
     # The later stage got {bin} from the build.
     later = json.loads((run_dir / "20-compile" / "stage.json").read_text())
     assert later["verdict"] == "PASS", later

@@ -375,3 +375,40 @@ def test_the_mix_matches_nvdisasm_on_the_same_cubins(judged: Judged, builds: Bui
         for name, expected in decoded.items():
             got = {column: int(rows[name][f"{side}_{column}"]) for column in expected}
             assert got == expected, (side, name)
+
+
+def unguarded_traps(cubin: Path) -> dict[str, int]:
+    """Each function's traps no predicate guards, from nvdisasm's JSON of the cubin (the
+    decoder splits predicate, opcode and modifiers itself)."""
+    argv = [str(nvdisasm_wheel()), "-json", str(cubin)]
+    listed = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)[1]
+    return {
+        str(f["function-name"]): sum(
+            1 for i in f["sass-instructions"] if i["opcode"] == "BPT.TRAP" and not i.get("predicate")
+        )
+        for f in listed
+    }
+
+
+def test_ggml_s_no_device_code_kernels_are_stubs_set_apart(judged: Judged, builds: Builds) -> None:
+    """ggml compiles a template instance the target does not build as NO_DEVICE_CODE: a printf of
+    the reason, then `__trap()`. Those kernels, and only those, are stubs in both builds."""
+    table = judged.table
+    trapping = set()
+    for (version, _), build in builds.items():
+        traps = unguarded_traps(build.cubin)
+        side = "pinned" if version == PINNED else "candidate"
+        counted = dict(zip(table["key"], table[f"{side}_traps"], strict=True))
+        assert {name: counted[name] for name in traps} == traps, build.stem
+        trapping |= {name for name, n in traps.items() if n}
+    stubs = set(table.loc[table["severity"] == "stub", "key"])
+    assert stubs == trapping and len(stubs) >= 10  # mmq's and fattn-vec's instances for other targets
+    for reason in table.loc[table["severity"] == "stub", "reasons"]:
+        assert reason.startswith("stub in both builds (its code does no work"), reason
+    # No global, flat or shared memory in them, which no kernel doing work lacks.
+    for side in ("pinned", "candidate"):
+        stub_rows = table[table["severity"] == "stub"]
+        assert (stub_rows[[f"{side}_global", f"{side}_flat", f"{side}_lds"]] == 0).all().all()
+        assert (
+            table.loc[table["severity"] != "stub", [f"{side}_global", f"{side}_flat"]].sum(axis=1) > 0
+        ).all()

@@ -4,8 +4,9 @@ tests/compile/kernels/cuda's two translation units, compiled here by nvcc (on PA
 pinned toolchain's, `cuda_wheels.find_nvcc`) to objects, then linked into a shared library, an
 executable and an archive; relocatable (`-rdc`) builds, whose device code nvcc links into one
 blob, and a stripped library cannot name a source and say why. The expected side is the build:
-each object is one unit, and nvcc names the unit by its `.cudafe1.cpp` intermediate, whose name
-the object's FILE symbol (as readelf lists it) holds behind a temporary prefix.
+each object is one unit, named after the `.cu` source it was compiled from: nvcc names the
+`.cudafe1.cpp` intermediate, which the object's FILE symbol (as readelf lists it) holds behind a
+temporary prefix, after that source's stem.
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ def sha(data: bytes) -> str:
 
 
 def own(builds: Builds) -> set[tuple[str, str]]:
-    """(source, cubin digest) of each unit's own object, named as nvcc wrote it."""
+    """(source, cubin digest) of each unit's own object, named by the source it was compiled from."""
     return {
-        (f"{unit}.cudafe1.cpp", sha(b.data))
+        (f"{unit}.cu", sha(b.data))
         for unit in UNITS
         for b in iter_cubins(builds.get(f"{unit}.o").read_bytes(), unit)
     }
@@ -97,7 +98,7 @@ def test_objects_and_a_linked_library_name_each_kernels_unit(builds: Builds) -> 
     table = found.tables["cuda"]
     by_unit = {s: set(rows["name"]) for s, rows in table.groupby("source_file")}
     assert by_unit == {
-        f"{unit}.cudafe1.cpp": set(scan(builds.get(f"{unit}.o"), host_patterns=()).tables["cuda"]["name"])
+        f"{unit}.cu": set(scan(builds.get(f"{unit}.o"), host_patterns=()).tables["cuda"]["name"])
         for unit in UNITS
     }
     assert table["source_file"].notna().all() and "no_source_file" not in found.files[0]
@@ -126,3 +127,20 @@ def test_relocatable_and_stripped_builds_name_no_unit_and_say_why(builds: Builds
     found = scan(builds.get("two_tu_rdc.exe"), host_patterns=())
     assert found.tables["cuda"]["source_file"].isna().all() and len(found.tables["cuda"]) > 0
     assert found.files[0]["no_source_file"] == "-rdc: the device link (link.stub) holds several sources' code"
+
+
+@pytest.mark.parametrize(
+    ("written", "named"),
+    [
+        ("tmpxft_00001d1d_00000000-6_fattn-tile-instance-dkq80.cudafe1.cpp", "fattn-tile-instance-dkq80.cu"),
+        ("tmpxft_0a_00000001-7_mmq.cudafe1.cpp", "mmq.cu"),
+        # Not nvcc's intermediate: kept as written.
+        ("mmq.cudafe1.cpp", "mmq.cudafe1.cpp"),
+        ("kernels.cu", "kernels.cu"),
+    ],
+)
+def test_nvcc_s_intermediate_names_the_source_it_was_made_from(written: str, named: str) -> None:
+    from qualify.compile.sourcefiles import CUDA, HIP
+
+    assert CUDA.unit(written) == named
+    assert HIP.unit(written) == written  # clang writes the source's own name

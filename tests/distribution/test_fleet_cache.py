@@ -178,8 +178,9 @@ def test_without_the_secret_a_host_trusts_the_cache_by_the_plans_public_key(
 ) -> None:
     """The secret key is not on this host. Without `public_key` the cache is not used, the
     build says why, and the fresh store cannot build the arm; with the fleet profile's
-    `public_key` the arm is substituted whole. (A run that includes the distribution stage is
-    refused without the key, so each host reruns the build stage of a run made elsewhere.)"""
+    `public_key` the arm is substituted whole. A whole run there (the distribution stage
+    included) proves the cache it was given without filling it; without a public key it is
+    refused before anything starts, naming the key file and the public_key it would need."""
     project, made, public, paths = filled
     with moved(outside(project, "dist") / "cache-key.sec"):
         code, run_dir, out = run(project, fresh_store(tmp_path / "a"), "--run", made.name, *REBUILD)
@@ -196,10 +197,36 @@ def test_without_the_secret_a_host_trusts_the_cache_by_the_plans_public_key(
         assert measured(run_dir, "pinned")["substitution"]["paths"] == {}
         assert not measured(run_dir, "pinned")["ok"]  # nothing here can build it
 
+        code, _, out = run(project, nix_env(), *AA)
+        assert code == 4 and "secret_key_file" in out and "public_key" in out, out[-2000:]
         code, fleet_run, out = run(project, nix_env(), *AA, "--profile", "fleet")
-    assert code == 4 and "secret_key_file" in out  # the distribution stage signs: it needs the key
-    code, fleet_run, out = run(project, nix_env(), *AA, "--profile", "fleet")
-    assert code == 0, out[-3000:]
+        assert code == 0, out[-3000:]
+        proof = json.loads((fleet_run / "70-distribution" / "cache" / "result.json").read_text())
+        assert proof["verdict"] == "PASS" and proof["reason"].startswith("filled elsewhere, proved here"), (
+            proof
+        )
+        said = rows(proof, f"Binary cache file://{outside(project, 'dist') / 'cache'}")
+        assert said["copy to the cache (s)"].startswith("none: filled elsewhere, no secret key here"), said
+        saved = json.loads(
+            (fleet_run / "70-distribution" / "cache" / "candidate" / "measurement.json").read_text()
+        )
+        assert not saved["filled_here"] and saved["copied"] is None and saved["signed_by"] is None
+        assert saved["substituted_paths"] == saved["paths"] == paths
+        # No cache here either: nothing to prove, said as the check's error.
+        with moved(outside(project, "dist") / "cache"):
+            code, again, out = run(
+                project,
+                nix_env(),
+                "--run",
+                fleet_run.name,
+                "--pinned",
+                "cand",
+                "--only",
+                "distribution",
+                "--force",
+            )
+        res = json.loads((again / "70-distribution" / "cache" / "result.json").read_text())
+        assert res["verdict"] == "ERROR" and "no binary cache at" in res["reason"], res
     with moved(outside(project, "dist") / "cache-key.sec"):
         code, run_dir, out = run(project, fresh_store(tmp_path / "b"), "--run", fleet_run.name, *REBUILD)
     (cache,) = caches(run_dir)
