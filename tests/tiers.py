@@ -49,9 +49,10 @@ HEAVY = ("nix", "example", "model", "slow")
 #: The marks whose resource a run can leave out (a slow test needs nothing a machine may lack).
 RESOURCES = ("nix", "example", "model")
 
-#: A heavy test with this mark measures time on real processes (a bench that must decide, a
-#: soak's latencies, a run set of the example with its bench and soak): `make test` runs it last,
-#: in one process, with the machine to itself. The other heavy tests run on two workers.
+#: A heavy test with this mark depends on the timing of real processes (a bench that must
+#: decide, a soak's latencies, a run set of the example with its bench and soak, a hostile
+#: command racing the run's checks): `make test` runs it last, in one process, with the machine
+#: to itself. The other heavy tests run on two workers.
 ALONE = "alone"
 
 #: Session fixtures too costly to make twice: every test using one goes to the same worker
