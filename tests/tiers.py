@@ -2,12 +2,13 @@
 mark out refusing what that mark stands for.
 
 `make check` runs every test that needs no nix, no bundled example built and no model and is
-not slow: 2 006 of the suite's 2 408 tests, in 4.3 minutes of a 2-core machine on two
-pytest-xdist workers (6.7 minutes of CPU). `make test` runs them so, then the rest in two
-phases: the heavy tests on two workers (`--dist loadgroup`: a test using a shared session
-fixture goes where the others using it go, the rest by module), then, in one process with the
-machine to itself, those marked `alone`, which measure time on real processes (a bench that
-must decide, a soak's latencies, the example's run set with its bench and soak). A test is slow where it takes more than a few seconds: every test on one of the
+not slow: about 2 000 of the suite's 2 400 tests, in under 5 minutes of a 2-core machine on two
+pytest-xdist workers. `make test` runs them so, then the rest in two phases: the heavy tests on
+two workers (`--dist loadgroup`: a test using a shared session fixture goes where the others
+using it go, the rest by module), then, in one process with the machine to itself, those
+marked `alone`, which depend on the timing of real processes (a bench that must decide, a
+soak's latencies, the example's run set with its bench and soak, a hostile command racing the
+run's checks). A test is slow where it takes more than a few seconds: every test on one of the
 examples' recorded runs re-judged (the `rejudge_recorded` fixture), and, marked by hand, the
 end-to-end tests of several runs (fleets, bisects over a series of arms, run sets, fault
 scenarios that kill, resume and rerun). Each such behaviour keeps one test in `make check`, and

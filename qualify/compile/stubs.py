@@ -52,12 +52,12 @@ and its own code:
 A trap that a branch goes round (`if (n < 0) __trap();`) is counted too, since the branch, not a
 predicate, guards it; such a kernel stays judged by the rest: the path round the trap does its
 work, and work reaches global, flat or shared memory, which a stub never touches. So a stub has
-nothing to write its work to, whichever path it takes. In the CUDA
-builds of ggml's `mmq-instance-q4_0.cu` and `fattn-vec-instance-f16-f16.cu` (nvcc 13.0, sm_90)
-the 18 kernels with a trap are exactly these, each 25 or 26 instructions: 8 ALU, 8 constant
-loads, 5 local stores, 1 `HFMA2.MMA`, the call and the closing branch. A body that aborts by
-another call (`assert` alone: `__assertfail` is called, no trap follows) stays judged, as do
-tables saved before traps were counted.
+nothing to write its work to, whichever path it takes. In the CUDA builds of ggml's
+`mmq-instance-q4_0.cu` and `fattn-vec-instance-f16-f16.cu` (nvcc 13.0, sm_90) the 18 kernels
+with a trap are exactly these, each 25 or 26 instructions: 8 ALU, 8 constant loads, 5 local
+stores, 1 `HFMA2.MMA`, the call and the closing branch. A body that aborts by another call
+(`assert` alone: `__assertfail` is called, no trap follows) stays judged, as do tables saved
+before traps were counted.
 """
 
 from __future__ import annotations

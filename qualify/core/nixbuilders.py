@@ -4,7 +4,7 @@ A build runs the flake's own builders (shell scripts, compilers, the engine's bu
 engine's commands, which qualify trusts no more than a check's. Where nix builds through a daemon
 (a multi-user install), or as root with build users (`build-users-group`), each builder is a
 build user of its own and cannot reach qualify's files. A single-user nix, or root's nix without
-build users (Debian's nix-bin as its README sets it up), runs every builder as qualify's own user:
+build users (Debian's nix-bin as qualify's README sets it up), runs every builder as qualify's user:
 a hostile builder could read the seal key and write the run's records. The containment cannot
 change that (nix must write its store), so the run says so where it says what else the host
 could not give.
@@ -13,7 +13,8 @@ Contract of `builders_unprotected()`: the missing protection in words, or None w
 builders are apart from qualify's user or nix cannot say (not installed, an error). Read from
 nix's own settings as it resolves them (`nix show-config --json`, or `nix config show --json`
 where the first is gone), never from nix.conf by hand: `NIX_CONFIG`, the user's and the system's
-files and the defaults all count.
+files and the defaults all count. A plan's own nix options (`--nix-option`, a check's settings)
+are not read: they apply to its build commands alone.
 """
 
 from __future__ import annotations

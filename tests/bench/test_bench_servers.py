@@ -19,7 +19,8 @@ from qualify.core.config import ArmSpec, ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
 from qualify.core.verdicts import Verdict
 
-#: Its heavy tests run with the machine to itself (tests/tiers.py): the real engine's servers must decide their bench.
+#: Its heavy tests run with the machine to itself (tests/tiers.py): the real engine's servers
+#: must decide their bench.
 pytestmark = pytest.mark.alone
 
 MODEL = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp" / "data" / "gemma-3-270m-q4_k_m.gguf"

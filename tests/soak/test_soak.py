@@ -24,7 +24,8 @@ from qualify.pipeline.plan import load_plan
 from qualify.soak import check as soak
 from qualify.soak.telemetry import Sampler
 
-#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers' latencies over time.
+#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers'
+#: latencies over time.
 pytestmark = pytest.mark.alone
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
