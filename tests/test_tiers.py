@@ -123,6 +123,10 @@ def test_a_test_on_a_shared_session_fixture_goes_with_the_others_using_it() -> N
         ("not nix", {"nix"}),
         ("not example and not model", {"example", "model"}),
         (CHECK, {"nix", "example", "model"}),
+        # make test's heavy phases: each keeps every resource (its example tests need them all).
+        (rest_markexpr(), set()),
+        (alone_markexpr(), set()),
+        ("alone and not nix", {"nix"}),
     ],
 )
 def test_a_run_leaves_out_what_no_selected_test_may_carry(markexpr: str, out: set[str]) -> None:

@@ -167,14 +167,15 @@ def group(fixturenames: Iterable[str], module: str) -> str:
 
 def left_out(markexpr: str) -> set[str]:
     """The resources a run with this -m leaves out: those no test carrying their mark can be
-    selected by it, whatever other marks of HEAVY the test has (`-m example` keeps nix, as every
-    example test also runs nix)."""
+    selected by it, whatever other marks of HEAVY, and ALONE, the test has (`-m example` keeps
+    nix, as every example test also runs nix; `make test`'s last phase, `... and alone`, keeps
+    them all)."""
     if not markexpr.strip():
         return set()
     expression = Expression.compile(markexpr)
     out = set()
     for resource in RESOURCES:
-        others = [mark for mark in HEAVY if mark != resource]
+        others = [mark for mark in (*HEAVY, ALONE) if mark != resource]
         combinations = (
             {resource, *chosen}
             for size in range(len(others) + 1)
