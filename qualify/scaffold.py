@@ -222,7 +222,8 @@ def next_steps(directory: Path) -> list[str]:
         # The default plan's distribution stage signs its binary cache with it (docs/distribution.md).
         name = re.sub(r"[^A-Za-z0-9-]", "-", directory.resolve().name) or "engine"
         steps.append(
-            f"mkdir -p {key.parent} && nix key generate-secret --key-name {name}-cache-1 > {key}"
+            f"mkdir -p {key.parent} && "
+            f"(umask 077 && nix key generate-secret --key-name {name}-cache-1 > {key})"
             "    # the binary cache's signing key (stages/70-distribution.toml)"
         )
     steps += [

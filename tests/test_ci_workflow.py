@@ -744,6 +744,7 @@ def test_the_jobs_steps_run_in_order_on_a_project_qualify_init_wrote(
     )
     assert made.returncode == 0, made.stderr
     key.write_bytes(made.stdout)
+    key.chmod(0o600)  # its owner's alone, or the distribution stage refuses it
     before = subprocess.run(git_status, capture_output=True, text=True).stdout
     assert before == "!! .qualify/\n", before
     with Serving(GitHub(REPOSITORY, TOKEN)) as github:

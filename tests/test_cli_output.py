@@ -188,7 +188,7 @@ def test_init_ignores_runs_and_says_what_comes_next(tmp_path: Path) -> None:
     assert "next:" in done.stdout
     for step in (
         "flake.nix",
-        f"nix key generate-secret --key-name engine-cache-1 > {project / '.qualify' / 'cache-key.sec'}",
+        f"(umask 077 && nix key generate-secret --key-name engine-cache-1 > {project / '.qualify' / 'cache-key.sec'})",
         f"qualify doctor -C {project}",
         f"qualify plan -C {project}",
         "git",

@@ -33,8 +33,8 @@ class CacheParams(KindParams):
 
 #: How to make a key pair, said wherever one is missing.
 KEYGEN = (
-    "make one: nix key generate-secret --key-name NAME-1 > FILE (keep it out of the repository), "
-    "and give hosts its public half: nix key convert-secret-to-public < FILE"
+    "make one: (umask 077 && nix key generate-secret --key-name NAME-1 > FILE) (keep it out of the "
+    "repository), and give hosts its public half: nix key convert-secret-to-public < FILE"
 )
 
 
@@ -45,15 +45,25 @@ def proves_only(params: CacheParams, key: Path) -> bool:
 
 
 def secret_key_problem(path: Path) -> str | None:
-    """Why `path` is not a nix secret signing key (`name:base64` of 64 bytes), in words that
-    never quote its contents; None when it is one."""
+    """Why `path` is not a nix secret signing key (`name:base64` of 64 bytes) that only its owner
+    may read, in words that never quote its contents; None when it is one. A key other users may
+    read is refused as ssh refuses such a private key: checked commands run as another user
+    (`nobody`) and must not be able to sign a cache the plan's hosts trust."""
     try:
         text = path.read_text(encoding="utf-8").strip()
+        mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         return f"secret_key_file {path} does not exist; {KEYGEN}"
     except (OSError, UnicodeDecodeError) as exc:
         return f"secret_key_file {path} cannot be read ({type(exc).__name__}); {KEYGEN}"
-    return None if key_bytes(text, 64) else f"secret_key_file {path} is not a nix secret key; {KEYGEN}"
+    if not key_bytes(text, 64):
+        return f"secret_key_file {path} is not a nix secret key; {KEYGEN}"
+    if mode & 0o077:
+        return (
+            f"secret_key_file {path} may be read by other users (mode {mode:04o}): chmod 600 {path}, "
+            "so that no command of a run, which runs as another user, can read the key that signs the cache"
+        )
+    return None
 
 
 #: Said where the key file is missing and the plan gives no public key to prove by.

@@ -257,3 +257,8 @@ def test_a_key_file_that_is_no_key_is_named_never_quoted(tmp_path: Path, nix_fla
     assert (
         said is not None and str(bad) in said and "hunter2" not in said and "nix key generate-secret" in said
     )
+    # A real key that other users may read: refused, naming the mode and what to do.
+    good.chmod(0o644)
+    said = secret_key_problem(good)
+    assert said is not None and "mode 0644" in said and f"chmod 600 {good}" in said, said
+    assert good.read_text().split(":")[1].strip()[:12] not in said
