@@ -238,13 +238,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: it reads these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouping = config.pluginmanager.hasplugin("xdist")
     for item in items:
         for mark in sorted(marks_for(item.fixturenames)):
             item.add_marker(mark)
         item.stash[_item_tier] = tier(m.name for m in item.iter_markers())
         config.stash[_tier_of][item.nodeid] = item.stash[_item_tier]
-        # Read by `--dist loadgroup` (pytest-xdist), which runs after this hook.
-        item.add_marker(pytest.mark.xdist_group(group(item.fixturenames, item.nodeid.split("::")[0])))
+        # Read by `--dist loadgroup` (pytest-xdist, which registers the mark), after this hook.
+        if grouping:
+            item.add_marker(pytest.mark.xdist_group(group(item.fixturenames, item.nodeid.split("::")[0])))
     # In one process, the tiers in order (check, rest, alone), each in collection order: the check
     # tier's failures show in minutes, and each tier's time is a phase of its own. A module with
     # tests of several tiers is visited again; none of them has a module fixture both tiers use.
