@@ -31,17 +31,15 @@ Loaded by tests/conftest.py as a plugin (`pytest_plugins`).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Generator, Iterable
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 from _pytest.mark.expression import Expression  # what -m is evaluated with; no public name
+from tierclock import ALONE, TIER_PROPERTY, TierClock
 
 #: A test with any of these marks is out of the check tier: `make check` deselects them (its -m
 #: is the one `check_markexpr` writes; tests/test_tiers.py holds the Makefile to it).
@@ -49,12 +47,6 @@ HEAVY = ("nix", "example", "model", "slow")
 
 #: The marks whose resource a run can leave out (a slow test needs nothing a machine may lack).
 RESOURCES = ("nix", "example", "model")
-
-#: A heavy test with this mark depends on the timing of real processes (a bench that must
-#: decide, a soak's latencies, a run set of the example with its bench and soak, a hostile
-#: command racing the run's checks): `make test` runs it last, in one process, with the machine
-#: to itself. The other heavy tests run on two workers.
-ALONE = "alone"
 
 #: Session fixtures too costly to make twice: every test using one goes to the same worker
 #: (xdist_group), the first listed that it uses naming the group. Other tests go by module, so a
@@ -207,7 +199,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_tier_of] = {}
-    config.pluginmanager.register(_TierClock(config), "tier-clock")
+    config.pluginmanager.register(TierClock(config, config.stash[_tier_of]), "tier-clock")
     out = left_out(config.getoption("markexpr", "") or "")
     # Set before collection: a module's `skipif(shutil.which("nix") is None)` then finds the
     # stand-in and the test runs, and fails, rather than skipping on a machine without nix.
@@ -309,10 +301,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
     return (yield from _refusing_nix(item))
 
 
-#: The property a worker's report carries its test's tier in, for the workers' controller.
-_TIER_PROPERTY = "qualify-tier"
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -321,89 +309,5 @@ def pytest_runtest_makereport(
     # From the item: with --dist loadgroup a worker's nodeids end in "@group" after collection.
     name = item.stash.get(_item_tier, None)
     if isinstance(report, pytest.TestReport) and name is not None:
-        report.user_properties.append((_TIER_PROPERTY, name))
+        report.user_properties.append((TIER_PROPERTY, name))
     return report
-
-
-class _TierClock:
-    """Each tier's tests and time. A tier's time is the wall clock from its first test's start
-    to its last test's report (session fixtures count in the first test that uses them: the
-    example's build in the rest); on several workers (pytest-xdist) the tests' own seconds,
-    summed, are said beside it. In one process a tier's line is written as the next tier starts,
-    so that a CI log shows it as a phase of its own, and again with the others at the end. On
-    the workers' controller a test's tier comes from its report, where its worker wrote it."""
-
-    LABELS: ClassVar[dict[str, str]] = {
-        "check": "check tier (make check)",
-        "rest": "the rest",
-        ALONE: "the rest measuring time, alone",
-    }
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.tests: dict[str, set[str]] = {name: set() for name in self.LABELS}
-        self.seconds: dict[str, float] = dict.fromkeys(self.LABELS, 0.0)
-        self.span: dict[str, list[float]] = {}
-
-    def _tier(self, report: pytest.TestReport) -> str:
-        known = self.config.stash[_tier_of].get(report.nodeid)
-        if known is not None:
-            return known
-        # A worker's report: the tier its worker wrote on it (pytest_runtest_makereport).
-        return next((str(v) for k, v in report.user_properties if k == _TIER_PROPERTY), "rest")
-
-    @property
-    def workers(self) -> int:
-        return int(getattr(self.config.option, "numprocesses", 0) or 0)
-
-    def wall(self, name: str) -> float:
-        start, end = self.span.get(name, (0.0, 0.0))
-        return end - start
-
-    def line(self, name: str) -> str:
-        seen = len(self.tests[name])
-        count = f"{seen} test" + ("s" if seen != 1 else "")
-        on = f" on {self.workers} workers ({self.seconds[name]:.0f} s of tests)" if self.workers > 1 else ""
-        return f"::: tests: {self.LABELS[name]}, {count}, took {self.wall(name):.0f} s{on}"
-
-    def _mark(self, name: str) -> None:
-        now = time.monotonic()
-        self.span.setdefault(name, [now, now])[1] = now
-
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        name = self.config.stash[_tier_of].get(nodeid)
-        if name is None:  # on the workers' controller: the report says
-            return
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if not self.tests[name] and terminal is not None:
-            for done in (other for other, seen in self.tests.items() if seen and other != name):
-                terminal.ensure_newline()
-                terminal.write_line(self.line(done))
-        self._mark(name)
-        self.tests[name].add(nodeid)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        name = self._tier(report)
-        if report.when == "setup" and name not in self.span:
-            self.span[name] = [time.monotonic() - report.duration] * 2
-        self.tests[name].add(report.nodeid)
-        self.seconds[name] += report.duration
-        self._mark(name)
-
-    @pytest.hookimpl(trylast=True)  # after the slowest durations: the last lines a CI log shows
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        for name, seen in self.tests.items():
-            if seen:
-                terminalreporter.write_line(self.line(name))
-        path = self.config.getoption("tier_times")
-        if path:
-            summary = {
-                name: {
-                    "tests": len(seen),
-                    "seconds": round(self.wall(name), 1),
-                    "test_seconds": round(self.seconds[name], 1),
-                    "workers": max(self.workers, 1),
-                }
-                for name, seen in self.tests.items()
-            }
-            Path(path).write_text(json.dumps(summary, indent=1) + "\n")

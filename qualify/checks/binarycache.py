@@ -67,10 +67,19 @@ def secret_key_problem(path: Path) -> str | None:
 
 
 #: Said where the key file is missing and the plan gives no public key to prove by.
-NO_PUBLIC_KEY = (
+_NO_PUBLIC_KEY = (
     "; a host that only reads the cache (filled where the key is) needs the check's public_key, "
     "the key it proves the cache by"
 )
+
+
+def key_problem(params: CacheParams, key: Path) -> str | None:
+    """Why this host can neither fill the cache (with the secret key at `key`) nor prove one
+    filled elsewhere (`proves_only`); None where it can do one of them."""
+    if proves_only(params, key):
+        return None
+    problem = secret_key_problem(key)
+    return None if problem is None else problem + ("" if key.exists() else _NO_PUBLIC_KEY)
 
 
 def key_bytes(text: str, size: int) -> bool:

@@ -125,6 +125,10 @@ def counts_table(counts: dict[str, dict[str, int]], results: Sequence[KernelDiff
     )
 
 
+#: Each family's instruction-mix columns in the diff frame (CUDA's traps beside its mix).
+_MIX: dict[str, tuple[str, ...]] = {"amdgpu": MIX_COLUMNS, "cuda": (*MIX_COLUMNS, TRAPS), "host": ()}
+
+
 def diff_frame(results: Sequence[KernelDiff]) -> pd.DataFrame:
     """One row per kernel: family, target, key, severity, reasons, then pinned_* and candidate_*."""
     records: list[dict[str, Any]] = []
@@ -136,9 +140,8 @@ def diff_frame(results: Sequence[KernelDiff]) -> pd.DataFrame:
             "severity": r.severity,
             "reasons": "; ".join(r.reasons),
         }
-        mix = (*MIX_COLUMNS, *((TRAPS,) if r.family == "cuda" else ())) if r.family != "host" else ()
         for side, figures in (("pinned", r.pinned), ("candidate", r.candidate)):
-            for field in (*(f for _, f in _FIELDS[r.family]), *mix, "copies"):
+            for field in (*(f for _, f in _FIELDS[r.family]), *_MIX[r.family], "copies"):
                 record[f"{side}_{field}"] = None if figures is None else figures.get(field)
         records.append(record)
     columns = ["family", "target", "key", "severity", "reasons"]

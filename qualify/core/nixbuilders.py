@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,8 @@ TIMEOUT_S = 30
 
 
 def builders_unprotected() -> str | None:
-    """See the module (nix as qualify's environment finds it, which its builds inherit)."""
-    if shutil.which("nix") is None:
-        return None
+    """See the module (nix as qualify's environment finds it, which its builds inherit; a
+    missing nix answers 127, as any command that cannot start)."""
     for argv in SHOW_CONFIG:
         code, out = process.host_capture(argv, timeout_s=TIMEOUT_S)
         if code == 0:

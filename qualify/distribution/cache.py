@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.checks.base import CANDIDATE, Finding, Judgement, SavedCheck
-from qualify.checks.binarycache import NO_PUBLIC_KEY, CacheParams, proves_only, secret_key_problem
+from qualify.checks.binarycache import CacheParams, key_problem, proves_only
 from qualify.checks.figures import Table
 from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
@@ -54,12 +54,12 @@ def _measure(ctx: CheckContext, params: CacheParams, nix: Nix) -> CacheMeasureme
     values = ctx.values(CANDIDATE)
     cache = resolved(params.cache, values, ctx.config.root)
     key = resolved(params.secret_key_file, values, ctx.config.root)
+    problem = key_problem(params, key)
+    if problem is not None:
+        raise QualifyError(problem)
     filling = not proves_only(params, key)
     signed_by: str | None = None
     if filling:
-        problem = secret_key_problem(key)
-        if problem is not None:
-            raise QualifyError(problem + ("" if key.exists() else NO_PUBLIC_KEY))
         secret = key.read_text(encoding="utf-8").strip()
         signed_by, _, encoded = secret.partition(":")
         remember([secret, encoded])  # before any command: never in clear in a log or record

@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from qualify.checks.base import CANDIDATE, CheckKind
 from qualify.checks.binarycache import KIND as CACHE_KIND
-from qualify.checks.binarycache import NO_PUBLIC_KEY, CacheParams, key_bytes, proves_only, secret_key_problem
+from qualify.checks.binarycache import CacheParams, key_bytes, key_problem
 from qualify.checks.storefolders import PathProblem, preflight_path
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
@@ -95,10 +95,7 @@ def _cache_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
         key = preflight_path(params.secret_key_file, config)
     except PathProblem as exc:
         return str(exc)
-    if key is None or proves_only(params, key):
-        return None
-    problem = secret_key_problem(key)
-    return None if problem is None else problem + ("" if key.exists() else NO_PUBLIC_KEY)
+    return None if key is None else key_problem(params, key)
 
 
 def _cache_invalid(spec: CheckSpec) -> str | None:
