@@ -7,8 +7,10 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +69,21 @@ def _found(argv0: str, env: Mapping[str, str], cwd: Path | None) -> None:
         )
 
 
+#: The thread children are started from when a worker thread asks (a block's servers start side by
+#: side). bubblewrap's --die-with-parent kills the command when the *thread* that started it ends,
+#: not the process: a server started from a pool's thread died as that thread finished. This
+#: thread lives as long as qualify, as the main thread does; qualify's watchers and cgroups still
+#: end every child with qualify.
+_STARTER = ThreadPoolExecutor(1, thread_name_prefix="qualify-starter")
+
+
+def _started(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """`start()`, called from a thread that outlives the child (see `_STARTER`)."""
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    return _STARTER.submit(start).result()
+
+
 def spawn(
     argv: Sequence[str],
     *,
@@ -82,14 +99,16 @@ def spawn(
     if len(held.argv) != len(argv):  # behind a wrapper, a missing program would be its exit 127
         _found(argv[0], env, cwd)
     try:
-        proc = subprocess.Popen(
-            [_utf8(arg) for arg in held.argv],
-            env={_utf8(name): _utf8(value) for name, value in held.env.items()},
-            cwd=None if cwd is None else _utf8(str(cwd)),
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
-            start_new_session=True,  # own session and process group
+        proc = _started(
+            lambda: subprocess.Popen(
+                [_utf8(arg) for arg in held.argv],
+                env={_utf8(name): _utf8(value) for name, value in held.env.items()},
+                cwd=None if cwd is None else _utf8(str(cwd)),
+                stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
+                start_new_session=True,  # own session and process group
+            )
         )
     except FileNotFoundError:
         if held.cell is not None:
