@@ -168,3 +168,43 @@ def test_a_file_changed_after_it_was_sealed_stops_the_run_whatever_its_signature
         data.write_text('{"samples": [9]}')
         with pytest.raises(seal.Tampered, match="measurement.json"):
             seal.check()
+
+
+def continued_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_key: Path, *, key_carried: bool
+) -> Path:
+    """A run sealed on one host, then continued (a second stage written) on another: a GPU lease
+    resumes the run a lease before it wrote out."""
+    first = sealed_run(tmp_path)
+    run = first.parent.parent
+    other = tmp_path / "other-host"
+    if key_carried:  # as the CUDA example's pack.sh --run and host.sh carry it
+        (other / "qualify").mkdir(parents=True, mode=0o700)
+        (other / "qualify" / sealkey.KEY).write_bytes((own_key / "qualify" / sealkey.KEY).read_bytes())
+        (other / "qualify" / sealkey.KEY).chmod(0o600)
+    monkeypatch.setenv(sealkey.ENV, str(other))
+    second = run / "20-compile" / "stage.json"
+    second.parent.mkdir()
+    with sealing(run):
+        second.write_text('{"status": "complete"}')
+        seal.note(second)
+    return first
+
+
+def test_a_run_continued_on_another_host_vouches_only_for_what_that_host_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_key: Path
+) -> None:
+    first = continued_elsewhere(tmp_path, monkeypatch, own_key, key_carried=False)
+    run = first.parent.parent
+    problem, _ = stage_problem(first.parent, [first], run)
+    assert problem is not None and problem.startswith("not sealed"), problem
+    assert stage_problem(run / "20-compile", [run / "20-compile" / "stage.json"], run)[0] is None
+
+
+def test_with_the_first_hosts_key_carried_over_its_stages_still_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_key: Path
+) -> None:
+    first = continued_elsewhere(tmp_path, monkeypatch, own_key, key_carried=True)
+    run = first.parent.parent
+    assert stage_problem(first.parent, [first], run)[0] is None
+    assert state_of(run).trust is Trust.VERIFIED

@@ -98,7 +98,10 @@ for t in "$bundles"/c*/*.tar.xz "$state"/treepieces/*.tar.xz; do
   [ -e "$t" ] || continue
   name=$(basename "$t" .tar.xz)
   [ -f "$state/added.$name" ] && continue
-  tar -C "$state" -xJf "$t" && nix-store --add-fixed --recursive sha256 "$state/$name" > "$state/added.$name" \
+  # The marker only once the store holds the tree: a shell's redirection would make it even
+  # where nix-store failed (no nix yet, when a tree's bundle comes before c1).
+  tar -C "$state" -xJf "$t" && nix-store --add-fixed --recursive sha256 "$state/$name" > "$state/added.$name.tmp" \
+    && mv "$state/added.$name.tmp" "$state/added.$name" \
     && rm -rf "${state:?}/$name" && log "store: $(cat "$state/added.$name")"
 done
 # 3b. arms built elsewhere (pack.sh --arms; c1/arms.attrs names them): imported once all their
@@ -220,6 +223,14 @@ print(d["containment"]["records"][:60], "| failed:", d["failed"] or "none")' "$s
   # rather than a new one started: its stages on disk stay, the ones named run now.
   resume=""
   if [ -f "$bundles/r1/run.tar.xz" ]; then
+    # The seal key of the lease that made the run (pack.sh --run takes it from beside the
+    # run.tar.xz): without it the run's seal does not verify here, and the stages that lease ran
+    # would no longer count (a resumed run seals only what this host can vouch for).
+    key=${XDG_STATE_HOME:-$HOME/.local/state}/qualify/seal.key
+    if [ -f "$bundles/r1/seal.key" ] && [ ! -e "$key" ]; then
+      (umask 077 && mkdir -p "$(dirname "$key")" && cp "$bundles/r1/seal.key" "$key") \
+        && log "seal key of the run's earlier lease in place"
+    fi
     mkdir -p "$state/runs" && tar -C "$state/runs" -xJf "$bundles/r1/run.tar.xz" \
       && resume=$(tar -tJf "$bundles/r1/run.tar.xz" | sed -n 's|^\./||; s|/.*||p' | grep -v '^$' | sort -u | head -1)
     log "resuming run $resume (from r1/run.tar.xz)"
@@ -322,6 +333,10 @@ if [ -d "$state/runs" ]; then
   (cd "$state/runs" && find . -type f -size -16M ! -name '*.kld' ! -name '*.bin' ! -path '*/.cache/*' -print0 \
     | nice -n 19 tar --null --no-recursion --warning=no-file-changed -cJf "$out/run.tar.xz" -T -; [ $? -le 1 ]) \
     && log "run directory ($(cat "$out/run.state")): $(stat -c %s "$out/run.tar.xz") bytes"
+  # The key that seals the run, for a later lease that resumes it (pack.sh --run puts it into
+  # r1): a secret of whoever runs the leases, never for the repository.
+  key=${XDG_STATE_HOME:-$HOME/.local/state}/qualify/seal.key
+  [ -f "$key" ] && (umask 077 && cp "$key" "$out/seal.key")
 fi
 # 9. with QUALIFY_SEND_ARMS=1, the CUDA arms built here go back (send-arms.sh: four 12 MiB
 #    pieces a step beside arms.list), so that later leases import them (receive-arms.sh here,

@@ -10,7 +10,8 @@
 #   .gpu/c3, c3b  CUDA 13.5.37's compiler set
 #   (a tree's archive over 30 MiB is cut into pieces, one a bundle: NAME.pieces says how many)
 #   .gpu/m1 … .gpu/m8  the model's part wheels, as pieces of one tar stream (m1/pieces says how many)
-#   .gpu/r1  with --run FILE: an earlier lease's run.tar.xz, which host.sh resumes
+#   .gpu/r1  with --run FILE: an earlier lease's run.tar.xz, which host.sh resumes, and the
+#            seal.key that lease wrote beside it (its run's stages verify with it)
 #   .gpu/a1 …  with --arms: the arms built here, exported from the store (`nix-store --export`,
 #            xz, in 30 MiB pieces; c1/arms.pieces says how many, arms.attrs which arms), so that
 #            the GPU host imports them instead of building them (ten minutes of its 16 cores).
@@ -129,5 +130,12 @@ fi
 if [ -n "$run" ]; then
   [ -f "$run" ] || { echo "--run $run: no such file (the run.tar.xz a lease's last step wrote)" >&2; exit 2; }
   mkdir -p "$out/r1" && cp "$run" "$out/r1/run.tar.xz"
+  # The seal key the lease wrote beside it: the resumed run's earlier stages verify with it.
+  rm -f "$out/r1/seal.key"
+  if [ -f "$(dirname "$run")/seal.key" ]; then
+    (umask 077 && cp "$(dirname "$run")/seal.key" "$out/r1/seal.key")
+  else
+    echo "--run: no seal.key beside $run: the stages it holds will not count in the resumed run" >&2
+  fi
 fi
 du -sh "$out"/*
