@@ -136,8 +136,13 @@ def step_members(
     measured: dict[str, dict[str, Measure]] = {m.label: {} for m in here}
     joint = [c for c in stage.checks if kind_named(c.kind, c.name).measures_members]
     if len(measuring) > 1 and joint:
-        # An earlier attempt's shared measurements move aside once, before any is made again.
+        # An earlier attempt's shared measurements move aside once, before any is made again;
+        # so do the measuring members' records of it, which would otherwise still give the
+        # earlier attempt's verdict while this one measures, or after it was interrupted.
         seal.moved_aside(run.stage_dir(stage.folder), RunDir(run.path).move_to_attempts(stage.folder))
+        for m in measuring:
+            member = RunDir(run.path / m.label)
+            seal.moved_aside(member.stage_dir(stage.folder), member.move_to_attempts(stage.folder))
         for check in joint:
             kind = kind_named(check.kind, check.name)
             crash = _measure_jointly(run, config, loops, own, measuring, stage, check.name, events)
