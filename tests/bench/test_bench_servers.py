@@ -4,19 +4,17 @@ between them, and the judge reads the blocks as pairs."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from example_arms import example_marks
+from jails import as_nobody
 
 from qualify.bench import check, kind
 from qualify.bench.serverblocks import rotated, server_config
 from qualify.checks.base import Judgement, SavedCheck
-from qualify.core import containment
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ArmSpec, ProjectConfig
 from qualify.core.context import CheckContext, RoleArm
@@ -166,17 +164,10 @@ def test_blocks_of_resident_servers_run_contained_as_a_run_contains_them(
     bubblewrap as nobody as `qualify run` starts them, stay up through the block: bubblewrap's
     --die-with-parent follows the thread that started a command, and the pool's threads end
     once every server answers (on a GPU host every server died then, exit −9)."""
-    if os.geteuid() != 0 or shutil.which("bwrap") is None:
-        pytest.skip("commands are wrapped in bubblewrap only where qualify runs as root with it")
-    monkeypatch.setenv("QUALIFY_COMMAND_USER", "nobody")
-    monkeypatch.chdir("/")
-    tmp_path.chmod(0o755)
-    with containment.contained(tmp_path, "server-blocks") as jail, containment.writing(tmp_path / "bench"):
-        if jail.box.bwrap is None:
-            pytest.skip(f"this host's containment has no bubblewrap ({jail.describe()})")
-        (tmp_path / "bench").mkdir(exist_ok=True)
+    run = tmp_path / "run"
+    with as_nobody(run, monkeypatch, "server-blocks", writable="bench"):
         _, saved = run_bench(
-            tmp_path,
+            run,
             {"pinned": (example_outs["pinned"], {}), "candidate": (example_outs["pinned"], {})},
             {"format": "llama-server", "run": SERVER, "prompt_tokens": 32, "gen_tokens": 4, "rounds": 2,
              "warmup_requests": 1, "looks": 1, "max_pairs": 2, "min_pairs": 2, "timeout": 120},

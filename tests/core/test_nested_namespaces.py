@@ -8,12 +8,11 @@ up, as root with commands dropped to nobody. Nothing stands in for anything.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from jails import as_nobody
 
 from qualify.core import containment, process
 
@@ -22,17 +21,7 @@ NESTED = ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "-
 
 @pytest.fixture
 def jail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[containment.Jail]:
-    if os.geteuid() != 0 or shutil.which("bwrap") is None:
-        pytest.skip("commands drop to another user only where qualify runs as root with bubblewrap")
-    # The suite keeps root for commands (its folders are root's); this test drops, as a run does.
-    monkeypatch.setenv("QUALIFY_COMMAND_USER", "nobody")
-    monkeypatch.chdir("/")
-    root = tmp_path / "run"
-    (root / "stage").mkdir(parents=True)
-    tmp_path.chmod(0o755)
-    with containment.contained(root, "nested") as made, containment.writing(root / "stage"):
-        if not (made.user.switched and made.box.bwrap):
-            pytest.skip(f"this host's containment drops no user in bubblewrap ({made.describe()})")
+    with as_nobody(tmp_path / "run", monkeypatch, "nested") as made:
         yield made
 
 

@@ -9,29 +9,20 @@ root with commands dropped to nobody. Nothing stands in for anything.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from jails import as_nobody
 
 from qualify.core import children, containment
 
 
 @pytest.fixture
 def jail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[containment.Jail]:
-    if os.geteuid() != 0 or shutil.which("bwrap") is None:
-        pytest.skip("commands are wrapped in bubblewrap only where qualify runs as root with it")
-    monkeypatch.setenv("QUALIFY_COMMAND_USER", "nobody")
-    monkeypatch.chdir("/")
-    root = tmp_path / "run"
-    (root / "stage").mkdir(parents=True)
-    tmp_path.chmod(0o755)
-    with containment.contained(root, "threads") as made, containment.writing(root / "stage"):
-        if made.box.bwrap is None:
-            pytest.skip(f"this host's containment has no bubblewrap ({made.describe()})")
+    with as_nobody(tmp_path / "run", monkeypatch, "threads") as made:
         yield made
 
 
