@@ -62,6 +62,7 @@ RECORDED = {
     "cuda-servers-set": (CUDA / "recorded" / "20261204-171520-cuda135.tar.xz", CUDA),
     "cuda-contained-set": (CUDA / "recorded" / "20261206-192034-cuda135.tar.xz", CUDA),
     "cuda-soak-set": (CUDA / "recorded" / "20261207-024207-cuda135.tar.xz", CUDA),
+    "cuda-continued-set": (CUDA / "recorded" / "20261207-024207-cuda135-continued.tar.xz", CUDA),
     "rocm-run": (ROCM / "recorded" / "20261205-081523-rocm72.tar.xz", ROCM),
     "rocm-run-sources": (ROCM / "recorded" / "20261206-234850-rocm72.tar.xz", ROCM),
     "cuda-bisect": (CUDA / "recorded" / "bisect" / "20261205-111849-bisect-nvcc.tar.xz", CUDA / "bisect"),
