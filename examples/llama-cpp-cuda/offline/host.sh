@@ -212,6 +212,12 @@ print(d["containment"]["records"][:60], "| failed:", d["failed"] or "none")' "$s
   if git -C "$repo" rev-parse "${QUALIFY_REVISION:-HEAD}^{commit}" > "$state/revision" 2>/dev/null; then
     git clone -q --no-hardlinks "$repo" "$state/repo"
     git -C "$state/repo" checkout -q --detach "$(cat "$state/revision")"
+    # qualify and the plan as the carried tree has them, where they differ from the revision the
+    # run reads: a commit made after the history reached this host arrives as changes to its
+    # working tree only, and the run would not have it (it did not, once, on 2026-12-07).
+    changed=$(git -C "$repo" diff --name-only "$(cat "$state/revision")" -- qualify examples/llama-cpp-cuda/stages \
+      examples/llama-cpp-cuda/qualify.toml 2>/dev/null | head -5 | tr '\n' ' ')
+    [ -n "$changed" ] && log "NOTE: the run reads $(cut -c1-12 "$state/revision"), and this tree differs from it in: $changed(commit, or pass QUALIFY_REVISION)"
   else
     mkdir -p "$state/repo" && tar -C "$repo" --exclude=./.gpu --exclude=./.git -cf - . | tar -C "$state/repo" -xf -
   fi
