@@ -6,9 +6,9 @@ aside when it was run again; each member's stage record kept the first attempt's
 ERROR on a GPU host whose servers had died) beside the new attempt's data, and a report of the
 interrupted rerun showed that ERROR as the bench's outcome.
 
-The set is real: a `metrics` bench whose units are a small Python script (it stands in for an
-engine, which this machine cannot run), measured once for a candidate and the positive control;
-the rerun is a real `qualify` process stopped with SIGTERM, as a lease's end stops one.
+The set is real (`metricsets.py`): a `metrics` bench whose units are a small Python script (it
+stands in for an engine, which this machine cannot run), measured once for a candidate and the
+positive control; the rerun is a real `qualify` process stopped with SIGTERM, as a lease's end stops one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Project, command_stage
+from conftest import Project
+from metricsets import bench_set
 from typer.testing import CliRunner
 
 from qualify.cli import app
@@ -32,41 +33,7 @@ from qualify.core.verdicts import StageState
 from qualify.pipeline.ondisk import stages_on_disk
 
 runner = CliRunner()
-CONFIG = """
-[arms.pinned]
-installable = ".#default"
-[arms.cand]
-installable = ".#cand"
-[controls]
-positive = ["pinned"]
-"""
-# A unit: three samples at one speed (0.2 % noise), so that the bench decides at its one look; slow once `slow` exists beside the script, so that the
-# rerun is still measuring when it is stopped.
-UNIT = """
-import json, random, sys, time
-from pathlib import Path
-out = sys.argv[1]
-random.seed(Path(out).parent.parent.name + Path(out).name)
-time.sleep(2.0 if (Path(__file__).parent / "slow").exists() else 0.05)
-samples = [100 * (1 + random.gauss(0, 0.002)) for _ in range(3)]
-metric = {"name": "tps", "unit": "t/s", "higher_is_better": True, "samples": samples}
-json.dump({"schema_version": 1, "metrics": [metric]}, open(sys.argv[1], "w"))
-"""
 MEMBERS = ("cand", "positive-pinned")
-
-
-def make(project: Callable[..., Project]) -> Project:
-    p = project(CONFIG)
-    for index, name in enumerate(("build", "compile", "numerics", "serving", "soak"), start=1):
-        p.stage(f"{index}0-{name}.toml", command_stage(name, "{py} -c pass"))
-    p.script("unit.py", UNIT)
-    p.stage(
-        "60-bench.toml",
-        'name = "bench"\n[[check]]\nkind = "bench"\nname = "speed"\nformat = "metrics"\n'
-        "warmup = false\nlooks = 1\nmax_pairs = 10\nrun = '{py} {project}/unit.py {out_file}'\n",
-    )
-    p.stage("70-distribution.toml", command_stage("distribution", "{py} -c pass"))
-    return p
 
 
 def bench_state(run: Path, member: str) -> StageState | str:
@@ -78,7 +45,7 @@ def bench_state(run: Path, member: str) -> StageState | str:
 def test_an_interrupted_rerun_of_a_shared_bench_leaves_no_member_with_the_old_verdict(
     project: Callable[..., Project],
 ) -> None:
-    p = make(project)
+    p = bench_set(project)
     result = runner.invoke(app, ["run", "--candidate", "cand", "--project", str(p.root)])
     assert result.exit_code == 0, result.output
     (run,) = p.run_dirs()

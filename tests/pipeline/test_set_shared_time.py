@@ -15,52 +15,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Project, command_stage
+from conftest import Project
+from metricsets import bench_set
 from typer.testing import CliRunner
 
 from qualify.cli import app
 
 runner = CliRunner()
-STAGES = ("build", "compile", "numerics", "serving", "soak")
-CONFIG = """
-[arms.pinned]
-installable = ".#default"
-[arms.cand]
-installable = ".#cand"
-[arms.cand2]
-installable = ".#cand2"
-[controls]
-positive = ["pinned"]
-"""
-# One unit: a few milliseconds of work and three samples at one speed (0.2 % noise), so the
-# schedule takes a measurable time and decides at its one look.
-UNIT = """
-import json, random, sys, time
-from pathlib import Path
-out = sys.argv[1]
-random.seed(Path(out).parent.parent.name + Path(out).name)
-time.sleep(0.05)
-samples = [100 * (1 + random.gauss(0, 0.002)) for _ in range(3)]
-metric = {"name": "tps", "unit": "t/s", "higher_is_better": True, "samples": samples}
-json.dump({"schema_version": 1, "metrics": [metric]}, open(out, "w"))
-"""
 
 
 def make(project: Callable[..., Project]) -> Project:
-    p = project(CONFIG)
-    for index, name in enumerate(STAGES, start=1):
-        p.stage(
-            f"{index}0-{name}.toml",
-            f'name = "{name}"\n[[check]]\nkind = "command"\nname = "{name}-check"\nrun = \'{{py}} -c pass\'\n',
-        )
-    p.script("unit.py", UNIT)
-    p.stage(
-        "60-bench.toml",
-        'name = "bench"\n[[check]]\nkind = "bench"\nname = "speed"\nformat = "metrics"\n'
-        "warmup = false\nlooks = 1\nmax_pairs = 10\nrun = '{py} {project}/unit.py {out_file}'\n",
-    )
-    p.stage("70-distribution.toml", command_stage("distribution", "{py} -c pass"))
-    return p
+    return bench_set(project, ("cand", "cand2"))
 
 
 def cli(p: Project, *args: str) -> tuple[int, str]:
