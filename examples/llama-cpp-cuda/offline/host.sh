@@ -34,6 +34,9 @@ repo=$PWD
 ex=$repo/examples/llama-cpp-cuda
 bundles=$repo/.gpu
 nixp=$state/nix
+# The key qualify seals this host's runs with (qualify/core/sealkey.py): it travels with a run
+# that a later lease resumes (step 6 takes it from r1, step 8 writes it beside run.tar.xz).
+seal_key=${XDG_STATE_HOME:-$HOME/.local/state}/qualify/seal.key
 log() { echo "[$(date +%T) +${SECONDS}s] $*" | tee -a "$state/host.log"; }
 left() { echo $((limit - SECONDS)); }
 
@@ -232,9 +235,8 @@ print(d["containment"]["records"][:60], "| failed:", d["failed"] or "none")' "$s
     # The seal key of the lease that made the run (pack.sh --run takes it from beside the
     # run.tar.xz): without it the run's seal does not verify here, and the stages that lease ran
     # would no longer count (a resumed run seals only what this host can vouch for).
-    key=${XDG_STATE_HOME:-$HOME/.local/state}/qualify/seal.key
-    if [ -f "$bundles/r1/seal.key" ] && [ ! -e "$key" ]; then
-      (umask 077 && mkdir -p "$(dirname "$key")" && cp "$bundles/r1/seal.key" "$key") \
+    if [ -f "$bundles/r1/seal.key" ] && [ ! -e "$seal_key" ]; then
+      (umask 077 && mkdir -p "$(dirname "$seal_key")" && cp "$bundles/r1/seal.key" "$seal_key") \
         && log "seal key of the run's earlier lease in place"
     fi
     mkdir -p "$state/runs" && tar -C "$state/runs" -xJf "$bundles/r1/run.tar.xz" \
@@ -341,8 +343,7 @@ if [ -d "$state/runs" ]; then
     && log "run directory ($(cat "$out/run.state")): $(stat -c %s "$out/run.tar.xz") bytes"
   # The key that seals the run, for a later lease that resumes it (pack.sh --run puts it into
   # r1): a secret of whoever runs the leases, never for the repository.
-  key=${XDG_STATE_HOME:-$HOME/.local/state}/qualify/seal.key
-  [ -f "$key" ] && (umask 077 && cp "$key" "$out/seal.key")
+  [ -f "$seal_key" ] && (umask 077 && cp "$seal_key" "$out/seal.key")
 fi
 # 9. with QUALIFY_SEND_ARMS=1, the CUDA arms built here go back (send-arms.sh: four 12 MiB
 #    pieces a step beside arms.list), so that later leases import them (receive-arms.sh here,
