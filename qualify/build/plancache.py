@@ -80,7 +80,7 @@ def _key_name(public_key: str | None) -> str:
 
 def _found(ctx: CheckContext, planned: PlannedCheck, env: Mapping[str, str]) -> PlanCache:
     """One check's cache: where it is, whether it is here, and the key it is trusted by."""
-    params = CacheParams.of(planned.spec)
+    params = CacheParams.of(planned.spec).on_this_host()
     name = f"{planned.stage}/{planned.spec.name}"
 
     def unused(cache: str, present: bool, why: str | None) -> PlanCache:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from qualify.checks.kindparams import KindParams, param
@@ -20,15 +22,39 @@ KIND = "binary-cache"
 class CacheParams(KindParams):
     """A `binary-cache` check's parameters."""
 
-    cache: str = param(help="the binary cache folder (or file:// URL) to fill")
+    cache: str = param(
+        help="the binary cache folder (or file:// URL) to fill; a host's QUALIFY_CACHE replaces it"
+    )
     secret_key_file: str = param(
-        help="the nix secret key the cache is signed with (nix key generate-secret); never recorded"
+        help="the nix secret key the cache is signed with (nix key generate-secret); never recorded; "
+        "a host's QUALIFY_CACHE_SECRET_KEY_FILE replaces it"
     )
     public_key: str | None = param(
         None, help="the public key hosts trust the cache by (name:base64); none: the secret key's own"
     )
     closure: str = param("runtime", help="runtime, or build: the build-time closure too")
     compression: str = param("zstd", help="the NARs' compression: zstd, xz or none")
+
+    def on_this_host(self, env: Mapping[str, str] | None = None) -> CacheParams:
+        """These parameters with the cache folder and the secret key file this host's
+        environment names (`CACHE_ENV`, `KEY_ENV`) in place of the plan's, each made absolute
+        from where qualify was started."""
+        env = os.environ if env is None else env
+        given = {field: env.get(name, "").strip() for field, name in _HOST_ENV.items()}
+        return replace(
+            self,
+            **{field: str(Path(value).expanduser().absolute()) for field, value in given.items() if value},
+        )
+
+
+#: Where this host keeps the cache and its key, when not where the plan says: a CI job writes the
+#: key from a repository secret into its own temporary folder, never into the checkout, and
+#: unpacks the cache another job filled where it likes. The host's, not the plan's: neither
+#: changes what is qualified, and a plan (which the engine's repository may change) never
+#: decides where a secret is read from on a host that sets these.
+CACHE_ENV = "QUALIFY_CACHE"
+KEY_ENV = "QUALIFY_CACHE_SECRET_KEY_FILE"
+_HOST_ENV = {"cache": CACHE_ENV, "secret_key_file": KEY_ENV}
 
 
 #: How to make a key pair, said wherever one is missing.

@@ -1,5 +1,5 @@
-"""The run's build options from the command line (`--allow-dirty`, `--override-input`,
-`--nix-option`), as one type: run.json's `options`, and what a run hands its build check
+"""The run's options from the command line (`--allow-dirty`, `--override-input`,
+`--nix-option`, `--stage`), as one type: run.json's `options`, and what a run hands its build check
 (`CheckContext.options`), read by the run record and the build alike."""
 
 from __future__ import annotations
@@ -25,11 +25,17 @@ Pair = Annotated[list[str], AfterValidator(_a_pair)]
 
 class RunOptions(Part):
     """Whether a dirty tree may be built, the candidate's input overrides and the nix options
-    given, as [name, value] pairs (secrets as run.json saved them: redacted)."""
+    given, as [name, value] pairs (secrets as run.json saved them: redacted), and the stages the
+    run was narrowed to."""
 
     allow_dirty: bool = False
     override_inputs: list[Pair] = Field(default_factory=list)
     nix_options: list[Pair] = Field(default_factory=list)
+    #: The only stages of the plan this run runs (`--stage`), kept for its resumes; None (or
+    #: absent, in runs saved before): every stage.
+    stages: list[str] | None = None
+    #: The plan's stages `stages` left out: NOT CONFIGURED in this run, so it never qualifies.
+    left_out: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RunOptions:

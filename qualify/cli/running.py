@@ -66,6 +66,14 @@ def run(
     from_stage: Annotated[
         str | None, typer.Option("--from", metavar="STAGE", help="Rerun this stage and the later ones.")
     ] = None,
+    stage: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="STAGE",
+            help="Run only this stage of the plan (repeatable), in a new run that then never reads "
+            "QUALIFIED: e.g. --stage build --stage distribution fills the plan's binary cache.",
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Rerun stages that passed with unchanged inputs.")
     ] = False,
@@ -134,6 +142,7 @@ def run(
         host_label=host_label,
         candidates=candidates,
         controls=not no_controls,
+        stages=tuple(stage) if stage else None,
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)

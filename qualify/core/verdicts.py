@@ -67,6 +67,9 @@ def stage_verdict(checks: Iterable[Verdict], *, inconclusive_as_warn: bool = Fal
     return worst
 
 
+#: Why a stage of the plan is NOT CONFIGURED in a run narrowed to others (`--stage`).
+LEFT_OUT = "left out of this run (--stage)"
+
 #: Stage outcomes a qualified run may hold: decided for the candidate, or declared not to apply.
 _QUALIFYING = (Verdict.PASS, Verdict.WARN, StageState.NOT_APPLICABLE)
 

@@ -33,7 +33,7 @@ _CORRUPT = ("hash mismatch", "NAR", "decompress", "zstd", "xz", "bad archive", "
 
 
 def measure(ctx: CheckContext) -> None:
-    params = CacheParams.of(ctx.spec)
+    params = CacheParams.of(ctx.spec).on_this_host()
     nix = Nix(
         child_env(ctx.spec.env, inherit=ctx.config.inherit_env),
         ctx.folder / "logs",

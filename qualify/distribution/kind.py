@@ -89,7 +89,7 @@ def _inputs_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
 
 
 def _cache_preflight(spec: CheckSpec, config: ProjectConfig) -> str | None:
-    params = CacheParams.of(spec)
+    params = CacheParams.of(spec).on_this_host()
     try:
         preflight_path(params.cache, config)
         key = preflight_path(params.secret_key_file, config)

@@ -33,6 +33,10 @@ def measure(ctx: CheckContext) -> None:
     folder = ctx.role_dir(CANDIDATE)
     earlier = [StageSeen(name=s.name, outcome=s.outcome, reason=s.reason) for s in ctx.earlier()]
     verdict = _verdict(earlier)
+    if ctx.options.get("left_out") and verdict is RunVerdict.QUALIFIED:
+        # A stage of the plan outside the default order that this run left out (`--stage`) is
+        # not among those before: a narrowed run never qualifies, nor moves the pin unasked.
+        verdict = RunVerdict.INCOMPLETE
     seen = PinMoveMeasurement(
         earlier=earlier, earlier_verdict=verdict.value, allow_unqualified=params.allow_unqualified
     )
@@ -61,6 +65,9 @@ def _measure(
             for s in seen.earlier
             if s.outcome not in ("PASS", "WARN", "NOT APPLICABLE")
         ]
+        left_out = ctx.options.get("left_out") or []
+        if left_out:
+            open_.append(f"{', '.join(left_out)} left out of this run (--stage)")
         said = ", ".join(open_) or "nothing measured the engine"
         why = f"the stages before it did not qualify the candidate ({verdict.value}: {said})"
         return seen.model_copy(update={"skipped": why})

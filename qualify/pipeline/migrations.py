@@ -34,6 +34,10 @@ Version 3 (current):
   plan it ran under, the source's "revision" and whether it was "dirty", and "plan_changes",
   how that plan differed from the run's "plan_files" (empty: it did not).
 - result.json: as in version 2.
+- A run narrowed by `--stage` also holds "stages" (those it runs) and "left_out" (the plan's
+  others) in "options"; every other run is written as before. A qualify from before `--stage`
+  refuses such a run (its "options" hold a key that qualify does not know) rather than reading
+  it as a run of every stage.
 A version 2 document has neither key, and none is added: its run recorded no plan files, and a
 stage of it no plan; a reader takes the key's absence as "not recorded", and a rerun of such a
 run records "plan_changes" as null (nothing to compare with). A version 3 record is refused by

@@ -29,6 +29,7 @@ from qualify.core import seal
 from qualify.core.errors import ExitCode, RunStoreError
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import (
+    LEFT_OUT,
     RunVerdict,
     StageState,
     Verdict,
@@ -90,7 +91,7 @@ class RunOnDisk:
         configures them, so they are not "not configured")."""
         decided = (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.INCONCLUSIVE, StageState.NOT_APPLICABLE)
         found = [
-            f"{n} {o.value.lower()}"
+            f"{n} left out" if self.reasons.get(n) == LEFT_OUT else f"{n} {o.value.lower()}"
             for n, o in self.stages.items()
             if o not in decided and (n in self.planned or not own_plan_only)
         ]
@@ -206,6 +207,11 @@ def run_on_disk(
     for name, why in record.not_applicable.items():
         if name not in outcomes:
             outcomes[name], reasons[name] = StageState.NOT_APPLICABLE, why
+    # The plan's stages this run was narrowed away from (`--stage`): not configured here, so a
+    # narrowed run never qualifies, whether the default order holds them or not.
+    for name in record.options.left_out:
+        if name not in outcomes:
+            outcomes[name], reasons[name] = StageState.NOT_CONFIGURED, LEFT_OUT
     for name in DEFAULT_ORDER:
         if name not in outcomes:
             outcomes[name] = StageState.NOT_CONFIGURED

@@ -43,6 +43,8 @@ class RunRequest:
     #: needs): the others are out of this run's plan, shown NOT CONFIGURED, never run. None:
     #: every stage.
     stages: tuple[str, ...] | None = None
+    #: The plan's stages `stages` leaves out (the runner fills it from the plan it narrows).
+    left_out: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.candidate and not self.candidates:

@@ -139,6 +139,7 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
         "allow_dirty": request.allow_dirty,
         "override_inputs": redact_overrides(request.override_inputs),
         "nix_options": redact_options(request.nix_options),
+        "stages": None if request.stages is None else list(request.stages),
     }
 
 
@@ -176,6 +177,12 @@ def new_run_document(
             "allow_dirty": request.allow_dirty,
             "override_inputs": redact_overrides(request.override_inputs),
             "nix_options": redact_options(request.nix_options),
+            # Only where narrowed: a run of every stage is saved as it was before `--stage`.
+            **(
+                {}
+                if request.stages is None
+                else {"stages": list(request.stages), "left_out": list(request.left_out)}
+            ),
         },
         "invocations": [_invocation(request)],
     }

@@ -116,6 +116,8 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
             existing = RunDir(existing.path.parent)
             request = replace(request, candidates=(saved.set_label,), run_id=str(existing.path))
             saved = RunRecord.load(existing)
+    if saved is not None:
+        request = _with_saved_stages(request, saved)
     # The plan is read from the working tree: a rerun's must be the one the run was made with.
     now = plan_files(config)
     if saved is not None:
@@ -127,7 +129,11 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     if existing is None:
         request = with_project_defaults(request, config)
     profile = request.profile if request.profile is not None or saved is None else saved.profile
-    plan = narrowed(load_run_plan(config, profile, from_config=from_config), request.stages)
+    whole = load_run_plan(config, profile, from_config=from_config)
+    plan = narrowed(whole, request.stages)
+    if saved is None:
+        kept = {s.name for s in plan.stages}
+        request = replace(request, left_out=tuple(s.name for s in whole.stages if s.name not in kept))
     shape = _shape(config, plan, request, existing, saved)
     plans = {m.label: member_plan(plan, m, shape.members) for m in shape.members}
     arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in shape.members}
@@ -172,8 +178,32 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     recorded = now.files if saved is None else (saved.plan_files.files if saved.plan_files else None)
     ran_under = stamp(config, now, recorded)
     return _run_members(
-        run, shape, config, plan, plans, arms, request, events, ran_under, resumed=saved is not None
+        run,
+        shape,
+        config,
+        plan,
+        plans,
+        arms,
+        request,
+        events,
+        ran_under,
+        resumed=saved is not None,
+        lookups=whole if request.left_out else None,
     )
+
+
+def _with_saved_stages(request: RunRequest, saved: RunRecord) -> RunRequest:
+    """`request` resuming or rerunning `saved` with the stages the run was narrowed to: a run
+    keeps its narrowing (`--stage` given again must name the same stages)."""
+    kept = None if saved.options.stages is None else tuple(saved.options.stages)
+    if request.stages is not None and request.stages != kept:
+        asked = ", ".join(request.stages)
+        had = "every stage" if kept is None else "only " + ", ".join(kept)
+        raise UsageError(
+            f"run {saved.run.run_id} runs {had}; --stage {asked} names others",
+            "--stage narrows a new run; resume this one without it, or start a new run",
+        )
+    return replace(request, stages=kept, left_out=tuple(saved.options.left_out))
 
 
 def _shape(
@@ -223,9 +253,11 @@ def _run_members(
     ran_under: PlanStamp,
     *,
     resumed: bool,
+    lookups: Plan | None = None,
 ) -> RunOutcome:
     """Every chosen member's stages, stage by stage, under the run's locks; how the attempt
-    ended is recorded in each member's run.json (and the set's) however it ends."""
+    ended is recorded in each member's run.json (and the set's) however it ends. `lookups`:
+    the whole plan, whose checks a check may read, where `--stage` narrowed `plan`."""
     folders = {m.label: shape.folder(run, m) for m in shape.members}
     with ExitStack() as stack:
         stack.enter_context(run.locked())
@@ -247,7 +279,7 @@ def _run_members(
             heard = MemberEvents(events, m) if shape.is_set else events
             selected = selected_stages(plans[m.label], plan, request)
             loops[m.label] = StageLoop(
-                folder, config, bound, selected, request, heard, ran_under, plans[m.label]
+                folder, config, bound, selected, request, heard, ran_under, plans[m.label], lookups
             )
         # What a dead attempt left running is ended first (its watchers normally did already).
         for ended in end_recorded_groups(run.path / PROCESSES):

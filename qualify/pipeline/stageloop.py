@@ -47,6 +47,7 @@ class StageLoop:
         events: Events,
         stamp: PlanStamp | None = None,
         plan: Plan | None = None,
+        lookups: Plan | None = None,
     ) -> None:
         saved = RunRecord.load(run)
         options = saved.options.as_json()
@@ -70,7 +71,10 @@ class StageLoop:
         if request.override_inputs:
             given["override_inputs"] = [list(o) for o in request.override_inputs]
         # Every check of the plan, for one that reads a later stage's (the build, the cache).
-        planned = tuple(PlannedCheck(s.name, c) for s in plan.stages for c in s.checks) if plan else ()
+        # `lookups`: the whole plan where `--stage` narrowed this run's, so that a build run
+        # alone still substitutes from the cache of a distribution stage it left out.
+        read = lookups or plan
+        planned = tuple(PlannedCheck(s.name, c) for s in read.stages for c in s.checks) if read else ()
         self.runner = StageRunner(
             run, config, arms, events, saved.profile, {**options, **given}, self.source, stamp, planned
         )

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 from qualify.checks.buildfacts import BuildSource, read_source
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
+from qualify.core.verdicts import LEFT_OUT
 
 if TYPE_CHECKING:
     from qualify.pipeline.recordparts import RecordedGit
@@ -64,6 +65,8 @@ def stage_qualifier(stage: StageView) -> str | None:
         return f"{stage.name} undecided"
     if stage.outcome in _AGAINST:
         return f"{stage.name} {_AGAINST[stage.outcome]}"
+    if stage.reason == LEFT_OUT:
+        return f"{stage.name} left out"
     if stage.outcome in _NOT_RUN:
         return f"{stage.name} {stage.outcome.lower()}"
     return None

@@ -15,10 +15,9 @@ from qualify.checks.figures import Figure
 from qualify.core.errors import RunStoreError
 from qualify.core.redaction import redact_text
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
-from qualify.core.verdicts import StageState
+from qualify.core.verdicts import LEFT_OUT, StageState
 from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
-from qualify.pipeline.plan import DEFAULT_ORDER
 from qualify.pipeline.record import RunRecord, StageEntry
 from qualify.pipeline.recordparts import RecordedGit
 from qualify.pipeline.rejudgements import Rejudgement
@@ -131,9 +130,9 @@ def build_model(run: RunDir) -> ReportModel:
     ]
     present = {s.name for s in stages}
     stages += [
-        StageView(name, None, StageState.NOT_CONFIGURED.value, "the plan has no such stage", False)
-        for name in DEFAULT_ORDER
-        if name not in present
+        StageView(name, None, StageState.NOT_CONFIGURED.value, derived.reasons.get(name, ""), False)
+        for name, outcome in derived.stages.items()
+        if name not in present and outcome is StageState.NOT_CONFIGURED
     ]
     stages = _merge_order(stages)
     # A run saved before installables were recorded redacted may hold a URL's token.
@@ -319,7 +318,10 @@ def _with_limits_of_evidence(model: ReportModel) -> ReportModel:
     notes: list[str] = []
     for stage in model.stages:
         if stage.outcome == StageState.NOT_CONFIGURED.value:
-            notes.append(f"Stage {stage.name} is not configured in this plan: nothing about it was measured.")
+            where = (
+                "was left out of this run" if stage.reason == LEFT_OUT else "is not configured in this plan"
+            )
+            notes.append(f"Stage {stage.name} {where}: nothing about it was measured.")
         elif stage.outcome == StageState.NOT_APPLICABLE.value:
             notes.append(
                 f"Stage {stage.name} does not apply to this engine, as the plan declares ({stage.reason}): "

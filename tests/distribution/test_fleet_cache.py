@@ -13,15 +13,18 @@ cache holds that one arm's closure, which every role of such a run builds.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import qualify_proc
+from conftest import REPO, qualify_proc
 from distflakes import make_project, new_key, outside
+from helpers.actions_runner import Artifacts, JobRunner
 from nixflakes import NIX_CONFIG, git, have_nix, nix_env
 
 pytestmark = [pytest.mark.nix, pytest.mark.skipif(not have_nix(), reason="nix is not installed")]
@@ -289,3 +292,125 @@ def test_a_nar_that_fails_to_substitute_is_built_instead_and_named(
     assert not any("--fallback" in m for m in pinned["messages"]), pinned["messages"]
     warned = [f["message"] for f in result(run_dir)["findings"] if f["verdict"] == "WARN"]
     assert any(f"failed to substitute from the plan's cache {url}" in w for w in warned), warned
+
+
+def test_a_run_narrowed_to_build_and_distribution_fills_the_cache_the_host_s_environment_names(
+    filled: tuple[Path, Path, str, int], tmp_path: Path
+) -> None:
+    """The CI example's cache job: `--stage build --stage distribution`, with QUALIFY_CACHE and
+    QUALIFY_CACHE_SECRET_KEY_FILE naming a cache and a key in the job's own folder (not the
+    plan's paths), fills that cache and proves it; the run measured nothing of the engine, so it
+    reads INCOMPLETE (exit 3), names the stages it left out, and keeps its narrowing when
+    resumed; `--stage` naming others on the saved run is refused. A fresh host given the same
+    environment substitutes every arm from that cache. Before: no option narrowed a run, and
+    the cache and key were read only where the plan says (in a CI checkout, or nowhere)."""
+    project, _, _, paths = filled
+    (tmp_path / "job").mkdir()
+    public = new_key(tmp_path / "job" / "cache-key.sec", "ci-cache-1")
+    job = {
+        "QUALIFY_CACHE": str(tmp_path / "job" / "cache"),
+        "QUALIFY_CACHE_SECRET_KEY_FILE": str(tmp_path / "job" / "cache-key.sec"),
+    }
+    env = {**nix_env(), **job}
+    narrowed = ("--stage", "build", "--stage", "distribution")
+    code, run_dir, out = run(project, env, *AA, *narrowed)
+    assert code == 3, out[-3000:]
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["options"] == {
+        **saved["options"],
+        "stages": ["build", "distribution"],
+        "left_out": ["compile"],
+    }
+    assert saved["verdict"] == "INCOMPLETE" and "compile left out" in out, out[-2000:]
+    url = f"file://{tmp_path / 'job' / 'cache'}"
+    proof = json.loads((run_dir / "70-distribution" / "cache" / "result.json").read_text())
+    assert proof["verdict"] == "PASS", proof
+    filling = json.loads(
+        (run_dir / "70-distribution" / "cache" / "candidate" / "measurement.json").read_text()
+    )
+    assert filling["filled_here"] and filling["signed_by"] == "ci-cache-1" and filling["paths"] == paths
+    assert filling["cache"] == url and (tmp_path / "job" / "cache" / "nix-cache-info").is_file()
+    encoded = (tmp_path / "job" / "cache-key.sec").read_text().strip().partition(":")[2]
+    for path in run_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert encoded[:40].encode() not in path.read_bytes(), path
+
+    code, again, out = run(project, env, "--run", run_dir.name, "--pinned", "cand")
+    assert code == 3 and again == run_dir, out[-3000:]
+    assert sorted(p.name for p in run_dir.glob("[0-9]*-*")) == ["10-build", "70-distribution"]
+    code, _, out = run(project, env, "--run", run_dir.name, "--pinned", "cand", "--stage", "compile")
+    assert code == 4 and "runs only build, distribution; --stage compile names others" in out, out[-2000:]
+
+    code, host_run, out = run(project, {**fresh_store(tmp_path / "host"), **job}, *AA, "--stage", "build")
+    assert code == 3 and "distribution left out" in out, out[-3000:]
+    assert json.loads((host_run / "run.json").read_text())["options"]["left_out"] == [
+        "compile",
+        "distribution",
+    ]
+    (cache,) = caches(host_run)
+    assert cache["used"] and cache["cache"] == url and cache["public_key"] == public, cache
+    pinned = measured(host_run, "pinned")
+    assert pinned["ok"] and pinned["built"] == [] and pinned["substitution"]["paths"] == {url: paths}
+
+
+def test_the_ci_workflow_s_cache_job_fills_the_cache_from_the_secret_for_the_host_jobs(
+    filled: tuple[Path, Path, str, int], tmp_path: Path
+) -> None:
+    """The CI example's cache job as GitHub's runner runs its shell steps (tests/helpers/
+    actions_runner.py; the actions stood in for by what they leave: the project's folder, a
+    python on PATH, a folder per artifact), on this module's project, dispatched for `cand`:
+    the key written from the secret QUALIFY_CACHE_KEY into the job's temporary folder, a run
+    narrowed to the build and distribution stages filling a cache there, the job passing on its
+    binary-cache check, the cache kept as an artifact, the key removed. qualify is the suite's
+    own: its install step is tested in tests/test_ci_workflow.py. Then a host job's steps before
+    nix: the cache unpacked and QUALIFY_CACHE pointing at it, the key written for its own
+    distribution stage. The secret is in no step's output and no file the jobs leave."""
+    project, _, _, paths = filled
+    secret = (outside(project, "dist") / "cache-key.sec").read_text().strip()
+    artifacts = Artifacts(tmp_path / "artifacts")
+    actions = {"actions/checkout": lambda call: None, "actions/setup-python": lambda call: None}
+    actions |= artifacts.stand_ins()
+    nix = Path(shutil.which("nix") or "nix").parent
+    kept = ("HOME", "LANG", "NIX_CONFIG", "QUALIFY_COMMAND_USER")
+    env = {k: v for k, v in os.environ.items() if k.startswith(kept)}
+    env["PATH"] = f"{Path(sys.executable).parent}:{nix}:/usr/bin:/bin"
+    contexts = {
+        "github": {"event_name": "workflow_dispatch", "repository": "engine/llama", "workflow": "qualify"},
+        "vars": {"QUALIFY_SOURCE": str(REPO)},
+        "inputs": {"candidate": "cand", "profile": ""},
+        "secrets": {"QUALIFY_CACHE_KEY": secret},
+        "needs": {"hosts": {"result": "success", "outputs": {}}},
+    }
+    workflow = REPO / "examples" / "ci" / "github-actions.yml"
+    job = JobRunner(
+        workflow, "cache", contexts, workspace=project, temp=tmp_path / "cache-job", env=env, actions=actions
+    )
+    assert job.wanted()
+    job.run(until="Install qualify")
+    job.skip("Install qualify")
+    job.run()
+    assert job.status == "success", [(r.name, r.output[-3000:]) for r in job.runs]
+    assert job.outputs() == {"filled": "true"}
+    cache = tmp_path / "artifacts" / "qualify-cache"
+    assert (cache / "nix-cache-info").is_file() and len(list(cache.glob("*.narinfo"))) == paths
+    ran = json.loads((tmp_path / "artifacts" / "qualify-cache-runs" / "cache-run.json").read_text())
+    assert ran["verdict"] == "INCOMPLETE" and ran["stages"]["distribution"] == "PASS", ran["stages"]
+    assert not (tmp_path / "cache-job" / "qualify-key").exists()
+
+    contexts["needs"]["cache"] = {"result": "success", "outputs": job.outputs()}
+    host = JobRunner(
+        workflow, "qualify", contexts, workspace=project, temp=tmp_path / "host-job", env=env, actions=actions
+    )
+    assert host.wanted()
+    host.run(until="Nix")
+    assert host.status == "success", [(r.name, r.output[-3000:]) for r in host.runs]
+    assert host.env["QUALIFY_CACHE"] == str(tmp_path / "host-job" / "qualify-cache")
+    assert (tmp_path / "host-job" / "qualify-cache" / "nix-cache-info").is_file()
+    key = Path(host.env["QUALIFY_CACHE_SECRET_KEY_FILE"])
+    assert key.read_text().strip() == secret and key.stat().st_mode & 0o777 == 0o600
+    encoded = secret.partition(":")[2]
+    assert all(encoded not in r.output for r in [*job.runs, *host.runs])
+    for folder in (tmp_path / "cache-job", tmp_path / "artifacts", project):
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.is_symlink() and path != key:
+                assert encoded[:40].encode() not in path.read_bytes(), path

@@ -454,3 +454,30 @@ def test_rerun_records_new_build_options(project: Callable[..., Project]) -> Non
     assert code == 4 and "expected NAME=FLAKEREF" in out
     code, out = cli(p, "run", "--only", "compile", "--nix-option", "max-jobs")
     assert code == 4 and "expected NAME=VALUE" in out
+
+
+def test_a_run_narrowed_by_stage_never_qualifies_and_keeps_its_narrowing(
+    project: Callable[..., Project],
+) -> None:
+    """`--stage` runs only the stages named. Here they are every stage of the default order,
+    all passing: the plan's own extra stage (`energy`) is left out, so the run is INCOMPLETE,
+    never QUALIFIED, and says what it left out; resumed, it still runs only those; a stage the
+    plan lacks is refused before anything runs. Before: no option narrowed a run."""
+    p = project()
+    six_stages(p)
+    p.stage("65-energy.toml", command_stage("energy", "true"))
+    default = ("build", "compile", "numerics", "serving", "soak", "bench", "distribution")
+    narrowed = [arg for name in default for arg in ("--stage", name)]
+    code, out = cli(p, "run", "--candidate", "cand", *narrowed)
+    assert code == 3, out
+    [run] = p.run_dirs()
+    saved = run_json(run)
+    assert saved["verdict"] == "INCOMPLETE" and saved["options"]["left_out"] == ["energy"], saved["options"]
+    assert not list(run.glob("*-energy")) and "energy left out" in out, out
+    code, out = cli(p, "run", "--run", run.name, "--force")
+    assert code == 3 and not list(run.glob("*-energy")), out
+    assert run_json(run)["options"]["stages"] == list(default)
+    code, out = cli(p, "run", "--candidate", "cand", "--stage", "compiel")
+    assert code == 4 and "compiel" in out and len(p.run_dirs()) == 1, out
+    code, out = cli(p, "run", "--candidate", "cand")
+    assert code == 0, out  # the whole plan, the extra stage with it, qualifies
