@@ -18,7 +18,7 @@ from qualify.core.containment import lending
 from qualify.core.context import CheckContext
 from qualify.core.errors import PlaceholderError, QualifyError
 from qualify.core.runstore import write_atomic
-from qualify.core.verdicts import RunVerdict, StageState, Verdict, run_verdict
+from qualify.core.verdicts import LEFT_OUT, RunVerdict, StageState, Verdict, run_verdict
 from qualify.distribution import gitmove
 from qualify.distribution.built import Built, built, candidate_overrides
 from qualify.distribution.evidence import PinMoveFacts, PinMoveMeasurement, StageSeen, Step, checked
@@ -61,13 +61,17 @@ def _measure(
 ) -> PinMoveMeasurement:
     if verdict is not RunVerdict.QUALIFIED and params.allow_unqualified is None:
         open_ = [
-            f"{s.name} {s.outcome}"
+            f"{s.name} left out (--stage)" if s.reason == LEFT_OUT else f"{s.name} {s.outcome}"
             for s in seen.earlier
             if s.outcome not in ("PASS", "WARN", "NOT APPLICABLE")
         ]
-        left_out = ctx.options.get("left_out") or []
-        if left_out:
-            open_.append(f"{', '.join(left_out)} left out of this run (--stage)")
+        # A stage outside the default order is not among those before when this run left it out.
+        seen_names = {s.name for s in seen.earlier}
+        open_ += [
+            f"{name} left out (--stage)"
+            for name in ctx.options.get("left_out") or []
+            if name not in seen_names
+        ]
         said = ", ".join(open_) or "nothing measured the engine"
         why = f"the stages before it did not qualify the candidate ({verdict.value}: {said})"
         return seen.model_copy(update={"skipped": why})

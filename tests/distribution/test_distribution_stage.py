@@ -216,6 +216,27 @@ def test_the_pin_moves_only_after_the_stages_before_qualified(
     assert "nix key generate-secret" in out and sorted((project / "runs").iterdir()) == before
 
 
+def test_a_run_narrowed_to_build_and_distribution_keeps_the_cache_but_never_moves_the_pin(
+    made: tuple[Path, Path, int, str],
+) -> None:
+    """The candidate that qualified the whole plan, run again with `--stage build --stage
+    distribution`: its sources are kept and its cache proved, but the stages that measure the
+    engine were left out, so the run is INCOMPLETE and the pin-move check is SKIPPED naming
+    them: a narrowed run never writes the pin's patch."""
+    from nixflakes import nix_env
+
+    project, qualified, code, _ = made
+    assert code == 0
+    code, run_dir, out = run(
+        project, nix_env(), "--candidate", "cand", "--stage", "build", "--stage", "distribution"
+    )
+    assert code == 3 and run_dir != qualified and "compile left out" in out, out[-3000:]
+    assert result(run_dir, "cache")["verdict"] == "PASS" and result(run_dir, "sources")["verdict"] == "PASS"
+    moved = result(run_dir, "pin-move")
+    assert moved["verdict"] == "SKIPPED" and "compile left out (--stage)" in moved["reason"], moved
+    assert not (run_dir / "70-distribution" / "pin-move" / "candidate" / "pin-move.patch").exists()
+
+
 def test_without_a_command_the_move_locks_the_input_the_candidate_overrides(
     tmp_path: Path, nix_flakes: dict[str, str]
 ) -> None:
