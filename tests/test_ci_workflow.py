@@ -235,7 +235,10 @@ def contexts(event: str = "pull_request", head_repo: str | None = REPOSITORY, **
         "inputs": {},
         "matrix": {"host": "gfx1151", "labels": ["self-hosted", "gfx1151"]},  # qualify.toml's [hosts]
         # The jobs the host jobs wait for: the matrix read, no cache filled (no secret).
-        "needs": {"hosts": {"result": "success", "outputs": {}}, "cache": {"result": "success", "outputs": {}}},
+        "needs": {
+            "hosts": {"result": "success", "outputs": {}},
+            "cache": {"result": "success", "outputs": {}},
+        },
         **more,
     }
 

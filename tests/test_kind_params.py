@@ -145,7 +145,7 @@ def test_a_spec_leaving_a_parameter_out_reads_its_declared_default() -> None:
         ({"run": "b", "alpha": None}, r"spec\.params\.alpha: expected a number \(it is None\)"),
         ({"run": "b", "allow_config_diff": ["a", 1]}, r"spec\.params\.allow_config_diff: expected a list"),
         ({"run": "b", "min_pairs": 1.5}, r"spec\.params\.min_pairs: expected a whole number or null"),
-        ({"format": "metrics"}, r"spec\.params\.run: missing"),
+        ({"format": "metrics"}, r"spec\.params\.run is missing"),
     ],
 )
 def test_a_saved_parameter_of_the_wrong_type_is_refused_naming_file_and_key(

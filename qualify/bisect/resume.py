@@ -73,12 +73,12 @@ def state_of(saved: BisectFile, path: Path) -> BisectState:
     series = tuple(saved.series)
     for number, name in enumerate(series):
         if not name.strip():
-            raise _wrong(path, f"series.{number}", name, "a step's name")
+            raise _wrong(path, f"series[{number}]", name, "a step's name")
         if series.index(name) != number:
-            raise RunStoreError(f'{path}: series.{number}: "{visible(name)}" is named twice', HINT)
+            raise RunStoreError(f'{path}: series[{number}]: "{visible(name)}" is named twice', HINT)
     records: list[ProbeRecord] = []
     for number, probe in enumerate(saved.probes):
-        records.append(_probe(path, f"probes.{number}", probe, series, records))
+        records.append(_probe(path, f"probes[{number}]", probe, series, records))
     return BisectState(path, series, saved.mode, saved.retries, saved.context, records)
 
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar, Union, get_args, get
 
 from pydantic import BaseModel, ConfigDict, Tag, ValidationError
 
+from qualify.checks.refusals import MEMBER, refusal
 from qualify.core.errors import RUN_FOLDER_HINT, RunStoreError
 from qualify.core.runstore import read_json
 
@@ -31,9 +32,6 @@ from qualify.core.runstore import read_json
 VERSION_KEY = "version"
 HINT = RUN_FOLDER_HINT
 
-#: How a member of a tagged union (`member`) is marked in an error's place: pydantic names the
-#: member there, and the key named is the document's own path, without it.
-_MEMBER = "\x00"
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 M = TypeVar("M", bound=BaseModel)
@@ -98,20 +96,16 @@ class Evidence(BaseModel):
 def member(name: str) -> Tag:
     """The tag of one member of a tagged union (`Annotated[A, member("a")] | ...` with a
     `Discriminator` that picks it): its errors name the document's keys, not the tag."""
-    return Tag(_MEMBER + name)
+    return Tag(MEMBER + name)
 
 
 def validated(model: type[M], document: object, where: str | Path, key: str = "") -> M:
     """`document` as `model`, or a RunStoreError naming `where` and the key (under `key`) that
     is missing, of the wrong type, or not one the model knows."""
-    prefix = f"{key}." if key else ""
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        place = ".".join(str(part) for part in first["loc"] if not str(part).startswith(_MEMBER))
-        named = f"{prefix}{place}" if place else key  # a rule on the whole document names none
-        raise RunStoreError(f"{where}: {named + ': ' if named else ''}{_said(first)}", HINT) from None
+        raise refusal(exc, where, key) from None
 
 
 def _fields(model: type[BaseModel], prefix: str) -> list[dict[str, str]]:
@@ -151,16 +145,3 @@ def _type_name(annotation: Any) -> str:
             return " | ".join(_type_name(a) for a in args)
         return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
     return getattr(annotation, "__name__", str(annotation))
-
-
-def _said(error: Mapping[str, Any]) -> str:
-    """Pydantic's error in the words of the run folder's other checks."""
-    if error["type"] == "missing":
-        return "missing"
-    if error["type"] == "extra_forbidden":
-        return "not a field this qualify knows"
-    if error["type"] == "value_error":
-        return str(error["msg"]).removeprefix("Value error, ")  # a type's own rule says what it is
-    # The value as ASCII and short: it comes from a file that may not be qualify's.
-    shown = ascii(error.get("input"))
-    return f"{error['msg'].lower()} (it is {shown if len(shown) <= 60 else shown[:57] + '...'})"

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BeforeValidator, PlainValidator, ValidationError, model_validator
 
 from qualify.checks.evidence import HINT, Part
-from qualify.checks.refusals import place, refused_at, type_name
+from qualify.checks.refusals import place, refusal, type_name
 from qualify.core.errors import RunStoreError
 
 T = TypeVar("T")
@@ -213,5 +213,4 @@ def _checked(model: type[F], document: object, where: str | Path, at: str) -> F:
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise RunStoreError(f"{where}: {refused_at(place(first['loc'], at), first)}", HINT) from None
+        raise refusal(exc, where, at) from None

@@ -134,7 +134,7 @@ class KindParams:
             if field.name in spec.params:
                 values[field.name] = _checked(spec.params[field.name], hints[field.name], place, field.name)
             elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-                raise RunStoreError(f"{place}: spec.params.{field.name}: missing", HINT)
+                raise RunStoreError(f"{place}: spec.params.{field.name} is missing", HINT)
         return cls(**values)
 
     @classmethod

@@ -1,11 +1,11 @@
 """A run folder's record refused in one set of words: what pydantic found wrong in run.json,
-stage.json, result.json or a result's tables and charts, said naming the key the way a reader
-writes it (`checks[0].verdict`, `charts[0].data.pinned.edges[3]`) and the JSON type it held
-("is a string, not a number").
+stage.json, result.json, a result's tables and charts, a check's evidence or any other file
+qualify reads back, said naming the key the way a reader writes it (`checks[0].verdict`,
+`charts[0].data.pinned.edges[3]`) and the JSON type it held ("is a string, not a number").
 
-The records (`qualify.pipeline.recordmodel`, `qualify.pipeline.rundocument`) and the figures
-(`qualify.checks.figures`) all say it through here, so a hand-edited file reads the same whatever
-record it is in.
+Every reader says it through `refusal` (or `checked`, which validates and refuses): the records
+(`qualify.pipeline.recordmodel`), the figures (`qualify.checks.figures`) and the evidence
+(`qualify.checks.evidence`), so a hand-edited file reads the same whatever record it is in.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from qualify.checks.evidence import HINT
+from qualify.core.errors import RUN_FOLDER_HINT as HINT
 from qualify.core.errors import RunStoreError
 
 M = TypeVar("M", bound=BaseModel)
@@ -62,10 +62,17 @@ def type_name(value: object) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
+#: How a member of a tagged union is marked in an error's place (`qualify.checks.evidence.member`):
+#: pydantic names the member there, and the key named is the document's own path, without it.
+MEMBER = "\x00"
+
+
 def place(loc: Sequence[int | str], under: str = "") -> str:
     """The key at pydantic's `loc`, under `under` ("checks[0]"): `checks[0].verdict`."""
     said = under
     for part in loc:
+        if isinstance(part, str) and part.startswith(MEMBER):
+            continue
         said += f"[{part}]" if isinstance(part, int) else f"{'.' if said else ''}{part}"
     return said or "the document"
 
@@ -82,7 +89,7 @@ def said(error: Mapping[str, Any]) -> str:
         return ": not a field this qualify knows"
     if kind in EXPECTED:
         return f"is {type_name(value)}, not {EXPECTED[kind]}"
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         return f"{value!r} is not one of {error['ctx']['expected']}"
     if kind == "greater_than_equal":
         return f"is {value!r}, less than {error['ctx']['ge']}"
@@ -97,6 +104,13 @@ def refused_at(key: str, error: Mapping[str, Any]) -> str:
     false", "checks[0].weight: not a field this qualify knows")."""
     words = said(error)
     return f"{key}{words}" if words.startswith(":") else f"{key} {words}"
+
+
+def refusal(exc: ValidationError, where: str | Path, key: str = "") -> RunStoreError:
+    """The first thing pydantic found wrong, naming `where` and the key (under `key`):
+    "checks[0].verdict 'GOOD' is not one of ...", "spec.limits is a string, not an object"."""
+    first = exc.errors()[0]
+    return RunStoreError(f"{where}: {refused_at(place(first['loc'], key), first)}", HINT)
 
 
 def checked(model: type[M], document: Any, where: str | Path, under: str = "") -> M:

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from qualify.checks.evidence import Evidence, Part
 from qualify.checks.kernelfacts import FamilyMix
+from qualify.checks.refusals import refused
 
 
 class ScanError(Part):
@@ -71,9 +72,7 @@ class KernelMeasurement(Evidence):
         if self.error is None:
             missing = [k for k in _SCANNED if k not in self.model_fields_set]
             if missing:
-                raise ValueError(
-                    f"{', '.join(missing)} missing, and no error says why the role was not scanned"
-                )
+                raise refused(f"lacks {', '.join(missing)}, and no error says why the role was not scanned")
         return self
 
 

@@ -97,7 +97,7 @@ class GroupRecord:
             if not _FIELDS[key][0](value):
                 raise RunStoreError(f"{where}: {key} is {type(value).__name__}, not {_FIELDS[key][1]}", hint)
         if "pgid" not in document:
-            raise RunStoreError(f"{where}: pgid: missing", hint)
+            raise RunStoreError(f"{where}: pgid is missing", hint)
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in document.items()}
         return GroupRecord(**values)
 

@@ -56,7 +56,7 @@ class SealDocument:
             if key not in ("schema_version", "records", "key", "mac"):
                 raise RunStoreError(f"{where}: {key}: not a field this qualify knows", hint)
         if "records" not in document:
-            raise RunStoreError(f"{where}: records: missing", hint)
+            raise RunStoreError(f"{where}: records is missing", hint)
         records = document["records"]
         if not isinstance(records, dict):
             raise RunStoreError(f"{where}: records is {type(records).__name__}, not an object", hint)

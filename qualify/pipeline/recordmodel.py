@@ -26,10 +26,9 @@ from pydantic import (
     model_validator,
 )
 
-from qualify.checks.evidence import HINT, Part
-from qualify.checks.refusals import place, refused, refused_at, type_name
+from qualify.checks.evidence import Part
+from qualify.checks.refusals import plain, refusal, refused, type_name
 from qualify.core import seal
-from qualify.core.errors import RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.redaction import redact_known
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
@@ -131,7 +130,7 @@ class Record(RecordPart):
     def parse(cls, path: Path, document: Mapping[str, Any]) -> Self:
         """`document`, the record at `path` (as read, of any version qualify knows, or as a
         writer built it), checked."""
-        current = _plain(migrate(cls.STEPS, document, str(path)))
+        current = plain(migrate(cls.STEPS, document, str(path)))
         cls._check_shapes(current, path)
         try:
             record = cls.model_validate(current, context={"folder": path.parent.name, "path": path})
@@ -171,21 +170,3 @@ class Record(RecordPart):
         check_writer(target)
         write_json(target, document, version=RECORD_VERSION)
         seal.note(target)
-
-
-def refusal(exc: ValidationError, where: str | Path, key: str = "") -> RunStoreError:
-    """The first thing pydantic found wrong, naming `where` and the key (under `key`), in the
-    words of the run folder's other refusals (`qualify.checks.refusals`): "checks[0].verdict
-    'GOOD' is not one of ...", "spec.limits is a string, not an object"."""
-    first = exc.errors()[0]
-    return RunStoreError(f"{where}: {refused_at(place(first['loc'], key), first)}", HINT)
-
-
-def _plain(value: Any) -> Any:
-    """A document as JSON reads it: objects as dicts, lists as lists (a writer may hand over
-    other mappings and tuples)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

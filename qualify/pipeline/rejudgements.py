@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from qualify.pipeline.recordmodel import RecordPart, refusal
+from qualify.checks.refusals import refusal
+from qualify.pipeline.recordmodel import RecordPart
 
 
 class RejudgedChange(RecordPart):

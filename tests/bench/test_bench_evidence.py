@@ -105,23 +105,23 @@ def first_pair(schedule: dict[str, Any]) -> int:
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (lambda s, i: s.update(pairs="12"), "pairs: input should be a valid integer"),
-        (lambda s, i: s.pop("stop_reason"), "stop_reason: missing"),
+        (lambda s, i: s.update(pairs="12"), "pairs is a string, not a whole number"),
+        (lambda s, i: s.pop("stop_reason"), "stop_reason is missing"),
         (lambda s, i: s.update(stop_reasons="done"), "stop_reasons: not a field this qualify knows"),
-        (lambda s, i: s["units"][i].update(ok="yes"), "units.{i}.ok: input should be a valid boolean"),
-        (lambda s, i: s["units"][i].pop("role"), "units.{i}.role: missing"),
+        (lambda s, i: s["units"][i].update(ok="yes"), "units[{i}].ok is a string, not true or false"),
+        (lambda s, i: s["units"][i].pop("role"), "units[{i}].role is missing"),
         (
             lambda s, i: s["units"][i]["host"].update(foreign_cores="0.3"),
-            "units.{i}.host.foreign_cores: input",
+            "units[{i}].host.foreign_cores is a string, not a number",
         ),
         (
             lambda s, i: s["units"][i]["gpu"]["gpus"]["0"].update(reason={}),
-            "units.{i}.gpu.gpus.0.reason: not a",
+            "units[{i}].gpu.gpus.0.reason: not a",
         ),
-        (lambda s, i: s["plan"].update(looks=[10, "20"]), "plan.looks.1: input should be a valid integer"),
+        (lambda s, i: s["plan"].update(looks=[10, "20"]), "plan.looks[1] is a string, not a whole number"),
         (
             lambda s, i: s["baseline_env"].update(load=None, gpu_processes="none"),
-            "baseline_env.gpu_processes:",
+            "baseline_env.gpu_processes is a string, not a list",
         ),
     ],
 )
@@ -139,8 +139,8 @@ def test_a_schedule_that_does_not_hold_names_the_file_and_key(
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (lambda m: m.update(arm=3), "arm: input should be a valid string"),
-        (lambda m: m.pop("configs"), "configs: missing"),
+        (lambda m: m.update(arm=3), "arm is a number, not a string"),
+        (lambda m: m.pop("configs"), "configs is missing"),
         (lambda m: m.update(engin={}), "engin: not a field this qualify knows"),
         (lambda m: m.update(version=2), "is version 2; this qualify reads BenchMeasurement up to version 1"),
     ],

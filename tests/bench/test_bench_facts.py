@@ -57,7 +57,7 @@ def test_a_bench_fact_that_does_not_hold_names_the_file_and_key(tmp_path: Path) 
     saved = json.loads(path.read_text())
     test = next(iter(saved["facts"]["tests"]))
     saved["facts"]["tests"][test]["ratio"] = "1.02"
-    assert f"facts.tests.{test}.ratio: input should be a valid number" in refusal(path, saved)
+    assert f"facts.tests.{test}.ratio is a string, not a number" in refusal(path, saved)
 
 
 def test_kinds_json_shows_the_bench_facts() -> None:

@@ -40,7 +40,7 @@ def test_a_count_that_is_not_a_number_is_refused(recorded: Path, tmp_path: Path)
     saved["facts"]["counts"]["candidate"]["failed"] = "0"
     path = tmp_path / "result.json"
     said = refusal(path, saved)
-    assert f"{path}: facts.counts.candidate.failed: input should be a valid integer" in said
+    assert f"{path}: facts.counts.candidate.failed is a string, not a whole number" in said
 
 
 def test_kinds_json_shows_the_counts() -> None:

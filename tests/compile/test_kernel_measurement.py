@@ -74,13 +74,16 @@ def test_a_role_not_scanned_holds_its_error_alone() -> None:
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        (lambda m: m["mix"]["cuda"].update(not_read=5), "mix.cuda.not_read: input should be a valid string"),
+        (lambda m: m["mix"]["cuda"].update(not_read=5), "mix.cuda.not_read is a number, not a string"),
         (lambda m: m["mix"]["cuda"].update(tool=["x"]), "mix.cuda.tool: not a field this qualify knows"),
-        (lambda m: m["mix"].update(amdgpu={"tool": ["x"]}), "mix.amdgpu.version: missing"),
-        (lambda m: m["files"][0].update(bytes="10"), "files.0.bytes: input should be a valid integer"),
-        (lambda m: m["unreadable"][0].pop("message"), "unreadable.0.message: missing"),
+        (lambda m: m["mix"].update(amdgpu={"tool": ["x"]}), "mix.amdgpu.version is missing"),
+        (lambda m: m["files"][0].update(bytes="10"), "files[0].bytes is a string, not a whole number"),
+        (lambda m: m["unreadable"][0].pop("message"), "unreadable[0].message is missing"),
         (lambda m: m.update(kernels=[]), "kernels: not a field this qualify knows"),
-        (lambda m: m.pop("counts"), "counts missing, and no error says why the role was not scanned"),
+        (
+            lambda m: m.pop("counts"),
+            "the document lacks counts, and no error says why the role was not scanned",
+        ),
         (lambda m: m.update(version=2), "KernelMeasurement is version 2"),
     ],
     ids=["not-read", "not-read-and-read", "read", "file", "unreadable", "misspelt", "half-scanned", "newer"],
@@ -107,7 +110,7 @@ def test_the_judge_refuses_a_recorded_measurement_edited_wrong(tmp_path: Path) -
     edited = document(path)
     edited["unreadable"] = [{"file": "lib/x.so", "message": "bad"}]
     path.write_text(json.dumps(edited))
-    with pytest.raises(RunStoreError, match="unreadable.0.reader: missing"):
+    with pytest.raises(RunStoreError, match=r"unreadable\[0\].reader is missing"):
         judge(SavedCheck(check, spec, ("pinned", "candidate")))
 
 

@@ -52,7 +52,7 @@ def test_a_wrong_field_is_refused_naming_the_line_and_the_key() -> None:
         GroupRecord.read({"pgid": 12, "signal": 9}, "p/processes.jsonl:1")
     with pytest.raises(RunStoreError, match=r"p/processes.jsonl:2: argv is list, not a list of words"):
         GroupRecord.read({"pgid": 12, "argv": ["make", 3]}, "p/processes.jsonl:2")
-    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:4: pgid: missing"):
+    with pytest.raises(RunStoreError, match=r"p/processes.jsonl:4: pgid is missing"):
         GroupRecord.read({"start": 12}, "p/processes.jsonl:4")
     with pytest.raises(RunStoreError, match=r"p/processes.jsonl:5: start is bool, not a start time"):
         GroupRecord.read({"pgid": 12, "start": True}, "p/processes.jsonl:5")

@@ -102,7 +102,7 @@ def test_a_wrong_field_is_refused_naming_the_file_and_the_key() -> None:
         SealDocument.read({"schema_version": 1, "records": {"a/stage.json": 12}}, "r/seal.json")
     with pytest.raises(RunStoreError, match=r"r/seal.json: digests: not a field this qualify knows"):
         SealDocument.read({"records": {}, "digests": {}}, "r/seal.json")
-    with pytest.raises(RunStoreError, match=r"r/seal.json: records: missing"):
+    with pytest.raises(RunStoreError, match=r"r/seal.json: records is missing"):
         SealDocument.read({"schema_version": 1}, "r/seal.json")
     with pytest.raises(RunStoreError, match=r"r/seal.json: mac is int, not text"):
         SealDocument.read({"schema_version": 2, "records": {}, "key": "k", "mac": 5}, "r/seal.json")

@@ -83,10 +83,10 @@ def test_a_kld_fact_that_does_not_hold_names_the_file_and_key(tmp_path: Path) ->
     saved = json.loads(original)
     saved["facts"]["summaries"]["reference|candidate"]["same_top_p"] = "0.95"
     said = refusal(path, saved)
-    assert "facts.summaries.reference|candidate.same_top_p: input should be a valid number" in said
+    assert "facts.summaries.reference|candidate.same_top_p is a string, not a number" in said
     saved = json.loads(original)
     del saved["facts"]["noninferiority"]["theta"]
-    assert "facts.noninferiority.theta: missing" in refusal(path, saved)
+    assert "facts.noninferiority.theta is missing" in refusal(path, saved)
     saved = json.loads(original)
     saved["facts"]["n_chunk"] = 32  # misspelt
     assert "facts.n_chunk: not a field this qualify knows" in refusal(path, saved)
@@ -98,7 +98,7 @@ def test_a_record_that_does_not_hold_names_the_file_and_key(tmp_path: Path) -> N
     saved["passes"][0]["tokens"] = 20.5
     path.write_text(json.dumps(saved))
     with pytest.raises(
-        RunStoreError, match=r"numerics.json: passes\.0\.tokens: input should be a valid integer"
+        RunStoreError, match=r"numerics.json: passes\[0\]\.tokens is a number, not a whole number"
     ):
         NumericsRecord.read(path)
 

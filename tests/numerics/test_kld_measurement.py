@@ -49,10 +49,10 @@ def _measured() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        (lambda m: m.update(artifact_bytes="1000"), "artifact_bytes: input should be a valid integer"),
-        (lambda m: m.update(settings=[1]), "settings: input should be a valid dictionary"),
+        (lambda m: m.update(artifact_bytes="1000"), "artifact_bytes is a string, not a whole number"),
+        (lambda m: m.update(settings=[1]), "settings is a list, not an object"),
         (lambda m: m.update(artifact_eror="x"), "artifact_eror: not a field this qualify knows"),
-        (lambda m: m.update(error={"hint": "h"}), "error.message: missing"),
+        (lambda m: m.update(error={"hint": "h"}), "error.message is missing"),
         (lambda m: m.update(version=2), "KldMeasurement is version 2"),
     ],
     ids=["wrong-type", "settings", "misspelt", "error", "newer"],
@@ -95,10 +95,13 @@ def test_a_logprob_dir_reads_its_meta_through_the_type(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        (lambda m: m.update(n_ctx="8"), "n_ctx: input should be a valid integer"),
-        (lambda m: m.update(values="probs"), "values: input should be 'logprobs' or 'logits'"),
-        (lambda m: m.update(format="qualify.logprobs/v2"), "format: input should be 'qualify.logprobs/v1'"),
-        (lambda m: m.pop("n_vocab"), "n_vocab: missing"),
+        (lambda m: m.update(n_ctx="8"), "n_ctx is a string, not a whole number"),
+        (lambda m: m.update(values="probs"), "values 'probs' is not one of 'logprobs' or 'logits'"),
+        (
+            lambda m: m.update(format="qualify.logprobs/v2"),
+            "format 'qualify.logprobs/v2' is not one of 'qualify.logprobs/v1'",
+        ),
+        (lambda m: m.pop("n_vocab"), "n_vocab is missing"),
         (lambda m: m.update(dtype="f4"), "dtype: not a field this qualify knows"),
         (lambda m: m.update(first=7), "first=7 leaves no scored row in n_ctx=8"),
     ],

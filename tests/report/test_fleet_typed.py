@@ -109,7 +109,7 @@ def test_the_fleets_own_record_is_read_through_its_types(
     assert isinstance(saved["hosts"][0]["run_id"], str)
     # A key misspelt in the fleet's own run.json is refused, naming it; not read as None.
     edit(out / "run.json", lambda d: d["hosts"][0].update(not_rejuged="why"))
-    with pytest.raises(RunStoreError, match=r"run\.json: hosts\.0\.not_rejuged: not a field"):
+    with pytest.raises(RunStoreError, match=r"run\.json: hosts\[0\]\.not_rejuged: not a field"):
         fleet_model(out)
     edit(out / "run.json", lambda d: d["hosts"][0].update(key=7, not_rejuged=None))
     with pytest.raises(RunStoreError, match=r"run\.json"):
