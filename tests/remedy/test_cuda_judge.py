@@ -22,6 +22,7 @@ from qualify.core.errors import UsageError
 from qualify.remedy.failing import CompileCheck, compile_check, failing_sources
 from qualify.remedy.families import AMDGPU, CUDA, scanned_family
 from qualify.remedy.judge import judge_variant
+from qualify.remedy.units import RemedyError, read_unit
 
 CUDA_RUN = REPO / "examples" / "llama-cpp-cuda" / "recorded" / "20261207-024207-cuda135-continued.tar.xz"
 ROCM_RUN = REPO / "examples" / "llama-cpp-rocm" / "recorded" / "20261206-234850-rocm72.tar.xz"
@@ -119,3 +120,13 @@ def test_a_unit_whose_kernels_spill_more_breaks_the_ones_that_passed(check: Comp
     [outcome] = judge_variant(check, {Q2_K: unit})
     assert outcome.newly_broken == outcome.kernels - outcome.failing_before > 0
     assert outcome.recovered == 0
+
+
+def test_a_cuda_unit_without_its_ptxas_report_is_refused(tmp_path: Path) -> None:
+    """Where the check read spill bytes from the build's ptxas reports, a unit read without its
+    own would spill nothing, and bring back every spill: it is refused instead."""
+    out = tmp_path / "out"
+    (out / "lib").mkdir(parents=True)
+    with pytest.raises(RemedyError, match="no ptxas report") as raised:
+        read_unit(out, Q2_K, tmp_path / "unit", None, CUDA, spills_from_logs=True)
+    assert "-Xptxas -v" in (raised.value.hint or "")
