@@ -42,3 +42,21 @@ def assert_readme_figures(example: Path, now: Answer, variants: Sequence[str]) -
             f"| `{name}` | {totals['recovered']} of {totals['failing_before']} | {totals['newly_broken']} |"
         )
         assert said in text, said
+
+
+def assert_judged_as_recorded(recorded: Answer, now: Answer) -> None:
+    """Today's judgement is the recorded one, every unit was built and each unit holds its
+    file's kernels, no more, no fewer."""
+    assert now["variants"] == recorded["variants"] and now["failing"] == recorded["failing"]
+    for variant in now["variants"].values():
+        assert variant["not_built"] == {}
+        for outcome in variant["sources"]:
+            assert outcome["recovered"] + outcome["still_failing"] == outcome["failing_before"]
+            assert outcome["missing"] == outcome["extra"] == 0  # each unit is its file's kernels
+
+
+def assert_as_built_reproduces(now: Answer) -> None:
+    """The `as-built` variant's units (no flag) change nothing: figures, warnings, code bytes."""
+    for outcome in now["variants"]["as-built"]["sources"]:
+        assert outcome["recovered"] == outcome["newly_broken"] == 0
+        assert outcome["code_change_pct"] == 0 and outcome["warn_before"] == outcome["warn_after"]

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remedy_recorded import assert_readme_figures, rejudge_remedy
+from remedy_recorded import (
+    assert_as_built_reproduces,
+    assert_judged_as_recorded,
+    assert_readme_figures,
+    rejudge_remedy,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-rocm"
 REMEDIES = sorted((EXAMPLE / "recorded" / "remedy").glob("*-rocm72.tar.xz"))
@@ -34,13 +39,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], di
 
 def test_the_units_judge_again_to_the_recorded_answer(judged: tuple[dict[str, Any], dict[str, Any]]) -> None:
     recorded, now = judged
-    assert now["variants"] == recorded["variants"] and now["failing"] == recorded["failing"]
+    assert_judged_as_recorded(recorded, now)
     assert {"true16-off", "slp-off"} <= set(now["variants"])
-    for variant in now["variants"].values():
-        assert variant["not_built"] == {}
-        for outcome in variant["sources"]:
-            assert outcome["recovered"] + outcome["still_failing"] == outcome["failing_before"]
-            assert outcome["missing"] == outcome["extra"] == 0  # each unit is its file's kernels
 
 
 def test_a_unit_built_as_the_arm_was_is_the_librarys_own(
@@ -48,10 +48,7 @@ def test_a_unit_built_as_the_arm_was_is_the_librarys_own(
 ) -> None:
     """The as-built units reproduce the candidate's kernels of their files: what a variant
     changes is its flag's doing, not the unit's way of building."""
-    _, now = judged
-    for outcome in now["variants"]["as-built"]["sources"]:
-        assert outcome["recovered"] == outcome["newly_broken"] == 0
-        assert outcome["code_change_pct"] == 0 and outcome["warn_before"] == outcome["warn_after"]
+    assert_as_built_reproduces(judged[1])
 
 
 def test_the_readme_gives_the_remedys_figures(judged: tuple[dict[str, Any], dict[str, Any]]) -> None:
