@@ -1,6 +1,7 @@
 # Builder of the kernel slices (run by /bin/sh with the variables the flake sets): $src the
 # llama.cpp source tree, $cuda one CUDA toolchain tree, $sources the ggml-cuda sources to compile
-# (paths under ggml/src/ggml-cuda). Each becomes lib/<stem>.cubin for sm_90 and share/<stem>.log,
+# (paths under ggml/src/ggml-cuda), $flags (optional) a remedy variant's own nvcc flags, given
+# after ggml's so that they win. Each becomes lib/<stem>.cubin for sm_90 and share/<stem>.log,
 # ptxas's -v report of every kernel in it (registers, stack frame, spills), with the flags and
 # definitions ggml's CMake gives every ggml-cuda source in a Release build of shared libraries
 # (ggml/src/CMakeLists.txt, ggml/src/ggml-cuda/CMakeLists.txt; GGML_CUDA_USE_GRAPHS is on by
@@ -21,7 +22,7 @@ compile='rel=$1; stem=${rel##*/}; stem=${stem%.cu}
   -O3 -use_fast_math -extended-lambda -Xcompiler -Wno-pedantic \
   -DNDEBUG -DGGML_SCHED_MAX_COPIES=4 -D_GNU_SOURCE -D_XOPEN_SOURCE=600 \
   -DGGML_BACKEND_BUILD -DGGML_BACKEND_SHARED -DGGML_SHARED -DGGML_CUDA_USE_GRAPHS \
-  "-I$ggml/include" "-I$ggml/src" "-I$ggml/src/ggml-cuda" \
+  "-I$ggml/include" "-I$ggml/src" "-I$ggml/src/ggml-cuda" ${flags:-} \
   "$ggml/src/ggml-cuda/$rel" -o "$out/lib/$stem.cubin" > "$out/share/$stem.log" 2>&1 \
   || { echo "$rel:" >&2; tail -40 "$out/share/$stem.log" >&2; exit 1; }'
 

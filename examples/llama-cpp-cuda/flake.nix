@@ -151,6 +151,57 @@
           ];
         };
 
+      # Remedy units: each ggml-cuda source that holds a kernel of libggml-cuda.so
+      # (cuda-sources.txt, the `source_file`s of the library's kernels), compiled alone by the
+      # candidate's toolchain with ggml's flags (build-slice.sh, as the slices are) and then a
+      # variant's: a cubin and its ptxas report, as the library holds them for that file.
+      # `qualify remedy` builds only the units of the sources whose kernels failed
+      # (`remedy-<variant>.<source's stem>`) and compares them with both arms.
+      cudaSources = builtins.filter (s: builtins.isString s && s != "") (
+        builtins.split "\n" (builtins.readFile ./cuda-sources.txt)
+      );
+      unitName = path: builtins.replaceStrings [ ".cu" ] [ "" ] (baseNameOf path);
+      units =
+        variant: flags:
+        builtins.listToAttrs (
+          map (path: {
+            name = unitName path;
+            value = builtins.derivation {
+              name = "cuda-unit-${variant}-${unitName path}";
+              inherit system;
+              cuda = cuda135;
+              builder = "/bin/sh";
+              PATH = "/usr/local/bin:/usr/bin:/bin";
+              src = source;
+              sources = path;
+              flags = builtins.concatStringsSep " " flags;
+              # What qualify reads to tie the unit to the library's kernels: the source's name
+              # as the library's kernels name it.
+              source_file = baseNameOf path;
+              args = [
+                "-c"
+                (builtins.readFile ./build-slice.sh)
+              ];
+            };
+          }) cudaSources
+        );
+      # The variants: what each changes in CUDA 13.5.37's code generation for sm_90, aimed at
+      # the spill the bisect found (`mul_mat_q<Q2_K, 128>`, 100 -> 124 bytes from 13.2.51 on).
+      remedies = {
+        # No flag: the candidate as the arm built it, to check a unit reproduces the library's kernels.
+        remedy-as-built = units "as-built" [ ];
+        # ptxas at -O2 instead of -O3: another register allocation and schedule.
+        remedy-ptxas-o2 = units "ptxas-o2" [
+          "-Xptxas"
+          "-O2"
+        ];
+        # ptxas at -O1: a lower optimisation level, with a register allocation and schedule of its own.
+        remedy-ptxas-o1 = units "ptxas-o1" [
+          "-Xptxas"
+          "-O1"
+        ];
+      };
+
       tools = [
         "llama-bench"
         "llama-perplexity"
@@ -220,5 +271,7 @@
           }
         ]) series
       );
+      # Attribute sets of derivations, not derivations: `nix build .#remedy-ptxas-o2.mmq-instance-q2_k`.
+      legacyPackages.${system} = remedies;
     };
 }

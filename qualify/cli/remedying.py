@@ -39,6 +39,15 @@ def remedy(
         bool,
         typer.Option("--no-build", help="Build nothing: judge the units the remedy's folder holds again."),
     ] = False,
+    flake: Annotated[
+        str | None,
+        typer.Option(
+            "--flake",
+            metavar="REF",
+            help="Build the project's variants (.#…) from this flake, not from the run's revision "
+            "(a run built on another host, or before its variants existed).",
+        ),
+    ] = None,
     project: ProjectOpt = Path(),
     runs_dir: RunsDirOpt = None,
     as_json: JsonOpt = False,
@@ -74,7 +83,7 @@ def remedy(
 
         # --no-build: every variant the folder holds is judged again from its saved units.
         asked = ({}, []) if no_build else (variants, sources)
-        found = run_remedy(folder, compiled, failing, asked, env, echo)
+        found = run_remedy(folder, compiled, failing, asked, env, echo, flake)
         said = document(found)
         write_json(folder / REPORT, said.to_json())
         write_atomic(folder / SUMMARY, markdown(said).encode("utf-8"))

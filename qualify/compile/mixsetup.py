@@ -22,10 +22,35 @@ from qualify.core.errors import QualifyError
 #: cuobjdump's options for the mix: the SASS of every function.
 CUOBJDUMP_OPTIONS = ("-sass",)
 _OBJDUMPS = (*(f"llvm-objdump-{v}" for v in range(30, 13, -1)), "llvm-objdump")
-#: Per family: the parameter that names its disassembler, the names `auto` looks for, the options.
-_AMDGPU = ("amdgpu", "objdump", _OBJDUMPS, OBJDUMP_OPTIONS)
-_CUDA = ("cuda", "cuobjdump", ("cuobjdump",), CUOBJDUMP_OPTIONS)
-_FAMILIES = (_AMDGPU, _CUDA)
+
+
+@dataclass(frozen=True)
+class Disassembler:
+    """A family's disassembler as a check names it: the parameter, the names `auto` looks for
+    on PATH, and the options the mix is read with."""
+
+    family: str
+    param: str
+    names: tuple[str, ...]
+    options: tuple[str, ...]
+
+
+DISASSEMBLERS = {
+    "amdgpu": Disassembler("amdgpu", "objdump", _OBJDUMPS, OBJDUMP_OPTIONS),
+    "cuda": Disassembler("cuda", "cuobjdump", ("cuobjdump",), CUOBJDUMP_OPTIONS),
+}
+
+
+def on_path(tool: Disassembler) -> tuple[list[str] | None, str | None]:
+    """What `auto` finds on PATH for the family: its argv, or None and why not."""
+    found = first_on_path(tool.names)
+    if found is None:
+        shown = ", ".join(tool.names[:2]) + (", ..." if len(tool.names) > 2 else "")
+        return None, f"no {shown} on PATH: set `{tool.param}` to the toolchain's own"
+    if tool.family == "cuda" and first_on_path(("nvdisasm",)) is None:
+        # cuobjdump prints no SASS itself: it runs nvdisasm, and fails on every cubin without it.
+        return None, "cuobjdump is on PATH but nvdisasm, which it runs for SASS, is not"
+    return found, None
 
 
 @dataclass(frozen=True)
@@ -42,48 +67,34 @@ def mix_tools(ctx: CheckContext) -> MixTools:
     `strict` (`named`): its failures are errors."""
     not_read: dict[str, str] = {}
     role = "candidate" if "candidate" in ctx.arms else ctx.roles[0]
-    amdgpu = _tool(ctx, *_AMDGPU, role, not_read)
-    cuda = _tool(ctx, *_CUDA, role, not_read)
+    amdgpu = _tool(ctx, DISASSEMBLERS["amdgpu"], role, not_read)
+    cuda = _tool(ctx, DISASSEMBLERS["cuda"], role, not_read)
     return MixTools(amdgpu, cuda, not_read)
 
 
-def _tool(
-    ctx: CheckContext,
-    family: str,
-    param: str,
-    names: tuple[str, ...],
-    options: tuple[str, ...],
-    role: str,
-    not_read: dict[str, str],
-) -> Tool | None:
+def _tool(ctx: CheckContext, tool: Disassembler, role: str, not_read: dict[str, str]) -> Tool | None:
     """The family's disassembler, or None with the reason in `not_read`."""
-    value = ctx.spec.params.get(param, "auto")
+    value = ctx.spec.params.get(tool.param, "auto")
     if not value:
-        not_read[family] = f"`{param}` is empty"
+        not_read[tool.family] = f"`{tool.param}` is empty"
         return None
     if value == "auto":
-        found = first_on_path(names)
-        if found is None:
-            shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
-            not_read[family] = f"no {shown} on PATH: set `{param}` to the toolchain's own"
-            return None
-        argv = found
-        if family == "cuda" and first_on_path(("nvdisasm",)) is None:
-            # cuobjdump prints no SASS itself: it runs nvdisasm, and fails on every cubin without it.
-            not_read[family] = "cuobjdump is on PATH but nvdisasm, which it runs for SASS, is not"
+        argv, why = on_path(tool)
+        if argv is None:
+            not_read[tool.family] = why or "not found"
             return None
     else:
         argv = ctx.argv(value, role)
     try:
-        return probe(argv, options, ctx.env(role))
+        return probe(argv, tool.options, ctx.env(role))
     except DisassemblyError as exc:
-        raise QualifyError(f"{param}: {exc.message}", exc.hint) from None
+        raise QualifyError(f"{tool.param}: {exc.message}", exc.hint) from None
 
 
 def named(ctx: CheckContext) -> frozenset[str]:
     """The families whose disassembler the plan named (not `auto`, not empty)."""
     return frozenset(
-        f for f, param, _, _ in _FAMILIES if ctx.spec.params.get(param, "auto") not in ("auto", "")
+        f for f, tool in DISASSEMBLERS.items() if ctx.spec.params.get(tool.param, "auto") not in ("auto", "")
     )
 
 

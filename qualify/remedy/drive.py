@@ -16,7 +16,7 @@ from qualify.core.remedies import RemedySpec
 from qualify.core.runstore import now_iso
 from qualify.core.tomlfile import suggest
 from qualify.remedy import state as saved
-from qualify.remedy.failing import FAMILY, CompileCheck, FailingSource
+from qualify.remedy.failing import CompileCheck, FailingSource
 from qualify.remedy.judge import SourceOutcome, judge_variant
 from qualify.remedy.units import (
     ListedUnit,
@@ -93,7 +93,7 @@ def locked_url(run: Path) -> str | None:
 def candidate_tool(check: CompileCheck) -> list[str] | None:
     """The disassembler the compile check read the candidate with (its argv), if it read a mix."""
     measured = KernelMeasurement.read(check.folder / "candidate" / "measurement.json")
-    mix = measured.mix.get(FAMILY)
+    mix = measured.mix.get(check.family.name)
     tool = getattr(mix, "tool", None) if mix is not None else None
     return list(tool) if tool else None
 
@@ -105,12 +105,18 @@ def run_remedy(
     asked: tuple[dict[str, RemedySpec], list[FailingSource]],
     env: Mapping[str, str],
     echo: Callable[[str], None],
+    flake: str | None = None,
 ) -> Remedy:
     """Build the units of the variants and source files `asked`, then judge every variant the
-    remedy's folder holds units of (earlier ones too) over every failing source it built."""
+    remedy's folder holds units of (earlier ones too) over every failing source it built. The
+    project's variants (`.#…`) come from `flake` where given, else from the run's revision."""
     variants, sources = asked
-    locked = locked_url(check.run)
-    tool = disassembler(candidate_tool(check), env) if variants else None
+    locked = flake or locked_url(check.run)
+    tool = None
+    if variants:
+        tool, note = disassembler(check.family, candidate_tool(check), check.disassembler, env)
+        if note is not None:
+            echo(note)
     state = saved.open_state(folder, check.run.name, check.label)
     state = state.model_copy(
         update={
@@ -131,17 +137,18 @@ def run_remedy(
                 problems[name][file] = f"{variant.installable} has no unit for {file}"
                 continue
             try:
-                state = _unit(folder, state, name, file, ref, units[file], tool, env, echo)
+                state = _unit(folder, state, check, (name, file), ref, units[file], tool, env, echo)
             except RemedyError as exc:
                 problems[name][file] = exc.message
     everything = {n: RemedySpec(n, v.installable, v.flags, None) for n, v in state.variants.items()}
     found = Remedy(check, failing, everything, problems=problems)
+    family = check.family.name
     for name in everything:
         tables = {}
         for file in (f.source_file for f in failing):
             last = state.last(name, file)
-            if last is not None and last.ok and (folder / last.folder / f"{FAMILY}.parquet").is_file():
-                tables[file] = load_tables(folder / last.folder)[FAMILY]
+            if last is not None and last.ok and (folder / last.folder / f"{family}.parquet").is_file():
+                tables[file] = load_tables(folder / last.folder)[family]
         found.outcomes[name] = judge_variant(check, tables)
         found.seconds[name] = round(
             sum(u.seconds or 0.0 for u in state.units if u.variant == name and u.ok), 1
@@ -152,8 +159,8 @@ def run_remedy(
 def _unit(
     folder: Path,
     state: saved.RemedyFile,
-    variant: str,
-    file: str,
+    check: CompileCheck,
+    which: tuple[str, str],
     ref: str,
     listed: ListedUnit,
     tool: Tool | None,
@@ -163,9 +170,10 @@ def _unit(
     """One unit, built and read unless an attempt at it finished from the derivation the
     variant gives now: a variant whose flags changed since is built again, never judged by the
     objects of the flags it had."""
+    variant, file = which
     attr = listed.attr
     last = state.last(variant, file)
-    if last is not None and last.ok and (folder / last.folder / f"{FAMILY}.parquet").is_file():
+    if last is not None and last.ok and (folder / last.folder / f"{check.family.name}.parquet").is_file():
         if listed.drv is None or last.drv == listed.drv:
             return state
         echo(f"{variant}: {file}: built from {last.drv}, the variant now gives {listed.drv}: building again")
@@ -194,7 +202,7 @@ def _unit(
     try:
         if not built.ok or built.out is None:
             raise RemedyError(built.error or f"{ref}.{attr}: no output")
-        table = read_unit(Path(built.out), file, where, tool)
+        table = read_unit(Path(built.out), file, where, tool, check.family, check.spills_from_logs)
     except RemedyError as exc:
         done = done.model_copy(update={"ok": False, "error": exc.message})
         _put(folder, state, done)

@@ -23,15 +23,16 @@ from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.tomlfile import suggest
 from qualify.pipeline.checkrecords import CheckResult
+from qualify.remedy.families import AMDGPU, Family, scanned_family
 
 KIND = "kernel-resources"
-#: The families a remedy compiles: AMDGPU code objects, tied to their source by the library.
-FAMILY = "amdgpu"
 
 
 @dataclass(frozen=True)
 class CompileCheck:
-    """A run's compile check, read back: its folder, its limits and both roles' tables."""
+    """A run's compile check, read back: its folder, its limits, both roles' tables, the family
+    of kernels it holds, whether it read spill bytes from ptxas reports and how it named the
+    family's disassembler (its parameter's value: a template, "auto" or "")."""
 
     run: Path
     folder: Path
@@ -39,6 +40,9 @@ class CompileCheck:
     limits: Limits
     pinned: dict[str, pd.DataFrame]
     candidate: dict[str, pd.DataFrame]
+    family: Family = AMDGPU
+    spills_from_logs: bool = False
+    disassembler: str = "auto"
 
     @property
     def label(self) -> str:
@@ -66,7 +70,8 @@ def compile_check(run: Path, name: str | None) -> CompileCheck:
             else "qualify remedy needs a run whose compile stage ran",
         )
     folder = found[0]
-    tables = {role: folder / role / f"{FAMILY}.parquet" for role in ("pinned", "candidate")}
+    # Every family's table is written by every scan: the AMDGPU one stands for "scanned".
+    tables = {role: folder / role / "amdgpu.parquet" for role in ("pinned", "candidate")}
     missing = [role for role, path in tables.items() if not path.is_file()]
     if missing:
         raise UsageError(
@@ -90,13 +95,18 @@ def compile_check(run: Path, name: str | None) -> CompileCheck:
         ),
         folder / "result.json",
     )
+    candidate = load_tables(folder / "candidate")
+    family = scanned_family(folder, candidate)
     return CompileCheck(
         run=run,
         folder=folder,
         name=folder.name,
         limits=Limits.from_plan(spec.limits, params.cuda_block_size),
         pinned=load_tables(folder / "pinned"),
-        candidate=load_tables(folder / "candidate"),
+        candidate=candidate,
+        family=family,
+        spills_from_logs=bool(params.ptxas_logs),
+        disassembler=str(spec.params.get(family.disassembler.param, "auto")),
     )
 
 
@@ -118,7 +128,8 @@ class FailingSource:
 
 def failing_sources(check: CompileCheck) -> tuple[list[KernelDiff], list[FailingSource]]:
     """The check's comparison and each source file holding a failing kernel, most failures first."""
-    table = check.candidate[FAMILY]
+    family = check.family
+    table = check.candidate[family.name]
     if table.empty or table["source_file"].isna().all():
         raise UsageError(
             f"{check.folder}: the candidate's kernels are not tied to their source files",
@@ -126,12 +137,13 @@ def failing_sources(check: CompileCheck) -> tuple[list[KernelDiff], list[Failing
             "the compile stage again (qualify run --run RUN --only compile)",
         )
     results = diff(check.pinned, check.candidate, check.limits)
-    failing = {r.key for r in results if r.family == FAMILY and r.severity == "FAIL"}
-    real = {r.key for r in results if r.family == FAMILY and r.severity != "stub"}
+    failing = {r.key for r in results if r.family == family.name and r.severity == "FAIL"}
+    real = {r.key for r in results if r.family == family.name and r.severity != "stub"}
     by_source: dict[str, set[str]] = {}
-    for source, key in zip(table["source_file"], table["key"], strict=True):
+    # Keys as the comparison matched them (a CUDA name with its translation-unit hash folded).
+    for source, (_, key) in zip(table["source_file"], family.kernels(table), strict=True):
         if isinstance(source, str) and key in real:
-            by_source.setdefault(source, set()).add(str(key))
+            by_source.setdefault(source, set()).add(key)
     found = [
         FailingSource(source, len(keys), tuple(sorted(keys & failing)))
         for source, keys in by_source.items()

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from qualify.compile.diff import KernelDiff, diff
-from qualify.remedy.failing import FAMILY, CompileCheck
+from qualify.remedy.failing import CompileCheck
+from qualify.remedy.families import Family
 
 
 @dataclass(frozen=True)
@@ -75,26 +76,29 @@ class SourceOutcome:
 
 
 def judge_variant(check: CompileCheck, units: Mapping[str, pd.DataFrame]) -> list[SourceOutcome]:
-    """Each source file of `units` (its scanned AMDGPU table, `source_file` set) judged.
+    """Each source file of `units` (its scanned table of the check's family, `source_file` set)
+    judged.
 
-    A kernel is one per chip (`processor`) as the comparison matches them: a source built for
-    several chips and rebuilt for one has its other chips' kernels left as the candidate built
-    them."""
+    A kernel is one per chip (AMDGPU `processor`, CUDA `target`) as the comparison matches them:
+    a source built for several chips and rebuilt for one has its other chips' kernels left as
+    the candidate built them."""
     if not units:
         return []
-    candidate = check.candidate[FAMILY]
-    replaced = _in(candidate, units)
-    kernels = set(_kernels(candidate[replaced])) | {k for t in units.values() for k in _kernels(t)}
-    pinned = _only(check.pinned, kernels)
-    before = _only(check.candidate, kernels)
-    kept = before[FAMILY][~_in(before[FAMILY], units)]
-    after = {**before, FAMILY: pd.concat([kept, *units.values()]).reset_index(drop=True)}
-    was = _by_kernel(diff(pinned, before, check.limits))
-    now = _by_kernel(diff(pinned, after, check.limits))
+    family = check.family
+    candidate = check.candidate[family.name]
+    replaced = _in(family, candidate, units)
+    rebuilt = {k for t in units.values() for k in family.kernels(t)}
+    kernels = set(family.kernels(candidate[replaced])) | rebuilt
+    pinned = _only(family, check.pinned, kernels)
+    before = _only(family, check.candidate, kernels)
+    kept = before[family.name][~_in(family, before[family.name], units)]
+    after = {**before, family.name: pd.concat([kept, *units.values()]).reset_index(drop=True)}
+    was = _by_kernel(family, diff(pinned, before, check.limits))
+    now = _by_kernel(family, diff(pinned, after, check.limits))
     outcomes = []
     for source, unit in units.items():
         mine = candidate[replaced & (candidate["source_file"] == source)]
-        own, built = set(_kernels(mine)), set(_kernels(unit))
+        own, built = set(family.kernels(mine)), set(family.kernels(unit))
         judged = sorted(k for k in own & built if was[k].severity != "stub")
         failed_before = {k for k in judged if was[k].severity == "FAIL"}
         failed_after = {k for k in judged if now[k].severity == "FAIL"}
@@ -120,35 +124,33 @@ def judge_variant(check: CompileCheck, units: Mapping[str, pd.DataFrame]) -> lis
     return outcomes
 
 
-Kernel = tuple[str, str]  # (processor, key), as the comparison matches AMDGPU kernels
+Kernel = tuple[str, str]  # (chip, key), as the comparison matches a family's kernels
 
 
-def _kernels(table: pd.DataFrame) -> list[Kernel]:
-    return list(zip(table["processor"].astype(str), table["key"].astype(str), strict=True))
-
-
-def _in(table: pd.DataFrame, units: Mapping[str, pd.DataFrame]) -> pd.Series:
+def _in(family: Family, table: pd.DataFrame, units: Mapping[str, pd.DataFrame]) -> pd.Series:
     """The rows of `table` a unit replaces: its source's, on the chips the unit was built for."""
     rows = pd.Series(False, index=table.index)
     for source, unit in units.items():
-        rows |= (table["source_file"] == source) & table["processor"].isin(set(unit["processor"]))
+        rows |= (table["source_file"] == source) & table[family.chip].isin(set(unit[family.chip]))
     return rows
 
 
-def _only(tables: Mapping[str, pd.DataFrame], kernels: set[Kernel]) -> dict[str, pd.DataFrame]:
-    """The tables cut to `kernels`: the other families left empty, since a unit holds no host
-    or CUDA code and the comparison is of the rebuilt kernels alone."""
+def _only(
+    family: Family, tables: Mapping[str, pd.DataFrame], kernels: set[Kernel]
+) -> dict[str, pd.DataFrame]:
+    """The tables cut to `kernels`: the other families left empty, since a unit holds one
+    family's code and the comparison is of the rebuilt kernels alone."""
     cut = {}
-    for family, table in tables.items():
-        if family == FAMILY:
-            cut[family] = table[[k in kernels for k in _kernels(table)]].reset_index(drop=True)
+    for name, table in tables.items():
+        if name == family.name:
+            cut[name] = table[[k in kernels for k in family.kernels(table)]].reset_index(drop=True)
         else:
-            cut[family] = table.iloc[0:0]
+            cut[name] = table.iloc[0:0]
     return cut
 
 
-def _by_kernel(results: list[KernelDiff]) -> dict[Kernel, KernelDiff]:
-    return {(r.target, r.key): r for r in results if r.family == FAMILY}
+def _by_kernel(family: Family, results: list[KernelDiff]) -> dict[Kernel, KernelDiff]:
+    return {(r.target, r.key): r for r in results if r.family == family.name}
 
 
 def _code(table: pd.DataFrame) -> int | None:

@@ -4,7 +4,9 @@ locked source revision, and its code objects scanned as the compile stage scans 
 The variant's installable is an attribute set of derivations, one per source file, each naming
 its file in a `source_file` attribute (`nix eval --apply`, which Nix 2.8, current CppNix and Lix
 all have). A unit is built with `nix build --json` like an arm (`qualify.build.nix`), and read
-with the candidate's own disassembler, as the compile check read the candidate.
+with the candidate's own disassembler, as the compile check read the candidate. A CUDA unit
+also holds its `ptxas -v` report (`share/*.log`), where the check read spill bytes from the
+build's: a cubin does not record them, and a unit read without them could not spill.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import pandas as pd
 
 from qualify.build import nix
 from qualify.compile.disassembly import DisassemblyError, Tool, probe
-from qualify.compile.mixreading import OBJDUMP_OPTIONS, MixReading
+from qualify.compile.mixreading import MixReading
+from qualify.compile.mixsetup import on_path
+from qualify.compile.ptxaslog import PtxasLogError
 from qualify.compile.scan import load_tables, save_tables, scan
 from qualify.core.errors import QualifyError
-from qualify.remedy.failing import FAMILY
+from qualify.remedy.families import Family
 
 #: What `nix eval --apply` gives for each attribute: its source file and derivation, or nulls.
 _SOURCES = (
@@ -97,31 +101,67 @@ def build_unit(ref: str, attr: str, folder: Path, env: Mapping[str, str]) -> Bui
     return BuiltUnit(built.ok, built.drv, out, round(built.seconds, 3), error)
 
 
-def disassembler(argv: list[str] | None, env: Mapping[str, str]) -> Tool | None:
-    """The candidate's disassembler as the compile check ran it, or None where it read no mix."""
+def disassembler(
+    family: Family, argv: list[str] | None, named: str, env: Mapping[str, str]
+) -> tuple[Tool | None, str | None]:
+    """The candidate's disassembler as the compile check ran it (`argv`), or None where it read
+    no mix; and a note when another is used. A check that found its tool on PATH (`named` is
+    "auto") is read here by the one on this PATH where its own is not on this host: the run may
+    have been measured on another machine. A tool the check named must run as it is."""
     if not argv:
-        return None
+        return None, None
     try:
-        return probe(argv, OBJDUMP_OPTIONS, env)
+        return probe(argv, family.disassembler.options, env), None
     except DisassemblyError as exc:
-        raise RemedyError(f"the candidate's disassembler: {exc.message}", exc.hint) from None
-
-
-def read_unit(out: Path, source_file: str, folder: Path, tool: Tool | None) -> pd.DataFrame:
-    """The unit's AMDGPU kernels, saved in `folder`; each tied to `source_file` where its code
-    object does not say (a device-only code object has no host symbol table)."""
-    reading = MixReading(amdgpu=tool, folder=folder) if tool is not None else None
+        if named != "auto":
+            raise RemedyError(f"the candidate's disassembler: {exc.message}", exc.hint) from None
+        found, why = on_path(family.disassembler)
+        if found is None:
+            raise RemedyError(
+                f"the candidate's disassembler: {exc.message}; and on this PATH: {why}",
+                f"put the {family.label} disassembler on PATH, or judge the saved units (--no-build)",
+            ) from None
     try:
-        found = scan(out, host_patterns=(), mix=reading)
+        tool = probe(found, family.disassembler.options, env)
+    except DisassemblyError as exc:
+        raise RemedyError(f"{' '.join(found)}: {exc.message}", exc.hint) from None
+    said = f"the check's {' '.join(argv)} is not here: reading the units with {' '.join(found)}"
+    return tool, f"{said} ({tool.version})"
+
+
+def read_unit(
+    out: Path, source_file: str, folder: Path, tool: Tool | None, family: Family, spills_from_logs: bool
+) -> pd.DataFrame:
+    """The unit's kernels of `family`, saved in `folder`; each tied to `source_file` where its
+    code object does not say (a device-only code object or a cubin has no host symbol table).
+    With `spills_from_logs`, its ptxas reports give the spill bytes, as the build's did."""
+    reading = None
+    if tool is not None:
+        reading = MixReading(
+            amdgpu=tool if family.name == "amdgpu" else None,
+            cuda=tool if family.name == "cuda" else None,
+            folder=folder,
+        )
+    logs = sorted((out / "share").glob("*.log")) if spills_from_logs else []
+    if spills_from_logs and not logs:
+        raise RemedyError(
+            f"{out}: the unit of {source_file} holds no ptxas report (share/*.log), and the check "
+            "read spill bytes from the build's",
+            "compile the unit with -Xptxas -v and keep its output as share/<stem>.log",
+        )
+    try:
+        found = scan(out, host_patterns=(), ptxas_logs=logs, mix=reading)
+    except PtxasLogError as exc:
+        raise RemedyError(f"{out}: {exc}") from None
     finally:
         if reading is not None:
             reading.close()
     if found.unreadable:
         first = found.unreadable[0]
         raise RemedyError(f"{out}: {first['file']}: {first['message']}")
-    table = found.tables[FAMILY]
+    table = found.tables[family.name]
     if table.empty:
-        raise RemedyError(f"{out}: no AMDGPU kernels in the unit of {source_file}")
+        raise RemedyError(f"{out}: no {family.label} kernels in the unit of {source_file}")
     table["source_file"] = table["source_file"].fillna(source_file) if "source_file" in table else source_file
     save_tables(found, folder)
-    return load_tables(folder)[FAMILY]
+    return load_tables(folder)[family.name]

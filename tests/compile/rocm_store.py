@@ -21,22 +21,22 @@ from ggml_rocm import ARTIFACTS, EXAMPLE
 _TRIMMED = ("models", "docs", "benches", "media", ".github", "conversion", "gguf-py")
 
 
-def pinned_hash(name: str) -> str:
-    """The NAR hash flake.nix gives the fixed tree of that name."""
-    text = (EXAMPLE / "flake.nix").read_text()
+def pinned_hash(name: str, flake: Path = EXAMPLE / "flake.nix") -> str:
+    """The NAR hash `flake` (the ROCm example's unless named) gives the fixed tree of that name."""
+    text = flake.read_text()
     found = re.search(rf'name = "{re.escape(name)}";\s*hash = "([0-9a-z]+)";', text)
     assert found, f"flake.nix pins no tree named {name}"
     return found[1]
 
 
-def store_path(name: str) -> str:
-    argv = ["nix-store", "--print-fixed-path", "--recursive", "sha256", pinned_hash(name), name]
+def store_path(name: str, flake: Path = EXAMPLE / "flake.nix") -> str:
+    argv = ["nix-store", "--print-fixed-path", "--recursive", "sha256", pinned_hash(name, flake), name]
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def add_tree(name: str, tree: Path) -> str:
-    """`tree` in the store as `name` unless it is there; the path flake.nix pins, checked."""
-    expected = store_path(name)
+def add_tree(name: str, tree: Path, flake: Path = EXAMPLE / "flake.nix") -> str:
+    """`tree` in the store as `name` unless it is there; the path `flake` pins, checked."""
+    expected = store_path(name, flake)
     if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
         return expected
     staging = ARTIFACTS / "store-add"
