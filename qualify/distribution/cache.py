@@ -18,13 +18,12 @@ from qualify.checks.binarycache import CacheParams, key_problem, proves_only
 from qualify.checks.figures import Table
 from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
-from qualify.core.environment import child_env
 from qualify.core.errors import PlaceholderError, QualifyError
 from qualify.core.redaction import remember
 from qualify.core.verdicts import Verdict
 from qualify.distribution.built import Built, built
 from qualify.distribution.evidence import BuildTime, CacheFacts, CacheMeasurement, Step, checked
-from qualify.distribution.nixstore import DEFAULT_TIMEOUT_S, Nix, folder_bytes, scratch
+from qualify.distribution.nixstore import Nix, folder_bytes, scratch
 
 _MIB = 1024 * 1024
 #: Words of nix's errors, and what they say of the cache.
@@ -34,12 +33,7 @@ _CORRUPT = ("hash mismatch", "NAR", "decompress", "zstd", "xz", "bad archive", "
 
 def measure(ctx: CheckContext) -> None:
     params = CacheParams.of(ctx.spec).on_this_host()
-    nix = Nix(
-        child_env(ctx.spec.env, inherit=ctx.config.inherit_env),
-        ctx.folder / "logs",
-        ctx.spec.timeout_s or DEFAULT_TIMEOUT_S,
-        ctx.echo,
-    )
+    nix = Nix.of_check(ctx)
     ctx.role_dir(CANDIDATE)
     measurement = CacheMeasurement(closure=params.closure, compression=params.compression)
     try:

@@ -20,7 +20,6 @@ from qualify.checks.figures import Table
 from qualify.checks.findings import headline, worst
 from qualify.checks.storefolders import PathProblem, resolved, store_url
 from qualify.core.context import CheckContext
-from qualify.core.environment import child_env
 from qualify.core.errors import PlaceholderError, QualifyError
 from qualify.core.recordredaction import redact_ref
 from qualify.core.verdicts import Verdict
@@ -33,7 +32,7 @@ from qualify.distribution.evidence import (
     Step,
     checked,
 )
-from qualify.distribution.nixstore import DEFAULT_TIMEOUT_S, Nix, scratch
+from qualify.distribution.nixstore import Nix, scratch
 from qualify.distribution.params import InputsParams
 
 #: The name the flake's own source goes by among its inputs.
@@ -42,12 +41,7 @@ SELF = "self"
 
 def measure(ctx: CheckContext) -> None:
     params = InputsParams.of(ctx.spec)
-    nix = Nix(
-        child_env(ctx.spec.env, inherit=ctx.config.inherit_env),
-        ctx.folder / "logs",
-        ctx.spec.timeout_s or DEFAULT_TIMEOUT_S,
-        ctx.echo,
-    )
+    nix = Nix.of_check(ctx)
     ctx.role_dir(CANDIDATE)
     try:
         measurement = _measure(ctx, params, nix)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from qualify.core import process
+from qualify.core.context import CheckContext
+from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.outputpump import LineCallback
 from qualify.core.redaction import redact_lines
@@ -42,6 +44,14 @@ class Nix:
     logs: Path
     timeout_s: float = DEFAULT_TIMEOUT_S
     echo: LineCallback | None = None
+
+    @classmethod
+    def of_check(cls, ctx: CheckContext, env: Mapping[str, str] | None = None) -> Nix:
+        """The nix commands of the check `ctx` runs, in `env` (none: the check's own environment,
+        with what the project lets it inherit), logged in its folder's `logs/`, each within the
+        check's timeout."""
+        env = child_env(ctx.spec.env, inherit=ctx.config.inherit_env) if env is None else env
+        return cls(env, ctx.folder / "logs", ctx.spec.timeout_s or DEFAULT_TIMEOUT_S, ctx.echo)
 
     def run(
         self, argv: Sequence[str], name: str, stdin: Path | None = None, **extra_env: str

@@ -134,7 +134,7 @@ def _measure(
 
 def _move(ctx: CheckContext, params: PinMoveParams, workdir: Path, clone_root: Path) -> tuple[str, Step]:
     """Make the move in the clone: the plan's command, or the candidate's input overrides locked."""
-    nix = Nix(ctx.env(CANDIDATE), ctx.folder / "logs", ctx.spec.timeout_s or DEFAULT_TIMEOUT_S, ctx.echo)
+    nix = Nix.of_check(ctx, ctx.env(CANDIDATE))
     if params.run is not None:
         argv = ctx.argv(params.run, CANDIDATE, project=str(workdir))
         # The plan's command runs as the checked commands do: the clone is lent to their user.
@@ -175,7 +175,7 @@ def _evaluate(ctx: CheckContext, record: Built, workdir: Path) -> tuple[str | No
     arm = ctx.config.arms[pinned.arm]
     if not arm.installable.startswith(".#"):
         return None, f"the pinned arm's installable {arm.installable} is not from the project's flake"
-    nix = Nix(ctx.env(CANDIDATE), ctx.folder / "logs", ctx.spec.timeout_s or DEFAULT_TIMEOUT_S, ctx.echo)
+    nix = Nix.of_check(ctx, ctx.env(CANDIDATE))
     argv = ["nix", "path-info", "--derivation", f"{workdir}{arm.installable[1:]}", *arm.nix_args]
     step, out = nix.run(argv, "default-after")
     return (out.strip() or None, None) if step.ok else (None, step.error)

@@ -65,10 +65,17 @@ class Document:
     def _put(self, out: dict[str, Any], name: str, value: Any) -> None:
         out[name] = plain(value)
 
+    def _as_read(self) -> bool:
+        """Whether the fields are what `document` parses to: a record as `parse` made it, not a
+        copy whose fields were changed (`dataclasses.replace`)."""
+        return False
+
     def to_json(self) -> dict[str, Any]:
         """The document to save (no `schema_version`: `save` stamps it), every key it was read
         with kept, and each field that differs from what the document says written over it."""
         out = copy.deepcopy(dict(self.document))
+        if self._as_read():
+            return out  # its fields are the document's: nothing to write over it
         derived = self._parse(self.document)
         for f in fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
@@ -87,7 +94,8 @@ class Document:
         version; it is checked first, so a record no reader would accept is never written. A
         writer whose lock was removed or replaced stops here instead (LockLostError)."""
         document = self.to_json()
-        self._parse(document)
+        if not self._as_read():
+            self._parse(document)  # a record as parsed was checked when it was
         target = path or self._file()
         check_writer(target)
         write_json(target, document, version=RECORD_VERSION)
@@ -146,6 +154,10 @@ class RunRecord(Document):
     containment: RecordedContainment | None = None
     #: The whole document in the current layout, for fields no accessor covers yet.
     document: Mapping[str, Any] = field(default_factory=dict)
+    #: Set by `parse` alone: a copy made with `dataclasses.replace` (whose fields may differ
+    #: from its document) starts without it, so run.json is parsed once per read and once per
+    #: update, not again to find what a record as read would change.
+    _parsed: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def candidate_arm(self) -> str | None:
@@ -189,7 +201,7 @@ class RunRecord(Document):
         for role in typed.roles:
             if name_problem(role) is not None:
                 raise RunStoreError(f"{where}: roles.{role} is not a role of a run", HINT)
-        return RunRecord(
+        record = RunRecord(
             run=run,
             kind=typed.kind,
             status=typed.status,
@@ -213,9 +225,14 @@ class RunRecord(Document):
             containment=typed.containment,
             document=document,
         )
+        object.__setattr__(record, "_parsed", True)
+        return record
 
     def _parse(self, document: Mapping[str, Any]) -> RunRecord:
         return RunRecord.parse(self.run, document)
+
+    def _as_read(self) -> bool:
+        return self._parsed
 
     def _file(self) -> Path:
         return self.run.run_json

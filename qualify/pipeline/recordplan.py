@@ -1,7 +1,8 @@
 """The plan a run.json records, as types, for readers of a run folder that may come from another
-host (`qualify merge`): each stage with its checks as saved (`recorded_plan`) and as the plan
-files would load them (`recorded_stages`). A key of the wrong type, missing, or one qualify does
-not write is refused naming run.json and the key, never read as None.
+host (`qualify merge`): each stage with its checks as saved (`saved_stages`), as the plan files
+would load them (`recorded_stages`), and the whole plan so loaded (`recorded_plan`). A key of the
+wrong type, missing, or one qualify does not write is refused naming run.json and the key, never
+read as None.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from qualify.checks.evidence import validated
 from qualify.core.checkspec import CheckSpec
-from qualify.pipeline.plan import StageSpec
+from qualify.pipeline.plan import Plan, StageSpec
 from qualify.pipeline.record import RunRecord
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True)
@@ -63,7 +64,7 @@ class RecordedStage(BaseModel):
     requires: str | None = None
 
 
-def recorded_plan(record: RunRecord) -> tuple[RecordedStage, ...]:
+def saved_stages(record: RunRecord) -> tuple[RecordedStage, ...]:
     """The stages of the plan `record` saved, as saved; a stage or a check whose keys are not
     what qualify writes is refused, naming run.json and the key."""
     where = str(record.run.run_json)
@@ -85,5 +86,16 @@ def recorded_stages(record: RunRecord) -> tuple[StageSpec, ...]:
             description=stage.description,
             requires=stage.requires,
         )
-        for entry, stage in zip(record.stages, recorded_plan(record), strict=True)
+        for entry, stage in zip(record.stages, saved_stages(record), strict=True)
+    )
+
+
+def recorded_plan(record: RunRecord) -> Plan:
+    """The plan the run.json `record` records, as the plan files would load it."""
+    return Plan(
+        # the plan this run records, named as the fleet holds it
+        source=Path(record.run.path.name, "run.json"),
+        builtin=record.builtin_plan,
+        stages=recorded_stages(record),
+        profile=record.profile,
     )

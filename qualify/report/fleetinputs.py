@@ -31,7 +31,7 @@ from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.labels import MAX_LENGTH
 from qualify.core.runstore import RunDir
 from qualify.pipeline.record import RunRecord
-from qualify.pipeline.recordplan import recorded_plan
+from qualify.pipeline.recordplan import saved_stages
 from qualify.report.unpack import Caps, unpack
 
 ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".zip")
@@ -280,7 +280,7 @@ def plan_digest(record: RunRecord) -> str:
             "inconclusive": stage.inconclusive,
             "checks": [{k: getattr(c, k) for k in _DIGESTED} for c in stage.checks],
         }
-        for entry, stage in zip(record.stages, recorded_plan(record), strict=True)
+        for entry, stage in zip(record.stages, saved_stages(record), strict=True)
     ]
     text = json.dumps(stages, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

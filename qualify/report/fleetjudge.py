@@ -27,7 +27,7 @@ from qualify.core.verdicts import RunVerdict, Verdict
 from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.record import RunRecord
-from qualify.pipeline.recordplan import recorded_stages
+from qualify.pipeline.recordplan import recorded_plan
 from qualify.report.fleetinputs import HostRun
 from qualify.report.model import ReportModel
 
@@ -75,17 +75,6 @@ def missing_libraries() -> list[str]:
     from qualify.pipeline.preflight import STAGE_LIBRARIES
 
     return [name for name, module in STAGE_LIBRARIES.items() if importlib.util.find_spec(module) is None]
-
-
-def recorded_plan(record: RunRecord) -> Plan:
-    """The plan the run.json `record` records, as the plan files would load it."""
-    return Plan(
-        # the plan this run records, named as the fleet holds it
-        source=Path(record.run.path.name, "run.json"),
-        builtin=record.builtin_plan,
-        stages=recorded_stages(record),
-        profile=record.profile,
-    )
 
 
 def _shares(record: RunRecord, plan: Plan) -> Iterator[tuple[Path, Plan]]:

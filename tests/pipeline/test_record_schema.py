@@ -142,6 +142,28 @@ def test_a_field_changed_on_the_record_is_saved_over_its_key(copy: Path, recorde
     assert saved["config"] == raw(recorded / path.relative_to(copy))["config"]
 
 
+def test_an_update_parses_run_json_once_to_read_it_and_once_to_check_the_change(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: one `update_run` checked run.json five times (the load, `updated` finding what
+    the record changed, the changed document, and `save` twice). A record as parsed writes its
+    document as read; one copied with a field changed (`dataclasses.replace`) still writes it."""
+    import dataclasses
+
+    from qualify.pipeline import record as records
+
+    parses = []
+    real = records.RunDocument.read
+    monkeypatch.setattr(records.RunDocument, "read", lambda *a: parses.append(1) or real(*a))
+    saved = records.update_run(RunDir(copy), status="complete")
+    assert len(parses) == 2 and raw(copy / "run.json")["status"] == "complete"
+    parses.clear()
+    records.RunRecord.load(RunDir(copy)).save()
+    assert len(parses) == 1 and RunRecord.load(RunDir(copy)) == saved
+    dataclasses.replace(saved, status="running").save()
+    assert raw(copy / "run.json")["status"] == "running" and len(parses) > 2
+
+
 # (b) a version 1 document is read as the current layout; a newer one is refused.
 
 
