@@ -196,7 +196,7 @@ def _with_saved_stages(request: RunRequest, saved: RunRecord) -> RunRequest:
     """`request` resuming or rerunning `saved` with the stages the run was narrowed to: a run
     keeps its narrowing (`--stage` given again must name the same stages)."""
     kept = None if saved.options.stages is None else tuple(saved.options.stages)
-    if request.stages is not None and request.stages != kept:
+    if request.stages is not None and set(request.stages) != set(kept or ()):
         asked = ", ".join(request.stages)
         had = "every stage" if kept is None else "only " + ", ".join(kept)
         raise UsageError(
