@@ -33,10 +33,6 @@ def measure(ctx: CheckContext) -> None:
     folder = ctx.role_dir(CANDIDATE)
     earlier = [StageSeen(name=s.name, outcome=s.outcome, reason=s.reason) for s in ctx.earlier()]
     verdict = _verdict(earlier)
-    if ctx.options.get("left_out") and verdict is RunVerdict.QUALIFIED:
-        # A stage of the plan outside the default order that this run left out (`--stage`) is
-        # not among those before: a narrowed run never qualifies, nor moves the pin unasked.
-        verdict = RunVerdict.INCOMPLETE
     seen = PinMoveMeasurement(
         earlier=earlier, earlier_verdict=verdict.value, allow_unqualified=params.allow_unqualified
     )
@@ -64,13 +60,6 @@ def _measure(
             f"{s.name} left out (--stage)" if s.reason == LEFT_OUT else f"{s.name} {s.outcome}"
             for s in seen.earlier
             if s.outcome not in ("PASS", "WARN", "NOT APPLICABLE")
-        ]
-        # A stage outside the default order is not among those before when this run left it out.
-        seen_names = {s.name for s in seen.earlier}
-        open_ += [
-            f"{name} left out (--stage)"
-            for name in ctx.options.get("left_out") or []
-            if name not in seen_names
         ]
         said = ", ".join(open_) or "nothing measured the engine"
         why = f"the stages before it did not qualify the candidate ({verdict.value}: {said})"

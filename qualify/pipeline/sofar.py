@@ -22,6 +22,9 @@ def stages_before(run: RunDir, stage: str) -> tuple[StageSoFar, ...]:
     entries = {entry.name: entry for entry in record.stages}
     order = with_default_order([entry.name for entry in record.stages])
     before = order[: order.index(stage)] if stage in order else order
+    # A stage outside the default order that `--stage` left out has no place in it, and keeps
+    # the run from qualifying wherever it stood.
+    before += [name for name in record.options.left_out if name not in order]
     out = []
     for name in before:
         entry = entries.get(name)
