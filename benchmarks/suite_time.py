@@ -3,7 +3,7 @@
     python benchmarks/suite_time.py [--check-only] [--log PATH] [-- PYTEST_ARGS ...]
 
 Runs pytest as `make test` does: `make check`'s tier (no nix, no example built, no model) on
-two workers; the heavy tests on two workers, grouped by the session fixture they share; then the
+two workers; the heavy tests on two workers, each module's tests on one worker; then the
 heavy tests that measure time (marked alone) in one process. Each tier's time is the wall clock
 from its first test's start to its last test's report (tests/tiers.py writes it with
 --tier-times): the example's build counts in the rest, in the first test that uses it. Printed
@@ -51,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     phases = [["-n", "2", "-m", check_markexpr()]]
     if not args.check_only:
-        phases.append(["-n", "2", "--dist", "loadgroup", "-m", rest_markexpr()])
+        phases.append(["-n", "2", "--dist", "loadfile", "-m", rest_markexpr()])
         phases.append(["-m", alone_markexpr()])
     tiers: dict[str, dict[str, float]] = {}
     codes = []

@@ -19,7 +19,6 @@ from tiers import (
     HEAVY,
     alone_markexpr,
     check_markexpr,
-    group,
     left_out,
     marks_for,
     rest_markexpr,
@@ -72,13 +71,13 @@ def test_the_makefile_s_check_target_deselects_every_heavy_mark() -> None:
 
 
 def test_the_makefile_s_test_target_runs_every_tier_and_nothing_twice() -> None:
-    """`make test` is the check tier on workers, the rest on workers by group, then the tests
+    """`make test` is the check tier on workers, the rest on workers by module, then the tests
     measuring time alone: every test in exactly one."""
     makefile = (REPO / "Makefile").read_text()
     body = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
     assert body, "the Makefile has no test target"
     runs = re.findall(r'pytest (.*?)-m "([^"]+)"', body.group(1))
-    assert [(("-n 2" in options), ("--dist loadgroup" in options), expr) for options, expr in runs] == [
+    assert [(("-n 2" in options), ("--dist loadfile" in options), expr) for options, expr in runs] == [
         (True, False, CHECK),
         (True, True, rest_markexpr()),
         (False, False, alone_markexpr()),
@@ -105,13 +104,6 @@ def test_marks_and_tiers_of_fixtures() -> None:
     assert tier([]) == tier(["parametrize"]) == tier([ALONE]) == "check"
     assert all(tier([mark]) == "rest" for mark in HEAVY)
     assert all(tier([mark, ALONE]) == ALONE for mark in HEAVY)
-
-
-def test_a_test_on_a_shared_session_fixture_goes_with_the_others_using_it() -> None:
-    """The xdist group: the example's builds are made once, on one worker; else the module."""
-    assert group(["tmp_path", "llama_pair", "example_outs"], "tests/a.py") == "example_outs"
-    assert group(["example_runs", "example_outs", "tmp_path"], "tests/b.py") == "example_outs"
-    assert group(["tmp_path"], "tests/a.py") == "tests/a.py"
 
 
 @pytest.mark.parametrize(
@@ -277,23 +269,26 @@ def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None
 def test_on_two_workers_the_tier_is_read_from_each_report(suite: pytest.Pytester) -> None:
     """Under pytest-xdist the controller collects nothing: each test's tier comes from the marks
     its report carries, and the tier's time is the wall clock, its tests' seconds beside it."""
-    suite.makepyfile(
-        """
+    # Two modules: loadfile gives each module's tests to one worker.
+    plain = """
         import time
 
         import pytest
 
-        @pytest.mark.parametrize("n", range(4))
+        @pytest.mark.parametrize("n", range(2))
         def test_plain(n):
             time.sleep(0.5)
-
+        """
+    suite.makepyfile(
+        test_first=plain,
+        test_second=plain
+        + """
         def test_on_the_example(pair):
             pass
-        """
+        """,
     )
     times = suite.path / "tiers.json"
-    # loadgroup: the workers' nodeids end in "@group"; the tier still comes with each report.
-    result = suite.runpytest_subprocess("-n", "2", "--dist", "loadgroup", f"--tier-times={times}")
+    result = suite.runpytest_subprocess("-n", "2", "--dist", "loadfile", f"--tier-times={times}")
     result.stdout.fnmatch_lines(
         ["::: tests: check tier (make check), 4 tests, took * s on 2 workers (* s of tests)"]
     )

@@ -4,8 +4,9 @@ mark out refusing what that mark stands for.
 `make check` runs every test that needs no nix, no bundled example built and no model and is
 not slow: about 2 000 of the suite's 2 400 tests, in under 5 minutes of a 2-core machine on two
 pytest-xdist workers. `make test` runs them so, then the rest in two phases: the heavy tests on
-two workers (`--dist loadgroup`: a test using a shared session fixture goes where the others
-using it go, the rest by module), then, in one process with the machine to itself, those
+two workers (`--dist loadfile`: a module's tests go to one worker, so its fixtures are made
+once; a session fixture such as the example's builds is made on each worker that needs it, the
+second finding nix's store already holding what the first built), then, in one process with the machine to itself, those
 marked `alone`, which depend on the timing of real processes (a bench that must decide, a
 soak's latencies, the example's run set with its bench and soak, a hostile command racing the
 run's checks). A test is slow where it takes more than a few seconds: every test on one of the
@@ -47,11 +48,6 @@ HEAVY = ("nix", "example", "model", "slow")
 
 #: The marks whose resource a run can leave out (a slow test needs nothing a machine may lack).
 RESOURCES = ("nix", "example", "model")
-
-#: Session fixtures too costly to make twice: every test using one goes to the same worker
-#: (xdist_group), the first listed that it uses naming the group. Other tests go by module, so a
-#: module's own fixtures are made once.
-SHARED = ("example_outs", "c_kernels_outs", "built_engine")
 
 #: Fixture -> the marks of every test that uses it, directly or through other fixtures. Names
 #: are matched across the suite: a fixture listed here has a name no other fixture has.
@@ -151,12 +147,6 @@ def tier(marks: Iterable[str]) -> str:
     return ALONE if ALONE in marks else "rest"
 
 
-def group(fixturenames: Iterable[str], module: str) -> str:
-    """The xdist_group of a test: the shared session fixture it uses, else its module."""
-    names = set(fixturenames)
-    return next((name for name in SHARED if name in names), module)
-
-
 def left_out(markexpr: str) -> set[str]:
     """The resources a run with this -m leaves out: those no test carrying their mark can be
     selected by it, whatever other marks of HEAVY, and ALONE, the test has (`-m example` keeps
@@ -230,15 +220,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: it reads these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    grouping = config.pluginmanager.hasplugin("xdist")
     for item in items:
         for mark in sorted(marks_for(item.fixturenames)):
             item.add_marker(mark)
         item.stash[_item_tier] = tier(m.name for m in item.iter_markers())
         config.stash[_tier_of][item.nodeid] = item.stash[_item_tier]
-        # Read by `--dist loadgroup` (pytest-xdist, which registers the mark), after this hook.
-        if grouping:
-            item.add_marker(pytest.mark.xdist_group(group(item.fixturenames, item.nodeid.split("::")[0])))
     # In one process, the tiers in order (check, rest, alone), each in collection order: the check
     # tier's failures show in minutes, and each tier's time is a phase of its own. A module with
     # tests of several tiers is visited again; none of them has a module fixture both tiers use.
@@ -306,7 +292,7 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, object, object]:
     report = yield
-    # From the item: with --dist loadgroup a worker's nodeids end in "@group" after collection.
+    # From the item, which a worker's report is made from (the controller collects nothing).
     name = item.stash.get(_item_tier, None)
     if isinstance(report, pytest.TestReport) and name is not None:
         report.user_properties.append((TIER_PROPERTY, name))

@@ -22,8 +22,7 @@ from nixflakes import NIX_CONFIG, git, have_nix
 from qualify.bisect.flakerefs import at_revision, rev_problem
 
 # Alone, in one process: two of these bisects side by side (one per worker) once hung 300 s each
-# in nix's dry run of a `git+file` override, and `--dist loadgroup` does not keep a module on one
-# worker under pytest 9 (pytest-xdist sets a node id pytest no longer reads).
+# in nix's dry run of a `git+file` override.
 pytestmark = [
     pytest.mark.nix,
     pytest.mark.alone,
