@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from qualify.core.errors import RunStoreError
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 
 
 def kind_listing(kind: str) -> dict[str, Any]:

@@ -20,19 +20,20 @@ STAGES = ("build", "compile", "numerics", "serving", "soak", "bench", "distribut
 #: Layer of each top-level part of the package; an import may only point to a lower layer or
 #: within its own part. Parts of one layer are independent of each other.
 LAYERS: dict[str, int] = {
-    "cli": 6,
-    "__main__": 7,
-    "console": 5,
-    "doctor": 5,
-    "scaffold": 5,
-    "stagefit": 4,  # the default plan fitted to a build's programs; only `init` uses it
-    "kinds": 5,
-    "kinddocs": 5,
-    "report": 4,
-    "bisect": 4,  # probes a series of toolchains through the run; only the CLI above uses it
-    "remedy": 4,  # rebuilds a run's failing sources with variants; only the CLI above uses it
-    **dict.fromkeys(STAGES, 3),
-    "pipeline": 3,
+    "cli": 7,
+    "__main__": 8,
+    "console": 6,
+    "doctor": 6,
+    "scaffold": 6,
+    "stagefit": 5,  # the default plan fitted to a build's programs; only `init` uses it
+    "kinds": 6,
+    "kinddocs": 6,
+    "report": 5,
+    "bisect": 5,  # probes a series of toolchains through the run; only the CLI above uses it
+    "remedy": 5,  # rebuilds a run's failing sources with variants; only the CLI above uses it
+    **dict.fromkeys(STAGES, 4),
+    "pipeline": 4,
+    "records": 3,  # the run folder's documents as types: what every part above reads them through
     "checks": 2,
     "core": 1,
     "stats": 1,

@@ -17,10 +17,10 @@ from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import suggest
 from qualify.core.verdicts import StageState, Verdict
-from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.ondisk import RESULT, run_on_disk
 from qualify.pipeline.plan import Plan
+from qualify.records.result import CheckResult
 
 #: A gate's verdict and what the step it judged is, for the search.
 OUTCOMES: dict[str, Outcome] = {

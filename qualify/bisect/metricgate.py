@@ -23,8 +23,7 @@ from qualify.core.verdicts import Verdict
 from qualify.numerics.evidence import KldFacts
 from qualify.numerics.kind import KIND as KLD_KIND
 from qualify.numerics.limitmetrics import judged_metric, metric_names
-from qualify.pipeline.checkrecords import CheckResult
-from qualify.pipeline.resultparts import SavedFinding
+from qualify.records.result import CheckResult, SavedFinding
 
 #: The kind whose limits are metrics too (`qualify.numerics.limitmetrics`).
 KLD = KLD_KIND.name

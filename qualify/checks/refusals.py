@@ -4,7 +4,7 @@ qualify reads back, said naming the key the way a reader writes it (`checks[0].v
 `charts[0].data.pinned.edges[3]`) and the JSON type it held ("is a string, not a number").
 
 Every reader says it through `refusal` (or `checked`, which validates and refuses): the records
-(`qualify.pipeline.recordmodel`), the figures (`qualify.checks.figures`) and the evidence
+(`qualify.records.model`), the figures (`qualify.checks.figures`) and the evidence
 (`qualify.checks.evidence`), so a hand-edited file reads the same whatever record it is in.
 """
 

@@ -77,7 +77,7 @@ def show(
     from rich.table import Table
 
     from qualify.console import badge
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
     from qualify.report.model import build_model
     from qualify.report.views import with_shared
 
@@ -128,7 +128,7 @@ def _show_matrix(console: Console, run: RunDir, *, as_json: bool) -> None:
     from rich.table import Table
 
     from qualify.console import badge
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
     from qualify.report.fleet import FleetModel, fleet_model
     from qualify.report.matrix import MatrixModel, build_set_model
 
@@ -179,8 +179,8 @@ def report(
 ) -> None:
     """Write report.html, summary.md, report.json and junit.xml from a saved run."""
     from qualify.console import badge
-    from qualify.pipeline.record import RunRecord
     from qualify.pipeline.rejudge import project_root_for, rejudge_with_project_plan
+    from qualify.records.run import RunRecord
     from qualify.report.render import render
     from qualify.report.rendered import RenderedVerdict
 

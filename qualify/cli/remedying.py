@@ -97,7 +97,7 @@ def _candidate_arm(run: Path) -> str:
     """The arm the run qualified as its candidate, as its run.json names it."""
     from qualify.core.errors import UsageError
     from qualify.core.runstore import RunDir
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
 
     role = RunRecord.load(RunDir(run)).roles.get("candidate")
     if role is None:

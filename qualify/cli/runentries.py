@@ -8,7 +8,7 @@ from qualify.core.errors import QualifyError
 
 if TYPE_CHECKING:
     from qualify.core.runstore import RunDir
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
 
 
 def _derived_verdict(entry: RunDir, record: RunRecord) -> str:
@@ -26,7 +26,7 @@ def run_entry(entry: RunDir) -> dict[str, Any]:
     """What `runs` lists of a run, from its record as checked on load: a run.json that does
     not read or hold is listed as broken, with why and what to do, and never hides the others."""
     from qualify.pipeline.ondisk import status_of
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
 
     try:
         saved = entry.read()

@@ -212,7 +212,7 @@ def outcome_fields(run: RunDir) -> dict[str, object]:
     why the set's verdict is what it is, derived from its members' folders as the verdict was
     (what its run.json saves of them is for readers of the file)."""
     from qualify.pipeline.ondisk import set_on_disk
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
     from qualify.report.model import build_model
 
     if RunRecord.load(run).kind != "set":
@@ -228,7 +228,7 @@ def outcome_fields(run: RunDir) -> dict[str, object]:
 def member_rows(run: RunDir) -> list[dict[str, Any]]:
     """Each member of a run set: label, arm, role, verdict, behaviour, folder, stages (none for
     a run of one)."""
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
     from qualify.report.matrix import build_set_model
 
     if RunRecord.load(run).kind != "set":
@@ -259,7 +259,7 @@ def publish_for(run: RunDir, summary: Path, *, to_stderr: bool = False) -> None:
     from qualify.report.model import ReportModel, build_model
 
     stream = sys.stderr if to_stderr else sys.stdout
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
 
     kind = RunRecord.load(run).kind
     model: ReportModel | MatrixModel | FleetModel

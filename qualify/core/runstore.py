@@ -11,7 +11,7 @@ runs/<run-id>/report.html  summary.md  report.json
 
 run.json, stage.json and result.json (the run folder's records) are versioned together, at
 RECORD_VERSION; every other JSON file qualify writes is at SCHEMA_VERSION. What each record
-version holds, and how an older one is read, is `qualify.pipeline.migrations`.
+version holds, and how an older one is read, is `qualify.records.migrations`.
 
 Nothing is written through a link inside a run folder, and the lock is never followed through
 one (`qualify.core.runfolder`).
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 #: The version of every JSON file qualify writes other than the records (and of the report).
 SCHEMA_VERSION = 1
 #: The version of the run folder's records, run.json, stage.json and result.json (and the copy
-#: of a first result.json that a rejudgement keeps): `qualify.pipeline.migrations`.
+#: of a first result.json that a rejudgement keeps): `qualify.records.migrations`.
 RECORD_VERSION = 3
 RECORDS = frozenset({"run.json", "stage.json", "result.json", "result.measured.json"})
 
@@ -94,7 +94,7 @@ def newest_version(path: Path) -> int:
 
 def write_json(path: Path, payload: dict[str, Any], *, version: int = SCHEMA_VERSION) -> None:
     """Atomically write a JSON document stamped with `schema_version` (a record is written by
-    its type, `qualify.pipeline.record`, at RECORD_VERSION)."""
+    its type, `qualify.records.run`, at RECORD_VERSION)."""
     document = {"schema_version": version, **payload}
     text = json.dumps(document, indent=2, sort_keys=False, default=str) + "\n"
     write_atomic(path, text.encode("utf-8"))

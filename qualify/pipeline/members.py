@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
 
 from qualify.checks.base import ROLES
 from qualify.checks.registry import kind_named
@@ -31,46 +30,9 @@ from qualify.core.labels import MAX_LENGTH, RESERVED, duplicate, label_problem
 from qualify.core.tomlfile import suggest
 from qualify.core.verdicts import RunVerdict, StageState, Verdict
 from qualify.pipeline.plan import Plan, StageSpec
-
-MemberRole = Literal["candidate", "positive", "negative"]
-
-#: How a member's role reads in the report.
-ROLE_TITLES: dict[str, str] = {
-    "candidate": "candidate",
-    "positive": "positive control",
-    "negative": "negative control",
-}
+from qualify.records.run import Member
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-@dataclass(frozen=True)
-class Member:
-    """One member of a run set: the arm in its candidate role and what it must show."""
-
-    label: str  # the member's folder and its name in every report
-    arm: str
-    role: MemberRole
-    must_fail: tuple[str, ...] = ()  # a negative control's stages
-
-    @property
-    def is_control(self) -> bool:
-        return self.role != "candidate"
-
-    @property
-    def title(self) -> str:
-        return ROLE_TITLES[self.role]
-
-    def as_json(self) -> dict[str, Any]:
-        return {"label": self.label, "arm": self.arm, "role": self.role, "must_fail": list(self.must_fail)}
-
-    def runs_stage(self, stage: StageSpec) -> bool:
-        """A negative control runs only the stages that build arms and the stages it must fail."""
-        if self.role != "negative":
-            return True
-        return stage.name in self.must_fail or any(
-            kind_named(c.kind, c.name).builds_arms for c in stage.checks
-        )
 
 
 def members_for(
@@ -145,14 +107,21 @@ def _candidate_label(arm: str) -> str:
     return f"candidate-{safe}" if safe.lower() in (*ROLES, "pinned.2") else safe
 
 
+def runs_stage(member: Member, stage: StageSpec) -> bool:
+    """A negative control runs only the stages that build arms and the stages it must fail."""
+    if member.role != "negative":
+        return True
+    return stage.name in member.must_fail or any(kind_named(c.kind, c.name).builds_arms for c in stage.checks)
+
+
 def member_plan(plan: Plan, member: Member, members: list[Member]) -> Plan:
     """The plan as `member` runs it: a negative control's stages only, and every statistical
     check's `alpha` split over the members that run its stage."""
     stages = []
     for stage in plan.stages:
-        if not member.runs_stage(stage):
+        if not runs_stage(member, stage):
             continue
-        sharing = sum(m.runs_stage(stage) for m in members)
+        sharing = sum(runs_stage(m, stage) for m in members)
         stages.append(_split_alpha(stage, sharing))
     return replace(plan, stages=tuple(stages))
 

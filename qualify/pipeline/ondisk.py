@@ -37,12 +37,13 @@ from qualify.core.verdicts import (
     run_verdict,
     stage_verdict,
 )
-from qualify.pipeline.checkrecords import CheckResult, StageRecord
-from qualify.pipeline.members import Behaviour, Member, behaviour, set_verdict
+from qualify.pipeline.members import Behaviour, behaviour, set_verdict
 from qualify.pipeline.notapplicable import NOT_MEASURING
 from qualify.pipeline.plan import DEFAULT_ORDER
-from qualify.pipeline.record import RunRecord
-from qualify.pipeline.rundocument import PlanStage
+from qualify.records.plan import SavedStage
+from qualify.records.result import CheckResult
+from qualify.records.run import Member, RunRecord
+from qualify.records.stage import StageRecord
 
 RESULT = "result.json"
 STAGE = "stage.json"
@@ -122,7 +123,7 @@ class SetOnDisk:
 
 def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
     """The outcome of the stage `spec` (a stage of the run's saved plan, as saved) from its files."""
-    planned = checked(PlanStage, spec, run_path / "run.json")
+    planned = checked(SavedStage, spec, run_path / "run.json")
     name, folder = planned.name, planned.folder
     path = run_path / folder / STAGE
     if not path.is_file():
@@ -156,7 +157,7 @@ def stage_on_disk(run_path: Path, spec: Mapping[str, Any]) -> StageOnDisk:
     return StageOnDisk(name, folder, saved, record.reason, saved, undecided)
 
 
-def _disagreement(record: StageRecord, stage: PlanStage, saved: Verdict) -> str | None:
+def _disagreement(record: StageRecord, stage: SavedStage, saved: Verdict) -> str | None:
     """Why stage.json and its checks' result.json do not make one consistent stage, or None."""
     listed = [e.name for e in record.checks]
     planned = [c.name for c in stage.checks]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from qualify.core.runstore import RunDir
     from qualify.pipeline.plan import Plan
     from qualify.pipeline.planfiles import PlanChange, PlanFiles
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
 
 #: The stages' libraries (pyproject.toml's `stages` extra) by the name they are imported as.
 STAGE_LIBRARIES = {

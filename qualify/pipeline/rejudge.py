@@ -28,13 +28,14 @@ from qualify.core.config import load_config
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.runstore import RunDir, now_iso, write_atomic
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
-from qualify.pipeline.checkrecords import CheckResult, StageRecord
 from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.ondisk import run_on_disk, stage_on_disk, status_of
 from qualify.pipeline.plan import Plan, load_plan
-from qualify.pipeline.record import RunRecord, update_run
-from qualify.pipeline.rejudgements import RejudgedChange
 from qualify.pipeline.stagerun import RESULT, STAGE, stage_reason
+from qualify.records.rejudgements import RejudgedChange
+from qualify.records.result import CheckResult
+from qualify.records.run import RunRecord, update_run
+from qualify.records.stage import StageRecord
 
 MEASURED = "result.measured.json"
 

@@ -16,8 +16,8 @@ from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.planfiles import plan_files
-from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
+from qualify.records.run import RunRecord, update_run
 
 
 def refresh_saved_run(

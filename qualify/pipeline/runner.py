@@ -34,7 +34,7 @@ from qualify.core.sealkey import key_folder
 from qualify.core.secretsources import remember_ambient
 from qualify.core.verdicts import RunVerdict, exit_code_for
 from qualify.pipeline.events import Events
-from qualify.pipeline.members import Member, member_plan, members_for
+from qualify.pipeline.members import member_plan, members_for
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.planfiles import PlanStamp, plan_files, stamp
 from qualify.pipeline.preflight import (
@@ -46,7 +46,6 @@ from qualify.pipeline.preflight import (
     require_recorded_plan,
     will_build,
 )
-from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import (
     PROCESSES,
     RunOutcome,
@@ -69,6 +68,7 @@ from qualify.pipeline.runset import (
 from qualify.pipeline.samegpus import require_same_gpus
 from qualify.pipeline.stageloop import StageLoop
 from qualify.pipeline.templates import check_templates
+from qualify.records.run import Member, RunRecord, update_run
 
 __all__ = ["RunOutcome", "RunRequest", "bind_roles", "execute", "selected_stages"]
 

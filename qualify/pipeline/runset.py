@@ -33,13 +33,12 @@ from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.events import Events
 from qualify.pipeline.judging import harness_error_log
-from qualify.pipeline.members import Member
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.plan import Plan, StageSpec
-from qualify.pipeline.record import STATUSES, RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import new_run_document
 from qualify.pipeline.stageloop import StageLoop
+from qualify.records.run import STATUSES, Member, RunRecord, update_run
 
 SET = "set"
 

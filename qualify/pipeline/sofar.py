@@ -11,8 +11,8 @@ from typing import Any
 from qualify.core.context import StageSoFar
 from qualify.core.runstore import RunDir
 from qualify.pipeline.ondisk import run_on_disk
-from qualify.pipeline.record import RunRecord
 from qualify.pipeline.stageorder import with_default_order
+from qualify.records.run import RunRecord
 
 
 def stages_before(run: RunDir, stage: str) -> tuple[StageSoFar, ...]:

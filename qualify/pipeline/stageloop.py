@@ -13,11 +13,9 @@ from qualify.core.context import PlannedCheck, RoleArm
 from qualify.core.placeholders import expand
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import GATE_BLOCKING, StageState, Verdict
-from qualify.pipeline.checkrecords import StageRecord
 from qualify.pipeline.events import Events
 from qualify.pipeline.plan import Plan, StageSpec
 from qualify.pipeline.planfiles import PlanStamp
-from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import with_build_facts
 from qualify.pipeline.stagerun import (
@@ -28,6 +26,8 @@ from qualify.pipeline.stagerun import (
     saved_verdict,
     stage_outcome,
 )
+from qualify.records.run import RunRecord, update_run
+from qualify.records.stage import StageRecord
 
 
 class StageLoop:

@@ -23,14 +23,15 @@ from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.redaction import redact_known
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import StageState, Verdict, stage_verdict
-from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.events import Events
 from qualify.pipeline.judging import crashed, harness_error_log, judge_saved
 from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
 from qualify.pipeline.planfiles import PlanStamp
-from qualify.pipeline.record import RunRecord, update_run
 from qualify.pipeline.sofar import stages_before
+from qualify.records.result import CheckResult
+from qualify.records.run import RunRecord, update_run
+from qualify.records.stage import CheckEntry, StageRecord
 
 __all__ = ["RESULT", "STAGE", "StageRunner", "inputs_hash", "mark_stale", "stage_outcome"]
 

@@ -22,7 +22,7 @@ from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.tomlfile import suggest
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 from qualify.remedy.families import AMDGPU, Family, scanned_family
 
 KIND = "kernel-resources"

@@ -17,8 +17,8 @@ from pathlib import Path
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import locate, read_toml
-from qualify.pipeline.record import RunRecord
-from qualify.pipeline.resultparts import SavedFinding
+from qualify.records.result import SavedFinding
+from qualify.records.run import RunRecord
 from qualify.report.fleet import FleetModel
 from qualify.report.github import annotation_message, escape_property
 from qualify.report.matrix import MatrixModel

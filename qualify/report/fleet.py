@@ -21,10 +21,10 @@ from qualify.core.errors import RunStoreError
 from qualify.core.provenance import describe_gpu
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import RunVerdict
-from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
-from qualify.pipeline.record import RunRecord
 from qualify.pipeline.stageorder import with_default_order
+from qualify.records.result import CheckResult
+from qualify.records.run import RunRecord
 from qualify.report import fleetjudge
 from qualify.report.fleetinputs import HostRun, identity
 from qualify.report.fleetrecord import fleet_part

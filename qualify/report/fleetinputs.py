@@ -30,8 +30,8 @@ from qualify.core import seal
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.labels import MAX_LENGTH
 from qualify.core.runstore import RunDir
-from qualify.pipeline.record import RunRecord
 from qualify.pipeline.recordplan import saved_stages
+from qualify.records.run import RunRecord
 from qualify.report.unpack import Caps, unpack
 
 ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".zip")

@@ -24,10 +24,10 @@ from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import RunVerdict, Verdict
-from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.plan import Plan
-from qualify.pipeline.record import RunRecord
 from qualify.pipeline.recordplan import recorded_plan
+from qualify.records.result import CheckResult
+from qualify.records.run import RunRecord
 from qualify.report.fleetinputs import HostRun
 from qualify.report.model import ReportModel
 

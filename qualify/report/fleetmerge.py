@@ -37,7 +37,7 @@ def merge(
     fleet's reports."""
     from qualify.core.runstore import RunDir, now_iso
     from qualify.core.verdicts import exit_code_for
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
     from qualify.report.fleetinputs import collect, mismatches
     from qualify.report.fleetjudge import rejudge_host
 

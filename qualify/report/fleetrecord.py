@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from qualify.checks.evidence import Part, validated
-from qualify.pipeline.record import RunRecord
+from qualify.records.run import RunRecord
 
 
 class FleetHost(Part):

@@ -27,7 +27,7 @@ from qualify.core.runstore import RunDir
 from qualify.core.verdicts import LEFT_OUT
 
 if TYPE_CHECKING:
-    from qualify.pipeline.recordparts import RecordedGit
+    from qualify.records.provenance import RecordedGit
     from qualify.report.views import CheckView, StageView
 
 #: Outcomes that decided against the run, as the verdict line words them.

@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from qualify.core.plaintext import clean
-from qualify.pipeline.resultparts import SavedFinding
+from qualify.records.result import SavedFinding
 from qualify.report.fleet import FleetModel
 from qualify.report.matrix import MatrixModel
 from qualify.report.model import ReportModel

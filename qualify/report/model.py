@@ -16,13 +16,13 @@ from qualify.core.errors import RunStoreError
 from qualify.core.redaction import redact_text
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import LEFT_OUT, StageState
-from qualify.pipeline.checkrecords import CheckEntry, CheckResult, StageRecord
 from qualify.pipeline.ondisk import RunOnDisk, run_on_disk
-from qualify.pipeline.record import RunRecord, StageEntry
-from qualify.pipeline.recordparts import RecordedGit
-from qualify.pipeline.rejudgements import Rejudgement
-from qualify.pipeline.resultparts import SavedFinding
 from qualify.pipeline.stageorder import with_default_order
+from qualify.records.provenance import RecordedGit
+from qualify.records.rejudgements import Rejudgement
+from qualify.records.result import CheckResult, SavedFinding
+from qualify.records.run import RunRecord, StageEntry
+from qualify.records.stage import CheckEntry, StageRecord
 from qualify.report import headline
 from qualify.report.views import CheckView, StageView, cause_line, shared_measurement
 

@@ -31,7 +31,7 @@ from qualify.core.provenance import describe_gpu
 from qualify.core.resources import data_dir
 from qualify.core.runstore import RunDir, write_atomic
 from qualify.core.symbols import display_name
-from qualify.pipeline.record import RunRecord
+from qualify.records.run import RunRecord
 from qualify.report.charts import identical_series, render_svg
 from qualify.report.fleet import FleetModel, fleet_model
 from qualify.report.headline import plural, ran_under

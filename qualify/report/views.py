@@ -18,8 +18,7 @@ from qualify.checks.evidence import Evidence
 from qualify.checks.figures import Chart, Table
 from qualify.checks.kernelfacts import SOURCE_COLUMNS, UNKNOWN_SOURCE, KernelFacts
 from qualify.core.errors import RunStoreError
-from qualify.pipeline.checkrecords import CheckResult
-from qualify.pipeline.resultparts import SavedFinding
+from qualify.records.result import CheckResult, SavedFinding
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 from evidence_files import field_types, kind_listing, refusal
 
 from qualify.checks.benchfacts import BenchFacts
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -27,7 +27,7 @@ from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CUDA = EXAMPLES / "llama-cpp-cuda" / "recorded"

@@ -12,7 +12,7 @@ import pytest
 from evidence_files import field_types, kind_listing, refusal
 
 from qualify.checks.testsfacts import CaseCounts, CasesFacts
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 
 ARCHIVE = (
     Path(__file__).resolve().parents[2] / "examples/llama-cpp-cuda/recorded/20261201-162842-cuda135.tar.xz"

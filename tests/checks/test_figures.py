@@ -28,7 +28,7 @@ from qualify.checks.figures import (
     load_tables,
 )
 from qualify.core.errors import RunStoreError
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 from qualify.report.charts import identical_series, render_svg
 
 REPO = Path(__file__).resolve().parents[2]

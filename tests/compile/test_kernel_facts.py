@@ -22,8 +22,8 @@ from qualify.checks.base import SavedCheck
 from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead
 from qualify.compile.check import judge
 from qualify.compile.kind import KIND
-from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.plan import load_plan
+from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CUDA = EXAMPLES / "llama-cpp-cuda" / "recorded"

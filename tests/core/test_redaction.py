@@ -307,8 +307,8 @@ def test_credentials_in_a_childs_output_by_their_form_but_prose_kept() -> None:
 def test_a_records_text_that_quotes_output_is_redacted_when_read() -> None:
     """A finding or a reason read back from a run folder (written by an older qualify, or by
     hand) shows no token that its form gives away: every page and JSON is made from it."""
-    from qualify.pipeline.checkrecords import CheckEntry
-    from qualify.pipeline.resultparts import SavedFinding
+    from qualify.records.result import SavedFinding
+    from qualify.records.stage import CheckEntry
 
     token = "ghp_" + "r3AdB4ck" * 5
     finding = SavedFinding.model_validate({"verdict": "FAIL", "message": f"exit 1\n{token}", "role": None})

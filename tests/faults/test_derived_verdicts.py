@@ -379,7 +379,7 @@ def test_the_recorded_runs_load_as_records(tmp_path: Path) -> None:
     from recorded_runs import unpack
 
     from qualify.core.runstore import RunDir
-    from qualify.pipeline.record import RunRecord
+    from qualify.records.run import RunRecord
 
     repo = Path(__file__).resolve().parents[2]
     found = [p.parent for p in (repo / "examples").glob("*/recorded/**/run.json")]
@@ -400,7 +400,8 @@ def test_an_undecided_stage_is_never_said_to_have_passed(project: Callable[..., 
     from conftest import command_stage
 
     from qualify.core.verdicts import Verdict
-    from qualify.pipeline.members import Member, behaviour
+    from qualify.pipeline.members import behaviour
+    from qualify.records.run import Member
 
     emit = f"{PY} {Path(__file__).resolve().parent.parent / 'helpers' / 'emit_metrics.py'}"
     config = CONFIG.replace(

@@ -131,9 +131,10 @@ def test_an_interrupted_set_names_only_the_stages_a_negative_control_runs() -> N
     not configured)" for a set stopped before its negative control's numerics: those stages are
     configured, in the set's plan; the control's plan leaves them out on purpose."""
     from qualify.core.verdicts import RunVerdict, StageState, Verdict
-    from qualify.pipeline.members import Behaviour, Member
+    from qualify.pipeline.members import Behaviour
     from qualify.pipeline.ondisk import MemberOnDisk, RunOnDisk, _open_members
     from qualify.pipeline.stageorder import DEFAULT_ORDER
+    from qualify.records.run import Member
 
     outcomes: dict[str, Any] = {name: StageState.NOT_CONFIGURED for name in DEFAULT_ORDER}
     outcomes |= {"build": Verdict.PASS, "numerics": StageState.NOT_RUN}

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from qualify.cli import app
 from qualify.pipeline import stagerun
-from qualify.pipeline.checkrecords import StageRecord
+from qualify.records.stage import StageRecord
 
 runner = CliRunner()
 CHECKS = 4

@@ -18,7 +18,7 @@ from test_report import HELPERS
 
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
-from qualify.pipeline.record import RunRecord
+from qualify.records.run import RunRecord
 from qualify.report.fleet import fleet_model
 from qualify.report.fleetinputs import plan_digest
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import PY, Project, qualify_proc
 
 from qualify.core.runstore import RunDir
-from qualify.pipeline.resultparts import SavedFinding
+from qualify.records.result import SavedFinding
 from qualify.report.junit import junit_xml, set_junit_xml, xml_text
 from qualify.report.matrix import Column, MatrixModel
 from qualify.report.model import build_model

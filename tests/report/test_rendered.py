@@ -10,7 +10,7 @@ import pytest
 from qualify.cli.runentries import _candidates
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
-from qualify.pipeline.record import RunRecord
+from qualify.records.run import RunRecord
 from qualify.report.rendered import RenderedVerdict
 
 

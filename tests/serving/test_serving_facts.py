@@ -22,7 +22,7 @@ from qualify.checks.base import SavedCheck
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
 from qualify.kinds import install
-from qualify.pipeline.checkrecords import CheckResult
+from qualify.records.result import CheckResult
 from qualify.serving.check import judge
 from qualify.serving.evidence import ServingCases, ServingFacts, ServingMeasurement, ServingTiming
 

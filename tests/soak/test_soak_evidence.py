@@ -20,8 +20,8 @@ from qualify.checks.base import SavedCheck
 from qualify.checks.evidence import Migration
 from qualify.core.errors import RunStoreError
 from qualify.kinds import install
-from qualify.pipeline.checkrecords import CheckResult
 from qualify.pipeline.plan import load_plan
+from qualify.records.result import CheckResult
 from qualify.soak.check import judge
 from qualify.soak.evidence import SoakFacts, SoakMeasurement
 

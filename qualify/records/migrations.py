@@ -1,7 +1,7 @@
 """The run folder's records across their versions, and how an older one is read as the current.
 
 run.json, stage.json and result.json share one version, `schema_version` in each file
-(`qualify.core.runstore.RECORD_VERSION`). A record's type (`qualify.pipeline.record`) brings a
+(`qualify.core.runstore.RECORD_VERSION`). A record's type (`qualify.records.run`) brings a
 document it loads up to the current layout with the steps below, one per older version, before
 it checks it; the file itself is never rewritten by a load (a recorded run stays as it was
 recorded; only a command that writes the run, such as a rerun or `report --rejudge`, saves it

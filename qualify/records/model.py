@@ -5,8 +5,12 @@ refused, naming the file and the key.
 A record is a frozen, strict pydantic model (`qualify.checks.evidence` for its habits): every
 key qualify writes is a declared field, checked when the document is read; a key no field
 covers (a newer qualify's, a hand's) is kept as it was read and saved again. The document is
-brought to the current layout first (`qualify.pipeline.migrations`); its file is never
+brought to the current layout first (`qualify.records.migrations`); its file is never
 rewritten by a read.
+
+
+The words a record's fields are checked against: the verdicts a check or a stage may hold,
+and what a number is.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pydantic import (
     ConfigDict,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 
@@ -32,8 +37,16 @@ from qualify.core import seal
 from qualify.core.labels import name_problem
 from qualify.core.redaction import redact_known
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
-from qualify.pipeline.migrations import Step, migrate
-from qualify.pipeline.recordfields import STAGE_VERDICTS, VERDICTS, number
+from qualify.core.verdicts import StageState, Verdict
+from qualify.records.migrations import Step, migrate
+
+#: A check's verdict; a stage's is one of them or BLOCKED (never measured: its gate failed).
+VERDICTS = tuple(v.value for v in Verdict)
+STAGE_VERDICTS = (*VERDICTS, StageState.BLOCKED.value)
+
+
+def number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _one_of(words: tuple[str, ...]) -> Callable[[Any], Any]:
@@ -170,3 +183,12 @@ class Record(RecordPart):
         check_writer(target)
         write_json(target, document, version=RECORD_VERSION)
         seal.note(target)
+
+
+def _this_folder(value: Any, info: ValidationInfo) -> Any:
+    """A record that does not name its stage's folder (or its check) is of the folder it is in."""
+    return info.context["folder"] if value is None and info.context is not None else value
+
+
+#: A name a record may leave out: then its folder's.
+FolderName = Annotated[PlainName, BeforeValidator(_this_folder)]

@@ -1,6 +1,6 @@
 """run.json's `rejudged` entries as types: each `qualify report --rejudge`, when, with which plan
 and which checks it changed (`qualify.pipeline.rejudge` writes them, the report reads them),
-checked when the run's record is read (`qualify.pipeline.record`)."""
+checked when the run's record is read (`qualify.records.run`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from qualify.checks.refusals import refusal
-from qualify.pipeline.recordmodel import RecordPart
+from qualify.records.model import RecordPart
 
 
 class RejudgedChange(RecordPart):
