@@ -9,10 +9,14 @@ gets must be the one flake.nix pins, or the test fails.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from ggml_rocm import ARTIFACTS, EXAMPLE
@@ -34,14 +38,28 @@ def store_path(name: str, flake: Path = EXAMPLE / "flake.nix") -> str:
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
 
+@contextlib.contextmanager
+def _alone(what: str) -> Iterator[None]:
+    """Held while `what` is made: the test modules on other pytest-xdist workers that add the same
+    tree wait, then find it in the store, instead of unpacking into one folder at once."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / f".{what}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def add_tree(name: str, tree: Path, flake: Path = EXAMPLE / "flake.nix") -> str:
     """`tree` in the store as `name` unless it is there; the path `flake` pins, checked."""
     expected = store_path(name, flake)
-    if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
-        return expected
-    staging = ARTIFACTS / "store-add"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    with _alone(f"add-{name}"):
+        if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
+            return expected
+        return _add_tree(name, tree, expected)
+
+
+def _add_tree(name: str, tree: Path, expected: str) -> str:
+    # Beside the tree's files (hard links need one file system), in a folder of its own.
+    staging = Path(tempfile.mkdtemp(prefix="store-add-", dir=ARTIFACTS))
     try:
         subprocess.run(["cp", "-al", str(tree), str(staging / name)], check=True)
         argv = ["nix-store", "--add-fixed", "--recursive", "sha256", str(staging / name)]
@@ -56,10 +74,14 @@ def add_source(sdist: Path) -> str:
     """The example's trimmed llama.cpp tree, from the sdist, as setup.sh makes it."""
     name = "llama-cpp-src-0.3.36"
     expected = store_path(name)
-    if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
-        return expected
-    work = ARTIFACTS / "source-add"
-    shutil.rmtree(work, ignore_errors=True)
+    with _alone(f"unpack-{name}"):
+        if subprocess.run(["nix-store", "--check-validity", expected], capture_output=True).returncode == 0:
+            return expected
+        return _add_source(sdist, name)
+
+
+def _add_source(sdist: Path, name: str) -> str:
+    work = Path(tempfile.mkdtemp(prefix="source-add-", dir=ARTIFACTS))
     prefix = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
     with tarfile.open(sdist) as archive:
         members = [m for m in archive.getmembers() if m.name.startswith(prefix)]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import tarfile
@@ -43,6 +44,7 @@ from qualify.bisect.page import html_page
 from qualify.bisect.report import markdown
 from qualify.bisect.resume import open_state, read_file
 from qualify.bisect.state import Step
+from qualify.core import sealkey
 from qualify.core.runstore import RunDir
 from qualify.pipeline.rejudge import project_root_for, rejudge_with_project_plan
 from qualify.report.charts import render_svg
@@ -138,7 +140,22 @@ def _render_bisect(folder: Path) -> None:
 
 
 def rendered(case: str, where: Path) -> dict[str, str]:
-    """The digests of `case`'s reports, re-decided and rendered under `where` now."""
+    """The digests of `case`'s reports, re-decided and rendered under `where` now, by a host
+    whose seal key made none of them: a host's key (kept from one run to the next in its state
+    folder) reads the seal of a run it made itself as verified, and that run's first screen
+    would then differ from every other host's."""
+    saved = os.environ.get(sealkey.ENV)
+    os.environ[sealkey.ENV] = str(where / "state")
+    try:
+        return _rendered(case, where)
+    finally:
+        if saved is None:
+            os.environ.pop(sealkey.ENV, None)
+        else:
+            os.environ[sealkey.ENV] = saved
+
+
+def _rendered(case: str, where: Path) -> dict[str, str]:
     since = datetime.now(UTC) - timedelta(seconds=1)
     if case == "fleet":
         out = where / "fleet"
