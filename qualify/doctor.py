@@ -383,7 +383,7 @@ def _existing_parent(path: Path) -> Path:
 
 def _last_artifact_bytes(runs_dir: Path, folder: str, check: str) -> int | None:
     """One artifact's bytes as the newest run of this check recorded it."""
-    from qualify.numerics.evidence import NumericsRecord
+    from qualify.records.numerics import NumericsRecord
 
     if not runs_dir.is_dir():
         return None

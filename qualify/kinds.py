@@ -31,8 +31,7 @@ def _build() -> tuple[Measure, Judge]:
 
 
 def _build_evidence() -> EvidenceTypes:
-    from qualify.checks.buildfacts import BuildFacts
-    from qualify.checks.buildrecord import BuildMeasurement
+    from qualify.records.build import BuildFacts, BuildMeasurement
 
     return EvidenceTypes(BuildMeasurement, BuildFacts)
 
@@ -70,8 +69,7 @@ def _compile() -> tuple[Measure, Judge]:
 
 
 def _compile_evidence() -> EvidenceTypes:
-    from qualify.checks.kernelfacts import KernelFacts
-    from qualify.compile.evidence import KernelMeasurement
+    from qualify.records.compile import KernelFacts, KernelMeasurement
 
     return EvidenceTypes(KernelMeasurement, KernelFacts)
 
@@ -83,7 +81,7 @@ def _numerics() -> tuple[Measure, Judge]:
 
 
 def _numerics_evidence() -> EvidenceTypes:
-    from qualify.numerics.evidence import KldFacts, KldMeasurement
+    from qualify.records.numerics import KldFacts, KldMeasurement
 
     return EvidenceTypes(KldMeasurement, KldFacts)
 
@@ -95,7 +93,7 @@ def _serving() -> tuple[Measure, Judge]:
 
 
 def _serving_evidence() -> EvidenceTypes:
-    from qualify.serving.evidence import ServingFacts, ServingMeasurement
+    from qualify.records.serving import ServingFacts, ServingMeasurement
 
     return EvidenceTypes(ServingMeasurement, ServingFacts)
 
@@ -107,14 +105,13 @@ def _soak() -> tuple[Measure, Judge]:
 
 
 def _soak_evidence() -> EvidenceTypes:
-    from qualify.soak.evidence import SoakFacts, SoakMeasurement
+    from qualify.records.soak import SoakFacts, SoakMeasurement
 
     return EvidenceTypes(SoakMeasurement, SoakFacts)
 
 
 def _bench_evidence() -> EvidenceTypes:
-    from qualify.bench.evidence import BenchMeasurement
-    from qualify.checks.benchfacts import BenchFacts
+    from qualify.records.bench import BenchFacts, BenchMeasurement
 
     return EvidenceTypes(BenchMeasurement, BenchFacts)
 
@@ -132,7 +129,7 @@ def _flake_inputs() -> tuple[Measure, Judge]:
 
 
 def _flake_inputs_evidence() -> EvidenceTypes:
-    from qualify.distribution.evidence import InputsFacts, InputsMeasurement
+    from qualify.records.distribution import InputsFacts, InputsMeasurement
 
     return EvidenceTypes(InputsMeasurement, InputsFacts)
 
@@ -144,7 +141,7 @@ def _binary_cache() -> tuple[Measure, Judge]:
 
 
 def _binary_cache_evidence() -> EvidenceTypes:
-    from qualify.distribution.evidence import CacheFacts, CacheMeasurement
+    from qualify.records.distribution import CacheFacts, CacheMeasurement
 
     return EvidenceTypes(CacheMeasurement, CacheFacts)
 
@@ -156,7 +153,7 @@ def _pin_move() -> tuple[Measure, Judge]:
 
 
 def _pin_move_evidence() -> EvidenceTypes:
-    from qualify.distribution.evidence import PinMoveFacts, PinMoveMeasurement
+    from qualify.records.distribution import PinMoveFacts, PinMoveMeasurement
 
     return EvidenceTypes(PinMoveMeasurement, PinMoveFacts)
 

@@ -163,7 +163,7 @@ def test_nvcc_is_reported_with_its_version() -> None:
 def test_an_artifact_s_size_is_read_from_the_newest_typed_numerics_record(tmp_path: Path) -> None:
     from qualify.core.runstore import write_json
     from qualify.doctor import _last_artifact_bytes
-    from qualify.numerics.evidence import NumericsRecord
+    from qualify.records.numerics import NumericsRecord
 
     def record(run: str, document: dict[str, object]) -> None:
         folder = tmp_path / run / "30-numerics" / "kld"

@@ -15,7 +15,6 @@ import pandas as pd
 
 from qualify.bench import conditions, tables, why
 from qualify.bench.data import FORMATS, config_differences
-from qualify.bench.evidence import BenchMeasurement, BenchSchedule, BenchUnit
 from qualify.bench.judge import (
     INCONCLUSIVE,
     INVALID,
@@ -29,12 +28,19 @@ from qualify.bench.judge import (
 from qualify.bench.params import BenchParams
 from qualify.bench.schedule import DEFAULT_MARGIN, PLANNED_MAXIMUM, run_schedule
 from qualify.checks.base import Finding, Judgement, SavedCheck
-from qualify.checks.benchfacts import BenchFacts, BenchTestFact, Machine
 from qualify.checks.findings import worst
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.gitstatus import listed
 from qualify.core.verdicts import Verdict
+from qualify.records.bench import (
+    BenchFacts,
+    BenchMeasurement,
+    BenchSchedule,
+    BenchTestFact,
+    BenchUnit,
+    Machine,
+)
 from qualify.stats import abtests
 
 #: Processes named in one finding; the rest are counted (schedule.json lists them all).

@@ -11,11 +11,11 @@ record and no flag.
 
 from __future__ import annotations
 
-from qualify.bench.evidence import BenchUnit, GpuSeen, Telemetry
 from qualify.bench.gputelemetry import SLOWDOWN
 from qualify.checks.base import Finding
 from qualify.checks.figures import Cell, Table
 from qualify.core.verdicts import Verdict
+from qualify.records.bench import BenchUnit, GpuSeen, Telemetry
 
 #: Other processes' CPU, in cores on average over a unit, from which the unit is flagged.
 FOREIGN_CORES = 0.5

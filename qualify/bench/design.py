@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from qualify.bench.evidence import BenchUnit
 from qualify.core.designs import block_order
+from qualify.records.bench import BenchUnit
 
 __all__ = ["block_order", "candidate_view", "complete_pairs"]
 

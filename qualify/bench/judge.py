@@ -16,7 +16,7 @@ from qualify.bench.params import NO_CHANGE_GATE, NOT_SLOWER
 from qualify.stats import abtests
 
 if TYPE_CHECKING:
-    from qualify.bench.evidence import BenchUnit
+    from qualify.records.bench import BenchUnit
 
 FASTER = "FASTER"
 SLOWER = "SLOWER"

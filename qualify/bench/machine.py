@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qualify.bench.evidence import CpuCounters, HostLoad, MachineState
+from qualify.records.bench import CpuCounters, HostLoad, MachineState
 
 _GPU_DEVICES = ("/dev/kfd", "/dev/nvidia", "/dev/dri/renderD")
 

@@ -29,15 +29,6 @@ import pandas as pd
 from qualify.bench import conditions, gputelemetry, machine, serverblocks
 from qualify.bench.data import SERVERS, UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
 from qualify.bench.design import block_order, candidate_view, complete_pairs
-from qualify.bench.evidence import (
-    BenchMeasurement,
-    BenchSchedule,
-    BenchUnit,
-    HostLoad,
-    MachineState,
-    StoppingRule,
-    Telemetry,
-)
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from, unit_center
 from qualify.bench.kind import KIND
 from qualify.bench.params import BenchParams
@@ -46,6 +37,15 @@ from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.progress import Progress
 from qualify.core.runstore import now_iso, write_json, write_parquet
+from qualify.records.bench import (
+    BenchMeasurement,
+    BenchSchedule,
+    BenchUnit,
+    HostLoad,
+    MachineState,
+    StoppingRule,
+    Telemetry,
+)
 from qualify.stats import abtests
 
 DEFAULT_MARGIN = KIND.limit_defaults()["speed_margin"]

@@ -14,11 +14,11 @@ import shutil
 from pathlib import Path
 
 from qualify.bench.design import candidate_view, complete_pairs
-from qualify.bench.evidence import BenchMeasurement, BenchSchedule, SharedFact
 from qualify.checks.base import Measure
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
+from qualify.records.bench import BenchMeasurement, BenchSchedule, SharedFact
 
 SCHEDULE = "schedule.json"
 

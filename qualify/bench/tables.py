@@ -10,10 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from qualify.bench.evidence import BenchSchedule, BenchUnit
 from qualify.bench.judge import INCONCLUSIVE, INVALID, SLOWER, Outcome, Series, pair_ratios
-from qualify.checks.benchfacts import SharedFact
 from qualify.checks.figures import DotsChart, Mark, Table
+from qualify.records.bench import BenchSchedule, BenchUnit, SharedFact
 from qualify.stats import abtests
 
 

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qualify.bench import conditions, machine, tables
-from qualify.bench.evidence import BenchUnit
 from qualify.bench.judge import INCONCLUSIVE, INVALID, SLOWER, Outcome
 from qualify.checks.base import Finding
 from qualify.checks.findings import headline
 from qualify.core.verdicts import Verdict
+from qualify.records.bench import BenchUnit
 
 #: The most characters the why may have: summary.md cuts a line at 400, and a check's why is
 #: printed there after its stage's and its own name.

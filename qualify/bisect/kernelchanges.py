@@ -13,8 +13,8 @@ import pandas as pd
 
 from qualify.bisect.stepevidence import KernelFigure
 from qualify.checks.evidence import Evidence
-from qualify.checks.kernelfacts import KernelFacts
 from qualify.core.symbols import display_name
+from qualify.records.compile import KernelFacts
 
 #: The check's saved comparison, in its folder (`qualify.compile.kind`).
 DIFF = "diff.parquet"

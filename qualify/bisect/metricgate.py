@@ -20,9 +20,9 @@ from qualify.bisect.stepevidence import MetricFigure
 from qualify.checks.commandfacts import CommandFacts
 from qualify.core.checkspec import CheckSpec
 from qualify.core.verdicts import Verdict
-from qualify.numerics.evidence import KldFacts
 from qualify.numerics.kind import KIND as KLD_KIND
 from qualify.numerics.limitmetrics import judged_metric, metric_names
+from qualify.records.numerics import KldFacts
 from qualify.records.result import CheckResult, SavedFinding
 
 #: The kind whose limits are metrics too (`qualify.numerics.limitmetrics`).

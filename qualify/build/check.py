@@ -15,7 +15,6 @@ import pandas as pd
 
 from qualify.build import builders, flakeinputs, nix, plancache, resumed, substituted, toolchain
 from qualify.build.closure import diff_summary, store_name
-from qualify.build.evidence import BuildPlan, InputsUsed, InputUsed, PlanCaches, RolePlan
 from qualify.build.internaljson import BuildLog
 from qualify.build.params import BuildParams
 from qualify.build.plancache import CACHES
@@ -30,15 +29,6 @@ from qualify.build.tables import (
     write_diff,
 )
 from qualify.checks.base import Finding, Judgement, SavedCheck
-from qualify.checks.buildfacts import (
-    BuildFacts,
-    BuildSource,
-    ClosureDiff,
-    Problem,
-    SourceProblem,
-    read_source,
-)
-from qualify.checks.buildrecord import BuildMeasurement, DerivationBuilt, FailedDerivation
 from qualify.checks.findings import headline, worst
 from qualify.checks.runoptions import RunOptions
 from qualify.core.context import CheckContext
@@ -50,6 +40,22 @@ from qualify.core.redaction import redact_lines
 from qualify.core.runstore import write_json
 from qualify.core.secretsources import remember_named
 from qualify.core.verdicts import Verdict
+from qualify.records.build import (
+    BuildFacts,
+    BuildMeasurement,
+    BuildPlan,
+    BuildSource,
+    ClosureDiff,
+    DerivationBuilt,
+    FailedDerivation,
+    InputsUsed,
+    InputUsed,
+    PlanCaches,
+    Problem,
+    RolePlan,
+    SourceProblem,
+    read_source,
+)
 
 SOURCE = "source.json"
 PLAN = "plan.json"

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from qualify.build.evidence import PlanCache, PlanCaches
 from qualify.build.params import BuildParams
 from qualify.checks.base import CANDIDATE
 from qualify.checks.binarycache import KIND, CacheParams, key_bytes, secret_key_problem
@@ -39,6 +38,7 @@ from qualify.core.errors import PlaceholderError
 from qualify.core.placeholders import Value
 from qualify.core.redaction import remember
 from qualify.core.runstore import write_json
+from qualify.records.build import PlanCache, PlanCaches
 
 #: Where the build check keeps what it found of the plan's caches.
 CACHES = "caches.json"

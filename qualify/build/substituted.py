@@ -14,12 +14,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from qualify.build import nix
-from qualify.build.evidence import PlanCache
 from qualify.build.internaljson import BuildLog
 from qualify.checks.base import Finding
-from qualify.checks.buildrecord import BuildMeasurement, Substitution
 from qualify.checks.figures import Table
 from qualify.core.verdicts import Verdict
+from qualify.records.build import BuildMeasurement, PlanCache, Substitution
 
 #: How a nix daemon is told to let this user add the plan's cache.
 _DAEMON = (

@@ -7,12 +7,10 @@ from typing import Any
 import pandas as pd
 
 from qualify.build.closure import Package, diff_closures, package_of, store_name
-from qualify.build.evidence import BuildPlan, InputsUsed, InputUsed
 from qualify.build.substituted import paths
 from qualify.checks.base import SavedCheck
-from qualify.checks.buildfacts import ClosureDiff
-from qualify.checks.buildrecord import BuildMeasurement
 from qualify.checks.figures import Cell, Table
+from qualify.records.build import BuildMeasurement, BuildPlan, ClosureDiff, InputsUsed, InputUsed
 
 
 def column(saved: SavedCheck, role: str, name: str, field: str) -> list[str]:

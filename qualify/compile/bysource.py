@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from qualify.checks.figures import Cell, Table
-from qualify.checks.kernelfacts import SOURCE_COLUMNS, UNKNOWN_SOURCE, SourceFailures
 from qualify.compile.diff import KernelDiff
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds
+from qualify.records.compile import SOURCE_COLUMNS, UNKNOWN_SOURCE, SourceFailures
 
 _GPU = ("amdgpu", "cuda")
 

@@ -3,7 +3,7 @@
 Contract of `associations(results)`: `results` are the comparison's kernels
 (`qualify.compile.diff`); the result holds, per GPU family, outcome and change below, how many
 kernels show the change and end in the outcome, counted both ways, with Fisher's exact test
-(two-sided) on that 2×2 table (`qualify.checks.causefacts.Association`). It states an
+(two-sided) on that 2×2 table (`qualify.records.compile.Association`). It states an
 association and its strength, never a cause: two changes that come together (true16 operands
 and a larger VALU share) go with the same failures.
 
@@ -49,11 +49,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.checks.causefacts import Association, Outcome, p_text, percent
 from qualify.checks.figures import Cell, Table
 from qualify.compile.diff import KernelDiff
 from qualify.compile.instmix import Mix, shares
 from qualify.compile.stubs import figures_stub
+from qualify.records.compile import Association, Outcome, p_text, percent
 
 #: Percentage points a class's share must move to count as a shift.
 SHARE_POINTS = 5.0

@@ -14,13 +14,11 @@ from typing import Any
 from qualify.checks.base import Finding, Judgement, SavedCheck
 from qualify.checks.figures import Table
 from qualify.checks.findings import reason_line, worst
-from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead, Severities
 from qualify.checks.roleruns import run_findings
 from qualify.compile.bysource import by_source, failing_sources, source_table
 from qualify.compile.causes import associations, cause_table, lead
 from qualify.compile.cudanames import display_name
 from qualify.compile.diff import KernelDiff, Limits, diff
-from qualify.compile.evidence import KernelMeasurement
 from qualify.compile.failurekinds import FAILURE_KINDS, failure_kinds, failure_rank
 from qualify.compile.mixsetup import MixTools, mix_reading, mix_tools
 from qualify.compile.mixtables import family_table, mix_table
@@ -34,6 +32,7 @@ from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_parquet
 from qualify.core.verdicts import Verdict
+from qualify.records.compile import KernelFacts, KernelMeasurement, MixNotRead, MixRead, Severities
 
 _LISTED = 30  # findings listed one by one before the rest are counted
 _SEVERITY_VERDICT = {"FAIL": Verdict.FAIL, "ERROR": Verdict.ERROR, "WARN": Verdict.WARN}

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qualify.checks.base import CANDIDATE
-from qualify.checks.buildfacts import BuildSource, SourceProblem, read_source
-from qualify.checks.buildrecord import BuildMeasurement
 from qualify.checks.runoptions import RunOptions
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
+from qualify.records.build import BuildMeasurement, BuildSource, SourceProblem, read_source
 
 #: The kind whose records are read.
 BUILD_KIND = "nix-build"

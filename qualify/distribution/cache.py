@@ -22,8 +22,8 @@ from qualify.core.errors import PlaceholderError, QualifyError
 from qualify.core.redaction import remember
 from qualify.core.verdicts import Verdict
 from qualify.distribution.built import Built, built
-from qualify.distribution.evidence import BuildTime, CacheFacts, CacheMeasurement, Step, checked
 from qualify.distribution.nixstore import Nix, folder_bytes, scratch
+from qualify.records.distribution import BuildTime, CacheFacts, CacheMeasurement, Step, checked
 
 _MIB = 1024 * 1024
 #: Words of nix's errors, and what they say of the cache.

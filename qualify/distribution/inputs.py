@@ -24,7 +24,9 @@ from qualify.core.errors import PlaceholderError, QualifyError
 from qualify.core.recordredaction import redact_ref
 from qualify.core.verdicts import Verdict
 from qualify.distribution.built import built, candidate_overrides
-from qualify.distribution.evidence import (
+from qualify.distribution.nixstore import Nix, scratch
+from qualify.distribution.params import InputsParams
+from qualify.records.distribution import (
     InputProbe,
     InputsFacts,
     InputsMeasurement,
@@ -32,8 +34,6 @@ from qualify.distribution.evidence import (
     Step,
     checked,
 )
-from qualify.distribution.nixstore import Nix, scratch
-from qualify.distribution.params import InputsParams
 
 #: The name the flake's own source goes by among its inputs.
 SELF = "self"

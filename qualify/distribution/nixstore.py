@@ -28,7 +28,7 @@ from qualify.core.environment import child_env
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.outputpump import LineCallback
 from qualify.core.redaction import redact_lines
-from qualify.distribution.evidence import Step
+from qualify.records.distribution import Step
 
 #: How long one nix command of the stage may run unless the check says (`timeout`).
 DEFAULT_TIMEOUT_S = 3600.0

@@ -21,9 +21,9 @@ from qualify.core.runstore import write_atomic
 from qualify.core.verdicts import LEFT_OUT, RunVerdict, StageState, Verdict, run_verdict
 from qualify.distribution import gitmove
 from qualify.distribution.built import Built, built, candidate_overrides
-from qualify.distribution.evidence import PinMoveFacts, PinMoveMeasurement, StageSeen, Step, checked
 from qualify.distribution.nixstore import DEFAULT_TIMEOUT_S, Nix, scratch
 from qualify.distribution.params import PinMoveParams
+from qualify.records.distribution import PinMoveFacts, PinMoveMeasurement, StageSeen, Step, checked
 
 PATCH = "pin-move.patch"
 

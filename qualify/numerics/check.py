@@ -18,7 +18,6 @@ from qualify.core.context import CheckContext
 from qualify.core.progress import Progress
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
-from qualify.numerics.evidence import KldFacts, KldMeasurement, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE, Settings, decided, judge_in_looks, judge_stats
 from qualify.numerics.looks import look_confidence, planned_looks
 from qualify.numerics.measuring import Measuring, one_path, save_measurement
@@ -34,6 +33,7 @@ from qualify.numerics.store import (
 from qualify.numerics.streamed import score_together
 from qualify.numerics.tables import stats_charts, stats_tables
 from qualify.numerics.tokenstats import TokenStats
+from qualify.records.numerics import KldFacts, KldMeasurement, NumericsRecord
 
 RECORD = "numerics.json"
 

@@ -21,13 +21,13 @@ from qualify.checks.base import CANDIDATE, Finding
 from qualify.core.verdicts import Verdict
 from qualify.numerics.bootstrap import BootstrapBound
 from qualify.numerics.bounds import judged_bounds
-from qualify.numerics.evidence import BoundFacts, MarginTestFacts, NoninferiorityFacts, PairSummary, SkewGuard
 from qualify.numerics.kind import GATES, KIND, Gate
 from qualify.numerics.looks import Stop, guard_plan, sequential
 from qualify.numerics.noninferiority import FLOOR_FACTOR, MarginTest, decide, margin_tests, quantities
 from qualify.numerics.params import NumericsParams
 from qualify.numerics.summary import KldSummary, summarize
 from qualify.numerics.tokenstats import TokenStats
+from qualify.records.numerics import BoundFacts, MarginTestFacts, NoninferiorityFacts, PairSummary, SkewGuard
 
 FLOOR_ROLE = "pinned.2"
 DEFAULT_NI_MARGIN = KIND.limit_defaults()["noninferiority_margin"]
@@ -87,7 +87,7 @@ class Outcome:
     the evidence the tables present (`qualify.numerics.tables`)."""
 
     findings: list[Finding]
-    #: The fields of `qualify.numerics.evidence.KldFacts` this judgement set, typed.
+    #: The fields of `qualify.records.numerics.KldFacts` this judgement set, typed.
     facts: dict[str, Any]
     #: The limits evaluated on the candidate and the comparisons made (see Judgement.judged).
     judged: list[str] = field(default_factory=list)

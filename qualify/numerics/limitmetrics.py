@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from qualify.numerics.evidence import KldFacts
 from qualify.numerics.judge import limit_verdict
 from qualify.numerics.kind import GATES
+from qualify.records.numerics import KldFacts
 
 NONINFERIORITY = "noninferiority"
 

@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from qualify.numerics.evidence import LookFacts
+from qualify.records.numerics import LookFacts
 from qualify.stats.abtests import look_alphas, look_points
 
 T = TypeVar("T")

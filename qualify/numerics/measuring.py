@@ -10,7 +10,6 @@ from typing import Any
 from qualify.checks.evidence import VERSION_KEY
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, RunStoreError
-from qualify.numerics.evidence import KldMeasurement
 from qualify.numerics.formats import open_stream
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.params import NumericsParams
@@ -28,6 +27,7 @@ from qualify.numerics.store import (
 )
 from qualify.numerics.stream import LogprobFileError, LogprobStream, RoleStreamError
 from qualify.numerics.tokenstats import StreamMismatch, TokenStats, token_stats
+from qualify.records.numerics import KldMeasurement
 
 
 class Measuring:

@@ -20,10 +20,10 @@ from qualify.checks.base import Measure
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
-from qualify.numerics.evidence import ArtifactError, KldMeasurement, NumericsRecord
 from qualify.numerics.judge import FLOOR_ROLE
 from qualify.numerics.store import load_stats, save_stats
 from qualify.numerics.tokenstats import TokenStats
+from qualify.records.numerics import ArtifactError, KldMeasurement, NumericsRecord
 
 RECORD = "numerics.json"
 SHARED = ("reference", "pinned", FLOOR_ROLE)

@@ -7,14 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qualify.checks.buildfacts import BuildSource, read_source
 from qualify.compile.disassembly import Tool
-from qualify.compile.evidence import KernelMeasurement
 from qualify.compile.scan import load_tables
 from qualify.core.errors import UsageError
 from qualify.core.remedies import RemedySpec
 from qualify.core.runstore import now_iso
 from qualify.core.tomlfile import suggest
+from qualify.records.build import BuildSource, read_source
+from qualify.records.compile import KernelMeasurement
 from qualify.remedy import state as saved
 from qualify.remedy.failing import CompileCheck, FailingSource
 from qualify.remedy.judge import SourceOutcome, judge_variant

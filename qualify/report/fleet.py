@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualify import __version__
-from qualify.checks.benchfacts import BenchFacts, BenchTestFact
 from qualify.core.errors import RunStoreError
 from qualify.core.provenance import describe_gpu
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk, set_on_disk
 from qualify.pipeline.stageorder import with_default_order
+from qualify.records.bench import BenchFacts, BenchTestFact
 from qualify.records.result import CheckResult
 from qualify.records.run import RunRecord
 from qualify.report import fleetjudge

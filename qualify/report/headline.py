@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from qualify.checks.buildfacts import BuildSource, read_source
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import LEFT_OUT
+from qualify.records.build import BuildSource, read_source
 
 if TYPE_CHECKING:
     from qualify.records.provenance import RecordedGit

@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from qualify.checks.benchfacts import BenchFacts
 from qualify.checks.evidence import Evidence
 from qualify.checks.figures import Chart, Table
-from qualify.checks.kernelfacts import SOURCE_COLUMNS, UNKNOWN_SOURCE, KernelFacts
 from qualify.core.errors import RunStoreError
+from qualify.records.bench import BenchFacts
+from qualify.records.compile import SOURCE_COLUMNS, UNKNOWN_SOURCE, KernelFacts
 from qualify.records.result import CheckResult, SavedFinding
 
 
@@ -56,7 +56,7 @@ def shared_measurement(facts: Evidence | None) -> SharedMeasurement | None:
 
 def cause_line(facts: Evidence | None) -> str:
     """The associations a kernel comparison's facts name in its headline
-    (`qualify.checks.causefacts`), as sentences; "" for any other result, or one without."""
+    (`qualify.records.compile`), as sentences; "" for any other result, or one without."""
     if not isinstance(facts, KernelFacts):
         return ""
     return "; ".join(a.sentence() for a in facts.causes if a.lead)

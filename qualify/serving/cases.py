@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from qualify.records.serving import GreedyRun, ServingCase
 from qualify.serving.client import Client, Reply
-from qualify.serving.evidence import GreedyRun, ServingCase
 
 #: Sampling settings of every comparison (the recipe of llama.cpp's own server tests).
 GREEDY: dict[str, Any] = {"temperature": 0.0, "top_k": 1, "seed": 42, "cache_prompt": False}

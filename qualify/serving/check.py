@@ -13,14 +13,14 @@ from qualify.checks.base import Judgement, SavedCheck
 from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
-from qualify.serving.cases import Settings, SuiteRun
-from qualify.serving.evidence import (
+from qualify.records.serving import (
     Problem,
     ServingCases,
     ServingMeasurement,
     ServingTiming,
     StartError,
 )
+from qualify.serving.cases import Settings, SuiteRun
 from qualify.serving.judgement import CASES, TIMING, SavedServing, assess
 from qualify.serving.kind import KIND
 from qualify.serving.lifecycle import RoleServer, ServerStartFailed, role_server

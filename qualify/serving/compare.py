@@ -16,7 +16,7 @@ from typing import Any
 
 from qualify.checks.base import CANDIDATE, PINNED, Finding
 from qualify.core.verdicts import Verdict
-from qualify.serving.evidence import GreedyFact, GreedyRun, ServingCase
+from qualify.records.serving import GreedyFact, GreedyRun, ServingCase
 
 
 @dataclass(frozen=True)

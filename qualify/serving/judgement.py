@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from qualify.checks.base import CANDIDATE, PINNED, Finding, SavedCheck
 from qualify.checks.findings import reason_line, worst
 from qualify.core.verdicts import Verdict
-from qualify.serving.compare import CaseRow, compare_cases
-from qualify.serving.evidence import (
+from qualify.records.serving import (
     GateRow,
     GreedyFact,
     ServingCase,
@@ -25,6 +24,7 @@ from qualify.serving.evidence import (
     ServingTiming,
     TimingFacts,
 )
+from qualify.serving.compare import CaseRow, compare_cases
 from qualify.serving.params import ServingParams
 from qualify.serving.timing import judge_timing
 

@@ -19,8 +19,8 @@ from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.loopback import answers, on_free_port
 from qualify.core.process import Server
+from qualify.records.serving import ServerRecord
 from qualify.serving.client import Client, ServerGone
-from qualify.serving.evidence import ServerRecord
 
 
 class ServerStartFailed(QualifyError):

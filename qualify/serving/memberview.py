@@ -16,7 +16,7 @@ from qualify.checks.base import Measure
 from qualify.checks.roleview import role_view
 from qualify.core.context import CheckContext
 from qualify.core.runstore import write_json
-from qualify.serving.evidence import ServingTiming
+from qualify.records.serving import ServingTiming
 from qualify.serving.judgement import TIMING
 
 

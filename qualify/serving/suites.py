@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qualify.records.serving import ServerDeath
 from qualify.serving import suites_features as features
 from qualify.serving import suites_text as text
 from qualify.serving.cases import Case, Suite, SuiteRun
 from qualify.serving.client import ServerGone
-from qualify.serving.evidence import ServerDeath
 
 SUITES: dict[str, Suite] = {
     "readiness": text.readiness,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from qualify.checks.figures import Table
+from qualify.records.serving import GateRow, GreedyFact, ServingMeasurement, ServingTiming
 from qualify.serving.compare import CaseRow
-from qualify.serving.evidence import GateRow, GreedyFact, ServingMeasurement, ServingTiming
 from qualify.serving.judgement import ServingJudgement
 
 

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from qualify.core.context import rounds_order
 from qualify.core.progress import Progress
+from qualify.records.serving import GateRow, Metric, TimingRecord
 from qualify.serving.cases import GREEDY, repeated_tokens
 from qualify.serving.client import Client
-from qualify.serving.evidence import GateRow, Metric, TimingRecord
 from qualify.stats import abtests
 
 METRICS: tuple[Metric, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")

@@ -18,8 +18,7 @@ from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
-from qualify.soak import report
-from qualify.soak.evidence import (
+from qualify.records.soak import (
     CompactionEvent,
     KernelLogMatch,
     RequestSummary,
@@ -27,6 +26,7 @@ from qualify.soak.evidence import (
     SoakMeasurement,
     TrendRecord,
 )
+from qualify.soak import report
 from qualify.soak.kernellog import KERNEL_PATTERNS, SERVER_PATTERNS, attribute, match_lines
 from qualify.soak.kind import KIND
 from qualify.soak.params import SoakParams

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from qualify.checks.figures import Chart, Line, LinesChart, Mark, Table
-from qualify.soak.evidence import CompactionEvent, KernelLogMatch, RequestSummary, SoakMeasurement
+from qualify.records.soak import CompactionEvent, KernelLogMatch, RequestSummary, SoakMeasurement
 from qualify.soak.params import SoakParams
 from qualify.soak.trend import HOUR, MIB, SeriesVerdict, Trend
 

@@ -28,10 +28,10 @@ from qualify.core.context import CheckContext
 from qualify.core.errors import QualifyError, ToolMissing
 from qualify.core.loopback import answers, on_free_port
 from qualify.core.runstore import write_parquet
+from qualify.records.soak import SoakMeasurement
 from qualify.soak.blocks import Block
 from qualify.soak.compaction import COMPACT_MEMORY, Compactor, schedule
 from qualify.soak.driver import DriverSettings, Outcome, drive
-from qualify.soak.evidence import SoakMeasurement
 from qualify.soak.kernellog import KernelLogWatcher
 from qualify.soak.telemetry import Sampler
 from qualify.soak.workload import Request

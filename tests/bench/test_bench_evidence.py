@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from evidence_files import field_types, kind_listing
 
-from qualify.bench.evidence import BenchMeasurement, BenchSchedule, BenchUnit
 from qualify.checks.evidence import Evidence
 from qualify.core.errors import RunStoreError
+from qualify.records.bench import BenchMeasurement, BenchSchedule, BenchUnit
 
 RECORDED = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda" / "recorded"
 #: The runs of each day; the studies' archives (noise-study-20261203, pin-study-20261202) hold

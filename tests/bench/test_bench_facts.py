@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from evidence_files import field_types, kind_listing, refusal
 
-from qualify.checks.benchfacts import BenchFacts
+from qualify.records.bench import BenchFacts
 from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -65,4 +65,4 @@ def test_kinds_json_shows_the_bench_facts() -> None:
     fields = field_types(kind)
     assert fields["tests"] == "dict[str, BenchTestFact]"
     assert fields["tests{}.high"] == "float | None" and fields["plan.looks"] == "list[int]"
-    assert kind["measurement"] is not None  # typed: `qualify.bench.evidence`
+    assert kind["measurement"] is not None  # typed: `qualify.records.bench`

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from qualify.bench import check as bench
 from qualify.bench.judge import FASTER, INCONCLUSIVE, NO_CHANGE, SLOWER, evaluate
 from qualify.checks.base import SavedCheck
-from qualify.checks.benchfacts import BenchTestFact
 from qualify.cli import app
 from qualify.core.verdicts import Verdict
+from qualify.records.bench import BenchTestFact
 from qualify.stats import abtests
 from qualify.stats.abtests import look_points
 

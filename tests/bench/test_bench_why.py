@@ -17,11 +17,11 @@ from benchsim import saved_check, steady
 
 from qualify.bench import check as bench
 from qualify.bench import conditions, tables
-from qualify.bench.evidence import BenchUnit
 from qualify.bench.judge import SLOWER
 from qualify.bench.why import MAX_WHY
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
+from qualify.records.bench import BenchUnit
 
 #: What `machine.foreign_load` records of a unit that shared the CPU with a compiler.
 BUSY = {

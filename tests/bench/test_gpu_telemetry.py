@@ -24,11 +24,11 @@ from typer.testing import CliRunner
 
 from qualify.bench import check as bench
 from qualify.bench import conditions, gputelemetry, machine
-from qualify.bench.evidence import BenchUnit
 from qualify.bench.gputelemetry import Reading, parse_amd_smi, parse_nvidia_smi, parse_rocm_smi, summarise
 from qualify.cli import app
 from qualify.core.runstore import read_json, write_json
 from qualify.core.verdicts import Verdict
+from qualify.records.bench import BenchUnit
 
 # `nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,power.draw,temperature.gpu,
 # clocks_event_reasons.active --format=csv,noheader,nounits` on a two-GPU H200 host (stand-in:

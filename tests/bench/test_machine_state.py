@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.bench import machine
-from qualify.bench.evidence import CpuCounters, HostLoad, MachineState
+from qualify.records.bench import CpuCounters, HostLoad, MachineState
 
 
 def fake_host(

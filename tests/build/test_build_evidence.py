@@ -18,15 +18,22 @@ from evidence_files import document, field_types, kind_listing, refusal, unpacke
 
 from qualify.build.check import judge
 from qualify.build.closure import CHANGE_ORDER
-from qualify.build.evidence import BuildPlan, InputsUsed
 from qualify.checks.base import SavedCheck
-from qualify.checks.buildfacts import BuildFacts, ClosureDiff, Problem, SourceProblem, read_source
-from qualify.checks.buildrecord import BuildMeasurement
 from qualify.checks.evidence import Evidence
 from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
 from qualify.core.runstore import write_json
 from qualify.core.verdicts import Verdict
+from qualify.records.build import (
+    BuildFacts,
+    BuildMeasurement,
+    BuildPlan,
+    ClosureDiff,
+    InputsUsed,
+    Problem,
+    SourceProblem,
+    read_source,
+)
 from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

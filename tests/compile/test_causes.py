@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from qualify.checks.causefacts import Association, p_text
 from qualify.compile.causes import LEAD_P, associations, cause_table, lead
 from qualify.compile.diff import KernelDiff
 from qualify.compile.instmix import MIX_COLUMNS
+from qualify.records.compile import Association, p_text
 
 #: A kernel that does work (it loads, computes, waits), in the instruction mix's columns.
 WORK: dict[str, Any] = {

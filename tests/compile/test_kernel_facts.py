@@ -19,10 +19,10 @@ from recorded_runs import unpack
 
 from qualify.bisect.kernelchanges import kernel_figure
 from qualify.checks.base import SavedCheck
-from qualify.checks.kernelfacts import KernelFacts, MixNotRead, MixRead
 from qualify.compile.check import judge
 from qualify.compile.kind import KIND
 from qualify.pipeline.plan import load_plan
+from qualify.records.compile import KernelFacts, MixNotRead, MixRead
 from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -15,12 +15,11 @@ from evidence_files import document, unpacked
 from test_kernel_facts import ARCHIVES, SERIES
 
 from qualify.checks.base import SavedCheck
-from qualify.checks.kernelfacts import MixNotRead, MixRead
 from qualify.compile.check import judge
-from qualify.compile.evidence import KernelMeasurement
 from qualify.compile.kind import KIND
 from qualify.core.errors import RunStoreError
 from qualify.core.verdicts import Verdict
+from qualify.records.compile import KernelMeasurement, MixNotRead, MixRead
 
 
 def measurements(archive: Path, where: Path) -> list[Path]:

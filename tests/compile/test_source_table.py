@@ -21,12 +21,12 @@ import pytest
 
 from qualify.checks.base import SavedCheck
 from qualify.checks.figures import Table
-from qualify.checks.kernelfacts import SOURCE_COLUMNS, UNKNOWN_SOURCE, KernelFacts
 from qualify.compile.check import judge
 from qualify.compile.kind import KIND
 from qualify.compile.scan import save_tables, scan
 from qualify.core.runstore import write_json
 from qualify.pipeline.plan import load_plan
+from qualify.records.compile import SOURCE_COLUMNS, UNKNOWN_SOURCE, KernelFacts
 from qualify.report.views import CheckView, failing_sources
 
 KERNELS = Path(__file__).parent / "kernels"

@@ -22,11 +22,11 @@ from qualify.checks.base import SavedCheck
 from qualify.cli import app
 from qualify.core.checkspec import CheckSpec
 from qualify.numerics.check import judge
-from qualify.numerics.evidence import KldFacts
 from qualify.numerics.formats import write_logprob_dir
 from qualify.numerics.llamalogits import llama_row_width, write_llama_logits
 from qualify.numerics.store import load_stats
 from qualify.numerics.stream import log_softmax
+from qualify.records.numerics import KldFacts
 
 runner = CliRunner()
 N_CTX, N_VOCAB, N_CHUNK = 16, 48, 48

@@ -14,8 +14,8 @@ import pytest
 from evidence_files import field_types, kind_listing, refusal
 
 from qualify.core.errors import RunStoreError
-from qualify.numerics.evidence import KldFacts, NumericsRecord
 from qualify.numerics.limitmetrics import judged_metric
+from qualify.records.numerics import KldFacts, NumericsRecord
 from qualify.records.result import CheckResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

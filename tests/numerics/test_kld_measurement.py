@@ -15,10 +15,10 @@ from evidence_files import field_types, kind_listing
 from test_kld_facts import ARCHIVES, numerics_files
 
 from qualify.core.errors import RunStoreError
-from qualify.numerics.evidence import KldMeasurement
 from qualify.numerics.formats import LogprobDir, TopKFile, topk_rows, write_logprob_dir, write_topk
 from qualify.numerics.kind import KIND
 from qualify.numerics.stream import LogprobFileError
+from qualify.records.numerics import KldMeasurement
 
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=lambda a: a.name.removesuffix(".tar.xz"))

@@ -5,8 +5,8 @@ server."""
 from __future__ import annotations
 
 from qualify.core.verdicts import Verdict
+from qualify.records.serving import ServerDeath, ServingCase, ServingMeasurement
 from qualify.serving.check import DEFAULT_LIMITS
-from qualify.serving.evidence import ServerDeath, ServingCase, ServingMeasurement
 from qualify.serving.judgement import SavedServing, assess
 from qualify.serving.tables import serving_tables
 

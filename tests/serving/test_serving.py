@@ -21,8 +21,8 @@ import pytest
 from conftest import PY, REPO, Project, qualify_proc
 
 from qualify.core.verdicts import Verdict
+from qualify.records.serving import GreedyRun, ServingCase, TimingRecord
 from qualify.serving.compare import compare_cases, first_divergence
-from qualify.serving.evidence import GreedyRun, ServingCase, TimingRecord
 from qualify.serving.timing import judge_timing, pairs_needed
 
 HELPER = Path(__file__).resolve().parent / "broken_openai_server.py"

@@ -23,8 +23,8 @@ from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import RunStoreError
 from qualify.kinds import install
 from qualify.records.result import CheckResult
+from qualify.records.serving import ServingCases, ServingFacts, ServingMeasurement, ServingTiming
 from qualify.serving.check import judge
-from qualify.serving.evidence import ServingCases, ServingFacts, ServingMeasurement, ServingTiming
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARCHIVES = sorted((EXAMPLES / "llama-cpp-cuda" / "recorded").glob("2026*.tar.xz")) + sorted(

@@ -16,7 +16,7 @@ from conftest import Project, qualify_proc
 from test_serving import left_behind, serving_project
 
 from qualify.core.context import rounds_order
-from qualify.serving.evidence import ServingTiming
+from qualify.records.serving import ServingTiming
 from qualify.serving.memberview import member_timing
 
 CONFIG = """

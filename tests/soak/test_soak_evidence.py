@@ -22,8 +22,8 @@ from qualify.core.errors import RunStoreError
 from qualify.kinds import install
 from qualify.pipeline.plan import load_plan
 from qualify.records.result import CheckResult
+from qualify.records.soak import SoakFacts, SoakMeasurement
 from qualify.soak.check import judge
-from qualify.soak.evidence import SoakFacts, SoakMeasurement
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama-cpp-cuda"
 ARCHIVE = EXAMPLE / "recorded" / "20261201-162842-cuda135.tar.xz"

@@ -1,4 +1,9 @@
-"""What a bench check saves and reads back, as types: each role's measurement (`measurement.json`:
+"""What a bench check's judge writes beside its verdict (`BenchFacts`): the stopping rule it
+ran by, each test's finding with its ratio and interval, the machine's state and, in a run set,
+the one measurement its members share. Here, below the stages, because the fleet merge and the
+report read them too, and neither imports a stage.
+
+What a bench check saves and reads back, as types: each role's measurement (`measurement.json`:
 its arm, the engine's build and each test's configuration) and the schedule (`schedule.json`:
 the stopping rule, every unit in run order with its outcome and the machine's state around it,
 and, for a run set's member, the joint measurement it was cut from).
@@ -13,16 +18,85 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from qualify.checks.benchfacts import SharedFact, StoppingRule
-from qualify.checks.evidence import Evidence
+from qualify.checks.evidence import Evidence, Part
 from qualify.checks.evidence import Part as EvidencePart
+
+
+class StoppingRule(Part):
+    """The group-sequential design, fixed before the first pair ran, as schedule.json holds it
+    (the judge needs `alpha` and `looks`; the rest is shown when the schedule recorded it)."""
+
+    alpha: float
+    looks: list[int] = Field(description="the pair counts at which the data were looked at")
+    tests: int | None = None
+    first_level: float | None = Field(None, description="the first Holm step at the first look")
+    computed_min_pairs: int | None = None
+    max_pairs: int | None = None
+    budget_s: float | None = None
+    margin: float | None = None
+
+
+class BenchTestFact(Part):
+    """One test's finding and the figures behind it (R = candidate/pinned throughput)."""
+
+    finding: str
+    regression: bool
+    invalid: str | None = Field(description="why the test's data cannot be judged")
+    ratio: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None
+    level: float | None
+    method: str | None
+    pairs: int
+    look: int
+    pinned: float | None = Field(description="pinned's median, in `unit`")
+    candidate: float | None
+    unit: str
+    pair_noise: float | None
+
+    def shown(self) -> str:
+        """As a cell: "1.012 [0.998, 1.027] NO CHANGE" (the finding alone when no ratio)."""
+        if self.ratio is None:
+            return self.finding
+        span = f" [{self.low:.3f}, {self.high:.3f}]" if self.low is not None and self.high is not None else ""
+        return f"{self.ratio:.3f}{span} {self.finding}".strip()
+
+
+class Machine(Part):
+    gpu_telemetry: dict[str, Any] | None = Field(description="where GPU state was read, as found")
+    flagged: dict[str, list[str]] = Field(description="pair units run in a state that was flagged")
+
+
+class SharedFact(Part):
+    """A run set's member: the joint measurement its check read."""
+
+    duration_s: float | None
+    with_: list[str] = Field(alias="with")
+    folder: str
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+
+
+class BenchFacts(Evidence):
+    limits_of_evidence: list[str]
+    pairs: int
+    stop_reason: str | None
+    plan: StoppingRule | None = Field(description="None when no rule could be made")
+    margin: float
+    a_a: bool = Field(description="pinned and the candidate ran the same arm")
+    machine: Machine | None = Field(None, description="absent in runs made before it was recorded")
+    geometric_mean_ratio: float | None
+    tests: dict[str, BenchTestFact]
+    shared_measurement: SharedFact | None = None
+
 
 __all__ = ["BenchMeasurement", "BenchSchedule", "BenchUnit", "MachineState", "SharedFact", "StoppingRule"]
 
 
-class Part(EvidencePart):
+class SavedPart(EvidencePart):
     def to_json(self) -> dict[str, Any]:
         """As saved: the fields that were set."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
@@ -40,7 +114,7 @@ class BenchMeasurement(Evidence):
     measured_as: str | None = Field(default=None, description="a run set's member: the joint role it ran as")
 
 
-class CpuCounters(Part):
+class CpuCounters(SavedPart):
     clock_s: float
     busy_s: float
     steal_s: float
@@ -48,7 +122,7 @@ class CpuCounters(Part):
     cpus: int
 
 
-class MachineState(Part):
+class MachineState(SavedPart):
     """The machine at one moment (`qualify.bench.machine.snapshot`)."""
 
     time: float | None = None
@@ -59,7 +133,7 @@ class MachineState(Part):
     gpu: dict[str, dict[str, float]] | None = Field(default=None, description="amdgpu sensors, by card")
 
 
-class HostLoad(Part):
+class HostLoad(SavedPart):
     """Other processes' CPU over one unit (`qualify.bench.machine.foreign_load`); empty when
     /proc/stat could not be read."""
 
@@ -71,7 +145,7 @@ class HostLoad(Part):
     top: list[str] | None = None
 
 
-class GpuSeen(Part):
+class GpuSeen(SavedPart):
     """One GPU over one unit: [min, median, max] of each quantity, and in how many samples
     each throttle reason was active."""
 
@@ -83,13 +157,13 @@ class GpuSeen(Part):
     temp_c: list[float] | None = None
 
 
-class GpuRecord(Part):
+class GpuRecord(SavedPart):
     source: str
     samples: int
     gpus: dict[str, GpuSeen]
 
 
-class Telemetry(Part):
+class Telemetry(SavedPart):
     """Where the GPU's state was read, or why it was not."""
 
     source: str | None
@@ -97,12 +171,12 @@ class Telemetry(Part):
     reason: str | None = None
 
 
-class UnitError(Part):
+class UnitError(SavedPart):
     message: str
     hint: str | None = None
 
 
-class ServerInfo(Part):
+class ServerInfo(SavedPart):
     """A server-block unit's server: its command and what its `/props` said (as it said it)."""
 
     argv: list[str] | None = None
@@ -111,7 +185,7 @@ class ServerInfo(Part):
     model_path: Any = None
 
 
-class BenchUnit(Part):
+class BenchUnit(SavedPart):
     """One run of the check's command for one role (a server block's role, for servers)."""
 
     index: int

@@ -1,5 +1,6 @@
 """What a soak saves for each role (`SoakMeasurement`, its measurement.json) and what its judge
-writes beside the verdict (`SoakFacts`): the types every reader of them goes through."""
+writes beside the verdict (`SoakFacts`): the types every reader of them goes through.
+"""
 
 from __future__ import annotations
 

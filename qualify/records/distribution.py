@@ -1,5 +1,6 @@
 """What the distribution stage's checks save and judge by: each kind's measurement (the
-candidate's measurement.json) and facts, as types (`qualify.checks.evidence`)."""
+candidate's measurement.json) and facts, as types (`qualify.checks.evidence`).
+"""
 
 from __future__ import annotations
 

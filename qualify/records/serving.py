@@ -5,7 +5,8 @@ cases.json), the timing requests of the check (`ServingTiming`, timing.json) and
 
 What a server said is kept as it said it: a case's `strict` and `text` values and the
 `/props` figures in a role's `server` are the server's JSON, not qualify's, so their types are
-the server's own (`Any`)."""
+the server's own (`Any`).
+"""
 
 from __future__ import annotations
 
