@@ -338,6 +338,9 @@ def serve(
         deadline = time.monotonic() + ready_timeout_s
         while True:
             if not server.alive():
+                # Its last words may still be in the pipe: read them before quoting the tail (a
+                # child of its own holding the pipe open costs a second, not the message).
+                pump.join(timeout=1.0)
                 raise ServerExited(
                     f"server exited with {proc.returncode} before it was ready; log {log}",
                     "\n".join(server.tail()[-15:]) or None,

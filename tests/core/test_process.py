@@ -160,6 +160,33 @@ def test_serve_reports_a_server_that_dies_before_ready(tmp_path: Path) -> None:
     assert err.value.hint and "bad flag" in err.value.hint
 
 
+def test_a_server_s_last_words_are_quoted_however_late_its_output_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exit is seen before the thread copying the output has read the last line (as on a
+    loaded machine, here forced by slowing that thread): the message still quotes it."""
+    from qualify.core import outputpump
+
+    keep = outputpump.Pump._keep
+
+    def late(self: outputpump.Pump, line: str) -> None:
+        time.sleep(0.5)
+        keep(self, line)
+
+    monkeypatch.setattr(outputpump.Pump, "_keep", late)
+    with pytest.raises(QualifyError) as err:
+        with process.serve(
+            [PY, "-c", "print('bad flag'); raise SystemExit(2)"],
+            log=tmp_path / "s.log",
+            env=child_env(),
+            ready=lambda: False,
+            ready_timeout_s=30,
+            poll_s=0.01,
+        ):
+            pass
+    assert err.value.hint == "bad flag"
+
+
 def _free_port() -> int:
     from qualify.core.loopback import free_port
 
