@@ -203,6 +203,9 @@ def test_plan_loads(project: Path) -> None:
     assert 'host_patterns = ["ck_*"]' in done.stdout
 
 
+# Alone: its bench must decide microsecond kernels, pinned against itself among them, which the
+# other worker's load leaves INCONCLUSIVE ("CPU taken by other processes during 80 of 80 units").
+@pytest.mark.alone
 def test_run_with_controls_decides_every_stage_of_the_plan(project: Path, tmp_path: Path) -> None:
     """`qualify run --candidate clang19` with the project's controls: clang19 passes (or WARNs)
     each stage of the plan, pinned against itself passes every stage, and the bench catches the
