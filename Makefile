@@ -71,10 +71,10 @@ check: setup
 	$(BIN)python -m pytest -q -n 2 -m "not nix and not example and not model and not slow"
 
 # Every test: the check tier on two workers first; then the heavy tests on two workers, a module's
-# tests on one worker so that its fixtures are made once;
-# then, in one process with the machine to itself, the heavy tests marked alone, which measure
-# time (the example's run set with its bench and soak, benches that must decide, soaks). All three
-# always run; the exit status is the worst. Each ends with its tier's time and the slowest tests.
+# tests on one worker so that its fixtures are made once; then, in one process with the machine
+# to itself, the heavy tests marked alone, which measure time (the example's run set with its
+# bench and soak, benches that must decide, soaks). All three always run; the exit status is the
+# worst. Each ends with its tier's time and the slowest tests.
 test: example
 	@$(BIN)python -m pytest -q -n 2 -m "not nix and not example and not model and not slow"; a=$$?; \
 	$(BIN)python -m pytest -q -n 2 --dist loadfile -m "(nix or example or model or slow) and not alone"; b=$$?; \

@@ -6,10 +6,10 @@ not slow: about 2 000 of the suite's 2 400 tests, in under 5 minutes of a 2-core
 pytest-xdist workers. `make test` runs them so, then the rest in two phases: the heavy tests on
 two workers (`--dist loadfile`: a module's tests go to one worker, so its fixtures are made
 once; a session fixture such as the example's builds is made on each worker that needs it, the
-second finding nix's store already holding what the first built), then, in one process with the machine to itself, those
-marked `alone`, which depend on the timing of real processes (a bench that must decide, a
-soak's latencies, the example's run set with its bench and soak, a hostile command racing the
-run's checks). A test is slow where it takes more than a few seconds: every test on one of the
+second finding nix's store already holding what the first built), then, in one process with
+the machine to itself, those marked `alone`, which depend on the timing of real processes (a
+bench that must decide, a soak's latencies, the example's run set with its bench and soak, a
+hostile command racing the run's checks). A test is slow where it takes more than a few seconds: every test on one of the
 examples' recorded runs re-judged (the `rejudge_recorded` fixture), and, marked by hand, the
 end-to-end tests of several runs (fleets, bisects over a series of arms, run sets, fault
 scenarios that kill, resume and rerun). Each such behaviour keeps one test in `make check`, and
