@@ -254,6 +254,11 @@ class Server:
         return self.process.poll() is None
 
     def tail(self) -> tuple[str, ...]:
+        """The last lines of its output. Of a server that has exited, with its last words: they
+        may still be in the pipe when the exit is seen, so the copying thread is given up to a
+        second to read them (a child of its own holding the pipe open costs that second)."""
+        if not self.alive() and self.pump.is_alive():
+            self.pump.join(timeout=1.0)
         return tuple(self.pump.tail)
 
     def recorded_argv(self) -> list[str]:
@@ -338,9 +343,6 @@ def serve(
         deadline = time.monotonic() + ready_timeout_s
         while True:
             if not server.alive():
-                # Its last words may still be in the pipe: read them before quoting the tail (a
-                # child of its own holding the pipe open costs a second, not the message).
-                pump.join(timeout=1.0)
                 raise ServerExited(
                     f"server exited with {proc.returncode} before it was ready; log {log}",
                     "\n".join(server.tail()[-15:]) or None,

@@ -146,7 +146,8 @@ def test_serve_waits_for_readiness_and_always_tears_down(tmp_path: Path) -> None
     assert not ready()
 
 
-def test_serve_reports_a_server_that_dies_before_ready(tmp_path: Path) -> None:
+def _serve_one_that_dies(tmp_path: Path, poll_s: float = 0.25) -> QualifyError:
+    """What `serve` raises for a server that prints `bad flag` and exits 2 before it is ready."""
     with pytest.raises(QualifyError) as err:
         with process.serve(
             [PY, "-c", "print('bad flag'); raise SystemExit(2)"],
@@ -154,10 +155,16 @@ def test_serve_reports_a_server_that_dies_before_ready(tmp_path: Path) -> None:
             env=child_env(),
             ready=lambda: False,
             ready_timeout_s=30,
+            poll_s=poll_s,
         ):
             pass
-    assert "exited with 2 before it was ready" in err.value.message
-    assert err.value.hint and "bad flag" in err.value.hint
+    return err.value
+
+
+def test_serve_reports_a_server_that_dies_before_ready(tmp_path: Path) -> None:
+    error = _serve_one_that_dies(tmp_path)
+    assert "exited with 2 before it was ready" in error.message
+    assert error.hint and "bad flag" in error.hint
 
 
 def test_a_server_s_last_words_are_quoted_however_late_its_output_is_read(
@@ -174,17 +181,7 @@ def test_a_server_s_last_words_are_quoted_however_late_its_output_is_read(
         keep(self, line)
 
     monkeypatch.setattr(outputpump.Pump, "_keep", late)
-    with pytest.raises(QualifyError) as err:
-        with process.serve(
-            [PY, "-c", "print('bad flag'); raise SystemExit(2)"],
-            log=tmp_path / "s.log",
-            env=child_env(),
-            ready=lambda: False,
-            ready_timeout_s=30,
-            poll_s=0.01,
-        ):
-            pass
-    assert err.value.hint == "bad flag"
+    assert _serve_one_that_dies(tmp_path, poll_s=0.01).hint == "bad flag"
 
 
 def _free_port() -> int:
