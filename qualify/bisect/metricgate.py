@@ -84,7 +84,7 @@ def judge_metric(metric: str, result: CheckResult) -> MetricJudged:
 def _kld_metric(metric: str, result: CheckResult) -> MetricJudged:
     """A `kld` check's limit or non-inferiority, as its judge decided it on the saved bounds; a
     check that reached no bound (its run failed, too few chunks) is NOT JUDGED."""
-    limits = result.spec.limits
+    limits = result.spec.limits if result.spec is not None else {}
     facts = result.evidence if isinstance(result.evidence, KldFacts) else None
     said = judged_metric(metric, facts, limits)
     if said is None:

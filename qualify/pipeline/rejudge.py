@@ -16,6 +16,7 @@ shows them as they ran).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,16 @@ def _rejudge_stage(
     ).save()
 
 
+def _saved_again(saved: CheckResult, spec: CheckSpec) -> dict[str, Any]:
+    """The result's spec with a rejudgement's limits and judge's parameters; a limit it left
+    alone stays as it was saved (2 stays 2: the report shows the plan's figure)."""
+    if saved.spec is None:
+        return spec.as_json()
+    kept = saved.spec.limits
+    limits = {k: kept[k] if k in kept and kept[k] == v else v for k, v in spec.limits.items()}
+    return {**saved.spec.model_dump(), "limits": limits, "params": spec.params}
+
+
 def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> RejudgedChange | None:
     result_path = check_dir / RESULT
     if not result_path.is_file():
@@ -185,28 +196,18 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> RejudgedChange | N
         if saved.verdict != measured.verdict:
             write_atomic(result_path, (check_dir / MEASURED).read_bytes())
         return None
-    saved_spec = saved.spec
-    limits_before = dict(saved_spec.limits)
-    same_kind = now is not None and now.kind == saved_spec.kind
+    measured_as = saved.measured_spec()
+    limits_before: dict[str, float] = dict(saved.spec.limits) if saved.spec is not None else {}
+    same_kind = now is not None and now.kind == measured_as.kind
     limits_after = dict(now.limits) if now is not None and same_kind else limits_before
-    params = dict(saved_spec.params)
-    kind_name = saved_spec.kind if saved_spec.kind is not None else saved.kind
-    kind = kind_named(kind_name, str(result_path))
+    params = dict(measured_as.params)
+    kind = kind_named(measured_as.kind, str(result_path))
     params_before = {n: params.get(n) for n in kind.judge_params}
     if now is not None and same_kind:
         params.update({n: now.params[n] for n in kind.judge_params if n in now.params})
     params_after = {n: params.get(n) for n in kind.judge_params}
-    spec = CheckSpec(
-        name=saved_spec.name if saved_spec.name is not None else check_dir.name,
-        kind=kind_name,
-        params=params,
-        limits=limits_after,
-        roles=tuple(saved.roles),
-        timeout_s=saved_spec.timeout_s,
-        env=dict(saved_spec.env),
-        description=saved_spec.description if saved_spec.description is not None else "",
-        vars=dict(saved_spec.vars),
-    )
+    # Judged as measured, on the roles it measured, with the limits and judge's parameters now.
+    spec = dataclasses.replace(measured_as, params=params, limits=limits_after, roles=tuple(saved.roles))
     if saved.crashed:
         judgement = crashed(saved.crashed)  # new limits cannot mend a crashed measurement
     else:
@@ -216,7 +217,7 @@ def _rejudge_check(check_dir: Path, now: CheckSpec | None) -> RejudgedChange | N
         write_atomic(check_dir / MEASURED, result_path.read_bytes())
     saved.updated(
         **judgement.as_json(),
-        spec={**saved_spec.as_json(), "limits": limits_after, "params": params},
+        spec=_saved_again(saved, spec),
         rejudged_at=now_iso(),
     ).save()
     unchanged = limits_after == limits_before and params_after == params_before

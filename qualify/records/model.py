@@ -65,7 +65,8 @@ def _plain_name(value: Any) -> Any:
     return value
 
 
-def _seconds(value: Any) -> Any:
+def seconds(value: Any) -> Any:
+    """`value` if it is a finite number of seconds (or None), else refused saying so."""
     if value is None:
         return value
     if not number(value):
@@ -88,7 +89,7 @@ StageStatus = Annotated[str, BeforeValidator(_one_of(("running", "complete", "in
 #: A name that is a folder of the run (a check's, a stage's).
 PlainName = Annotated[str, BeforeValidator(_plain_name)]
 #: A duration or a time limit, in seconds.
-Seconds = Annotated[float, BeforeValidator(_seconds)]
+Seconds = Annotated[float, BeforeValidator(seconds)]
 #: Text that may quote a command's output (a finding, a reason): its secrets redacted as a
 #: child's output is (`redact_known`), when it is written and whenever it is read, so that every
 #: page, summary, annotation and JSON made from a record hides them, whoever wrote the file.

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Discriminator, Field
+from pydantic import BeforeValidator, Discriminator, Field
 
 from qualify.checks.evidence import Part, member
 from qualify.core.checkspec import CheckSpec
+from qualify.records.model import seconds
 
 
 def _number_kind(value: Any) -> str:
@@ -37,7 +38,7 @@ class SavedCheck(Part):
     params: dict[str, Any] = Field(default_factory=dict)
     limits: dict[str, SavedNumber] = Field(default_factory=dict)
     roles: list[str] = Field(default_factory=list)
-    timeout_s: SavedNumber | None = None
+    timeout_s: Annotated[SavedNumber | None, BeforeValidator(seconds)] = None
     env: dict[str, str] = Field(default_factory=dict)
     description: str = ""
     vars: dict[str, Any] = Field(default_factory=dict)

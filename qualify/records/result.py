@@ -1,5 +1,5 @@
 """A check's record, result.json, as its type: its verdict, its findings, the roles it measured,
-the check as it was measured (`SavedSpec`, which `--rejudge` and the bisect's gate judge again
+the check as it was measured (the plan's `SavedCheck`, which `--rejudge` and the bisect's gate judge again
 from) and the facts every kind shares, checked on load and written through it
 (`qualify.records.model` for what it shares with stage.json).
 """
@@ -15,6 +15,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr, Validation
 from qualify.checks.evidence import Evidence
 from qualify.checks.figures import Chart, Figure, Table, load_charts, load_tables
 from qualify.checks.registry import evidence_types
+from qualify.core.checkspec import CheckSpec
 from qualify.records.migrations import RESULT_STEPS, Step
 from qualify.records.model import (
     FolderName,
@@ -24,6 +25,7 @@ from qualify.records.model import (
     Seconds,
     VerdictWord,
 )
+from qualify.records.plan import SavedCheck
 
 
 class SavedFinding(RecordPart):
@@ -54,30 +56,6 @@ class ResultFacts(RecordPart):
 
     #: What the check itself says its evidence does not cover (too few pairs, a stand-in, ...).
     limits_of_evidence: list[str] | None = None
-
-
-class SavedSpec(RecordPart):
-    """A result's `spec`: the check's name, kind, parameters and limits as it was measured with
-    them (a result saved without one: every field empty)."""
-
-    name: str | None = None
-    kind: str | None = None
-    #: The plan's values, as it gave them (each kind reads its own).
-    params: dict[str, Any] = Field(default_factory=dict)
-    limits: dict[str, Any] = Field(default_factory=dict)
-    roles: list[str] = Field(default_factory=list)
-    timeout_s: Seconds | None = None
-    env: dict[str, Any] = Field(default_factory=dict)
-    description: str | None = None
-    vars: dict[str, Any] = Field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        """The spec as it was read (saved again with what a rejudgement changed)."""
-        return self.model_dump(exclude_unset=True)
-
-
-def _no_spec_is_empty(value: Any) -> Any:
-    return {} if value is None else value
 
 
 def _figures(value: Any) -> Any:
@@ -112,8 +90,9 @@ class CheckResult(Record):
     verdict_rules: str = ""
     #: The roles the check measured, by name.
     roles: dict[str, RolePlayed] = Field(default_factory=dict)
-    #: The check as it was measured: its kind, parameters and limits.
-    spec: Annotated[SavedSpec, BeforeValidator(_no_spec_is_empty)] = Field(default_factory=SavedSpec)
+    #: The check as it was measured: its kind, parameters and limits, as the plan run.json
+    #: records saves a check (None: a result written without it).
+    spec: SavedCheck | None = None
     inputs_hash: str | None = None
     ungated: bool = False
     started_at: str | None = None
@@ -144,7 +123,14 @@ class CheckResult(Record):
     @property
     def judged_as(self) -> str:
         """The kind of the check as it was judged: its saved spec's, else the result's."""
-        return self.spec.kind if self.spec.kind is not None else self.kind
+        return self.spec.kind if self.spec is not None else self.kind
+
+    def measured_spec(self) -> CheckSpec:
+        """The check as it was measured, as the plan files would load it; a result saved
+        without its spec is its folder's check of its kind, with its roles."""
+        if self.spec is not None:
+            return self.spec.spec()
+        return CheckSpec(name=self.check or "", kind=self.kind, params={}, limits={}, roles=tuple(self.roles))
 
     @field_serializer("tables", "charts")
     def _figures_json(self, figures: list[Figure]) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ from qualify.compile.diff import KernelDiff, Limits, diff
 from qualify.compile.params import CompileParams
 from qualify.compile.scan import load_tables
 from qualify.core import seal
-from qualify.core.checkspec import CheckSpec
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.tomlfile import suggest
 from qualify.records.result import CheckResult
@@ -83,18 +82,8 @@ def compile_check(run: Path, name: str | None) -> CompileCheck:
     if problem is not None:
         raise UsageError(f"{run}: {problem}", "a remedy compares with what the run measured: run it again")
     saved = CheckResult.load(folder / "result.json")
-    spec = saved.spec
-    params = CompileParams.of(
-        CheckSpec(
-            name=spec.name or folder.name,
-            kind=KIND,
-            params=dict(spec.params),
-            limits=dict(spec.limits),
-            roles=tuple(spec.roles),
-            timeout_s=spec.timeout_s,
-        ),
-        folder / "result.json",
-    )
+    spec = saved.measured_spec()
+    params = CompileParams.of(spec, folder / "result.json")
     candidate = load_tables(folder / "candidate")
     family = scanned_family(folder, candidate)
     return CompileCheck(
