@@ -17,7 +17,7 @@ host gives:
   folder of the check being measured (and, for nix, the run's GC roots): a command cannot
   change another check's or stage's records, the seal or the lock. The folder of qualify's seal
   key is hidden from it.
-- The seal (`qualify.core.seal`): every file a verdict derives from is digested and the digests
+- The seal (`qualify.records.seal`): every file a verdict derives from is digested and the digests
   authenticated with a key only qualify's user reads, so a change is found by every reader.
 
 `QUALIFY_CONTAINMENT` chooses among the first and the third: a comma list of `cgroup` and

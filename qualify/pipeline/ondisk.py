@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from qualify.checks.refusals import checked
-from qualify.core import seal
 from qualify.core.errors import ExitCode, RunStoreError
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import (
@@ -40,6 +39,7 @@ from qualify.core.verdicts import (
 from qualify.pipeline.members import Behaviour, behaviour, set_verdict
 from qualify.pipeline.notapplicable import NOT_MEASURING
 from qualify.pipeline.plan import DEFAULT_ORDER
+from qualify.records import seal
 from qualify.records.plan import SavedStage
 from qualify.records.result import CheckResult
 from qualify.records.run import Member, RunRecord
@@ -81,7 +81,7 @@ class RunOnDisk:
     #: The stages of the plan the run records, in order (the others are NOT CONFIGURED).
     planned: tuple[str, ...] = ()
     #: How the run's seal reads here ("sealed and verified", "not sealed: …", "seal not
-    #: verifiable here: …"; `qualify.core.sealdoc`).
+    #: verifiable here: …"; `qualify.records.sealdoc`).
     seal: str = ""
 
     def open_stages(self, *, own_plan_only: bool = False) -> list[str]:

@@ -23,7 +23,6 @@ from typing import Any
 
 from qualify.checks.base import SavedCheck
 from qualify.checks.registry import kind_named
-from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import load_config
 from qualify.core.errors import QualifyError, RunStoreError
@@ -33,6 +32,7 @@ from qualify.pipeline.judging import crashed, judge_saved
 from qualify.pipeline.ondisk import run_on_disk, stage_on_disk, status_of
 from qualify.pipeline.plan import Plan, load_plan
 from qualify.pipeline.stagerun import RESULT, STAGE, stage_reason
+from qualify.records import seal
 from qualify.records.rejudgements import RejudgedChange
 from qualify.records.result import CheckResult
 from qualify.records.run import RunRecord, update_run

@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
-from qualify.core import provenance, seal
+from qualify.core import provenance
 from qualify.core.commanduser import chosen_user, require_reachable
 from qualify.core.config import ProjectConfig, load_config
 from qualify.core.containment import chosen, contained, runs_root
@@ -29,7 +29,6 @@ from qualify.core.nixbuilders import builders_unprotected
 from qualify.core.redaction import remember_urls
 from qualify.core.runlist import new_run, open_run
 from qualify.core.runstore import LockLostError, RunDir, now_iso
-from qualify.core.seal import sealing
 from qualify.core.sealkey import key_folder
 from qualify.core.secretsources import remember_ambient
 from qualify.core.verdicts import RunVerdict, exit_code_for
@@ -68,7 +67,9 @@ from qualify.pipeline.runset import (
 from qualify.pipeline.samegpus import require_same_gpus
 from qualify.pipeline.stageloop import StageLoop
 from qualify.pipeline.templates import check_templates
+from qualify.records import seal
 from qualify.records.run import Member, RunRecord, update_run
+from qualify.records.seal import sealing
 
 __all__ = ["RunOutcome", "RunRequest", "bind_roles", "execute", "selected_stages"]
 

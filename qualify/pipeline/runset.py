@@ -23,7 +23,6 @@ from dataclasses import replace
 
 from qualify.checks.base import Judgement, Measure
 from qualify.checks.registry import kind_named
-from qualify.core import seal
 from qualify.core.config import ProjectConfig
 from qualify.core.containment import writing
 from qualify.core.context import CheckContext, RoleArm
@@ -38,6 +37,7 @@ from qualify.pipeline.plan import Plan, StageSpec
 from qualify.pipeline.request import RunRequest
 from qualify.pipeline.rundoc import new_run_document
 from qualify.pipeline.stageloop import StageLoop
+from qualify.records import seal
 from qualify.records.run import STATUSES, Member, RunRecord, update_run
 
 SET = "set"

@@ -13,7 +13,6 @@ from typing import Any
 
 from qualify.checks.base import CheckKind, Judgement, Measure, SavedCheck
 from qualify.checks.registry import kind_named
-from qualify.core import seal
 from qualify.core.checkspec import CheckSpec
 from qualify.core.config import ProjectConfig
 from qualify.core.containment import reached_records, writing
@@ -29,6 +28,7 @@ from qualify.pipeline.ondisk import RESULT, STAGE, stage_on_disk
 from qualify.pipeline.plan import StageSpec
 from qualify.pipeline.planfiles import PlanStamp
 from qualify.pipeline.sofar import stages_before
+from qualify.records import seal
 from qualify.records.result import CheckResult
 from qualify.records.run import RunRecord, update_run
 from qualify.records.stage import CheckEntry, StageRecord

@@ -33,11 +33,11 @@ from pydantic import (
 
 from qualify.checks.evidence import Part
 from qualify.checks.refusals import plain, refusal, refused, type_name
-from qualify.core import seal
 from qualify.core.labels import name_problem
 from qualify.core.redaction import redact_known
 from qualify.core.runstore import RECORD_VERSION, check_writer, read_json, write_json
 from qualify.core.verdicts import StageState, Verdict
+from qualify.records import seal
 from qualify.records.migrations import Step, migrate
 
 #: A check's verdict; a stage's is one of them or BLOCKED (never measured: its gate failed).

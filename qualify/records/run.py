@@ -32,7 +32,6 @@ from qualify.checks.base import CANDIDATE
 from qualify.checks.evidence import HINT, Part
 from qualify.checks.refusals import checked
 from qualify.checks.runoptions import RunOptions
-from qualify.core import seal
 from qualify.core.errors import RunStoreError
 from qualify.core.labels import (
     check_saved_labels,
@@ -41,6 +40,7 @@ from qualify.core.labels import (
 from qualify.core.plaintext import clean
 from qualify.core.provenance import RecordedGpu
 from qualify.core.runstore import RECORD_VERSION, RunDir, check_writer, read_json, write_json
+from qualify.records import seal
 from qualify.records.migrations import RUN_STEPS, migrate
 from qualify.records.plan import RecordedPlan, RecordedPlanFiles
 from qualify.records.provenance import Origin, Provenance, RecordedGit, RecordedHost, origin

@@ -18,9 +18,9 @@ import pandas as pd
 from qualify.compile.diff import KernelDiff, Limits, diff
 from qualify.compile.params import CompileParams
 from qualify.compile.scan import load_tables
-from qualify.core import seal
 from qualify.core.errors import QualifyError, UsageError
 from qualify.core.tomlfile import suggest
+from qualify.records import seal
 from qualify.records.result import CheckResult
 from qualify.remedy.families import AMDGPU, Family, scanned_family
 

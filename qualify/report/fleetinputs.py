@@ -26,11 +26,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from qualify.core import seal
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.labels import MAX_LENGTH
 from qualify.core.runstore import RunDir
 from qualify.pipeline.recordplan import saved_stages
+from qualify.records import seal
 from qualify.records.run import RunRecord
 from qualify.report.unpack import Caps, unpack
 

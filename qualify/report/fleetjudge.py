@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from qualify.core import seal
 from qualify.core.errors import QualifyError, RunStoreError
 from qualify.core.labels import name_problem
 from qualify.core.runstore import RunDir
 from qualify.core.verdicts import RunVerdict, Verdict
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.recordplan import recorded_plan
+from qualify.records import seal
 from qualify.records.result import CheckResult
 from qualify.records.run import RunRecord
 from qualify.report.fleetinputs import HostRun
@@ -113,7 +113,7 @@ def _kinds_agree(folder: Path, plan: Plan) -> None:
                 )
 
 
-#: How a host's seal reads where this host made it (`qualify.core.sealdoc.SealState.words`).
+#: How a host's seal reads where this host made it (`qualify.records.sealdoc.SealState.words`).
 VERIFIED = "sealed and verified"
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from qualify import __version__
-from qualify.core import seal
 from qualify.core.runstore import SCHEMA_VERSION, RunDir
 from qualify.pipeline.ondisk import set_on_disk
 from qualify.pipeline.stageorder import with_default_order
+from qualify.records import seal
 from qualify.records.run import Member, RunRecord, StageEntry
 from qualify.report.headline import changed_plans, members_note
 from qualify.report.model import ReportModel, VerdictView, build_model, protection_missing

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from qualify.core import seal, sealkey
+from qualify.core import sealkey
 from qualify.core.errors import RunStoreError
-from qualify.core.seal import SealDocument, Trust, sealing, stage_problem, state_of
+from qualify.records import seal
+from qualify.records.seal import SealDocument, Trust, sealing, stage_problem, state_of
 
 
 @pytest.fixture(autouse=True)

@@ -214,8 +214,8 @@ def test_the_seal_is_compared_after_each_check_only_where_a_command_could_write_
     from typer.testing import CliRunner
 
     from qualify.cli import app
-    from qualify.core import seal
     from qualify.pipeline import stagerun
+    from qualify.records import seal
 
     root = six(reachable / "proj", compile_code=0)
     for stage in root.joinpath("stages").iterdir():

@@ -13,7 +13,7 @@ from conftest import PY, Project, command_stage
 from typer.testing import CliRunner
 
 from qualify.cli import app
-from qualify.core import seal
+from qualify.records import seal
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
 runner = CliRunner()

@@ -14,7 +14,7 @@ second), at the end of each stage and at the end of the run: a difference stops 
 names the file. A comparison reads every sealed file's inode, so one after every check of a
 stage whose commands cannot write the records would make a check cost more the more came
 before it (benchmarks/stage_scale.py). `seal.json` holds the same digests,
-authenticated with qualify's key (`qualify.core.sealdoc`, `qualify.core.sealkey`); readers
+authenticated with qualify's key (`qualify.records.sealdoc`, `qualify.core.sealkey`); readers
 (`stage_problem`) take a stage as judged only when every file of it is as sealed and the seal
 verifies (see sealdoc for a seal of another host).
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from qualify.core import sealkey
 from qualify.core.errors import QualifyError
-from qualify.core.sealdoc import SEAL, SealDocument, SealState, Trust, root_of, state_of
+from qualify.records.sealdoc import SEAL, SealDocument, SealState, Trust, root_of, state_of
 
 __all__ = [
     "SEAL",
