@@ -24,15 +24,16 @@ import pandas as pd
 import pytest
 from recorded_runs import Rejudge, unpack
 
-from qualify.bisect.answers import Answer, Finding
+from qualify.bisect.answers import Answer
 from qualify.bisect.drive import drive
 from qualify.bisect.gate import Gate, judge_step
-from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.outcomes import Measured
 from qualify.bisect.report import answer_document, markdown
 from qualify.bisect.resume import open_state
 from qualify.bisect.search import bisect_next, series_next
-from qualify.bisect.state import Mode, Step
+from qualify.bisect.state import Step
 from qualify.core.symbols import display_name
+from qualify.records.bisect import Finding, Mode, Outcome
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-cpp-cuda"
 PROJECT = EXAMPLE / "bisect"

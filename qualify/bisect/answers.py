@@ -5,29 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from itertools import pairwise
 
-from qualify.bisect.outcomes import Outcome
 from qualify.core.errors import ExitCode
-
-
-class Finding(StrEnum):
-    """How a search ended."""
-
-    #: The last good step and the first bad one are next to each other.
-    FOUND = "found"
-    #: The flip lies between a good and a bad step with only skipped or undecided steps between.
-    RANGE = "range"
-    #: The known-bad end probed GOOD: the ends do not differ, the series holds no flip.
-    NO_FLIP = "no flip"
-    #: The known-good end probed BAD: the baseline is already bad, nothing to search.
-    BASELINE_BAD = "baseline bad"
-    #: An end was skipped or stayed undecided: there is no good and bad pair to search between.
-    END_UNKNOWN = "end unknown"
-    #: Every step of a series was probed (series mode: no search, no flip sought).
-    SERIES = "series"
-
+from qualify.records.bisect import Finding, Outcome
 
 #: The exit code for each finding: the numbers every qualify command uses. Found (and a series
 #: measured to its end) 0; not found, because the ends do not differ, 1; a range or an end that

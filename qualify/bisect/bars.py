@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from qualify.bisect.stepevidence import Figure, MetricFigure
+from qualify.records.bisect import Figure, MetricFigure
 
 #: The widest bar, in characters; eighths of a character make the steps between.
 WIDTH = 20

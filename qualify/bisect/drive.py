@@ -9,7 +9,8 @@ from collections.abc import Callable
 from qualify.bisect.answers import Answer
 from qualify.bisect.outcomes import Measured
 from qualify.bisect.search import bisect_next, series_next
-from qualify.bisect.state import BisectState, Mode, Step
+from qualify.bisect.state import BisectState, Step
+from qualify.records.bisect import Mode
 
 #: What probes one step: builds it, runs the gate, and says what it found.
 Prober = Callable[[Step], Measured]

@@ -11,8 +11,7 @@ from typing import Any
 from qualify.bisect.kernelchanges import KIND as KERNELS
 from qualify.bisect.kernelchanges import kernel_figure
 from qualify.bisect.metricgate import gate_metrics, judge_metric
-from qualify.bisect.outcomes import Measured, Outcome
-from qualify.bisect.stepevidence import StepEvidence
+from qualify.bisect.outcomes import Measured
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import RunDir
 from qualify.core.tomlfile import suggest
@@ -20,6 +19,7 @@ from qualify.core.verdicts import StageState, Verdict
 from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.ondisk import RESULT, run_on_disk
 from qualify.pipeline.plan import Plan
+from qualify.records.bisect import Outcome, StepEvidence
 from qualify.records.result import CheckResult
 
 #: A gate's verdict and what the step it judged is, for the search.

@@ -28,7 +28,7 @@ from qualify.core.config import ProjectConfig
 from qualify.core.errors import ConfigError
 from qualify.core.process import capture
 from qualify.core.recordredaction import redact_ref
-from qualify.core.series import MIN_ARMS, InputSeries
+from qualify.core.series import MIN_STEPS, InputSeries
 from qualify.core.tomlfile import dotted, suggest
 
 #: An error naming a key of the series (None: the series itself), what is wrong and what to do.
@@ -200,7 +200,7 @@ def _history(url: str, span: tuple[str, str], error: _Raise) -> tuple[str, ...]:
             "from", f"git could not read the history of {repo}: {out.strip()}", "check the repository"
         )
     revisions = (ends[0], *out.split())
-    if len(revisions) < MIN_ARMS:
+    if len(revisions) < MIN_STEPS:
         raise error(
             "to",
             f"{span[1]!r} is not a descendant of {span[0]!r} in {repo}: no revision lies between them",

@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from qualify.bisect.stepevidence import KernelFigure
 from qualify.checks.evidence import Evidence
 from qualify.core.symbols import display_name
+from qualify.records.bisect import KernelFigure
 from qualify.records.compile import KernelFacts
 
 #: The check's saved comparison, in its folder (`qualify.compile.kind`).

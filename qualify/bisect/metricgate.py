@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from qualify.bisect.outcomes import Outcome
-from qualify.bisect.stepevidence import MetricFigure
 from qualify.checks.commandfacts import CommandFacts
 from qualify.core.checkspec import CheckSpec
 from qualify.core.verdicts import Verdict
 from qualify.numerics.kind import KIND as KLD_KIND
 from qualify.numerics.limitmetrics import judged_metric, metric_names
+from qualify.records.bisect import MetricFigure, Outcome
 from qualify.records.numerics import KldFacts
 from qualify.records.result import CheckResult, SavedFinding
 

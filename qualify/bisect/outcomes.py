@@ -4,29 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    # Only named in a field's type: `qualify bisect --help` reads DEFAULT_RETRIES from here
-    # without the evidence models (pydantic).
-    from qualify.bisect.stepevidence import StepEvidence
-
-
-class Outcome(StrEnum):
-    """What one probe of one step found."""
-
-    GOOD = "good"
-    BAD = "bad"
-    #: The step could not be built: stepped around, as `git bisect skip` does, never probed again
-    #: (the same sources and toolchain fail the same way).
-    SKIP = "skip"
-    #: The gate was INCONCLUSIVE: measured again, up to the retries, then unknown; never guessed.
-    UNDECIDED = "undecided"
-
-
-#: How many times an UNDECIDED step is measured again before it counts as unknown.
-DEFAULT_RETRIES = 2
+from qualify.records.bisect import Outcome, StepEvidence
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from qualify.bisect.answers import Answer, Finding
+from qualify.bisect.answers import Answer
 from qualify.bisect.bars import figure_text, figure_values
 from qualify.bisect.report import answer_line, step_rows
-from qualify.bisect.state import BisectState, StepRow
+from qualify.bisect.state import BisectState
+from qualify.records.bisect import Finding, StepRow
 
 #: Draws a saved chart as one inline `<svg>` element: `render_svg(chart, index)`'s contract.
 Draw = Callable[[Mapping[str, Any], int], str]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.bisect.answers import Answer, Finding, summary
+from qualify.bisect.answers import Answer, summary
 from qualify.bisect.bars import bars, figure_text
 from qualify.bisect.kernelchanges import LISTED, changed_kernels
-from qualify.bisect.state import BisectState, SavedAnswer, StepRow
-from qualify.bisect.stepevidence import StepEvidence
+from qualify.bisect.state import BisectState
 from qualify.core import markdown as md
+from qualify.records.bisect import Finding, SavedAnswer, StepEvidence, StepRow
 
 #: How the console line and bisect.md name each finding.
 TITLES: dict[Finding, str] = {

@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qualify.bisect.state import BisectFile, BisectState, Mode, ProbeRecord, SavedProbe, as_json
+from qualify.bisect.state import BisectState, ProbeRecord, as_json
 from qualify.checks.evidence import HINT as EVIDENCE_HINT
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.plaintext import visible
 from qualify.core.runstore import read_json
 from qualify.core.tomlfile import suggest
+from qualify.records.bisect import BisectFile, Mode, SavedProbe
 
 HINT = "the file was changed after qualify wrote it; remove it to start the bisect over"
 

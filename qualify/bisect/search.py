@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from qualify.bisect.answers import Answer, Finding
-from qualify.bisect.outcomes import Outcome, settle
-
-#: The fewest steps a series has: its two ends.
-MIN_STEPS = 2
+from qualify.bisect.answers import Answer
+from qualify.bisect.outcomes import settle
+from qualify.core.series import MIN_STEPS
+from qualify.records.bisect import Finding, Outcome
 
 
 def settled(known: Sequence[Sequence[Outcome]], retries: int) -> tuple[Outcome | None, ...]:

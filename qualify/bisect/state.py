@@ -12,8 +12,8 @@ finished (the process was stopped mid-way) keeps `outcome` and `finished` null: 
 nothing, and the step is probed again under the next attempt number, so each attempt's own
 files (named by the caller after step and attempt) are never written over.
 
-The file is written and read through its type (`BisectFile`, `qualify.checks.evidence`); once
-the bisect answered it holds the answer and a row per step too (`qualify.bisect.report`).
+The file is written and read through its type (`qualify.records.bisect.BisectFile`); once the
+bisect answered it holds the answer and a row per step too (`qualify.bisect.report`).
 """
 
 from __future__ import annotations
@@ -21,102 +21,24 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, JsonValue, field_validator
-
-from qualify.bisect.answers import Finding
-from qualify.bisect.outcomes import Measured, Outcome
-from qualify.bisect.search import MIN_STEPS
-from qualify.bisect.stepevidence import Figure, StepEvidence
-from qualify.checks.evidence import Evidence, Part, validated
+from qualify.bisect.outcomes import Measured
+from qualify.checks.evidence import validated
 from qualify.core.errors import UsageError
 from qualify.core.plaintext import visible
 from qualify.core.runstore import now_iso, write_json
+from qualify.core.series import MIN_STEPS
 from qualify.core.tomlfile import suggest
-
-
-class Mode(StrEnum):
-    #: Search for the first step at which the gate flips.
-    BISECT = "bisect"
-    #: Probe every step in order, no search (metrics that need not flip once).
-    SERIES = "series"
-
-
-class SearchContext(Part):
-    """What `qualify bisect` saves as a search's context: the series and gate asked for, and
-    what its walk builds each step against; a resume must find it unchanged."""
-
-    series: str = Field(description="the [series.NAME] of qualify.toml")
-    gate: str = Field(description="STAGE[/CHECK[/METRIC]]")
-    no_gate: bool | None = Field(default=None, description="whether the steps ran ungated")
-    pinned: str | None = Field(default=None, description="the arm every step is compared with")
-    candidate: str | None = Field(default=None, description="in a series of an input: the arm built with it")
-    input: str | None = Field(default=None, description="in a series of an input: the input overridden")
-    url: str | None = Field(default=None, description="… and the URL its revisions are of")
-    profile: str | None = Field(default=None, description="the profile every step's plan was resolved with")
-
-
-class SavedProbe(Part):
-    """A probe as bisect.json holds it: its step by name."""
-
-    step: str
-    attempt: int
-    # Enums are given as their text in a JSON document: read by value, any other text refused.
-    outcome: Outcome | None = Field(strict=False, description="null while the probe is under way")
-    started: str
-    finished: str | None = Field(description="null while the probe is under way")
-    evidence: StepEvidence | None = Field(default=None, description="null (older files: {}): none was saved")
-
-    @field_validator("evidence", mode="before")
-    @classmethod
-    def _none_was_empty(cls, value: object) -> object:
-        # Before its evidence had a type, a probe without any saved an empty object.
-        return None if value == {} else value
-
-
-class SavedAnswer(Part):
-    """The answer bisect.json holds once the search ended (`qualify.bisect.answers.Answer`)."""
-
-    finding: Finding = Field(strict=False)
-    line: str = Field(description="the answer as the console printed it")
-    exit_code: int
-    good: int | None
-    bad: int | None
-    between: list[int]
-    end: int | None
-    monotone: bool
-    contradictions: list[list[int]] = Field(description="pairs of steps that contradict one flip")
-
-
-class StepRow(Part):
-    """A step of an answered bisect: its settled outcome and its last finished probe's evidence."""
-
-    step: int
-    arm: str = Field(description="the step's name")
-    outcome: str = Field(description="its settled outcome, or `not probed`")
-    probes: int
-    verdict: str | None
-    reason: str | None
-    run: str | None
-    figure: Figure | None
-
-
-class BisectFile(Evidence):
-    """bisect.json: a bisect's state, and once it answered, its answer."""
-
-    mode: Mode = Field(strict=False)
-    series: list[str] = Field(min_length=MIN_STEPS, description="the steps, good end first")
-    retries: int = Field(ge=0)
-    context: dict[str, JsonValue] = Field(default_factory=dict, description="compared whole on resume")
-    probes: list[SavedProbe]
-    answer: SavedAnswer | None = None
-    steps: list[StepRow] | None = None
-    changed_kernels: list[str] | None = Field(
-        default=None, description="from the last good to the first bad step; null without both comparisons"
-    )
+from qualify.records.bisect import (
+    BisectFile,
+    Mode,
+    Outcome,
+    SavedProbe,
+    SearchContext,
+    StepEvidence,
+)
 
 
 @dataclass(frozen=True)

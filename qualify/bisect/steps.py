@@ -20,12 +20,12 @@ from typing import Any, Protocol
 from qualify.bisect.gate import Gate, judge_step
 from qualify.bisect.outcomes import Measured
 from qualify.bisect.state import Step
-from qualify.bisect.stepevidence import StepEvidence
 from qualify.checks.registry import kind_named
 from qualify.pipeline.events import Events
 from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.plan import Plan
 from qualify.pipeline.runner import RunRequest, execute
+from qualify.records.bisect import StepEvidence
 
 STEPS = "steps"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from qualify.bisect.outcomes import DEFAULT_RETRIES
+from qualify.bisect import DEFAULT_RETRIES
 from qualify.cli.app import JsonOpt, ProjectOpt, RunsDirOpt, app, print_json
 from qualify.cli.bisectlist import PAGE, STATE, SUMMARY
 from qualify.console import open_console, safe
@@ -72,7 +72,7 @@ def bisect(
     from qualify.bisect.page import html_page
     from qualify.bisect.report import answer_document, answer_line, markdown
     from qualify.bisect.resume import open_state
-    from qualify.bisect.state import Mode, SearchContext, Step
+    from qualify.bisect.state import Step
     from qualify.bisect.steps import StepProber, stages_for
     from qualify.bisect.walks import series_walk
     from qualify.console import ConsoleEvents
@@ -83,6 +83,7 @@ def bisect(
     from qualify.core.runstore import RunDir, write_atomic, write_json
     from qualify.pipeline.preflight import require_clean_tree, require_stage_libraries
     from qualify.pipeline.request import load_run_plan, runs_dir_for
+    from qualify.records.bisect import Mode, SearchContext
     from qualify.report.charts import render_svg
 
     console = open_console(stderr=as_json)

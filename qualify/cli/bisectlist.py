@@ -32,9 +32,9 @@ def bisect_folders(runs_dir: Path) -> list[Path]:
 def bisect_entry(folder: Path) -> dict[str, Any]:
     """One bisect as `qualify runs` lists it: its series' ends, whether it answered, and what."""
     from qualify.bisect.resume import read_file
-    from qualify.bisect.state import SearchContext
     from qualify.checks.evidence import validated
     from qualify.core.errors import RunStoreError
+    from qualify.records.bisect import SearchContext
 
     base: dict[str, Any] = {"kind": "bisect", "run_id": folder.name, "path": str(folder)}
     try:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from qualify.core.tomlfile import Table, suggest
 
-#: The fewest steps a series holds: its two ends (`qualify.bisect.search.MIN_STEPS`).
-MIN_ARMS = 2
+#: The fewest steps a series holds: its two ends.
+MIN_STEPS = 2
 
 ARM_KEYS = ("arms",)
 INPUT_KEYS = ("input", "url", "revisions", "from", "to", "candidate")
@@ -91,10 +91,10 @@ def _read(table: Table, arms: Mapping[str, object]) -> dict[str, tuple[str, ...]
 
 def _arm_series(one: Table, arms: Mapping[str, object]) -> tuple[str, ...]:
     listed = one.strings("arms")
-    if len(listed) < MIN_ARMS:
+    if len(listed) < MIN_STEPS:
         raise one.error(
             "arms",
-            f"lists {len(listed)} arm(s); a series needs at least {MIN_ARMS}, its known-good "
+            f"lists {len(listed)} arm(s); a series needs at least {MIN_STEPS}, its known-good "
             "and known-bad ends",
             "add the arm that passes first and the one that fails last",
         )
@@ -155,10 +155,10 @@ def _input_series(one: Table, name: str, arms: Mapping[str, object]) -> InputSer
 
 def _revisions(one: Table) -> tuple[str, ...]:
     listed = one.strings("revisions")
-    if len(listed) < MIN_ARMS:
+    if len(listed) < MIN_STEPS:
         raise one.error(
             "revisions",
-            f"lists {len(listed)} revision(s); a series needs at least {MIN_ARMS}, its known-good "
+            f"lists {len(listed)} revision(s); a series needs at least {MIN_STEPS}, its known-good "
             "and known-bad ends",
             "add the revision that passes first and the one that fails last",
         )

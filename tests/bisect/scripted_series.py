@@ -14,10 +14,10 @@ from pathlib import Path
 
 from qualify.bisect.answers import Answer
 from qualify.bisect.drive import drive
-from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.outcomes import Measured
 from qualify.bisect.search import bisect_next, series_next
-from qualify.bisect.state import BisectState, Mode, Step
-from qualify.bisect.stepevidence import StepEvidence
+from qualify.bisect.state import BisectState, Step
+from qualify.records.bisect import Mode, Outcome, StepEvidence
 
 LETTERS = {"G": Outcome.GOOD, "B": Outcome.BAD, "S": Outcome.SKIP, "U": Outcome.UNDECIDED}
 

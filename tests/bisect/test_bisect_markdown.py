@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qualify.bisect.answers import Answer, Finding
-from qualify.bisect.outcomes import Outcome
+from qualify.bisect.answers import Answer
 from qualify.bisect.report import markdown
-from qualify.bisect.state import BisectState, Mode, ProbeRecord
-from qualify.bisect.stepevidence import StepEvidence
+from qualify.bisect.state import BisectState, ProbeRecord
+from qualify.records.bisect import Finding, Mode, Outcome, StepEvidence
 
 
 def test_names_and_reasons_render_inert(tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ from itertools import pairwise
 
 from scripted_series import search_in_memory
 
-from qualify.bisect.answers import Finding
-from qualify.bisect.outcomes import Outcome
+from qualify.records.bisect import Finding, Outcome
 
 G, B, S, U = Outcome.GOOD, Outcome.BAD, Outcome.SKIP, Outcome.UNDECIDED
 CASES = 600

@@ -11,7 +11,7 @@ from scripted_series import Scripted, names, parse, run
 
 from qualify.bisect.drive import drive
 from qualify.bisect.resume import load, open_state
-from qualify.bisect.state import Mode
+from qualify.records.bisect import Mode
 
 SERIES = [
     "G G G G G G G B B B B B B",  # one flip, nothing in the way

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from scripted_series import names, new_state, run
 
-from qualify.bisect.answers import Finding
 from qualify.bisect.drive import next_move
-from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.outcomes import Measured
 from qualify.bisect.report import answer_document
 from qualify.bisect.resume import load, open_state, read_file
-from qualify.bisect.state import BisectState, Mode
+from qualify.bisect.state import BisectState
 from qualify.cli.bisectlist import bisect_entry
 from qualify.core.errors import RunStoreError, UsageError
 from qualify.core.runstore import write_json
+from qualify.records.bisect import Finding, Mode, Outcome
 
 PY = sys.executable
 HERE = Path(__file__).resolve().parent
@@ -38,7 +38,7 @@ sys.path.insert(0, sys.argv[3])
 from scripted_series import Scripted, parse, names
 from qualify.bisect.drive import drive
 from qualify.bisect.resume import open_state
-from qualify.bisect.state import Mode
+from qualify.records.bisect import Mode
 
 truth = parse(sys.argv[2])
 state = open_state(Path(sys.argv[1]), names(len(truth)), mode=Mode.BISECT, retries=2)
@@ -82,10 +82,11 @@ def test_a_process_killed_between_writes_leaves_the_state_before_it(tmp_path: Pa
 SAVING = """
 import sys
 from pathlib import Path
-from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.outcomes import Measured
+from qualify.records.bisect import Outcome
 from qualify.bisect.resume import open_state
-from qualify.bisect.state import Mode
-from qualify.bisect.stepevidence import StepEvidence
+from qualify.records.bisect import Mode
+from qualify.records.bisect import StepEvidence
 
 state = open_state(Path(sys.argv[1]), ["a", "b", "c"], mode=Mode.SERIES, retries=10**9)
 print("ready", flush=True)

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from scripted_series import parse, run, search_in_memory
 
-from qualify.bisect.answers import Finding, summary
+from qualify.bisect.answers import summary
 from qualify.bisect.drive import drive
-from qualify.bisect.outcomes import Measured, Outcome
+from qualify.bisect.outcomes import Measured
 from qualify.bisect.search import bisect_next, nearest_first
-from qualify.bisect.state import BisectState, Mode, Step
+from qualify.bisect.state import BisectState, Step
 from qualify.core.errors import ExitCode
+from qualify.records.bisect import Finding, Mode, Outcome
 
 G, B, S, U = Outcome.GOOD, Outcome.BAD, Outcome.SKIP, Outcome.UNDECIDED
 
