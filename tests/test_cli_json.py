@@ -57,7 +57,7 @@ def test_a_ci_log_hears_from_a_silent_stage(project: Callable[..., Project]) -> 
     p.stage("20-compile.toml", command_stage("compile", "sleep 3"))
     out = StringIO()
     execute(
-        RunRequest(project=p.root, candidate="cand"),
+        RunRequest(project=p.root, candidates=("cand",)),
         ConsoleEvents(Console(file=out, width=200), heartbeat_s=1.0),
     )
     lines = [line for line in out.getvalue().splitlines() if "still running" in line]

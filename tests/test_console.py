@@ -72,7 +72,7 @@ def test_a_run_on_a_terminal_shows_the_live_display(project: Callable[..., Proje
     p = project()
     p.stage("20-compile.toml", command_stage("compile", "sleep 1"))
     out = StringIO()
-    execute(RunRequest(project=p.root, candidate="cand"), ConsoleEvents(terminal(out)))
+    execute(RunRequest(project=p.root, candidates=("cand",)), ConsoleEvents(terminal(out)))
     text = shown(out)
     assert "compile › compile-check" in text
     assert "compile: PASS" in text  # the plain lines still come, above the display
@@ -109,7 +109,7 @@ def test_a_failing_display_is_logged_once_and_never_stops_the_run(
     p.stage("30-numerics.toml", command_stage("numerics", "true"))
     out = StringIO()
     with caplog.at_level(logging.WARNING, logger="qualify.console"):
-        outcome = execute(RunRequest(project=p.root, candidate="cand"), ConsoleEvents(terminal(out)))
+        outcome = execute(RunRequest(project=p.root, candidates=("cand",)), ConsoleEvents(terminal(out)))
     assert outcome.verdict is not None  # the run went on to its verdict
     assert "compile: PASS" in shown(out) and "numerics: PASS" in shown(out)
     failures = [r for r in caplog.records if "live progress display failed" in r.getMessage()]

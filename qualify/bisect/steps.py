@@ -21,6 +21,7 @@ from qualify.bisect.gate import Gate, judge_step
 from qualify.bisect.outcomes import Measured
 from qualify.bisect.state import Step
 from qualify.checks.registry import kind_named
+from qualify.checks.runoptions import RunOptions
 from qualify.pipeline.events import Events
 from qualify.pipeline.notapplicable import BUILD_STAGE
 from qualify.pipeline.plan import Plan
@@ -82,7 +83,7 @@ def stages_for(plan: Plan, gate: Gate, *, no_gate: bool) -> tuple[str, ...]:
     gating the next; with `no_gate`, only the build stage (and any other that builds the arms)
     and the gate's own.
     A step never runs a stage past its gate: the run's plan is narrowed to these
-    (`RunRequest.stages`), so the run ends complete, its other stages NOT CONFIGURED."""
+    (`RunOptions.stages`), so the run ends complete, its other stages NOT CONFIGURED."""
     names = [s.name for s in plan.stages]
     upto = plan.stages[: names.index(gate.stage) + 1]
     if not no_gate:
@@ -115,16 +116,18 @@ class StepProber:
         build = self.walk(step)
         request = RunRequest(
             project=self.project,
-            candidate=build.candidate,
+            candidates=(build.candidate,),
             pinned=build.pinned,
-            override_inputs=build.override_inputs,
             no_gate=self.no_gate,
             runs_dir=step_folder(self.folder, step),
             # A step asks one question, of one arm: the project's controls answer another.
             controls=False,
-            stages=self.stages,
             profile=self.profile,
-            allow_dirty=self.allow_dirty,
+            options=RunOptions(
+                allow_dirty=self.allow_dirty,
+                override_inputs=[list(pair) for pair in build.override_inputs],
+                stages=list(self.stages),
+            ),
         )
         outcome = execute(request, self.events)
         if outcome.verdict is None:

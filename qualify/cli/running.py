@@ -116,6 +116,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the arms and run the plan's stages in order, each gating the next."""
+    from qualify.checks.runoptions import RunOptions
     from qualify.console import ConsoleEvents, badge
     from qualify.pipeline.preflight import require_stage_libraries
     from qualify.pipeline.request import RunRequest, parse_nix_options, parse_overrides
@@ -127,7 +128,7 @@ def run(
     candidates = tuple(candidate or ())
     request = RunRequest(
         project=project,
-        candidate=candidates[0] if len(candidates) == 1 else None,
+        candidates=candidates,
         pinned=pinned,
         profile=profile,
         run_id=run_id,
@@ -136,13 +137,14 @@ def run(
         force=force,
         no_gate=no_gate,
         runs_dir=runs_dir,
-        allow_dirty=allow_dirty,
-        override_inputs=parse_overrides(override_input or []),
-        nix_options=parse_nix_options(nix_option or []),
         host_label=host_label,
-        candidates=candidates,
         controls=not no_controls,
-        stages=tuple(stage) if stage else None,
+        options=RunOptions(
+            allow_dirty=allow_dirty,
+            override_inputs=parse_overrides(override_input or []),
+            nix_options=parse_nix_options(nix_option or []),
+            stages=list(stage) if stage else None,
+        ),
     )
     outcome = execute(request, ConsoleEvents(console))
     files = render(outcome.run)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ _TOKEN_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9]*:(?P<token>.+)")
 _MAX_INCLUDES = 8
 
 
-def remember_ambient(env: Mapping[str, str] | None = None, settings: Iterable[tuple[str, str]] = ()) -> None:
+def remember_ambient(env: Mapping[str, str] | None = None, settings: Iterable[Sequence[str]] = ()) -> None:
     """`remember` the secrets nix may use, as `env` (this process's by default) and `settings`
     (a run's `--nix-option`s) point nix at them: the secret settings of nix.conf, NIX_CONFIG
     and `settings` (each `access-tokens` token, and the whole value), the URL credentials in

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from qualify.checks.runoptions import RunOptions
 from qualify.core.config import ProjectConfig
 from qualify.core.errors import ExitCode, UsageError
 from qualify.core.runstore import RunDir
@@ -19,8 +21,11 @@ PROCESSES = "processes.jsonl"
 
 @dataclass(frozen=True, kw_only=True)
 class RunRequest:
+    """What `qualify run` (or a bisect's step) asks of a run."""
+
     project: Path
-    candidate: str | None = None
+    #: Every `--candidate` given (a run set when more than one, or when the project has controls).
+    candidates: tuple[str, ...] = ()
     pinned: str | None = None
     profile: str | None = None
     run_id: str | None = None
@@ -29,26 +34,21 @@ class RunRequest:
     force: bool = False
     no_gate: bool = False
     runs_dir: Path | None = None
-    allow_dirty: bool = False
-    override_inputs: tuple[tuple[str, str], ...] = ()
-    #: nix settings for every nix call of the build stage (remote builders, max-jobs).
-    nix_options: tuple[tuple[str, str], ...] = ()
     #: What the host's owners call it (a CI runner label, "strix-halo-3"), kept in provenance.
     host_label: str | None = None
-    #: Every `--candidate` given (a run set when more than one, or when the project has controls).
-    candidates: tuple[str, ...] = ()
     #: Run the project's `[controls]` with the candidates (`--no-controls` turns it off).
     controls: bool = True
-    #: Only these stages of the plan, in its order (a bisect's step runs as far as its gate
-    #: needs): the others are out of this run's plan, shown NOT CONFIGURED, never run. None:
-    #: every stage.
-    stages: tuple[str, ...] | None = None
-    #: The plan's stages `stages` leaves out (the runner fills it from the plan it narrows).
-    left_out: tuple[str, ...] = ()
+    #: The options run.json records, with the values given: `--allow-dirty`, the candidate's
+    #: input overrides, nix settings for every nix call of the build stage (remote builders,
+    #: max-jobs), and the only stages of the plan to run, in its order (a bisect's step runs as
+    #: far as its gate needs; the others are out of this run's plan, shown NOT CONFIGURED,
+    #: never run), with those that leaves out (the runner fills them from the plan it narrows).
+    options: RunOptions = field(default_factory=RunOptions)
 
-    def __post_init__(self) -> None:
-        if self.candidate and not self.candidates:
-            object.__setattr__(self, "candidates", (self.candidate,))
+    @property
+    def candidate(self) -> str | None:
+        """The one candidate asked for; None for none, or for several."""
+        return self.candidates[0] if len(self.candidates) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -58,24 +58,24 @@ class RunOutcome:
     exit_code: ExitCode
 
 
-def parse_overrides(values: list[str]) -> tuple[tuple[str, str], ...]:
+def parse_overrides(values: list[str]) -> list[list[str]]:
     """`NAME=FLAKEREF` pairs from `--override-input`."""
     return _pairs(values, "--override-input", "NAME=FLAKEREF", "nixpkgs-rocm10=github:me/nixpkgs/rocm-10.1")
 
 
-def parse_nix_options(values: list[str]) -> tuple[tuple[str, str], ...]:
+def parse_nix_options(values: list[str]) -> list[list[str]]:
     """`NAME=VALUE` pairs from `--nix-option` (the value may hold `=` and spaces)."""
     return _pairs(values, "--nix-option", "NAME=VALUE", "'builders=ssh-ng://gpu-builder x86_64-linux'")
 
 
-def _pairs(values: list[str], flag: str, form: str, example: str) -> tuple[tuple[str, str], ...]:
+def _pairs(values: list[str], flag: str, form: str, example: str) -> list[list[str]]:
     pairs = []
     for value in values:
         name, sep, rest = value.partition("=")
         if not sep or not name or not rest:
             raise UsageError(f"{flag} {value!r}: expected {form}", f"for example {flag} {example}")
-        pairs.append((name, rest))
-    return tuple(pairs)
+        pairs.append([name, rest])
+    return pairs
 
 
 def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
@@ -85,7 +85,7 @@ def runs_dir_for(config: ProjectConfig, override: Path | None) -> Path:
     return Path(env) if env else config.runs_dir
 
 
-def narrowed(plan: Plan, stages: tuple[str, ...] | None) -> Plan:
+def narrowed(plan: Plan, stages: Sequence[str] | None) -> Plan:
     """`plan` with only the stages named (None: all of them); a name it lacks is a usage error."""
     if stages is None:
         return plan
@@ -102,7 +102,6 @@ def with_project_defaults(request: RunRequest, config: ProjectConfig) -> RunRequ
     return replace(
         request,
         candidates=candidates,
-        candidate=candidates[0] if len(candidates) == 1 else None,
         profile=request.profile if request.profile is not None else config.profile,
     )
 

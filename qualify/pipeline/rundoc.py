@@ -10,7 +10,7 @@ from qualify.core import provenance
 from qualify.core.config import ProjectConfig
 from qualify.core.context import RoleArm
 from qualify.core.errors import ConfigError, UsageError
-from qualify.core.recordredaction import redact_options, redact_overrides, redact_ref
+from qualify.core.recordredaction import redact_ref
 from qualify.core.runstore import RunDir, now_iso
 from qualify.core.verdicts import RunVerdict
 from qualify.pipeline.ondisk import run_on_disk
@@ -37,13 +37,7 @@ def refresh_saved_run(
     arms = with_build_facts(arms, record)
     _check_same_roles(record, arms)
     # Build options given again on a rerun replace the saved ones; otherwise they stay.
-    options = record.options.as_json()
-    if request.allow_dirty:
-        options["allow_dirty"] = True
-    if request.override_inputs:
-        options["override_inputs"] = redact_overrides(request.override_inputs)
-    if request.nix_options:
-        options["nix_options"] = redact_options(request.nix_options)
+    options = request.options.given_again(record.options)
     update_run(
         run,
         status="running",
@@ -136,10 +130,7 @@ def _invocation(request: RunRequest) -> dict[str, Any]:
         "from": request.from_stage,
         "force": request.force,
         "no_gate": request.no_gate,
-        "allow_dirty": request.allow_dirty,
-        "override_inputs": redact_overrides(request.override_inputs),
-        "nix_options": redact_options(request.nix_options),
-        "stages": None if request.stages is None else list(request.stages),
+        **request.options.invoked(),
     }
 
 
@@ -173,16 +164,6 @@ def new_run_document(
         "config": config.snapshot(),
         "provenance": provenance.collect(config.root, request.host_label),
         "timings": {},
-        "options": {
-            "allow_dirty": request.allow_dirty,
-            "override_inputs": redact_overrides(request.override_inputs),
-            "nix_options": redact_options(request.nix_options),
-            # Only where narrowed: a run of every stage is saved as it was before `--stage`.
-            **(
-                {}
-                if request.stages is None
-                else {"stages": list(request.stages), "left_out": list(request.left_out)}
-            ),
-        },
+        "options": request.options.recorded(),
         "invocations": [_invocation(request)],
     }

@@ -100,8 +100,8 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     config = load_config(request.project)
     # Before any child runs: the secrets nix may use (NIX_CONFIG, nix.conf, netrc files) and
     # those in the URLs given, redacted from every output from the first line on.
-    remember_ambient(settings=request.nix_options)
-    remember_urls(ref for _, ref in request.override_inputs)
+    remember_ambient(settings=request.options.nix_options)
+    remember_urls(ref for _, ref in request.options.override_inputs)
     runs_dir = runs_dir_for(config, request.runs_dir)
     # The commands run as another user: one that cannot reach the project or its runs is
     # refused now, not after the builds, with each command failing on "permission denied".
@@ -122,7 +122,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     # The plan is read from the working tree: a rerun's must be the one the run was made with.
     now = plan_files(config)
     if saved is not None:
-        require_recorded_plan(saved, now, config, request.allow_dirty)
+        require_recorded_plan(saved, now, config, request.options.allow_dirty)
         assert existing is not None  # a saved record is read from its run's folder
         require_same_gpus(existing.path.name, saved.gpus, provenance.gpus())
     # qualify.toml's candidate and profile serve a new run that names none; a saved run keeps its own.
@@ -131,10 +131,11 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         request = with_project_defaults(request, config)
     profile = request.profile if request.profile is not None or saved is None else saved.profile
     whole = load_run_plan(config, profile, from_config=from_config)
-    plan = narrowed(whole, request.stages)
+    plan = narrowed(whole, request.options.stages)
     if saved is None:
         kept = {s.name for s in plan.stages}
-        request = replace(request, left_out=tuple(s.name for s in whole.stages if s.name not in kept))
+        left_out = [s.name for s in whole.stages if s.name not in kept]
+        request = replace(request, options=request.options.narrowed(request.options.stages, left_out))
     shape = _shape(config, plan, request, existing, saved)
     plans = {m.label: member_plan(plan, m, shape.members) for m in shape.members}
     arms = {m.label: bind_roles(config, plans[m.label], m.arm, request.pinned) for m in shape.members}
@@ -145,7 +146,7 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
     require_flake(plan, config)
     for m in shape.chosen:
         require_host(plans[m.label], config, selected_stages(plans[m.label], plan, request))
-    allowed = request.allow_dirty or (saved is not None and saved.options.allow_dirty)
+    allowed = request.options.allow_dirty or (saved is not None and saved.options.allow_dirty)
     builds = (
         will_build(
             shape.folder(existing, m) if existing else None,
@@ -189,22 +190,23 @@ def execute(request: RunRequest, events: Events) -> RunOutcome:
         events,
         ran_under,
         resumed=saved is not None,
-        lookups=whole if request.left_out else None,
+        lookups=whole if request.options.left_out else None,
     )
 
 
 def _with_saved_stages(request: RunRequest, saved: RunRecord) -> RunRequest:
     """`request` resuming or rerunning `saved` with the stages the run was narrowed to: a run
     keeps its narrowing (`--stage` given again must name the same stages)."""
-    kept = None if saved.options.stages is None else tuple(saved.options.stages)
-    if request.stages is not None and set(request.stages) != set(kept or ()):
-        asked = ", ".join(request.stages)
+    kept = saved.options.stages
+    asked_for = request.options.stages
+    if asked_for is not None and set(asked_for) != set(kept or ()):
+        asked = ", ".join(asked_for)
         had = "every stage" if kept is None else "only " + ", ".join(kept)
         raise UsageError(
             f"run {saved.run.run_id} runs {had}; --stage {asked} names others",
             "--stage narrows a new run; resume this one without it, or start a new run",
         )
-    return replace(request, stages=kept, left_out=tuple(saved.options.left_out))
+    return replace(request, options=request.options.narrowed(kept, list(saved.options.left_out)))
 
 
 def _shape(

@@ -67,9 +67,7 @@ class StageLoop:
         )
         # run.json keeps a secret nix option, and a token in an override's URL, redacted: the
         # build gets this invocation's own.
-        given = {"nix_options": [list(o) for o in request.nix_options]} if request.nix_options else {}
-        if request.override_inputs:
-            given["override_inputs"] = [list(o) for o in request.override_inputs]
+        given = request.options.for_build()
         # Every check of the plan, for one that reads a later stage's (the build, the cache).
         # `lookups`: the whole plan where `--stage` narrowed this run's, so that a build run
         # alone still substitutes from the cache of a distribution stage it left out.

@@ -58,7 +58,7 @@ def test_the_live_display_counts_derivations_from_the_dry_run_and_says_failed(
     monkeypatch.setenv("NIX_CONFIG", NIX_CONFIG)
     out = StringIO()
     terminal = Console(file=out, force_terminal=True, width=200)
-    outcome = execute(RunRequest(project=rocm_project, candidate="broken"), ConsoleEvents(terminal))
+    outcome = execute(RunRequest(project=rocm_project, candidates=("broken",)), ConsoleEvents(terminal))
     assert outcome.exit_code == 1
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "\n", re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()))
     arms = outcome.run.path / "10-build" / "arms"
