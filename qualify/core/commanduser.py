@@ -201,8 +201,10 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getat
 
 def hand_over(user: CommandUser, folder: Path) -> None:
     """Let `user` write in `folder` and every folder below it: each folder qualify made is
-    given to the user. Only folders (opened without following a link, so never anything a link
-    or a hard link leads to), never a file: a file qualify wrote stays qualify's."""
+    given to the user, and each named pipe qualify made there for a command to write into (a
+    streamed numerics role's). Only folders (opened without following a link, so never
+    anything a link or a hard link leads to) and pipes, never a file: a file qualify wrote
+    stays qualify's; a pipe holds nothing of qualify's to give away."""
     if not user.switched or not folder.is_dir():
         return
     top = os.open(folder, _DIR_FLAGS)
@@ -210,7 +212,8 @@ def hand_over(user: CommandUser, folder: Path) -> None:
         _give(top, user)
     finally:
         os.close(top)
-    for _path, dirs, _files, dirfd in os.fwalk(folder, follow_symlinks=False):
+    me = os.geteuid()
+    for _path, dirs, files, dirfd in os.fwalk(folder, follow_symlinks=False):
         for name in dirs:
             with suppress(OSError):
                 fd = os.open(name, _DIR_FLAGS, dir_fd=dirfd)
@@ -218,6 +221,12 @@ def hand_over(user: CommandUser, folder: Path) -> None:
                     _give(fd, user)
                 finally:
                     os.close(fd)
+        for name in files:
+            with suppress(OSError):
+                # Never opened: opening a pipe waits for its other end.
+                info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                if stat.S_ISFIFO(info.st_mode) and info.st_uid == me:
+                    os.chown(name, user.uid, user.gid, dir_fd=dirfd, follow_symlinks=False)
 
 
 def _give(fd: int, user: CommandUser) -> None:

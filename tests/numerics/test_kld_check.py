@@ -9,7 +9,10 @@ synthetic logits, not an engine's; the files and every step after them are the r
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +33,8 @@ from qualify.records.numerics import KldFacts
 
 runner = CliRunner()
 N_CTX, N_VOCAB, N_CHUNK = 16, 48, 48
+#: An interpreter nobody can run (the suite's lives under /root).
+COMMAND_PY = "/usr/bin/python3"
 N_ROWS = N_CTX - 1 - N_CTX // 2
 
 COPY = """
@@ -326,6 +331,39 @@ def test_streamed_roles_give_the_same_vectors_and_store_only_the_reference(proje
     [one_pass] = record["passes"]
     assert one_pass["streamed"] and ["pinned", "candidate"] in one_pass["pairs"]
     assert streamed["facts"]["summaries"] == on_disk["facts"]["summaries"]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not Path(COMMAND_PY).is_file(),
+    reason="qualify gives commands another user only as root, with setpriv, and they need /usr/bin/python3",
+)
+def test_streamed_roles_write_their_pipes_as_the_command_user(
+    project, arms, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root, qualify runs a check's commands as nobody (`qualify.core.commanduser`), as
+    `qualify run` does by default: the named pipes qualify makes for the streamed roles are
+    given to that user with their folders, so each role's command opens its pipe for writing.
+    The suite's own interpreter and folders are root's alone, so the project, its artifacts and
+    its runs sit in a folder nobody can reach and the commands run Debian's python3."""
+    reachable = Path(tempfile.mkdtemp(prefix="qualify-stream-", dir="/tmp"))
+    try:
+        reachable.chmod(0o755)
+        files = {name: Path(shutil.copy(path, reachable)) for name, path in arms["files"].items()}
+        files["cand"] = _llama(reachable / "good.kld", arms["tokens"], arms["ref"] + _noise(3, 0.05))
+        made = _project(project, files)
+        p = Project(Path(shutil.copytree(made.root, reachable / "proj")))
+        limits = _limits(_kl(arms["ref"], arms["pinned"]))
+        monkeypatch.setenv("QUALIFY_COMMAND_USER", "nobody")
+        monkeypatch.chdir("/")
+        streamed = _run(
+            p, files, _stage(limits, stream=True).replace("{py}", COMMAND_PY), runs=reachable / "runs"
+        )
+        assert streamed["verdict"] == "PASS", streamed["findings"]
+        for role in ("pinned", "pinned.2", "candidate"):
+            m = json.loads((Path(streamed["folder"]) / role / "measurement.json").read_text())
+            assert m["streamed"] and m["ok"], m
+    finally:
+        shutil.rmtree(reachable, ignore_errors=True)
 
 
 BROKEN = """
