@@ -228,15 +228,22 @@ def test_a_negative_control_that_slips_through_makes_the_set_not_qualified(
 ) -> None:
     """Numerics limits too loose for kvq4's quantised KV cache: the negative control passes the
     stage it must fail, so the run is NOT QUALIFIED whatever clang19 did. Real engines, real
-    scores; the reference comes from the cache the session's run set filled."""
-    from example_arms import numerics_project, qualify_run
+    scores: a copy of the session's run set, re-decided with the loose plan (as `qualify report
+    --rejudge` re-decides a run with its project's plan)."""
+    from example_arms import numerics_project
+
+    from qualify.core.runstore import RunDir
+    from qualify.pipeline.plan import load_plan
+    from qualify.pipeline.rejudge import rejudge_set
 
     loose = "max_mean_kld = 10.0, min_top1_agreement = 0.0, noninferiority_margin = 100.0"
     project = numerics_project(tmp_path / "loose", loose)
-    runs = example_runs["set"][1].parent
-    code, run_dir, out = qualify_run(runs, "--candidate", "clang19", "--allow-dirty", project=project)
+    run_dir = Path(shutil.copytree(example_runs["set"][1], tmp_path / "runs" / "set", symlinks=True))
+    before = json.loads((run_dir / "run.json").read_text())
+    assert before["member_results"]["negative-kvq4"]["stages"]["numerics"] == "FAIL", before["verdict_reason"]
+    rejudge_set(RunDir(run_dir), load_plan(project / "stages", "quick"))
     saved = json.loads((run_dir / "run.json").read_text())
-    assert code == 1 and saved["verdict"] == "NOT QUALIFIED", out[-3000:]
+    assert saved["verdict"] == "NOT QUALIFIED" and saved["exit_code"] == 1, saved["verdict_reason"]
     assert saved["controls_behaved"] is False
     assert "the gate could not tell" in saved["verdict_reason"] and "kvq4" in saved["verdict_reason"]
     assert saved["member_results"]["negative-kvq4"]["stages"]["numerics"] in ("PASS", "WARN", "INCONCLUSIVE")
