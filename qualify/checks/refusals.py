@@ -106,11 +106,22 @@ def refused_at(key: str, error: Mapping[str, Any]) -> str:
     return f"{key}{words}" if words.startswith(":") else f"{key} {words}"
 
 
-def refusal(exc: ValidationError, where: str | Path, key: str = "") -> RunStoreError:
+def refusal(
+    exc: ValidationError, where: str | Path, key: str = "", model: type[BaseModel] | None = None
+) -> RunStoreError:
     """The first thing pydantic found wrong, naming `where` and the key (under `key`):
-    "checks[0].verdict 'GOOD' is not one of ...", "spec.limits is a string, not an object"."""
+    "checks[0].verdict 'GOOD' is not one of ...", "spec.limits is a string, not an object".
+    With the `model` that was validated, a field left out is said as the records say a required
+    field left out (null, not what the field holds) and a word not among its choices names them."""
     first = exc.errors()[0]
-    return RunStoreError(f"{where}: {refused_at(place(first['loc'], key), first)}", HINT)
+    loc = tuple(first["loc"])
+    at = place(loc, key)
+    if model is not None and first["type"] == "missing":
+        return RunStoreError(f"{where}: {at} is null, not {_named(_annotation_at(model, loc))}", HINT)
+    if model is not None and first["type"] == "literal_error":
+        words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
+        return RunStoreError(f"{where}: {at} {first['input']!r} is not one of {words}", HINT)
+    return RunStoreError(f"{where}: {refused_at(at, first)}", HINT)
 
 
 def checked(model: type[M], document: Any, where: str | Path, under: str = "") -> M:
@@ -119,16 +130,7 @@ def checked(model: type[M], document: Any, where: str | Path, under: str = "") -
     try:
         return model.model_validate(plain(document))
     except ValidationError as exc:
-        first = exc.errors()[0]
-    loc = tuple(first["loc"])
-    key = place(loc, under)
-    kind, value = first["type"], first["input"]
-    if kind == "missing":  # said as the records say a required field left out: null
-        raise RunStoreError(f"{where}: {key} is null, not {_named(_annotation_at(model, loc))}", HINT)
-    if kind == "literal_error":
-        words = ", ".join(str(w) for w in get_args(_annotation_at(model, loc)))
-        raise RunStoreError(f"{where}: {key} {value!r} is not one of {words}", HINT)
-    raise RunStoreError(f"{where}: {refused_at(key, first)}", HINT)
+        raise refusal(exc, where, under, model) from None
 
 
 def plain(value: Any) -> Any:
