@@ -42,7 +42,7 @@ from qualify.core.provenance import RecordedGpu
 from qualify.core.runstore import RECORD_VERSION, RunDir, check_writer, read_json, write_json
 from qualify.records import seal
 from qualify.records.migrations import RUN_STEPS, migrate
-from qualify.records.plan import RecordedPlan, RecordedPlanFiles
+from qualify.records.plan import RecordedPlan, RecordedPlanFiles, SavedStage
 from qualify.records.provenance import Origin, Provenance, RecordedGit, RecordedHost, origin
 from qualify.records.rejudgements import Rejudgement, rejudgements
 
@@ -168,18 +168,34 @@ STATUSES: tuple[str, ...] = get_args(Status)
 
 @dataclass(frozen=True)
 class StageEntry:
-    """A stage of the plan the run records: its name, its folder and the spec it ran with."""
+    """A stage of the plan the run records: the stage as saved, checked (`SavedStage`), and the
+    spec as written, compared whole with its stage.json's and saved again as it was."""
 
-    name: str
-    folder: str
-    #: The stage as saved (compared whole with its stage.json's, and saved again as it was).
+    saved: SavedStage
     spec: Mapping[str, Any]
-    #: The stage's file in the project, as the plan named it (None: not recorded).
-    file: str | None = None
-    #: Each check's parameters, as the plan resolved them (the plan's own: read by name).
-    check_params: tuple[Mapping[str, Any], ...] = ()
-    #: How an INCONCLUSIVE check counts in the stage's verdict ("fail" or "warn").
-    inconclusive: str = "fail"
+
+    @property
+    def name(self) -> str:
+        return self.saved.name
+
+    @property
+    def folder(self) -> str:
+        return self.saved.folder
+
+    @property
+    def file(self) -> str | None:
+        """The stage's file in the project, as the plan named it (None: not recorded)."""
+        return self.saved.file
+
+    @property
+    def inconclusive(self) -> str:
+        """How an INCONCLUSIVE check counts in the stage's verdict ("fail" or "warn")."""
+        return self.saved.inconclusive
+
+    @property
+    def check_params(self) -> tuple[Mapping[str, Any], ...]:
+        """Each check's parameters, as the plan resolved them (the plan's own: read by name)."""
+        return tuple(c.params for c in self.saved.checks)
 
 
 @dataclass(frozen=True)
@@ -373,6 +389,5 @@ def _stages(plan: RecordedPlan, document: Mapping[str, Any], where: str) -> tupl
             raise RunStoreError(
                 f"{where}: plan.stages[{index}] folder {stage.folder!r}: {problem or 'no name'}", HINT
             )
-        params = tuple(c.params for c in stage.checks)
-        out.append(StageEntry(stage.name, stage.folder, spec, stage.file, params, stage.inconclusive))
+        out.append(StageEntry(stage, spec))
     return tuple(out)
