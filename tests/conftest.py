@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,13 @@ from qualify import kinds
 
 # Tests call the spine directly (plans, stage runs) as well as through the CLI.
 kinds.install()
+
+# Started in the background of a script (`make test &`, nohup), the suite inherits SIGINT
+# ignored, and an ignored signal stays ignored in every process it starts: the tests that stop a
+# run or a child with Ctrl-C would wait out their timeouts and leave the run behind. A handler
+# here (before pytest-xdist starts its workers) makes every child start with the default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # tiers: the marks tests get from their fixtures, and the check tier's guards (tests/tiers.py);
 # pytester runs small suites in tests/test_tiers.py.

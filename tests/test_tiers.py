@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,6 +89,24 @@ def test_the_makefile_s_test_target_runs_every_tier_and_nothing_twice() -> None:
     for marks in ([], *([m] for m in HEAVY), list(HEAVY), *([m, ALONE] for m in HEAVY), [ALONE]):
         chosen = [Expression.compile(expr).evaluate(lambda m, s=set(marks): m in s) for _, expr in runs]
         assert chosen.count(True) == 1, marks
+
+
+def test_the_suite_started_with_sigint_ignored_still_stops_its_runs_with_ctrl_c() -> None:
+    """A script that starts the suite in the background (`make test &`) hands it SIGINT ignored,
+    which every process it starts would inherit: the tests that stop a run with Ctrl-C still
+    pass, because the suite gives SIGINT a handler before it starts anything (tests/conftest.py),
+    so its children start with the default again."""
+    interrupted = "tests/core/test_process.py::test_interrupt_kills_the_group_and_propagates"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", interrupted],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_each_marked_fixture_is_defined_once_in_the_suite() -> None:
