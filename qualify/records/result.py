@@ -1,6 +1,6 @@
 """A check's record, result.json, as its type: its verdict, its findings, the roles it measured,
-the check as it was measured (the plan's `SavedCheck`, which `--rejudge` and the bisect's gate judge again
-from) and the facts every kind shares, checked on load and written through it
+the check as it was measured (the plan's `SavedCheck`, which `--rejudge` and the bisect's gate
+judge again from) and the facts every kind shares, checked on load and written through it
 (`qualify.records.model` for what it shares with stage.json).
 """
 
