@@ -40,6 +40,19 @@ PY = sys.executable
 if os.geteuid() == 0:
     os.environ.setdefault("QUALIFY_COMMAND_USER", "root")
 REPO = Path(__file__).resolve().parent.parent
+#: An interpreter the default command user (nobody) can run, for the commands of tests that run
+#: as that user: the suite's own lives under /root. Commands it runs use the stdlib only.
+COMMAND_PY = "/usr/bin/python3"
+
+
+def can_run_as_nobody() -> str | None:
+    """Why qualify cannot run a test's commands as nobody here, or None."""
+    if os.geteuid() != 0:
+        return "qualify gives commands another user only as root"
+    if not Path(COMMAND_PY).is_file() or shutil.which("setpriv") is None:
+        return f"{COMMAND_PY} and setpriv (util-linux) are needed"
+    return None
+
 
 DEFAULT_CONFIG = """
 [arms.pinned]

@@ -11,16 +11,15 @@ projects in a folder of their own under /tmp (mode 0755) and run their commands 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from conftest import PY, REPO
+from conftest import COMMAND_PY, PY, REPO, can_run_as_nobody
 
-#: An interpreter nobody can run (the commands' own: stdlib only).
-COMMAND_PY = "/usr/bin/python3"
+__all__ = ["COMMAND_PY", "can_run_as_nobody"]
+
 NOBODY = 65534
 STAGES = ("build", "compile", "numerics", "serving", "soak", "bench")
 CONFIG = """
@@ -37,15 +36,6 @@ vars = { speed = "90,91,92" }
 CHECK = "import sys; sys.exit(int(sys.argv[2]) if sys.argv[1] == 'candidate' else 0)"
 HOSTILE = Path(__file__).resolve().parent / "hostile.py"
 EMIT = REPO / "tests" / "helpers" / "emit_metrics.py"
-
-
-def can_run_as_nobody() -> str | None:
-    """Why these tests cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "qualify gives commands another user only as root"
-    if not Path(COMMAND_PY).is_file() or shutil.which("setpriv") is None:
-        return f"{COMMAND_PY} and setpriv (util-linux) are needed"
-    return None
 
 
 def base_env(containment: str | None, **extra: str) -> dict[str, str]:

@@ -9,7 +9,6 @@ synthetic logits, not an engine's; the files and every step after them are the r
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import Project
+from conftest import COMMAND_PY, Project, can_run_as_nobody
 from typer.testing import CliRunner
 
 from qualify.checks.base import SavedCheck
@@ -33,8 +32,6 @@ from qualify.records.numerics import KldFacts
 
 runner = CliRunner()
 N_CTX, N_VOCAB, N_CHUNK = 16, 48, 48
-#: An interpreter nobody can run (the suite's lives under /root).
-COMMAND_PY = "/usr/bin/python3"
 N_ROWS = N_CTX - 1 - N_CTX // 2
 
 COPY = """
@@ -333,10 +330,7 @@ def test_streamed_roles_give_the_same_vectors_and_store_only_the_reference(proje
     assert streamed["facts"]["summaries"] == on_disk["facts"]["summaries"]
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None or not Path(COMMAND_PY).is_file(),
-    reason="qualify gives commands another user only as root, with setpriv, and they need /usr/bin/python3",
-)
+@pytest.mark.skipif(bool(can_run_as_nobody()), reason=str(can_run_as_nobody()))
 def test_streamed_roles_write_their_pipes_as_the_command_user(
     project, arms, monkeypatch: pytest.MonkeyPatch
 ) -> None:
