@@ -4,17 +4,19 @@
 
 Runs pytest as `make test` does: `make check`'s tier (no nix, no example built, no model) on
 two workers; the heavy tests on two workers, each module's tests on one worker; then the
-heavy tests that measure time (marked alone) in one process. Each tier's time is the wall clock
+heavy tests that measure time (marked alone) in one process; last those that measure time while
+their processes mostly wait (marked quiet), four at a time. Each tier's time is the wall clock
 from its first test's start to its last test's report (tests/tiers.py writes it with
 --tier-times): the example's build counts in the rest, in the first test that uses it. Printed
 beside the figures on a 2-core machine: the check tier should take under 5 minutes, the whole
 suite under 30 (it took 52.5 with the rest in one process); CI, with its set-up and the
-example's builds before it, must end within 60. --check-only runs `make check`'s selection
-alone, in minutes.
+example's builds before it, must end within 60. Beside them, each tier's minutes as measured
+before the quiet tier was split from the alone tier (BEFORE_MIN), the baseline of the next
+change. --check-only runs `make check`'s selection alone, in minutes.
 
-On a machine shared with other work the minutes follow its load: the run's CPU time (pytest's
-and every process it waited for) and the load average before and after are printed with them,
-to compare runs made at different times.
+On a machine shared with other work the minutes follow its load: how many of the machine's cores
+were busy on average (/proc/stat: every process, the suite's and any other's) and the load
+average before and after are printed with them, to compare runs made at different times.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -33,13 +34,36 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from nixflakes import NIX_CONFIG  # noqa: E402  (the tests' folder is no package)
-from tiers import alone_markexpr, check_markexpr, rest_markexpr  # noqa: E402
+from tiers import alone_markexpr, check_markexpr, quiet_markexpr, rest_markexpr  # noqa: E402
 
 #: Minutes on a 2-core machine: the check tier's target, the whole suite's, and the whole suite
 #: as measured with the rest in one process.
 CHECK_TARGET_MIN = 5.0
 FULL_TARGET_MIN = 30.0
 ONE_PROCESS_MIN = 52.5
+#: Each tier's minutes on this 2-core machine, idle, warm store, before the quiet tier: the soaks
+#: of the stand-in server (3.1 of the alone tier's minutes) still ran one after another there.
+BEFORE_MIN = {"check": 3.9, "rest": 10.5, "alone": 20.0, "quiet": 0.0, "whole": 34.3}
+#: How pytest runs each tier, as the Makefile's test target does (tests/test_tiers.py holds the
+#: Makefile to the same workers and -m).
+TIERS = {
+    "check": ["-n", "2", "-m", check_markexpr()],
+    "rest": ["-n", "2", "--dist", "loadfile", "-m", rest_markexpr()],
+    "alone": ["-m", alone_markexpr()],
+    "quiet": ["-n", "4", "-m", quiet_markexpr()],
+}
+LABELS = {
+    "check": "check (make check)",
+    "rest": "the rest, two workers",
+    "alone": "the rest measuring time, alone",
+    "quiet": "measuring time, quiet, four at once",
+}
+
+
+def busy_cores() -> tuple[int, int]:
+    """The machine's CPU time so far, all of it and the idle part, in clock ticks (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields[:8]), fields[3] + fields[4]  # user..steal; idle and iowait
 
 
 def main() -> None:
@@ -48,13 +72,11 @@ def main() -> None:
     parser.add_argument("--log", type=Path, help="pytest's output goes here (default: the terminal)")
     parser.add_argument("pytest_args", nargs="*", help="more arguments for pytest, after --")
     args = parser.parse_args()
-    phases = [["-n", "2", "-m", check_markexpr()]]
-    if not args.check_only:
-        phases.append(["-n", "2", "--dist", "loadfile", "-m", rest_markexpr()])
-        phases.append(["-m", alone_markexpr()])
+    phases = [TIERS["check"]] if args.check_only else list(TIERS.values())
     tiers: dict[str, dict[str, float]] = {}
     codes = []
     load_before = os.getloadavg()[0]
+    ticks_before = busy_cores()
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory() as scratch,
@@ -81,31 +103,32 @@ def main() -> None:
                 if figures["tests"]:
                     tiers[name] = figures
     wall_s = time.monotonic() - started
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = used.ru_utime + used.ru_stime
+    ticks_after = busy_cores()
     load_after = os.getloadavg()[0]
     returncode = max(codes) if any(c not in (0, 5) for c in codes) else 0
 
-    empty = {"tests": 0, "seconds": 0.0}
-    check, rest, alone = (tiers.get(name, empty) for name in ("check", "rest", "alone"))
+    total, idle = (after - before for after, before in zip(ticks_after, ticks_before, strict=True))
+    cores = os.cpu_count() or 1
+    busy = (total - idle) / total * cores if total else 0.0
     print(f"\npytest exited {', '.join(map(str, codes))}; {wall_s / 60:.1f} min wall, collection included")
     print(
-        f"{cpu_s / 60:.1f} min of CPU (pytest and the processes it waited for), "
-        f"{cpu_s / wall_s:.2f} cores on average; load average {load_before:.1f} before, "
-        f"{load_after:.1f} after, on {os.cpu_count()} cores"
+        f"{busy:.2f} of the machine's {cores} cores busy on average (every process, /proc/stat); "
+        f"load average {load_before:.1f} before, {load_after:.1f} after"
     )
-    print(f"{'tier':<34} {'tests':>6} {'measured':>10}   figure (2 cores)")
-    print(
-        f"{'check (make check)':<34} {check['tests']:>6} {check['seconds'] / 60:>6.1f} min"
-        f"   under {CHECK_TARGET_MIN:g} min"
-    )
-    if not args.check_only:
-        print(f"{'the rest, two workers':<34} {rest['tests']:>6} {rest['seconds'] / 60:>6.1f} min")
-        print(f"{'the rest measuring time, alone':<34} {alone['tests']:>6} {alone['seconds'] / 60:>6.1f} min")
-        count = check["tests"] + rest["tests"] + alone["tests"]
-        minutes = (check["seconds"] + rest["seconds"] + alone["seconds"]) / 60
+    print(f"{'tier':<36} {'tests':>6} {'measured':>10} {'before':>10}   figure (2 cores)")
+    shown = ["check"] if args.check_only else list(TIERS)
+    for name in shown:
+        figures = tiers.get(name, {"tests": 0, "seconds": 0.0})
+        target = f"   under {CHECK_TARGET_MIN:g} min" if name == "check" else ""
         print(
-            f"{'whole suite (make test)':<34} {count:>6} {minutes:>6.1f} min"
+            f"{LABELS[name]:<36} {figures['tests']:>6} {figures['seconds'] / 60:>6.1f} min"
+            f" {BEFORE_MIN[name]:>6.1f} min{target}"
+        )
+    if not args.check_only:
+        count = sum(int(tiers[name]["tests"]) for name in shown if name in tiers)
+        minutes = sum(tiers[name]["seconds"] for name in shown if name in tiers) / 60
+        print(
+            f"{'whole suite (make test)':<36} {count:>6} {minutes:>6.1f} min {BEFORE_MIN['whole']:>6.1f} min"
             f"   under {FULL_TARGET_MIN:g} min ({ONE_PROCESS_MIN:g} with the rest in one process)"
         )
     sys.exit(returncode)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +38,32 @@ def test_arms_hold_real_llama_cpp_binaries(example_outs: dict[str, Path]) -> Non
     assert (reference / "bin" / "llama-perplexity").is_file() and not (
         reference / "bin" / "llama-server"
     ).exists()
+
+
+def test_the_operator_tests_split_mul_mat_into_halves_that_cover_it_once(
+    example_outs: dict[str, Path],
+) -> None:
+    """MUL_MAT's cases are two ctest entries, so that two run at once (build-llama.sh): each
+    case of the operator falls in exactly one half. Counted by test-backend-ops itself, listing
+    the cases each entry's filter selects (`support` mode: no case runs)."""
+    for arm in ("pinned", "clang19"):
+        tests = example_outs[arm] / "share" / "tests" / "CTestTestfile.cmake"
+        entries = {
+            name: shlex.split(words)
+            for name, words in re.findall(r"^add_test\((\S+) (.*)\)$", tests.read_text(), re.M)
+        }
+        halves = [words for name, words in entries.items() if name.startswith("test-backend-ops-MUL_MAT")]
+        assert len(halves) == 2, sorted(entries)
+        program = halves[0][0]
+
+        def cases(*words: str, program: str = program) -> list[str]:
+            listed = subprocess.run([program, "support", *words], capture_output=True, text=True, check=True)
+            return re.findall(r"^\s+(MUL_MAT\(.*?\)):", listed.stdout, re.M)
+
+        whole = cases("-b", "CPU", "-o", "MUL_MAT")
+        parts = [cases(*words[1:]) for words in halves]
+        assert len(whole) > 1000 and all(parts), [len(p) for p in parts]
+        assert sorted(parts[0] + parts[1]) == sorted(whole), arm  # each case once, none left out
 
 
 def test_gcc_vs_clang_run_is_made_of_real_measurements(

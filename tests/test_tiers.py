@@ -20,10 +20,12 @@ from tiers import (
     ALONE,
     FIXTURE_MARKS,
     HEAVY,
+    QUIET,
     alone_markexpr,
     check_markexpr,
     left_out,
     marks_for,
+    quiet_markexpr,
     rest_markexpr,
     tier,
 )
@@ -40,6 +42,7 @@ markers =
     model: the example's model
     slow: slow
     alone: with the machine to itself
+    quiet: side by side, nothing heavy beside
 """
 
 
@@ -74,21 +77,43 @@ def test_the_makefile_s_check_target_deselects_every_heavy_mark() -> None:
 
 
 def test_the_makefile_s_test_target_runs_every_tier_and_nothing_twice() -> None:
-    """`make test` is the check tier on workers, the rest on workers by module, then the tests
-    measuring time alone: every test in exactly one."""
+    """`make test` is the check tier on workers, the rest on workers by module, the tests
+    measuring time alone, then those measuring time quietly four at a time: every test in exactly
+    one, and the exit status the worst of the four."""
     makefile = (REPO / "Makefile").read_text()
     body = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
     assert body, "the Makefile has no test target"
     runs = re.findall(r'pytest (.*?)-m "([^"]+)"', body.group(1))
-    assert [(("-n 2" in options), ("--dist loadfile" in options), expr) for options, expr in runs] == [
-        (True, False, CHECK),
-        (True, True, rest_markexpr()),
-        (False, False, alone_markexpr()),
+    workers = [re.search(r"-n (\d+)", options) for options, _ in runs]
+    assert [
+        (int(n.group(1)) if n else 1, "--dist loadfile" in options, expr)
+        for n, (options, expr) in zip(workers, runs, strict=True)
+    ] == [
+        (2, False, CHECK),
+        (2, True, rest_markexpr()),
+        (1, False, alone_markexpr()),
+        (4, False, quiet_markexpr()),
     ]
-    assert "exit" in body.group(1) and all(f"{v}=$$?" in body.group(1) for v in "abc")
-    for marks in ([], *([m] for m in HEAVY), list(HEAVY), *([m, ALONE] for m in HEAVY), [ALONE]):
+    assert "exit" in body.group(1) and all(f"{v}=$$?" in body.group(1) for v in "abcd")
+    singles = [[m] for m in HEAVY]
+    for marks in ([], *singles, list(HEAVY), *([m, ALONE] for m in HEAVY), *([m, QUIET] for m in HEAVY),
+                  *([m, ALONE, QUIET] for m in HEAVY), [ALONE], [QUIET]):  # fmt: skip
         chosen = [Expression.compile(expr).evaluate(lambda m, s=set(marks): m in s) for _, expr in runs]
         assert chosen.count(True) == 1, marks
+        assert ["check", "rest", ALONE, QUIET][chosen.index(True)] == tier(marks), marks
+
+
+def test_the_makefile_s_test_target_exits_with_the_worst_status() -> None:
+    """Each phase's status is kept, and `make test` exits with the highest (a failure in one
+    tier is not hidden by a pass in the next)."""
+    makefile = (REPO / "Makefile").read_text()
+    body = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert body
+    last = body.group(1).strip().splitlines()[-1].strip().removeprefix("exit ").replace("$$", "$")
+    for statuses in ((0, 0, 0, 0), (0, 1, 0, 0), (0, 0, 0, 2), (5, 0, 1, 0), (1, 0, 0, 4)):
+        script = "a={};b={};c={};d={}; exit {}".format(*statuses, last)
+        done = subprocess.run(["sh", "-c", script], check=False)
+        assert done.returncode == max(statuses), (statuses, done.returncode)
 
 
 def test_the_suite_started_with_sigint_ignored_still_stops_its_runs_with_ctrl_c() -> None:
@@ -125,6 +150,8 @@ def test_marks_and_tiers_of_fixtures() -> None:
     assert tier([]) == tier(["parametrize"]) == tier([ALONE]) == "check"
     assert all(tier([mark]) == "rest" for mark in HEAVY)
     assert all(tier([mark, ALONE]) == ALONE for mark in HEAVY)
+    assert all(tier([mark, QUIET]) == tier([mark, ALONE, QUIET]) == QUIET for mark in HEAVY)
+    assert tier([QUIET]) == "check"
 
 
 @pytest.mark.parametrize(
@@ -139,6 +166,7 @@ def test_marks_and_tiers_of_fixtures() -> None:
         # make test's heavy phases: each keeps every resource (its example tests need them all).
         (rest_markexpr(), set()),
         (alone_markexpr(), set()),
+        (quiet_markexpr(), set()),
         ("alone and not nix", {"nix"}),
     ],
 )
@@ -267,6 +295,11 @@ def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None
             pass
 
         @pytest.mark.slow
+        @pytest.mark.quiet
+        def test_slow_and_waiting():
+            pass
+
+        @pytest.mark.slow
         def test_slow():
             pass
         """
@@ -278,12 +311,16 @@ def test_each_tier_s_time_is_printed_and_written(suite: pytest.Pytester) -> None
     check = "::: tests: check tier (make check), 1 test, took * s"
     rest = "::: tests: the rest, 1 test, took * s"
     alone = "::: tests: the rest measuring time, alone, 1 test, took * s"
-    result.stdout.fnmatch_lines([check, "*.*", check, rest, "*.*", check, rest, alone])
+    quiet = "::: tests: the rest measuring time, quiet, side by side, 1 test, took * s"
+    result.stdout.fnmatch_lines(
+        [check, "*.*", check, rest, "*.*", check, rest, alone, "*.*", check, rest, alone, quiet]
+    )
     written = json.loads(times.read_text())
     assert {name: figures["tests"] for name, figures in written.items()} == {
         "check": 1,
         "rest": 1,
         "alone": 1,
+        "quiet": 1,
     }
 
 
@@ -318,6 +355,7 @@ def test_on_two_workers_the_tier_is_read_from_each_report(suite: pytest.Pytester
         "check": 4,
         "rest": 1,
         "alone": 0,
+        "quiet": 0,
     }
     assert written["check"]["workers"] == 2
     assert written["check"]["seconds"] < written["check"]["test_seconds"]  # two at once

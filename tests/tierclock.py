@@ -11,10 +11,16 @@ from typing import ClassVar
 import pytest
 
 #: A heavy test with this mark depends on the timing of real processes (a bench that must
-#: decide, a soak's latencies, a run set of the example with its bench and soak, a hostile
-#: command racing the run's checks): `make test` runs it last, in one process, with the machine
-#: to itself. The other heavy tests run on two workers.
+#: decide, a run set of the example with its bench and soak, a hostile command racing the run's
+#: checks): `make test` runs it after the other heavy tests, in one process, with the machine to
+#: itself. The other heavy tests run on two workers.
 ALONE = "alone"
+#: A heavy test with this mark depends on the timing of real processes too (a soak's latencies),
+#: but its processes mostly wait on the clock (a soak of the stand-in chat server takes about a
+#: tenth of a core): `make test` runs these last, four at a time, with nothing heavy beside them.
+#: Four of them leave the machine nearly as idle as one; one after another they took three
+#: minutes, nearly all of it waiting.
+QUIET = "quiet"
 #: The property a worker's report carries its test's tier in, for the workers' controller.
 TIER_PROPERTY = "qualify-tier"
 
@@ -31,6 +37,7 @@ class TierClock:
         "check": "check tier (make check)",
         "rest": "the rest",
         ALONE: "the rest measuring time, alone",
+        QUIET: "the rest measuring time, quiet, side by side",
     }
 
     def __init__(self, config: pytest.Config, tier_of: dict[str, str]) -> None:

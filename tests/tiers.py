@@ -3,13 +3,15 @@ mark out refusing what that mark stands for.
 
 `make check` runs every test that needs no nix, no bundled example built and no model and is
 not slow: about 2 000 of the suite's 2 400 tests, in under 5 minutes of a 2-core machine on two
-pytest-xdist workers. `make test` runs them so, then the rest in two phases: the heavy tests on
-two workers (`--dist loadfile`: a module's tests go to one worker, so its fixtures are made
+pytest-xdist workers. `make test` runs them so, then the rest in three phases: the heavy tests
+on two workers (`--dist loadfile`: a module's tests go to one worker, so its fixtures are made
 once; a session fixture such as the example's builds is made on each worker that needs it, the
-second finding nix's store already holding what the first built), then, in one process with
+second finding nix's store already holding what the first built); then, in one process with
 the machine to itself, those marked `alone`, which depend on the timing of real processes (a
-bench that must decide, a soak's latencies, the example's run set with its bench and soak, a
-hostile command racing the run's checks). A test is slow where it takes more than a few seconds: every test on one of the
+bench that must decide, the example's run set with its bench and soak, a hostile command racing
+the run's checks); last, four at a time with nothing heavy beside them, those marked `quiet`,
+which depend on timing too but whose processes mostly wait on the clock (the soaks of a
+stand-in server). A test is slow where it takes more than a few seconds: every test on one of the
 examples' recorded runs re-judged (the `rejudge_recorded` fixture), and, marked by hand, the
 end-to-end tests of several runs (fleets, bisects over a series of arms, run sets, fault
 scenarios that kill, resume and rerun). Each such behaviour keeps one test in `make check`, and
@@ -40,7 +42,7 @@ from pathlib import Path
 
 import pytest
 from _pytest.mark.expression import Expression  # what -m is evaluated with; no public name
-from tierclock import ALONE, TIER_PROPERTY, TierClock
+from tierclock import ALONE, QUIET, TIER_PROPERTY, TierClock
 
 #: A test with any of these marks is out of the check tier: `make check` deselects them (its -m
 #: is the one `check_markexpr` writes; tests/test_tiers.py holds the Makefile to it).
@@ -125,12 +127,19 @@ def heavy_markexpr() -> str:
 
 def rest_markexpr() -> str:
     """The -m of `make test`'s second phase, on two workers: the heavy tests but those measuring time."""
-    return f"({heavy_markexpr()}) and not {ALONE}"
+    return f"({heavy_markexpr()}) and not {ALONE} and not {QUIET}"
 
 
 def alone_markexpr() -> str:
-    """The -m of `make test`'s last phase, in one process: the heavy tests that measure time."""
-    return f"({heavy_markexpr()}) and {ALONE}"
+    """The -m of `make test`'s third phase, in one process: the heavy tests that measure time
+    and need the machine to themselves."""
+    return f"({heavy_markexpr()}) and {ALONE} and not {QUIET}"
+
+
+def quiet_markexpr() -> str:
+    """The -m of `make test`'s last phase, four at a time: the heavy tests that measure time
+    while their processes mostly wait."""
+    return f"({heavy_markexpr()}) and {QUIET}"
 
 
 def marks_for(fixturenames: Iterable[str]) -> set[str]:
@@ -140,24 +149,27 @@ def marks_for(fixturenames: Iterable[str]) -> set[str]:
 
 def tier(marks: Iterable[str]) -> str:
     """The tier of a test with these marks: `check` (make check runs it), `rest` (make test, on
-    two workers) or `alone` (make test, last, in one process)."""
+    two workers), `alone` (make test, then, in one process) or `quiet` (make test, last, four at
+    a time). A test marked both alone and quiet is quiet."""
     marks = set(marks)
     if not marks & set(HEAVY):
         return "check"
+    if QUIET in marks:
+        return QUIET
     return ALONE if ALONE in marks else "rest"
 
 
 def left_out(markexpr: str) -> set[str]:
     """The resources a run with this -m leaves out: those no test carrying their mark can be
-    selected by it, whatever other marks of HEAVY, and ALONE, the test has (`-m example` keeps
-    nix, as every example test also runs nix; `make test`'s last phase, `... and alone`, keeps
-    them all)."""
+    selected by it, whatever other marks of HEAVY, ALONE and QUIET the test has (`-m example`
+    keeps nix, as every example test also runs nix; `make test`'s phases of the tests measuring
+    time, `... and alone ...` and `... and quiet`, keep them all)."""
     if not markexpr.strip():
         return set()
     expression = Expression.compile(markexpr)
     out = set()
     for resource in RESOURCES:
-        others = [mark for mark in (*HEAVY, ALONE) if mark != resource]
+        others = [mark for mark in (*HEAVY, ALONE, QUIET) if mark != resource]
         combinations = (
             {resource, *chosen}
             for size in range(len(others) + 1)
@@ -225,10 +237,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
         item.stash[_item_tier] = tier(m.name for m in item.iter_markers())
         config.stash[_tier_of][item.nodeid] = item.stash[_item_tier]
-    # In one process, the tiers in order (check, rest, alone), each in collection order: the check
+    # In one process, the tiers in order (check, rest, alone, quiet), each in collection order: the check
     # tier's failures show in minutes, and each tier's time is a phase of its own. A module with
     # tests of several tiers is visited again; none of them has a module fixture both tiers use.
-    order = ("check", "rest", ALONE)
+    order = ("check", "rest", ALONE, QUIET)
     items.sort(key=lambda item: order.index(item.stash[_item_tier]))
 
 

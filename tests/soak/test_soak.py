@@ -24,9 +24,10 @@ from qualify.pipeline.plan import load_plan
 from qualify.soak import check as soak
 from qualify.soak.telemetry import Sampler
 
-#: Its heavy tests run with the machine to itself (tests/tiers.py): a soak judges its servers'
-#: latencies over time.
-pytestmark = pytest.mark.alone
+#: Its heavy tests run with nothing heavy beside them (tests/tiers.py): a soak judges its
+#: servers' latencies over time. The stand-in servers mostly wait, so several such tests run at
+#: once.
+pytestmark = pytest.mark.quiet
 
 HELPER = Path(__file__).resolve().parent / "broken_chat_server.py"
 SERVER = f"{sys.executable} {HELPER} {{port}} {{fault}}"
