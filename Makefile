@@ -73,14 +73,15 @@ check: setup
 # Every test: the check tier on two workers first; then the heavy tests on two workers, a module's
 # tests on one worker so that its fixtures are made once; then, in one process with the machine
 # to itself, the heavy tests marked alone, which measure time (the example's run set with its
-# bench and soak, benches that must decide); last, four at a time, the heavy tests marked quiet,
-# which measure time while their processes mostly wait (soaks of a stand-in server). All four
+# bench and soak, benches that must decide); last, four at a time (an idle worker takes a test
+# queued for another), the heavy tests marked quiet, which measure time while their processes
+# mostly wait (soaks of a stand-in server). All four
 # always run; the exit status is the worst. Each ends with its tier's time and the slowest tests.
 test: example
 	@$(BIN)python -m pytest -q -n 2 -m "not nix and not example and not model and not slow"; a=$$?; \
 	$(BIN)python -m pytest -q -n 2 --dist loadfile -m "(nix or example or model or slow) and not alone and not quiet"; b=$$?; \
 	$(BIN)python -m pytest -q -m "(nix or example or model or slow) and alone and not quiet"; c=$$?; \
-	$(BIN)python -m pytest -q -n 4 -m "(nix or example or model or slow) and quiet"; d=$$?; \
+	$(BIN)python -m pytest -q -n 4 --dist worksteal -m "(nix or example or model or slow) and quiet"; d=$$?; \
 	exit $$(printf '%s\n' $$a $$b $$c $$d | sort -n | tail -1)
 
 lint: setup

@@ -50,7 +50,7 @@ TIERS = {
     "check": ["-n", "2", "-m", check_markexpr()],
     "rest": ["-n", "2", "--dist", "loadfile", "-m", rest_markexpr()],
     "alone": ["-m", alone_markexpr()],
-    "quiet": ["-n", "4", "-m", quiet_markexpr()],
+    "quiet": ["-n", "4", "--dist", "worksteal", "-m", quiet_markexpr()],
 }
 LABELS = {
     "check": "check (make check)",
