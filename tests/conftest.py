@@ -41,7 +41,7 @@ if os.geteuid() == 0:
     os.environ.setdefault("QUALIFY_COMMAND_USER", "root")
 # The tests that install qualify into a fresh venv (the wheel, the oldest Python, the CI
 # workflow's install steps; about ten installs) leave pip's byte-compiling of every installed
-# module out: 19 of an install's 33 CPU seconds here, for files Python compiles on first import
+# module out: 19 of an install's 33 seconds here, for files Python compiles on first import
 # anyway. What gets installed, and how each test uses it, is unchanged. pip reads PIP_COMPILE as
 # its --compile flag; the workflow's runner passes the PIP_ settings on (test_ci_workflow.base_env).
 os.environ.setdefault("PIP_COMPILE", "0")
