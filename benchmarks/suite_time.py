@@ -34,7 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from nixflakes import NIX_CONFIG  # noqa: E402  (the tests' folder is no package)
-from tiers import alone_markexpr, check_markexpr, quiet_markexpr, rest_markexpr  # noqa: E402
+from tierclock import TierClock  # noqa: E402
+from tiers import phases  # noqa: E402
 
 #: Minutes on a 2-core machine: the check tier's target, the whole suite's, and the whole suite
 #: as measured with the rest in one process.
@@ -44,20 +45,9 @@ ONE_PROCESS_MIN = 52.5
 #: Each tier's minutes on this 2-core machine, idle, warm store, before the quiet tier: the soaks
 #: of the stand-in server (3.1 of the alone tier's minutes) still ran one after another there.
 BEFORE_MIN = {"check": 3.9, "rest": 10.5, "alone": 20.0, "quiet": 0.0, "whole": 34.3}
-#: How pytest runs each tier, as the Makefile's test target does (tests/test_tiers.py holds the
-#: Makefile to the same workers and -m).
-TIERS = {
-    "check": ["-n", "2", "-m", check_markexpr()],
-    "rest": ["-n", "2", "--dist", "loadfile", "-m", rest_markexpr()],
-    "alone": ["-m", alone_markexpr()],
-    "quiet": ["-n", "4", "--dist", "worksteal", "-m", quiet_markexpr()],
-}
-LABELS = {
-    "check": "check (make check)",
-    "rest": "the rest, two workers",
-    "alone": "the rest measuring time, alone",
-    "quiet": "measuring time, quiet, four at once",
-}
+#: How pytest runs each tier, as the Makefile's test target does, and what each is called.
+TIERS = phases()
+LABELS = TierClock.LABELS
 
 
 def busy_cores() -> tuple[int, int]:
@@ -115,20 +105,20 @@ def main() -> None:
         f"{busy:.2f} of the machine's {cores} cores busy on average (every process, /proc/stat); "
         f"load average {load_before:.1f} before, {load_after:.1f} after"
     )
-    print(f"{'tier':<36} {'tests':>6} {'measured':>10} {'before':>10}   figure (2 cores)")
+    print(f"{'tier':<46} {'tests':>6} {'measured':>10} {'before':>10}   figure (2 cores)")
     shown = ["check"] if args.check_only else list(TIERS)
     for name in shown:
         figures = tiers.get(name, {"tests": 0, "seconds": 0.0})
         target = f"   under {CHECK_TARGET_MIN:g} min" if name == "check" else ""
         print(
-            f"{LABELS[name]:<36} {figures['tests']:>6} {figures['seconds'] / 60:>6.1f} min"
+            f"{LABELS[name]:<46} {figures['tests']:>6} {figures['seconds'] / 60:>6.1f} min"
             f" {BEFORE_MIN[name]:>6.1f} min{target}"
         )
     if not args.check_only:
         count = sum(int(tiers[name]["tests"]) for name in shown if name in tiers)
         minutes = sum(tiers[name]["seconds"] for name in shown if name in tiers) / 60
         print(
-            f"{'whole suite (make test)':<36} {count:>6} {minutes:>6.1f} min {BEFORE_MIN['whole']:>6.1f} min"
+            f"{'whole suite (make test)':<46} {count:>6} {minutes:>6.1f} min {BEFORE_MIN['whole']:>6.1f} min"
             f"   under {FULL_TARGET_MIN:g} min ({ONE_PROCESS_MIN:g} with the rest in one process)"
         )
     sys.exit(returncode)

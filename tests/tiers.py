@@ -142,6 +142,18 @@ def quiet_markexpr() -> str:
     return f"({heavy_markexpr()}) and {QUIET}"
 
 
+def phases() -> dict[str, list[str]]:
+    """How `make test` runs each tier, in order: pytest's workers and -m. The Makefile's test
+    target spells them out (tests/test_tiers.py holds it to these); benchmarks/suite_time.py
+    runs them."""
+    return {
+        "check": ["-n", "2", "-m", check_markexpr()],
+        "rest": ["-n", "2", "--dist", "loadfile", "-m", rest_markexpr()],
+        ALONE: ["-m", alone_markexpr()],
+        QUIET: ["-n", "4", "--dist", "worksteal", "-m", quiet_markexpr()],
+    }
+
+
 def marks_for(fixturenames: Iterable[str]) -> set[str]:
     """The marks a test using these fixtures gets."""
     return {mark for name in fixturenames for mark in FIXTURE_MARKS.get(name, ())}
