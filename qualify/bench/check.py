@@ -128,7 +128,7 @@ def judge(saved: SavedCheck) -> Judgement:
 
     findings += _engine_differences(saved)
     values, kinds = _load(saved, params.discard_reps)
-    series = series_from(units, values, kinds, unit_center(params.format))
+    series = series_from(units, values, kinds, unit_center(params.format, params.together))
     margin = saved.spec.limits.get("speed_margin", DEFAULT_MARGIN)
     outcomes = evaluate(series, rule.looks, rule.alpha, margin, params.gate) if rule else []
     invalid = _invalid_tests(saved, params, units, values, kinds)

@@ -134,14 +134,15 @@ def evaluate(
     return [final[t.label] for t in tests if t.label in final]
 
 
-def unit_center(fmt: str) -> Callable[[Sequence[float]], float]:
+def unit_center(fmt: str, together: bool = False) -> Callable[[Sequence[float]], float]:
     """How a unit's repetitions become its value (a log): their median for a process's
     repetitions, which agree but for a few outliers; the mean of their logs for a block of
-    servers' rounds (`format = "llama-server"`), which sample the host's states in turn: where
-    the host runs at two speeds, the median of such rounds jumps from one speed to the other as
-    the share of each passes one half, the mean follows the share (README.md, "The bench around
-    the engine"; examples/llama-cpp-cuda/host_states.py simulates both)."""
-    return abtests.log_mean if fmt == "llama-server" else abtests.log_median
+    servers' rounds (`format = "llama-server"`) or of units run together (`together`), which
+    sample the host's states side by side: where the host runs at two speeds, the median of
+    such repetitions jumps from one speed to the other as the share of each passes one half,
+    the mean follows the share (README.md, "The bench around the engine";
+    examples/llama-cpp-cuda/host_states.py simulates both)."""
+    return abtests.log_mean if fmt == "llama-server" or together else abtests.log_median
 
 
 def series_from(

@@ -9,7 +9,11 @@ on stdout (`format = "llama-bench"`: one test per line, e.g. `pp512`, `tg128`,
 rounds of one prompt request (`prompt_tokens`) and one generation request (`gen_tokens`) to each
 server in turn, the order rotating every round, so that the roles' measurements lie a fraction
 of a second apart rather than seconds (`qualify.bench.serverblocks`); a block is a pair for
-every candidate, its rounds the repetitions. The number of pairs is computed, not guessed: enough for the
+every candidate, its rounds the repetitions. With `format = "metrics"` and `together = true`, a
+block's units start at the same time, held to one CPU, which the kernel's scheduler shares
+between them every few milliseconds (`qualify.bench.together`): their repetitions lie
+milliseconds apart; only for an engine that times itself with its thread's CPU time, on one
+thread. The number of pairs is computed, not guessed: enough for the
 exact signed-rank test to reach the smallest level it is held to (α split evenly across the
 planned `looks`, then Holm's first step across the tests). More pairs are added at the planned
 looks, up to `max_pairs` or `budget_s`, while a test is INCONCLUSIVE; `schedule.json` records
@@ -21,12 +25,13 @@ member's pairs, and each member is judged on its own pairs at its share of `alph
 (`qualify.core.designs`, `qualify.bench.sharedschedule`).
 
 Per test, on R = candidate/pinned (throughput; inverted for lower-is-better metrics), from the
-log of each unit's median (of a block of servers: the mean of its rounds' logs, which follows
-the share of each speed of a host that runs at two): an exact Wilcoxon signed-rank test and
-Hodges–Lehmann interval over the pairs (Mann–Whitney U when a pair is incomplete), at the test's
-Holm- and look-adjusted level; each end of the interval is a one-sided bound at half that
-level. The question is the one a toolchain move asks, "not slower by more than δ" (δ =
-`speed_margin`), unless the plan asks `gate = "no-change"`. Findings:
+log of each unit's median (of a block of servers or of units together: the mean of its
+repetitions' logs, which follows the share of each speed of a host that runs at two): an exact
+Wilcoxon signed-rank test and Hodges–Lehmann interval over the pairs (Mann–Whitney U when a
+pair is incomplete), at the test's Holm- and look-adjusted level; each end of the interval is a
+one-sided bound at half that level. The question is the one a toolchain move asks, "not
+slower by more than δ" (δ = `speed_margin`), unless the plan asks `gate = "no-change"`.
+Findings:
 - SLOWER and a regression: the interval lies wholly below 1 − δ (a slowdown shown beyond it).
 - INCONCLUSIVE: the interval holds 1 − δ (the data cannot tell a slowdown within the margin from
   one beyond), and always when the pairs cannot reach the level at all.

@@ -9,9 +9,12 @@ amdgpu hwmon files where the kernel exposes them (the GPU's state during a unit 
 
 The load average counts the unit's own threads (llama-bench -t 8 makes it 8), so it is context
 only. What competes with a unit is the CPU time of everyone else: the machine's busy time from
-/proc/stat over the unit, less this process's and its children's (the unit's command and its
-descendants, which are waited for), is the CPU other processes took (`foreign_cores`, in cores
-on average); the processes that took most are named from /proc/<pid>/stat.
+/proc/stat over the unit, less the run's own, is the CPU other processes took (`foreign_cores`,
+in cores on average); the processes that took most are named from /proc/<pid>/stat. The run's
+own is this process's and its commands': in a run with a cgroup, the cgroup's CPU time, which
+holds every process of a command; without one, the children this process waited for, which
+misses a command's processes no one waits for (bubblewrap's first process in its box), so that
+there a contained unit's CPU can count as other processes'.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qualify.core import containment
 from qualify.records.bench import CpuCounters, HostLoad, MachineState
 
 _GPU_DEVICES = ("/dev/kfd", "/dev/nvidia", "/dev/dri/renderD")
@@ -49,7 +53,8 @@ def snapshot(proc: Path = Path("/proc"), sys: Path = Path("/sys")) -> MachineSta
 
 def cpu_counters(proc: Path = Path("/proc")) -> CpuCounters | None:
     """Cumulative CPU seconds now: the machine's busy and steal time (all CPUs), this process's
-    and its waited-for children's, and a monotonic clock to take intervals on."""
+    and its waited-for children's, this process's alone, the run's commands' (from its cgroup,
+    where it has one), and a monotonic clock to take intervals on."""
     try:
         fields = (proc / "stat").read_text().splitlines()[0].split()
     except (OSError, IndexError):
@@ -65,6 +70,8 @@ def cpu_counters(proc: Path = Path("/proc")) -> CpuCounters | None:
         steal_s=int(fields[8]) / tick,
         own_s=round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
         cpus=os.cpu_count() or 1,
+        qualify_s=round(own.ru_utime + own.ru_stime, 3),
+        commands_s=containment.commands_cpu_s(),
     )
 
 
@@ -100,7 +107,7 @@ def foreign_load(
     if start is None or end is None or end.clock_s <= start.clock_s:
         return HostLoad()
     wall = end.clock_s - start.clock_s
-    foreign = (end.busy_s - start.busy_s) - (end.own_s - start.own_s)
+    foreign = (end.busy_s - start.busy_s) - own_cpu(start, end)
     load: dict[str, Any] = {
         "interval_s": round(wall, 3),
         "load_1m": after.load,
@@ -117,6 +124,18 @@ def foreign_load(
         top = sorted(used.items(), key=lambda item: -item[1])[:3]
         load["top"] = [f"{name} {seconds / wall:.2f} cores" for name, seconds in top]
     return HostLoad.model_validate(load)
+
+
+def own_cpu(start: CpuCounters, end: CpuCounters) -> float:
+    """The run's own CPU seconds from `start` to `end`: this process's and its waited-for
+    children's, or this process's and its commands' by the run's cgroup where that is more (it
+    is wherever a command's processes were not waited for; a child waited for outside the
+    cgroup, a probe beside the run's containment, is the less that is then left out)."""
+    own = end.own_s - start.own_s
+    q0, c0, q1, c1 = start.qualify_s, start.commands_s, end.qualify_s, end.commands_s
+    if q0 is not None and c0 is not None and q1 is not None and c1 is not None:
+        own = max(own, (q1 - q0) + (c1 - c0))
+    return own
 
 
 def gpu_processes(proc: Path = Path("/proc")) -> list[str]:

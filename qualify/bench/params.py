@@ -46,6 +46,13 @@ class BenchParams(KindParams):
     discard_reps: int = param(
         0, help="repetitions left out at the start of every unit (saved, not analysed)", allowed=NON_NEGATIVE
     )
+    together: bool = param(
+        False,
+        help='format "metrics": a block\'s units run at the same time, held to one CPU, so that '
+        "every role samples the same stretch of a host whose speed changes; only for an engine "
+        "that times itself with its thread's CPU time, on one thread",
+        only_when=("format", "metrics"),
+    )
     allow_config_diff: tuple[str, ...] = param(
         (), help="llama-bench fields allowed to differ between roles", only_when=("format", "llama-bench")
     )

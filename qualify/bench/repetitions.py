@@ -60,6 +60,13 @@ def invalid_plan(params: BenchParams, spec: CheckSpec) -> str | None:
     discard = params.discard_reps
     if params.gate not in GATES:
         return f"gate = {params.gate!r}: use " + " or ".join(f'"{g}"' for g in GATES)
+    if params.together and params.format != "metrics":
+        # llama-bench and a server time themselves by the wall clock: run together on one CPU,
+        # each would count the slices the others ran in against its own throughput.
+        return (
+            f'together = true is for format "metrics" (an engine timing itself with its thread\'s '
+            f'CPU time), not "{params.format}", which times by the wall clock: drop together'
+        )
     if params.format == "llama-server":
         if "{port}" not in params.run:
             return 'format "llama-server" starts a server per role: put {port} in run (--port {port})'

@@ -4,7 +4,9 @@ With more than one candidate role (a run set measures its members' bench once), 
 runs pinned and every candidate in a Williams order (`qualify.core.designs`), and the schedule
 goes on while any candidate has a test undecided.
 
-Every unit is one run of the check's command for one role. Its output is kept under
+Every unit is one run of the check's command for one role; the units of a block run one after
+another, or, with `together`, at the same time on one CPU (`qualify.bench.together`), the
+machine then read around the block. Its output is kept under
 `<role>/units/`, its values go to `<role>/samples.parquet`, and the schedule (units in run
 order with timestamps, outcome and the machine's state before and after) to `schedule.json`.
 While a unit runs, the GPU's clocks, power, temperature and throttle reasons are sampled
@@ -22,11 +24,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
 
-from qualify.bench import conditions, gputelemetry, machine, serverblocks
+from qualify.bench import conditions, gputelemetry, machine, serverblocks, together
 from qualify.bench.data import SERVERS, UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
 from qualify.bench.design import block_order, candidate_view, complete_pairs
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from, unit_center
@@ -85,28 +89,65 @@ class Schedule:
         # The schedule's own wall time: in a run set it is all the time its members' bench took
         # (each member's check only reads this measurement), so it is saved with it.
         self.clock = time.monotonic()
+        #: How a block's units ran at the same time (`together`); None while they run in turn.
+        self.together: str | None = None
 
     def run_unit(self, role: str, phase: str, pair: int | None) -> bool:
         """Run one unit; False when it crashed, timed out, or its output was unreadable."""
-        ctx, index = self.ctx, len(self.units)
+        return self.run_units([role], phase, pair)
+
+    def run_units(self, roles: Sequence[str], phase: str, pair: int | None) -> bool:
+        """Run one unit per role of `roles` at the same time (with `together`, on one CPU; one
+        role: a unit alone); False when any crashed, timed out, or its output was unreadable.
+        The machine is read around them all: every unit of the block shares that state."""
+        first = len(self.units)
+        before, procs_before = self.between, self.between_procs
+        sampler = gputelemetry.UnitSampler(self.gpu_source)
+        sampler.start()
+        try:
+            if len(roles) == 1:
+                done = [self._measure(roles[0], first, phase, pair, [])]
+            else:
+                # Each gets a share of the one CPU: its time limit grows by as many shares.
+                prefix, self.together = together.prefix()
+                with ThreadPoolExecutor(len(roles), thread_name_prefix="bench-unit") as pool:
+                    done = list(
+                        pool.map(
+                            lambda i: self._measure(roles[i], first + i, phase, pair, prefix, len(roles)),
+                            range(len(roles)),
+                        )
+                    )
+        finally:
+            gpu = sampler.stop()
+        after = self.between = machine.snapshot()
+        self.between_procs = machine.process_times()
+        host = machine.foreign_load(before, after, procs_before, self.between_procs)
+        for (entry, tests), role in zip(done, roles, strict=True):
+            where = f"unit {entry['index']} ({role}, pair {pair})"
+            self.record(entry, tests, (before, after), host, gpu, where)
+        return all(unit.ok for unit in self.units[first:])
+
+    def _measure(
+        self, role: str, index: int, phase: str, pair: int | None, prefix: Sequence[str], shares: int = 1
+    ) -> tuple[dict[str, Any], list[UnitTest]]:
+        """Run the unit numbered `index` for `role` (its command behind `prefix`): what the
+        schedule records of it, and its tests (none when it failed)."""
+        ctx = self.ctx
         units_dir = ctx.role_dir(role) / "units"
         units_dir.mkdir(exist_ok=True)
         out_file = units_dir / f"{index:03d}.out"
         entry: dict[str, Any] = {"index": index, "role": role, "phase": phase, "pair": pair}
         entry["output"] = str(out_file.relative_to(ctx.folder))
-        before, procs_before = self.between, self.between_procs
         tests: list[UnitTest] = []
-        sampler = gputelemetry.UnitSampler(self.gpu_source)
-        sampler.start()
         try:
-            argv = ctx.argv(self.params.run, role, out_file=str(out_file))
+            argv = [*prefix, *ctx.argv(self.params.run, role, out_file=str(out_file))]
             llama = self.params.format == "llama-bench"
             done = process.run(
                 argv,
                 log=ctx.log(role, "units"),
                 env=ctx.env(role),
                 cwd=ctx.role_dir(role),
-                timeout_s=ctx.spec.timeout_s,
+                timeout_s=None if ctx.spec.timeout_s is None else ctx.spec.timeout_s * shares,
                 echo=ctx.echo,
                 separate_stdout=llama,
             )
@@ -134,13 +175,7 @@ class Schedule:
             entry.update(ok=False, outcome=f"unreadable output: {exc}")
         except QualifyError as exc:
             entry.update(ok=False, error={"message": exc.message, "hint": exc.hint})
-        finally:
-            gpu = sampler.stop()
-        after = self.between = machine.snapshot()
-        self.between_procs = machine.process_times()
-        host = machine.foreign_load(before, after, procs_before, self.between_procs)
-        self.record(entry, tests, (before, after), host, gpu, f"unit {index} ({role}, pair {pair})")
-        return self.units[-1].ok
+        return entry, tests
 
     def record(
         self,
@@ -244,7 +279,7 @@ class Schedule:
         assert rule is not None
         found = []
         for role in self.roles[1:]:
-            center = unit_center(self.params.format)
+            center = unit_center(self.params.format, self.params.together)
             series = series_from(candidate_view(self.units, role), self.values, self.kinds, center)
             assert rule.margin is not None  # a rule this schedule made holds its margin
             outcomes = evaluate(series, rule.looks, rule.alpha, rule.margin, self.params.gate)
@@ -261,7 +296,8 @@ class Schedule:
             stop_reason=self.stop_reason,
             pairs=self.pairs_done(),
             roles=list(self.roles),
-            design="ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles",
+            design=("ABBA" if len(self.roles) == 2 else f"Williams, {len(self.roles)} roles")
+            + (f", {self.together}" if self.together else ""),
             baseline_env=self.baseline,
             gpu_telemetry=self.telemetry,
             units=self.units,
@@ -312,6 +348,13 @@ def _warm_up(schedule: Schedule) -> bool:
             schedule.stop_reason = "the warm-up block failed"
             return False
         return True
+    if schedule.params.together:
+        schedule.ctx.advance(Progress("block"))
+        if not schedule.run_units(schedule.roles, "warmup", None):
+            failed = [u.role for u in schedule.units if not u.ok]
+            schedule.stop_reason = f"the {failed[0]} warm-up unit failed"
+            return False
+        return True
     for role in schedule.roles:
         schedule.ctx.advance(Progress(role))
         if not schedule.run_unit(role, "warmup", None):
@@ -353,23 +396,30 @@ def _pairs(schedule: Schedule) -> None:
             )
             continue
         durations = [u.duration_s or 0.0 for u in schedule.units if u.phase == "pair"]
-        # A unit of llama-bench is one role's turn; a block of servers holds every role at once.
-        turns = 1 if schedule.params.format == SERVERS else len(schedule.roles)
+        # A unit of llama-bench is one role's turn; a block of servers, or of units together,
+        # holds every role at once.
+        blocks = schedule.params.format == SERVERS or schedule.params.together
+        turns = 1 if blocks else len(schedule.roles)
         per_pair = turns * sum(durations) / len(durations) if durations else 0.0
         if budget is not None and pair and time.monotonic() - started + per_pair > float(budget):
             schedule.stop_reason = f"the time budget of {float(budget):g} s would be exceeded"
             break
         pair += 1
         crashed = None
-        if schedule.params.format == SERVERS:
-            planned_now = planned[look] if schedule.stopping_rule else None
+        # Pairs planned so far: the current look's (unknown before the first unit's tests).
+        planned_now = planned[look] if schedule.stopping_rule else None
+        order = block_order(schedule.roles, pair)
+        if blocks:
             ctx.advance(Progress("block", pair - 1, planned_now, "pairs"))
-            if not serverblocks.run_block(schedule, block_order(schedule.roles, pair), "pair", pair):
+            if schedule.params.format == SERVERS:
+                ran = serverblocks.run_block(schedule, order, "pair", pair)
+            else:
+                ran = schedule.run_units(order, "pair", pair)
+            if not ran:
                 failed = [u for u in schedule.units if u.pair == pair and not u.ok]
                 crashed = failed[0].role if failed else "server"
-        for role in block_order(schedule.roles, pair) if schedule.params.format != SERVERS else ():
-            # Pairs planned so far: the current look's (unknown before the first unit's tests).
-            ctx.advance(Progress(role, pair - 1, planned[look] if schedule.stopping_rule else None, "pairs"))
+        for role in () if blocks else order:
+            ctx.advance(Progress(role, pair - 1, planned_now, "pairs"))
             if not schedule.run_unit(role, "pair", pair):
                 crashed = role
                 break

@@ -75,6 +75,19 @@ class Cell:
                 found += [int(p) for p in procs.read_text().split()]
         return found
 
+    def cpu_s(self) -> float | None:
+        """CPU seconds of everything that ever ran in the cell and below it (`usage_usec` of
+        cpu.stat, which cgroup v2 keeps for every cgroup, with or without the cpu controller);
+        a removed sub-cell's time stays in it. None where it cannot be read."""
+        try:
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == "usage_usec":
+                    return int(value) / 1e6
+        except (OSError, ValueError):
+            return None
+        return None
+
     def populated(self) -> bool:
         try:
             events = (self.path / "cgroup.events").read_text()

@@ -107,6 +107,17 @@ def current() -> Jail | None:
     return _jail
 
 
+def commands_cpu_s() -> float | None:
+    """CPU seconds the run's commands have taken so far, every process of theirs counted, from
+    the run's cgroup; None outside a run or without a cgroup. Where a command runs in
+    bubblewrap, its CPU never reaches qualify's RUSAGE_CHILDREN: the box's first process is
+    reaped by no one who waits for it (bubblewrap exits on the exit status it is sent)."""
+    jail = _jail
+    if jail is None or jail.cell is None:
+        return None
+    return jail.cell.cpu_s()
+
+
 def chosen() -> set[str]:
     """The protections `QUALIFY_CONTAINMENT` asks for; an unknown word is refused, never dropped
     (dropping it would run the commands with less containment than the user meant to ask for)."""

@@ -118,8 +118,10 @@ class CpuCounters(SavedPart):
     clock_s: float
     busy_s: float
     steal_s: float
-    own_s: float
+    own_s: float = Field(description="this process's CPU and its waited-for children's")
     cpus: int
+    qualify_s: float | None = Field(default=None, description="this process's CPU alone")
+    commands_s: float | None = Field(default=None, description="the run's commands' CPU, from its cgroup")
 
 
 class MachineState(SavedPart):

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from qualify.bench import machine
+from qualify.core import containment, process
 from qualify.records.bench import CpuCounters, HostLoad, MachineState
 
 
@@ -48,6 +51,32 @@ def test_the_load_of_a_unit_is_read_from_its_two_states() -> None:
     )
     # Without /proc/stat at either end there is nothing to say, and nothing is saved.
     assert machine.foreign_load(MachineState(), at(12.0, 106.0, 7.0)).to_json() == {}
+
+
+def test_a_contained_command_s_cpu_is_the_run_s_own_not_other_processes(tmp_path: Path) -> None:
+    """A unit's command run as a run runs it, in its cgroup and (where the host has bubblewrap)
+    in its box: the CPU it took counts as the run's own. In bubblewrap the box's first process
+    is waited for by no one, so its CPU never reached qualify's RUSAGE_CHILDREN, and every
+    contained unit was flagged for "other processes" taking the CPU it took itself. The command
+    says its CPU seconds with the shell's `times` (its own, then its children's)."""
+    root = tmp_path / "run"
+    (root / "stage").mkdir(parents=True)
+    spin = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; times"
+    with containment.contained(root, "own-cpu") as jail, containment.writing(root / "stage"):
+        if jail.cell is None:
+            pytest.skip(f"this host gives a run no cgroup ({jail.describe()})")
+        before = machine.cpu_counters()
+        done = process.run(["/bin/sh", "-c", spin], env={"PATH": "/usr/bin:/bin"}, log=None, timeout_s=120)
+        after = machine.cpu_counters()
+    assert done.ok, done.output_tail
+    own_line = done.output_tail[-2]  # e.g. "0m0.412000s 0m0.001000s"
+    took = sum(
+        float(part.split("m")[0]) * 60 + float(part.split("m")[1].rstrip("s")) for part in own_line.split()
+    )
+    assert took > 0.1, done.output_tail
+    assert before is not None and after is not None
+    assert after.commands_s is not None and before.commands_s is not None
+    assert machine.own_cpu(before, after) >= 0.9 * took, (before, after, took)
 
 
 def test_changes_name_a_gpu_co_tenant_and_a_governor_switch() -> None:
