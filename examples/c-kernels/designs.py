@@ -51,13 +51,17 @@ def summary(run: Path) -> str:
 def main(sets: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        root.chmod(0o755)  # as root, qualify's commands run as nobody, who must reach the copies
         designs = {"together": copy(root, "together", {}), "in turn": copy(root, "in-turn", IN_TURN)}
         for n in range(1, sets + 1):
             for name, folder in designs.items():
                 runs = root / f"runs-{folder.name}"
                 command = [sys.executable, "-m", "qualify", "run", "-C", str(folder), "--runs-dir", str(runs)]
                 done = subprocess.run([*command, "--candidate", "clang19"], check=False, capture_output=True)
-                latest = max(p for p in runs.iterdir() if (p / "run.json").is_file())
+                made = [p for p in runs.iterdir() if (p / "run.json").is_file()] if runs.is_dir() else []
+                if not made:
+                    sys.exit(f"{name}: no run set was made:\n{done.stderr.decode(errors='replace')[-3000:]}")
+                latest = max(made)
                 print(f"{n} {name:9} exit {done.returncode}: {summary(latest)}", flush=True)
 
 
