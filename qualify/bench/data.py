@@ -149,3 +149,17 @@ def config_differences(pinned: dict[str, Any], candidate: dict[str, Any], allowe
         for k in keys
         if json.dumps(pinned.get(k), sort_keys=True) != json.dumps(candidate.get(k), sort_keys=True)
     ]
+
+
+def tests_differ(tests: list[UnitTest], first: set[str]) -> str | None:
+    """How a unit's `tests` differ from the labels of the first unit that measured any
+    (`first`), as "new: …; missing: …"; None when they are the same."""
+    labels = {t.label for t in tests}
+    if labels == first:
+        return None
+    parts = []
+    if labels - first:
+        parts.append("new: " + ", ".join(sorted(labels - first)))
+    if first - labels:
+        parts.append("missing: " + ", ".join(sorted(first - labels)))
+    return "; ".join(parts)

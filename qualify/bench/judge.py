@@ -141,7 +141,8 @@ def unit_center(fmt: str, together: bool = False) -> Callable[[Sequence[float]],
     sample the host's states side by side: where the host runs at two speeds, the median of
     such repetitions jumps from one speed to the other as the share of each passes one half,
     the mean follows the share (README.md, "The bench around the engine";
-    examples/llama-cpp-cuda/host_states.py simulates both)."""
+    examples/llama-cpp-cuda/host_states.py and examples/c-kernels/two_speed_host.py simulate
+    both)."""
     return abtests.log_mean if fmt == "llama-server" or together else abtests.log_median
 
 

@@ -25,13 +25,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
 
 from qualify.bench import conditions, gputelemetry, machine, serverblocks, together
-from qualify.bench.data import SERVERS, UnitOutputInvalid, UnitTest, read_llama_bench, read_metrics_unit
+from qualify.bench.data import (
+    SERVERS,
+    UnitOutputInvalid,
+    UnitTest,
+    read_llama_bench,
+    read_metrics_unit,
+    tests_differ,
+)
 from qualify.bench.design import block_order, candidate_view, complete_pairs
 from qualify.bench.judge import INCONCLUSIVE, evaluate, series_from, unit_center
 from qualify.bench.kind import KIND
@@ -110,13 +116,10 @@ class Schedule:
             else:
                 # Each gets a share of the one CPU: its time limit grows by as many shares.
                 prefix, self.together = together.prefix()
-                with ThreadPoolExecutor(len(roles), thread_name_prefix="bench-unit") as pool:
-                    done = list(
-                        pool.map(
-                            lambda i: self._measure(roles[i], first + i, phase, pair, prefix, len(roles)),
-                            range(len(roles)),
-                        )
-                    )
+                n = len(roles)
+                done = together.at_once(
+                    lambda i: self._measure(roles[i], first + i, phase, pair, prefix, n), n
+                )
         finally:
             gpu = sampler.stop()
         after = self.between = machine.snapshot()
@@ -167,7 +170,7 @@ class Schedule:
                     tests = read_metrics_unit(out_file)
                 if not tests:
                     entry.update(ok=False, outcome="exit code 0 but no test results in its output")
-                elif (changed := self._other_tests(tests)) is not None:
+                elif self.kinds and (changed := tests_differ(tests, set(self.kinds))) is not None:
                     # The pairs and Holm levels were planned for the first unit's tests; a unit
                     # with other tests would leave them short of their level.
                     entry.update(ok=False, outcome=f"its tests differ from the first unit's ({changed})")
@@ -211,20 +214,6 @@ class Schedule:
         """One line per unit as it ends: what ran, should the run die before the next save."""
         with (self.ctx.folder / "units.jsonl").open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(unit.to_json(), default=str) + "\n")
-
-    def _other_tests(self, tests: list[UnitTest]) -> str | None:
-        """How `tests` differ from the tests of the first unit that measured any (None: same)."""
-        if not self.kinds:
-            return None
-        labels, first = {t.label for t in tests}, set(self.kinds)
-        if labels == first:
-            return None
-        parts = []
-        if labels - first:
-            parts.append("new: " + ", ".join(sorted(labels - first)))
-        if first - labels:
-            parts.append("missing: " + ", ".join(sorted(first - labels)))
-        return "; ".join(parts)
 
     def keep(self, index: int, role: str, phase: str, pair: int | None, tests: list[UnitTest]) -> None:
         for test in tests:

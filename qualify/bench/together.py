@@ -19,6 +19,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: The program that holds a command to a CPU set (util-linux, as `mount` is).
 TASKSET = "taskset"
@@ -38,3 +43,10 @@ def prefix() -> tuple[list[str], str]:
         return [], "units together on every CPU (taskset not found, so not held to one)"
     held = cpu()
     return [found, "--cpu-list", str(held)], f"units together on CPU {held}"
+
+
+def at_once(start: Callable[[int], T], count: int) -> list[T]:
+    """`start(0)` to `start(count - 1)`, each on a thread of its own, all at once; their
+    results in that order once every one has returned."""
+    with ThreadPoolExecutor(count, thread_name_prefix="bench-unit") as pool:
+        return list(pool.map(start, range(count)))

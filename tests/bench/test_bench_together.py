@@ -31,7 +31,7 @@ samples = []
 for _ in range(10):
     began = time.thread_time()
     x = 0
-    for i in range(40000):
+    for i in range(300000):
         x += i * i
     samples.append((time.thread_time() - began) * 1e6)
 json.dump({"schema_version": 1, "metrics": [{"name": "spin", "unit": "us",
@@ -108,7 +108,7 @@ def test_together_is_refused_for_an_engine_timed_by_the_wall_clock(tmp_path: Pat
 
 
 def test_on_a_two_speed_host_units_together_decide_where_units_in_turn_cannot() -> None:
-    """examples/c-kernels/host_states.py, the c-kernels run set on a host whose speed switches
+    """examples/c-kernels/two_speed_host.py, the c-kernels run set on a host whose speed switches
     between two states about twice a second (one test twice as slow in the slow one), through
     the bench's judge, 60 sets a design: with the units together the positive control passes
     in nearly every set; one after another it is left undecided in about half. Neither calls
@@ -116,7 +116,7 @@ def test_on_a_two_speed_host_units_together_decide_where_units_in_turn_cannot() 
     example = REPO / "examples" / "c-kernels"
     sys.path.insert(0, str(example))
     try:
-        import host_states as hs
+        import two_speed_host as hs
     finally:
         sys.path.remove(str(example))
     together = hs.shares(hs.TOGETHER, 2.0, runs=60)

@@ -26,7 +26,7 @@ passes the bench (every test decided, none a regression), in which it is called 
 slower by exactly δ on one test passes that test (the judge holds it under α/2 too, at the
 first test's Holm level, the strictest).
 
-    .venv/bin/python examples/c-kernels/host_states.py
+    .venv/bin/python examples/c-kernels/two_speed_host.py
 """
 
 from __future__ import annotations
