@@ -75,13 +75,14 @@ check: setup
 # to itself, the heavy tests marked alone, which measure time (the example's run set with its
 # bench and soak, benches that must decide); last, four at a time (an idle worker takes a test
 # queued for another), the heavy tests marked quiet, which measure time while their processes
-# mostly wait (soaks of a stand-in server). All four always run; the exit status is the worst.
+# mostly wait (soaks of a stand-in server), collected from their folder only (tests/tiers.py's
+# QUIET_PATHS). All four always run; the exit status is the worst.
 # Each ends with its tier's time and the slowest tests.
 test: example
 	@$(BIN)python -m pytest -q -n 2 -m "not nix and not example and not model and not slow"; a=$$?; \
 	$(BIN)python -m pytest -q -n 2 --dist loadfile -m "(nix or example or model or slow) and not alone and not quiet"; b=$$?; \
 	$(BIN)python -m pytest -q -m "(nix or example or model or slow) and alone and not quiet"; c=$$?; \
-	$(BIN)python -m pytest -q -n 4 --dist worksteal -m "(nix or example or model or slow) and quiet"; d=$$?; \
+	$(BIN)python -m pytest -q -n 4 --dist worksteal -m "(nix or example or model or slow) and quiet" tests/soak; d=$$?; \
 	exit $$(printf '%s\n' $$a $$b $$c $$d | sort -n | tail -1)
 
 lint: setup

@@ -21,6 +21,7 @@ from tiers import (
     FIXTURE_MARKS,
     HEAVY,
     QUIET,
+    QUIET_PATHS,
     alone_markexpr,
     check_markexpr,
     left_out,
@@ -84,9 +85,13 @@ def test_the_makefile_s_test_target_runs_every_tier_and_nothing_twice() -> None:
     makefile = (REPO / "Makefile").read_text()
     body = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
     assert body, "the Makefile has no test target"
-    runs = re.findall(r'pytest (.*?)-m "([^"]+)"', body.group(1))
-    written = [[w for w in options.split() if w != "-q"] + ["-m", expr] for options, expr in runs]
+    found = re.findall(r'pytest (.*?)-m "([^"]+)"([^;]*);', body.group(1))
+    written = [
+        [w for w in options.split() if w != "-q"] + ["-m", expr, *paths.split()]
+        for options, expr, paths in found
+    ]
     assert written == list(phases().values())
+    runs = [(options, expr) for options, expr, _ in found]
     assert "exit" in body.group(1) and all(f"{v}=$$?" in body.group(1) for v in "abcd")
     singles = [[m] for m in HEAVY]
     for marks in ([], *singles, list(HEAVY), *([m, ALONE] for m in HEAVY), *([m, QUIET] for m in HEAVY),
@@ -94,6 +99,20 @@ def test_the_makefile_s_test_target_runs_every_tier_and_nothing_twice() -> None:
         chosen = [Expression.compile(expr).evaluate(lambda m, s=set(marks): m in s) for _, expr in runs]
         assert chosen.count(True) == 1, marks
         assert list(phases())[chosen.index(True)] == tier(marks), marks
+
+
+def test_every_quiet_test_is_where_the_quiet_phase_collects() -> None:
+    """The quiet phase collects QUIET_PATHS only: a test marked quiet by hand lives there, and no
+    fixture gives the mark (its tests could be anywhere)."""
+    assert not [name for name, marks in FIXTURE_MARKS.items() if QUIET in marks]
+    marked = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "tests").rglob("*.py")
+        if re.search(r"mark\.quiet\b", path.read_text()) and path.name != "test_tiers.py"
+    }
+    assert marked, "no test is marked quiet: the phase would run nothing"
+    outside = [p for p in sorted(marked) if not p.startswith(tuple(f"{q}/" for q in QUIET_PATHS))]
+    assert not outside, f"marked quiet outside {QUIET_PATHS}: add their folder to tiers.QUIET_PATHS"
 
 
 def test_the_makefile_s_test_target_exits_with_the_worst_status() -> None:
