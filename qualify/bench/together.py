@@ -3,10 +3,10 @@
 Why: where the host's speed changes from one second to the next (a virtual machine whose CPUs
 it shares with other tenants: on one, a kernel ran twice as fast at times as at others,
 switching within a fifth of a second), units run one after another see different hosts, and a
-pair's two units mostly differ by the host's state, not by the builds. Started together and held to one CPU,
-the units of a block are interleaved by the kernel's scheduler every few milliseconds: each
-role's repetitions lie milliseconds from the others', and every role samples the same stretch
-of the host's states.
+pair's two units mostly differ by the host's state, not by the builds. Started together and
+held to one CPU, the units of a block are interleaved by the kernel's scheduler every few
+milliseconds: each role's repetitions lie milliseconds from the others', and every role
+samples the same stretch of the host's states.
 
 What it asks of the engine: to time itself with its thread's CPU time
 (CLOCK_THREAD_CPUTIME_ID), which does not count the slices in which the others run (a wall
