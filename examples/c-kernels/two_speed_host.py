@@ -11,7 +11,9 @@ at RATE per second (the recorded units switched within 0.2 s at times and held a
 seconds at others: 0.5, 2 and 5 per second are run). In the slow state a test takes SLOWDOWN
 times as long (ck-bench's gcc build, both states seen in one run: axpy at n = 1024 0.08 and
 0.16 µs, gemm at n = 32 4.4 and 5.7 µs; the others less). On top, independent noise of 1 %
-per sample (the spread of a state's samples).
+per sample (the spread of a state's samples). Two more hosts: the same states with
+heavy-tailed noise (Student's t, two degrees of freedom, at the same scale), and a sawtooth,
+a slowdown that grows over 3 s to each test's factor and drops back, with the 1 % noise.
 
 The designs, timed as they run:
 - in turn: a unit is a process of 0.37 s (the -O0 build's 0.47 s) taking 5 samples, the roles
@@ -20,7 +22,7 @@ The designs, timed as they run:
   the block's 1.3 s, sample k of every role within about 10 ms of the others' (the recorded
   units switched state at the same sample); a unit's value is the mean of its samples' logs.
 
-It prints, per design and rate, the share of 400 simulated sets in which the positive control
+It prints, per host, design and rate, the share of 400 simulated sets in which the positive control
 passes the bench (every test decided, none a regression), in which it is called a regression
 (a false alarm; the judge holds it under α/2 of a member, 0.83 %), and in which a candidate
 slower by exactly δ on one test passes that test (the judge holds it under α/2 too, at the
@@ -104,7 +106,28 @@ def sample_times(design: Design, rng: np.random.Generator, pairs: int) -> dict[s
     return {role: blocks[1:] for role, blocks in times.items()}
 
 
-def one_set(design: Design, rng: np.random.Generator, rate: float, slower_test: int | None) -> list[Series]:
+#: The hosts simulated: two states as above; the same with heavy-tailed noise (Student's t with
+#: two degrees of freedom, scaled to the 1 %: a sample now and then several times off); and a
+#: sawtooth, no states but a slowdown that grows over 3 s to the test's factor and drops back.
+SHAPES = ("two states", "heavy tails", "sawtooth")
+SAWTOOTH_S = 3.0
+
+
+def sample_logs(
+    shape: str, host: Host, at: np.ndarray, factor: float, rng: np.random.Generator
+) -> np.ndarray:
+    """The logs of a test's samples taken at times `at` on a host of `shape` (1 µs at full speed)."""
+    if shape == "sawtooth":
+        return math.log(factor) * ((at % SAWTOOTH_S) / SAWTOOTH_S) + rng.normal(0, SAMPLE_NOISE, len(at))
+    slow = np.where(host.slow(at), math.log(factor), 0.0)
+    if shape == "heavy tails":
+        return slow + SAMPLE_NOISE * rng.standard_t(2, len(at))
+    return slow + rng.normal(0, SAMPLE_NOISE, len(at))
+
+
+def one_set(
+    design: Design, rng: np.random.Generator, rate: float, slower_test: int | None, shape: str = SHAPES[0]
+) -> list[Series]:
     """The positive control against pinned: ten tests' pairs over 40 blocks. `slower_test`:
     that test of the control runs at 1 − δ of pinned's speed, its time 1 / (1 − δ) times as
     long (a candidate slower by exactly δ)."""
@@ -120,33 +143,37 @@ def one_set(design: Design, rng: np.random.Generator, rate: float, slower_test: 
             extra = -math.log1p(-MARGIN) if role == "again" and test == slower_test else 0.0
             values[role] = []
             for at in times[role]:
-                logs = np.where(host.slow(at), math.log(factor), 0.0) + rng.normal(0, SAMPLE_NOISE, len(at))
+                logs = sample_logs(shape, host, at, factor, rng)
                 values[role].append(center([float(v) for v in np.exp(logs)]) + extra)
         pairs_of_test = tuple(zip(values["pinned"], values["again"], strict=True))
         series.append(Series(f"test{test}", "us", False, pairs_of_test))
     return series
 
 
-def shares(design: Design, rate: float, runs: int = RUNS, seed: int = 11) -> dict[str, float]:
+def shares(
+    design: Design, rate: float, runs: int = RUNS, seed: int = 11, shape: str = SHAPES[0]
+) -> dict[str, float]:
     """Share of sets: the A/A passes; it is called a regression; a test δ slower passes."""
     rng = np.random.default_rng(seed)
     counts = {"A/A passes": 0, "A/A false alarm": 0, "δ slower passes": 0}
     for _ in range(runs):
-        same = evaluate(one_set(design, rng, rate, None), LOOKS, ALPHA / MEMBERS, MARGIN)
+        same = evaluate(one_set(design, rng, rate, None, shape), LOOKS, ALPHA / MEMBERS, MARGIN)
         counts["A/A passes"] += all(o.finding != INCONCLUSIVE and not o.regression for o in same)
         counts["A/A false alarm"] += any(o.regression for o in same)
-        slower = evaluate(one_set(design, rng, rate, 0), LOOKS, ALPHA / MEMBERS, MARGIN)
+        slower = evaluate(one_set(design, rng, rate, 0, shape), LOOKS, ALPHA / MEMBERS, MARGIN)
         counts["δ slower passes"] += slower[0].finding != INCONCLUSIVE and not slower[0].regression
     return {k: v / runs for k, v in counts.items()}
 
 
 if __name__ == "__main__":
     print(f"alpha {ALPHA}/{MEMBERS}, margin {MARGIN:.0%}, looks {LOOKS}, {RUNS} sets a cell, seed 11")
-    print("design      rate   A/A passes   A/A false alarm   δ slower passes")
-    for design in (IN_TURN, TOGETHER):
-        for rate in (0.5, 2.0, 5.0):
-            got = shares(design, rate)
-            print(
-                f"{design.name:10} {rate:4.1f}/s {got['A/A passes']:12.1%} {got['A/A false alarm']:17.1%} "
-                f"{got['δ slower passes']:17.1%}"
-            )
+    print("host         design      rate   A/A passes   A/A false alarm   δ slower passes")
+    for shape in SHAPES:
+        for design in (IN_TURN, TOGETHER):
+            for rate in (0.5, 2.0, 5.0) if shape != "sawtooth" else (1.0,):  # unused there
+                got = shares(design, rate, shape=shape)
+                shown = f"{rate:4.1f}/s" if shape != "sawtooth" else f"{SAWTOOTH_S:3.0f} s "
+                print(
+                    f"{shape:12} {design.name:10} {shown} {got['A/A passes']:12.1%} "
+                    f"{got['A/A false alarm']:17.1%} {got['δ slower passes']:17.1%}"
+                )
